@@ -1,0 +1,36 @@
+"""One exception root for everything a user can fix.
+
+Each subclass also inherits the builtin a caller would expect, so ``except ValueError`` keeps
+working. The CLI maps ``SaagOptError`` to a single stderr line; anything else keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SaagOptError(Exception):
+    """Root of every error saag-opt raises on purpose."""
+
+
+class DatasetError(SaagOptError, ValueError):
+    """A dataset or predictions file is unreadable or has a bad row (message carries path:line)."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.path, self.line = path, line
+        where = f"{path}:{line}: " if path is not None and line is not None else (f"{path}: " if path else "")
+        super().__init__(f"{where}{message}")
+
+
+class ConfigError(SaagOptError, ValueError):
+    """A flag or config field has a bad value; the message names the field."""
+
+
+class ModelUnavailableError(SaagOptError, RuntimeError):
+    """A model cannot be reached: missing key, dead server, missing extra."""
+
+
+class ArtifactError(SaagOptError, ValueError):
+    """A prompt artifact is missing, corrupt, or would be overwritten with other content."""
+
+
+class RunError(SaagOptError, RuntimeError):
+    """A run directory cannot be created, read or resumed."""
