@@ -1,1 +1,25 @@
-"""report."""
+"""Reports: terminal tables (rich). Only this package and the CLI import rich."""
+
+from saag_opt.report.tables import (
+    METRIC_LABELS,
+    STAGE_NAMES,
+    abstentions_text,
+    accuracy_table,
+    datasets_table,
+    funnel_table,
+    metrics_table,
+    print_score_report,
+    rejections_panel,
+)
+
+__all__ = [
+    "METRIC_LABELS",
+    "STAGE_NAMES",
+    "abstentions_text",
+    "accuracy_table",
+    "datasets_table",
+    "funnel_table",
+    "metrics_table",
+    "print_score_report",
+    "rejections_panel",
+]
