@@ -42,6 +42,10 @@ datasets_app = typer.Typer(help="List the known datasets and fetch the ones that
                            no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
 
+from saag_opt.cli_prompts import prompts_app  # noqa: E402  (its module stays import-light)
+
+app.add_typer(prompts_app, name="prompts")
+
 DatasetOpt = Annotated[str, typer.Option(
     "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
     help="Dataset spec: [bold]shipped:bfcl[/], [bold]bfcl:simple_python[/], [bold]bfcl:non_live[/], or a path "

@@ -1,0 +1,140 @@
+"""``saag-opt prompts ...``: list, show, diff, export and alias prompt versions.
+
+Thin by design: each command calls ``saag_opt.artifacts`` and prints with rich. ``SaagOptError``
+propagates; the main CLI turns it into one stderr line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from saag_opt.artifacts import (
+    PROMPTS_ENV,
+    PromptStore,
+    PromptVersion,
+    diff_versions,
+    export_version,
+    exporter_names,
+)
+
+prompts_app = typer.Typer(help="Inspect, compare, export and alias prompt versions.", no_args_is_help=True)
+
+RootOpt = Annotated[
+    Path | None,
+    typer.Option("--root", envvar=PROMPTS_ENV, help="Prompt store directory (default ./prompts)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _console() -> Console:
+    """A console bound to the current stdout (so test runners capture it)."""
+    return Console(highlight=False)
+
+
+def _fmt_scores(scores: dict[str, object]) -> str:
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
+
+
+@prompts_app.command("list")
+def list_cmd(
+    program: Annotated[str | None, typer.Option("--program", "-p", help="Only this program.")] = None,
+    root: RootOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List versions with hash, lineage, source, scores and aliases."""
+    store = PromptStore(root)
+    versions = store.list(program)
+    aliases = store.aliases()
+    if as_json:
+        typer.echo(json.dumps({"versions": [v.model_dump() for v in versions], "aliases": aliases}, indent=2))
+        return
+    several = len({v.program for v in versions}) > 1
+    columns = ["program"] * several + ["version", "sha256", "parents", "source", "created", "scores", "aliases"]
+    table = Table(title=f"prompt versions in {store.root}", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for name in columns:
+        table.add_column(name, no_wrap=name in ("version", "sha256", "created"), overflow="fold")
+    for v in versions:
+        names = sorted(a for a, target in aliases.get(v.program, {}).items() if target == v.version)
+        row = [v.version, v.sha256[:12], ", ".join(v.parents), v.source, v.created[:10],
+               _fmt_scores(v.scores), ", ".join(names)]
+        table.add_row(*([v.program] * several + row))
+    _console().print(table if versions else f"no prompt versions in {store.root}")
+
+
+@prompts_app.command("show")
+def show_cmd(ref: Annotated[str, typer.Argument(help="reviewer@v2, reviewer@production or a path.")],
+             root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    """Show one version: metadata and every predictor's instructions."""
+    version = PromptStore(root).resolve(ref)
+    if as_json:
+        typer.echo(version.model_dump_json(indent=2))
+        return
+    console = _console()
+    console.print(_metadata_table(version))
+    for name, text in version.instructions.items():
+        console.print(Panel(Text(text), title=f"predictor {name}", title_align="left"))
+
+
+def _metadata_table(version: PromptVersion) -> Table:
+    """Key/value table of everything but the instructions (lineage, models, scores, notes)."""
+    table = Table(title=version.ref, show_header=False, box=box.SIMPLE, pad_edge=False)
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    meta = version.model_dump(exclude={"instructions", "schema_version"})
+    for key, value in meta.items():
+        shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        table.add_row(key, "-" if value in (None, "", [], {}) else shown)
+    return table
+
+
+@prompts_app.command("diff")
+def diff_cmd(a: Annotated[str, typer.Argument(help="Old version reference.")],
+             b: Annotated[str, typer.Argument(help="New version reference.")],
+             root: RootOpt = None) -> None:
+    """Unified diff of instructions per predictor, plus metadata changes."""
+    store = PromptStore(root)
+    text = diff_versions(store.resolve(a), store.resolve(b))
+    console = _console()
+    for line in text.splitlines():
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else (
+            "cyan" if line.startswith(("@@", "~")) else "")
+        console.print(Text(line, style=style), soft_wrap=True)
+
+
+@prompts_app.command("export")
+def export_cmd(
+    ref: Annotated[str, typer.Argument(help="Version reference.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(exporter_names())}.")] = "txt",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Export a version for DSPy, OpenAI, MLflow, or as text/markdown/JSON."""
+    version = PromptStore(root).resolve(ref)
+    text = export_version(version, fmt)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    _console().print(f"wrote {version.ref} as {fmt} to {out}")
+
+
+@prompts_app.command("alias")
+def alias_cmd(name: Annotated[str, typer.Argument(help="Alias, e.g. production or best.")],
+              ref: Annotated[str, typer.Argument(help="Version reference it should point to.")],
+              root: RootOpt = None) -> None:
+    """Point PROGRAM@NAME at the version REF resolves to (create or move the alias)."""
+    store = PromptStore(root)
+    version = store.resolve(ref)
+    store.alias(version.program, name, version.version)
+    _console().print(f"{version.program}@{name} -> {version.version} ({version.sha256[:12]})")

@@ -1,0 +1,97 @@
+"""`saag-opt prompts ...` through typer's CliRunner against a temporary store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.cli_prompts import prompts_app
+from saag_opt.errors import ArtifactError, ConfigError
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    store = PromptStore(tmp_path / "prompts")
+    store.save(PromptVersion(version="v1", program="reviewer", instructions={"review": "Generic review."}))
+    store.save(PromptVersion(version="v2", program="reviewer", parents=["v1"],
+                             instructions={"review": "Generic review.\nTool-only responses are complete."}))
+    store.save_new("reviewer", {"review": "GEPA review."}, parents=["v2"], source="gepa",
+                   scores={"val": 0.925}, models={"reviewer": "gpt-5-mini"})
+    store.alias("reviewer", "production", "v2")
+    return store.root
+
+
+def _run(*args: str) -> str:
+    result = runner.invoke(prompts_app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_list_table_shows_lineage_hash_scores_and_aliases(root: Path) -> None:
+    out = _run("list", "--program", "reviewer", "--root", str(root))
+    v2 = PromptStore(root).get("reviewer", "v2")
+    for expected in ("v1", "v2", "v3-gepa", v2.sha256[:12], "production", "gepa", "val=0.925"):
+        assert expected in out
+    assert v2.sha256[:13] not in out
+
+
+def test_list_json_and_env_root(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(root))
+    data = json.loads(_run("list", "--json"))
+    assert [v["version"] for v in data["versions"]] == ["v1", "v2", "v3-gepa"]
+    assert data["aliases"] == {"reviewer": {"production": "v2"}}
+
+
+def test_list_empty_store_and_unknown_program(tmp_path: Path, root: Path) -> None:
+    assert "no prompt versions" in _run("list", "--root", str(tmp_path / "empty"))
+    result = runner.invoke(prompts_app, ["list", "--program", "reviewr", "--root", str(root)])
+    assert isinstance(result.exception, ArtifactError)
+    assert "no program 'reviewr'" in str(result.exception) and "Did you mean: reviewer" in str(result.exception)
+
+
+def test_show_by_alias(root: Path) -> None:
+    out = _run("show", "reviewer@production", "--root", str(root))
+    assert "reviewer@v2" in out and "Tool-only responses are complete." in out and "review" in out
+    shown = json.loads(_run("show", "reviewer@production", "--root", str(root), "--json"))
+    assert shown["version"] == "v2" and shown["parents"] == ["v1"]
+
+
+def test_diff(root: Path) -> None:
+    out = _run("diff", "reviewer@v1", "reviewer@production", "--root", str(root))
+    lines = out.splitlines()
+    assert "+Tool-only responses are complete." in lines and ' Generic review.' in lines
+    assert '~ parents: [] -> ["v1"]' in lines
+
+
+def test_export_to_stdout_and_file(root: Path, tmp_path: Path) -> None:
+    messages = json.loads(_run("export", "reviewer@v3-gepa", "--format", "openai", "--root", str(root)))
+    assert messages == {"review": [{"role": "system", "content": "GEPA review."}]}
+    assert _run("export", "reviewer@v1", "--root", str(root)) == "Generic review.\n"
+    target = tmp_path / "out" / "reviewer.json"
+    out = _run("export", "reviewer@production", "-f", "dspy", "--out", str(target), "--root", str(root))
+    assert "wrote reviewer@v2 as dspy" in out
+    assert json.loads(target.read_text())["review"]["signature"]["instructions"].startswith("Generic review.")
+
+
+def test_alias_command_moves_alias(root: Path) -> None:
+    out = _run("alias", "best", "reviewer@v3-gepa", "--root", str(root))
+    assert "reviewer@best -> v3-gepa" in out
+    _run("alias", "production", "reviewer@best", "--root", str(root))
+    assert json.loads((root / "aliases.json").read_text()) == {"reviewer": {"best": "v3-gepa",
+                                                                            "production": "v3-gepa"}}
+
+
+def test_errors_propagate_as_saag_opt_errors(root: Path) -> None:
+    result = runner.invoke(prompts_app, ["show", "reviewer@prodction", "--root", str(root)])
+    assert isinstance(result.exception, ArtifactError)
+    assert "Did you mean: production" in str(result.exception)
+    result = runner.invoke(prompts_app, ["export", "reviewer@v1", "--format", "yaml", "--root", str(root)])
+    assert isinstance(result.exception, ConfigError) and "Available: txt, md" in str(result.exception)
+    result = runner.invoke(prompts_app, ["alias", "v1", "reviewer@v2", "--root", str(root)])
+    assert isinstance(result.exception, ArtifactError) and "would shadow" in str(result.exception)
