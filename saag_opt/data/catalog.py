@@ -1,0 +1,264 @@
+"""Dataset names -> examples: the one entry point the CLI and the evaluation runner use.
+
+Specs:
+
+* ``bfcl:<category>`` (e.g. ``bfcl:simple_python``, ``bfcl:live_multiple``) and the groups
+  ``bfcl:non_live`` (simple_python + multiple + parallel + parallel_multiple + irrelevance) and
+  ``bfcl:live`` (the six live categories) — read from the installed ``bfcl-eval`` data.
+* ``shipped:bfcl`` (150 BFCL examples in the repo), ``shipped:registry-5|10|15`` (the registry-size
+  benchmark built from them).
+* ``glaive:<path>`` (raw Glaive v2), ``glaive-sharegpt:<path>`` (LLaMA-Factory's conversion).
+* a path to a ``.jsonl`` / ``.json`` file: the shape is detected from the keys of its first record
+  (BFCL-format rows, our own schema, raw Glaive, or ShareGPT Glaive).
+
+Every example comes back tagged with its split (``splits.split_of`` of its base id, unless the file
+recorded one), then ``split`` filters and ``limit`` keeps the first N in file order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from rapidfuzz import fuzz, process
+
+from saag_opt.data import glaive, jsonl
+from saag_opt.data.jsonl import RowResult
+from saag_opt.data.splits import SPLITS, assign_splits
+from saag_opt.errors import ConfigError, DatasetError
+from saag_opt.model import Example
+
+BFCL_GROUPS: dict[str, tuple[str, ...]] = {
+    "non_live": ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"),
+    "live": ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
+             "live_relevance"),
+}
+SHIPPED: dict[str, tuple[str, str]] = {
+    "bfcl": ("bfcl.jsonl", "150 BFCL v4 examples: 30 each of simple_python, multiple, parallel, "
+                           "parallel_multiple, irrelevance (BFCL-format rows)"),
+    "registry-5": ("registry-5.jsonl", "single-call shipped BFCL examples, registry of 5 tools"),
+    "registry-10": ("registry-10.jsonl", "single-call shipped BFCL examples, registry of 10 tools"),
+    "registry-15": ("registry-15.jsonl", "single-call shipped BFCL examples, registry of 15 tools"),
+}
+FILE_PREFIXES: dict[str, str] = {
+    "glaive": "raw Glaive function-calling v2 file (JSON array or JSONL)",
+    "glaive-sharegpt": "Glaive v2 in LLaMA-Factory's ShareGPT format (JSON array or JSONL)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """One row of ``saag-opt datasets list``."""
+
+    name: str
+    description: str
+    n_examples: int | None
+    available: bool
+    where: str
+
+
+def shipped_dir() -> Path:
+    """``$SAAG_OPT_DATASETS`` if set, else the repository's ``datasets/`` directory."""
+    env = os.environ.get("SAAG_OPT_DATASETS")
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "datasets"
+
+
+def _bfcl_categories() -> list[str]:
+    from saag_opt.data.bfcl import bfcl_categories
+
+    return bfcl_categories()
+
+
+def dataset_names() -> list[str]:
+    """Every name ``load_dataset`` accepts, file templates last."""
+    names = [f"bfcl:{c}" for c in _bfcl_categories()] + [f"bfcl:{g}" for g in BFCL_GROUPS]
+    names += [f"shipped:{s}" for s in SHIPPED]
+    names += [f"{p}:<path>" for p in FILE_PREFIXES] + ["<path>.jsonl"]
+    return names
+
+
+# ------------------------------------------------------------------------------------- resolving
+
+
+def _unknown(spec: str) -> ConfigError:
+    names = dataset_names()
+    near = process.extract(spec, names, scorer=fuzz.WRatio, limit=3, score_cutoff=60)
+    hint = f" Did you mean {', '.join(repr(n) for n, _, _ in near)}?" if near else ""
+    return ConfigError(f"unknown dataset {spec!r}.{hint} Available: {', '.join(names)}")
+
+
+def _bfcl_rows(names: Iterable[str]) -> Iterator[RowResult]:
+    from saag_opt.data.bfcl import load_bfcl
+
+    for name in names:
+        for example in load_bfcl(name):
+            yield 0, example
+
+
+def detect_file_format(path: Path) -> str:
+    """``bfcl`` | ``examples`` | ``glaive`` | ``glaive-sharegpt`` from the keys of the first record.
+
+    Raises:
+        DatasetError: missing file, no records, or a record of no known shape.
+    """
+    if not path.is_file():
+        raise DatasetError("no such dataset file", path=str(path))
+    for line, value in glaive.iter_records(path):
+        if isinstance(value, DatasetError):
+            raise value
+        keys = set(value) if isinstance(value, dict) else set()
+        for fmt, needed in (("bfcl", jsonl.BFCL_KEYS), ("examples", jsonl.EXAMPLE_KEYS),
+                            ("glaive-sharegpt", {"conversations"}), ("glaive", {"system", "chat"})):
+            if needed <= keys:
+                return fmt
+        raise DatasetError(f"cannot tell the dataset format from keys {sorted(keys)}; expected BFCL rows "
+                           "(question, function), saag-opt rows (messages, tools), Glaive (system, chat) "
+                           "or ShareGPT (conversations, tools)", path=str(path), line=line)
+    raise DatasetError("no records found", path=str(path))
+
+
+class DatasetLoader(Protocol):
+    """Reads one file format into examples; the plug point behind ``FILE_READERS``.
+
+    Contract: ``loader(path)`` yields ``(line, Example | DatasetError)`` in file order, where line is
+    the 1-based line the record starts on (one record may yield several examples). A bad record is
+    yielded as a ``DatasetError`` carrying ``path:line`` and the next record is still read; only an
+    unreadable file raises (``DatasetError``). Ids are unique within a file (a repeat is an error
+    row). Loading is deterministic and touches nothing but the file.
+    """
+
+    def __call__(self, path: Path) -> Iterator[RowResult]:
+        """Yield the rows of ``path``."""
+        ...
+
+
+FILE_READERS: dict[str, DatasetLoader] = {
+    "bfcl": jsonl.iter_bfcl_jsonl,
+    "examples": jsonl.iter_examples_jsonl,
+    "glaive": glaive.iter_glaive,
+    "glaive-sharegpt": glaive.iter_glaive_sharegpt,
+}
+
+
+def iter_dataset(spec: str) -> Iterator[RowResult]:
+    """Lenient rows of a dataset spec: ``(line, Example | DatasetError)`` (line 0 for BFCL package data).
+
+    Raises:
+        ConfigError: unknown name (with the nearest names and the full list).
+        DatasetError: a missing file or missing BFCL data.
+    """
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "bfcl":
+        if rest in BFCL_GROUPS:
+            return _bfcl_rows(BFCL_GROUPS[rest])
+        if rest in _bfcl_categories():
+            return _bfcl_rows([rest])
+        raise _unknown(spec)
+    if sep and prefix == "shipped":
+        if rest not in SHIPPED:
+            raise _unknown(spec)
+        path = shipped_dir() / SHIPPED[rest][0]
+        if not path.is_file():
+            raise DatasetError("shipped dataset file is missing; regenerate it with "
+                               "`python experiments/build_shipped.py`", path=str(path))
+        return FILE_READERS[detect_file_format(path)](path)
+    if sep and prefix in FILE_PREFIXES:
+        path = Path(rest).expanduser()
+        if not path.is_file():
+            raise DatasetError("no such dataset file", path=str(path))
+        return FILE_READERS[prefix](path)
+    path = Path(spec).expanduser()
+    if path.suffix in (".jsonl", ".json") or path.is_file():
+        return FILE_READERS[detect_file_format(path)](path)
+    raise _unknown(spec)
+
+
+def load_dataset(spec: str, *, split: str | None = None, limit: int | None = None,
+                 errors: list[DatasetError] | None = None) -> list[Example]:
+    """Examples of a dataset spec (see the module docstring), each tagged with its split.
+
+    Args:
+        spec: dataset name or path.
+        split: keep only ``train`` | ``val`` | ``test``.
+        limit: keep the first N (after the split filter).
+        errors: when given, bad rows are appended here and skipped; otherwise the first one raises.
+
+    Raises:
+        ConfigError: unknown dataset name, bad ``split`` or ``limit``.
+        DatasetError: missing data or a bad row (``path:line``).
+    """
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if limit is not None and limit < 0:
+        raise ConfigError(f"limit must be >= 0, got {limit}")
+    examples: list[Example] = []
+    for _, item in iter_dataset(spec):
+        if isinstance(item, DatasetError):
+            if errors is None:
+                raise item
+            errors.append(item)
+            continue
+        examples.append(item)
+    examples = assign_splits(examples)
+    if split is not None:
+        examples = [ex for ex in examples if ex.split == split]
+    return examples if limit is None else examples[:limit]
+
+
+# --------------------------------------------------------------------------------------- listing
+
+
+def bfcl_data_dir() -> Path | None:
+    """``bfcl_eval/data`` of an installed package, found without importing it (its imports are heavy)."""
+    try:
+        spec = importlib.util.find_spec("bfcl_eval")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        data = Path(location) / "data"
+        if data.is_dir():
+            return data
+    return None
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, encoding="utf-8") as fp:
+            return sum(1 for line in fp if line.strip())
+    except OSError:
+        return None
+
+
+def _bfcl_infos() -> list[DatasetInfo]:
+    from saag_opt.data.bfcl import bfcl_available
+
+    data = bfcl_data_dir()
+    available = bfcl_available()
+    where = str(data) if data is not None else ("cached bfcl-eval wheel" if available else "not installed")
+    counts: dict[str, int | None] = {}
+    for category in _bfcl_categories():
+        counts[category] = _count_lines(data / f"BFCL_v4_{category}.json") if data is not None else None
+    infos = [DatasetInfo(f"bfcl:{c}", f"BFCL v4 {c}", counts[c], available, where) for c in counts]
+    for group, members in BFCL_GROUPS.items():
+        parts = [counts.get(m) for m in members]
+        total = sum(p for p in parts if p is not None) if all(p is not None for p in parts) else None
+        infos.append(DatasetInfo(f"bfcl:{group}", f"BFCL v4 {' + '.join(members)}", total, available, where))
+    return infos
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """Every known dataset with a cheap example count (rows in the file) where one is available."""
+    infos = _bfcl_infos()
+    for name, (filename, description) in SHIPPED.items():
+        path = shipped_dir() / filename
+        infos.append(DatasetInfo(f"shipped:{name}", description, _count_lines(path) if path.is_file() else None,
+                                 path.is_file(), str(path)))
+    for prefix, description in FILE_PREFIXES.items():
+        infos.append(DatasetInfo(f"{prefix}:<path>", description, None, True, "a file you provide"))
+    infos.append(DatasetInfo("<path>.jsonl", "BFCL-format rows or saag-opt example rows (auto-detected)", None,
+                             True, "a file you provide"))
+    return infos

@@ -1,0 +1,391 @@
+"""Ground-truth check with BFCL's semantics (DESIGN.md section 4).
+
+``check_truth`` reproduces the ``valid`` flag of ``bfcl_eval``'s ``ast_checker`` (version
+2026.3.23, Python rules) without importing it, so the pure core can score predictions offline and
+fast. The rules, in BFCL's order, per call:
+
+1. the function name must be the gold one (calls may use the OpenAI-safe spelling; it is resolved
+   through the registry first);
+2. every *schema*-required parameter must be present;
+3. every given parameter must be both in the schema and in the gold, its type must match BFCL's
+   original type (kept under ``x-bfcl-type``): ints are accepted for ``float``, not the reverse;
+   ``tuple`` values may be lists; ``any`` means ``str``; a value of the gold's own type is accepted
+   when the gold disagrees with the schema (BFCL's "variable" rule); arrays check their element
+   type one level deep;
+4. its value must be acceptable: strings after ``standardize_string`` (lowercase, without spaces
+   and ``,./-_*^``, ``'`` read as ``"``); lists element-wise with their strings standardised;
+   dicts key by key against each acceptable dict's own value lists; lists of dicts dict by dict;
+   anything else by Python equality (so ``5 == 5.0`` and ``True == 1`` as in BFCL);
+5. every gold parameter whose list lacks ``""`` must be present.
+
+Categories decide the count: "parallel" in the name -> as many calls as gold calls, matched without
+order by BFCL's greedy first-fit (for each gold call in order, the first unmatched call that passes);
+"multiple" -> exactly one call, checked against the gold function chosen among several; otherwise
+exactly one call. ``expect == "no_call"`` (irrelevance) is correct iff no call is made,
+``"any_call"`` (live_relevance) iff at least one is. For those two rules an output holding a call
+whose name is None (unparsable) counts as no call at all, as BFCL counts an undecodable output.
+
+Deliberate deviations from BFCL, which would crash (KeyError/TypeError) on these inputs: types
+outside BFCL's Python vocabulary (Java/JavaScript names, JSON Schema ``number``/``object``) map to
+the nearest Python type; a missing type or a missing ``items`` type skips that type check; a gold
+function absent from the registry is checked against its gold parameters only. Java and JavaScript
+categories are checked with these Python rules on native JSON values (what a JSON tool-calling agent
+emits), *not* with BFCL's string-encoded Java/JS semantics, so they are outside the agreement claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from saag_opt.model import BFCL_TYPE_KEY, Example, Registry, ToolCall
+
+__all__ = ["TruthResult", "check_truth", "standardize_string"]
+
+_STRIP = str.maketrans("", "", " ,./-_*^")
+
+_NONE_TYPE = type(None)
+
+PY_TYPES: dict[str, type] = {
+    # BFCL's PYTHON_TYPE_MAPPING, exactly.
+    "string": str, "integer": int, "float": float, "boolean": bool, "array": list, "tuple": list,
+    "dict": dict, "any": str,
+    # Extensions for types BFCL's Python checker does not know (it would raise KeyError).
+    "number": float, "double": float, "object": dict, "String": str, "char": str, "Any": str,
+    "Boolean": bool, "bool": bool, "long": int, "byte": int, "short": int, "Bigint": int,
+    "list": list, "ArrayList": list, "Array": list, "Queue": list, "Stack": list,
+    "HashMap": dict, "Hashtable": dict, "null": _NONE_TYPE,
+}
+"""BFCL type name -> the Python type a value must have."""
+
+_FLOAT_TYPES = frozenset({"float", "number", "double"})
+_NESTED_TYPES = frozenset({"array", "tuple", "list", "ArrayList", "Array", "Queue", "Stack"})
+
+
+@dataclass(frozen=True, slots=True)
+class TruthResult:
+    """Whether a prediction is correct by BFCL's rules, and a short machine-readable reason.
+
+    ``reason`` is ``"ok"`` when correct, else one of ``no_call``, ``unexpected_call``,
+    ``wrong_count``, ``unparsable_call``, ``wrong_func_name``, ``bad_arguments``,
+    ``missing_required:<p>``, ``unexpected_param:<p>``, ``type:<p>``, ``value:<p>``,
+    ``missing_param:<p>`` (a gold parameter that may not be omitted), ``no_match:<func>:<reason>``
+    (parallel: no call matches that gold call), ``no_gold``.
+    """
+
+    correct: bool
+    reason: str
+
+
+_OK = TruthResult(True, "ok")
+
+
+def standardize_string(text: str) -> str:
+    """BFCL's ``standardize_string``: drop spaces and ``,./-_*^``, lowercase, ``'`` -> ``"``."""
+    return text.translate(_STRIP).lower().replace("'", '"')
+
+
+def _std(value: Any) -> Any:
+    return standardize_string(value) if type(value) is str else value
+
+
+def _std_seq(seq: Any) -> list[Any] | None:
+    """Standardise a sequence the way BFCL indexes it (a str yields its characters); None = BFCL crash."""
+    if type(seq) is list or type(seq) is str:
+        return [_std(x) for x in seq]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _DictGold:
+    """One acceptable dict: key -> standardised acceptable values (None: BFCL could not read it)."""
+
+    raw: Mapping[str, Any]
+    std: Mapping[str, list[Any] | None]
+
+
+def _dict_gold(item: Any) -> _DictGold | None:
+    if type(item) is not dict:
+        return None
+    return _DictGold(item, {k: _std_seq(v) for k, v in item.items()})
+
+
+def _dict_ok(value: Any, gold: _DictGold | None) -> bool:
+    """BFCL ``dict_checker`` against one acceptable dict."""
+    if gold is None or type(value) is not dict:
+        return False
+    for key, val in value.items():
+        if key not in gold.raw:
+            return False
+        allowed = gold.std[key]
+        if allowed is None or _std(val) not in allowed:
+            return False
+    for key, allowed_raw in gold.raw.items():
+        if key not in value:
+            try:
+                if "" not in allowed_raw:
+                    return False
+            except TypeError:
+                return False
+    return True
+
+
+class _Param:
+    """One parameter of one gold call. Cheap to build; the standardised gold is computed on first use,
+    so a gold call checked once costs about what BFCL spends, and one checked again costs less."""
+
+    __slots__ = ("name", "btype", "pytype", "nested", "values", "gold_type", "_strings", "_lists", "_dicts",
+                 "_list_dicts")
+
+    def __init__(self, name: str, values: list[Any], schema: Any) -> None:
+        btype = _bfcl_type(schema)
+        self.name, self.btype, self.values = name, btype, values
+        self.pytype: type | None = PY_TYPES.get(btype) if btype is not None else None
+        self.nested: type | None = None
+        if btype in _NESTED_TYPES:
+            item_type = _bfcl_type(schema.get("items"))
+            self.nested = PY_TYPES.get(item_type) if item_type is not None else None
+        self.gold_type = _first_type(values)
+        self._strings: frozenset[str] | None = None
+        self._lists: list[list[Any]] | None = None
+        self._dicts: list[_DictGold | None] | None = None
+        self._list_dicts: list[tuple[_DictGold | None, ...] | None] | None = None
+
+    @property
+    def std_strings(self) -> frozenset[str]:
+        """Standardised acceptable strings (BFCL ``string_checker``)."""
+        if self._strings is None:
+            self._strings = frozenset(standardize_string(v) for v in self.values if type(v) is str)
+        return self._strings
+
+    @property
+    def std_lists(self) -> list[list[Any]]:
+        """Acceptable lists with their strings standardised (BFCL ``list_checker``)."""
+        if self._lists is None:
+            self._lists = [s for s in (_std_seq(v) for v in self.values) if s is not None]
+        return self._lists
+
+    @property
+    def dicts(self) -> list[_DictGold | None]:
+        """Acceptable dicts (BFCL ``dict_checker`` skips the ``""`` marker)."""
+        if self._dicts is None:
+            self._dicts = [_dict_gold(v) for v in self.values if v != ""]
+        return self._dicts
+
+    @property
+    def list_dicts(self) -> list[tuple[_DictGold | None, ...] | None]:
+        """Acceptable lists of dicts (BFCL ``list_dict_checker``; ``""`` is an empty list)."""
+        if self._list_dicts is None:
+            self._list_dicts = [tuple(_dict_gold(d) for d in v) if type(v) in (list, str) else None
+                                for v in self.values]
+        return self._list_dicts
+
+
+def _first_type(values: Any) -> type | None:
+    for item in values:
+        if item != "":
+            return type(item)
+    return None
+
+
+def _bfcl_type(schema: Any) -> str | None:
+    if type(schema) is not dict and not isinstance(schema, Mapping):
+        return None
+    btype = schema.get(BFCL_TYPE_KEY) or schema.get("type")
+    return btype if isinstance(btype, str) else None
+
+
+def _nested_ok(value: list[Any], param: _Param) -> bool:
+    """BFCL's one-level element type check: some acceptable value must admit every element."""
+    for item in param.values:
+        if type(item) is not list:
+            return True
+        item_type = _first_type(item)
+        if all(type(x) is param.nested or (item_type is not None and type(x) is item_type) for x in value):
+            return True
+    return False
+
+
+def _type_ok(value: Any, param: _Param) -> tuple[bool, bool]:
+    """BFCL ``type_checker``: (valid, is_variable)."""
+    is_variable = param.gold_type is not None and param.gold_type is not param.pytype
+    if type(value) is param.pytype:
+        if param.nested is None:
+            return True, is_variable
+        return _nested_ok(value, param), is_variable
+    if param.gold_type is not None and type(value) is param.gold_type:
+        return True, True
+    return False, is_variable
+
+
+def _value_ok(value: Any, param: _Param) -> bool:
+    """BFCL's value rules for a value that passed the type check as a non-variable."""
+    pytype = param.pytype
+    if pytype is dict:
+        return any(_dict_ok(value, d) for d in param.dicts)
+    if pytype is list and param.nested is dict:
+        return any(_list_dict_ok(value, gold) for gold in param.list_dicts)
+    if pytype is str:
+        return standardize_string(value) in param.std_strings
+    if pytype is list:
+        return [_std(x) for x in value] in param.std_lists
+    return value in param.values
+
+
+def _list_dict_ok(value: list[Any], gold: tuple[_DictGold | None, ...] | None) -> bool:
+    if gold is None or len(value) != len(gold):
+        return False
+    return all(_dict_ok(v, g) for v, g in zip(value, gold))
+
+
+def _check_param(value: Any, param: _Param) -> str | None:
+    """Reason the value is wrong, or None."""
+    btype = param.btype
+    if btype == "tuple" and type(value) is tuple:
+        value = list(value)
+    elif btype in _FLOAT_TYPES and type(value) is int:
+        value = float(value)
+    if param.pytype is None:  # unknown type: no type check, compare like BFCL would compare values
+        if type(value) is str:
+            return None if standardize_string(value) in param.std_strings else f"value:{param.name}"
+        return None if value in param.values else f"value:{param.name}"
+    valid, is_variable = _type_ok(value, param)
+    if not valid:
+        return f"type:{param.name}"
+    if not is_variable:
+        return None if _value_ok(value, param) else f"value:{param.name}"
+    return None if value in param.values else f"value:{param.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class _GoldCall:
+    """One gold call, ready to check calls against."""
+
+    name: str
+    required: tuple[str, ...]
+    params: Mapping[str, _Param]
+    must_have: tuple[str, ...]
+
+
+def _make_gold_call(gold: Any, registry: Registry) -> _GoldCall | None:
+    if not isinstance(gold, Mapping) or not gold:
+        return None
+    name = next(iter(gold))
+    spec_params = gold[name] if isinstance(gold[name], Mapping) else {}
+    tool = registry.get(name) if isinstance(name, str) else None
+    props: Mapping[str, Any] = tool.properties if tool is not None else {p: None for p in spec_params}
+    params: dict[str, _Param] = {}
+    must_have: list[str] = []
+    for pname, vals in spec_params.items():
+        values = vals if type(vals) is list else (list(vals) if isinstance(vals, tuple) else [vals])
+        if pname in props:
+            params[pname] = _Param(pname, values, props[pname])
+        if not (isinstance(vals, (list, tuple, str)) and "" in vals):
+            must_have.append(pname)
+    return _GoldCall(str(name), tool.required if tool is not None else (), params, tuple(must_have))
+
+
+def _check_call(name: str, args: Any, gold: _GoldCall) -> str | None:
+    """BFCL ``simple_function_checker``: the reason the call fails, or None."""
+    if name != gold.name:
+        return "wrong_func_name"
+    if type(args) is not dict and not isinstance(args, Mapping):
+        return "bad_arguments"
+    for pname in gold.required:
+        if pname not in args:
+            return f"missing_required:{pname}"
+    params = gold.params
+    for pname, value in args.items():
+        param = params.get(pname) if isinstance(pname, str) else None
+        if param is None:
+            return f"unexpected_param:{pname}"
+        reason = _check_param(value, param)
+        if reason is not None:
+            return reason
+    for pname in gold.must_have:
+        if pname not in args:
+            return f"missing_param:{pname}"
+    return None
+
+
+_PLANS: dict[int, tuple[Example, tuple[_GoldCall | None, ...]]] = {}
+_PLAN_CACHE_MAX = 20_000
+
+
+def _plan(example: Example) -> tuple[_GoldCall | None, ...]:
+    """Gold calls compiled once per example (cached by identity; the example is kept alive)."""
+    hit = _PLANS.get(id(example))
+    if hit is not None and hit[0] is example:
+        return hit[1]
+    registry = example.registry
+    plan = tuple(_make_gold_call(g, registry) for g in (example.gold or ()))
+    if len(_PLANS) >= _PLAN_CACHE_MAX:
+        _PLANS.clear()
+    _PLANS[id(example)] = (example, plan)
+    return plan
+
+
+def _resolved_names(calls: Sequence[ToolCall], example: Example) -> list[str]:
+    resolve = example.registry.resolve
+    return [resolve(c.name) or c.name for c in calls]  # type: ignore[misc]
+
+
+def _check_parallel(names: list[str], calls: Sequence[ToolCall], plan: Sequence[_GoldCall | None]) -> TruthResult:
+    """BFCL's greedy, order-free matching: each gold call takes the first unmatched call that passes."""
+    matched: set[int] = set()
+    for gold in plan:
+        if gold is None:
+            return TruthResult(False, "no_gold")
+        first_reason = None
+        for index, call in enumerate(calls):
+            if index in matched:
+                continue
+            reason = _check_call(names[index], call.arguments, gold)
+            if reason is None:
+                matched.add(index)
+                break
+            if first_reason is None and reason != "wrong_func_name":
+                first_reason = reason
+        else:
+            return TruthResult(False, f"no_match:{gold.name}:{first_reason or 'wrong_func_name'}")
+    return _OK
+
+
+def _check_calls(calls: Sequence[ToolCall], example: Example) -> TruthResult:
+    plan = _plan(example)
+    if not plan:
+        return TruthResult(False, "no_gold")
+    if any(not isinstance(c.name, str) for c in calls):
+        return TruthResult(False, "unparsable_call")
+    category = example.category
+    expected = len(plan) if ("parallel" in category or "multiple" in category) else 1
+    if len(calls) != expected:
+        return TruthResult(False, "wrong_count")
+    names = _resolved_names(calls, example)
+    if "parallel" in category:
+        return _check_parallel(names, calls, plan)
+    gold = plan[0]
+    if gold is None:
+        return TruthResult(False, "no_gold")
+    reason = _check_call(names[0], calls[0].arguments, gold)
+    return _OK if reason is None else TruthResult(False, reason)
+
+
+def check_truth(calls: Sequence[ToolCall], example: Example) -> TruthResult:
+    """Is this prediction correct by BFCL's rules? Never raises on arbitrary JSON-like calls.
+
+    ``calls`` empty means the agent abstained. See the module docstring for the rules.
+    """
+    try:
+        # One unparsable call makes the whole output undecodable, which BFCL counts as no call.
+        made = len(calls) if all(isinstance(c.name, str) for c in calls) else 0
+        if example.expect == "no_call":
+            return _OK if made == 0 else TruthResult(False, "unexpected_call")
+        if example.expect == "any_call":
+            return _OK if made > 0 else TruthResult(False, "no_call")
+        if not calls:
+            return TruthResult(False, "no_call")
+        return _check_calls(calls, example)
+    except Exception as exc:  # noqa: BLE001 - a value whose == or hashing raises is a wrong call, not a crash
+        return TruthResult(False, f"uncheckable:{type(exc).__name__}")

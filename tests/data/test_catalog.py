@@ -1,0 +1,202 @@
+"""Dataset catalog: name resolution, errors, splits, and the promised shipped datasets."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from saag_opt.data import list_datasets, load_dataset
+from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
+from saag_opt.data.catalog import FILE_READERS, detect_file_format
+from saag_opt.data.registry_bench import gold_name
+from saag_opt.data.splits import split_of
+from saag_opt.errors import ConfigError, DatasetError
+from saag_opt.model import Example
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+NON_LIVE = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
+
+
+def _bfcl_pinned() -> bool:
+    try:
+        return importlib.metadata.version("bfcl_eval") == BFCL_VERSION
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+needs_bfcl = pytest.mark.skipif(not bfcl_available(), reason="bfcl-eval data not installed")
+
+
+def test_shipped_bfcl_has_30_per_category() -> None:
+    examples = load_dataset("shipped:bfcl")
+    assert Counter(e.category for e in examples) == {c: 30 for c in NON_LIVE}
+    assert Counter(e.expect for e in examples) == {"calls": 120, "no_call": 30}
+    assert all(e.split in ("train", "val", "test") for e in examples)
+    assert all((e.gold is None) == (e.category == "irrelevance") for e in examples)
+    assert all(len(e.gold) >= 2 for e in examples if e.category in ("parallel", "parallel_multiple"))
+
+
+@pytest.mark.parametrize("size", [5, 10, 15])
+def test_shipped_registry_benchmarks(size: int) -> None:
+    examples = load_dataset(f"shipped:registry-{size}")
+    assert len(examples) == 60
+    assert Counter(e.category for e in examples) == {"simple_python": 30, "multiple": 30}
+    assert all(len(e.registry) == size and gold_name(e) in e.registry for e in examples)
+    assert all(e.id.endswith(f"@r{size}") and e.split == split_of(e.id.split("@")[0]) for e in examples)
+
+
+def test_shipped_files_stay_small() -> None:
+    total = sum(p.stat().st_size for p in (ROOT / "datasets").glob("*.jsonl"))
+    assert total < 2 * 1024 * 1024
+
+
+def test_shipped_bfcl_rows_keep_bfcl_types() -> None:
+    rows = [json.loads(line) for line in (ROOT / "datasets" / "bfcl.jsonl").read_text().splitlines()]
+    types = {p.get("type") for r in rows for f in r["function"] for p in f["parameters"]["properties"].values()}
+    assert {r["function"][0]["parameters"]["type"] for r in rows} == {"dict"}
+    assert "float" in types and "number" not in types
+
+
+@pytest.mark.skipif(not _bfcl_pinned(), reason=f"needs bfcl-eval=={BFCL_VERSION}")
+def test_build_script_reproduces_the_shipped_files(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("build_shipped", ROOT / "experiments" / "build_shipped.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    written = module.build(tmp_path)
+    assert sorted(written) == ["bfcl", "registry-10", "registry-15", "registry-5"]
+    for path in written.values():
+        assert path.read_bytes() == (ROOT / "datasets" / path.name).read_bytes(), path.name
+
+
+def test_split_filter_and_limit() -> None:
+    everything = load_dataset("shipped:bfcl")
+    train = load_dataset("shipped:bfcl", split="train")
+    assert train == [e for e in everything if e.split == "train"] and 0 < len(train) < len(everything)
+    assert load_dataset("shipped:bfcl", split="test", limit=5) == [e for e in everything if e.split == "test"][:5]
+    assert load_dataset("shipped:bfcl", limit=0) == []
+
+
+def test_bad_split_or_limit_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"split must be one of train, val, test, got 'dev'"):
+        load_dataset("shipped:bfcl", split="dev")
+    with pytest.raises(ConfigError, match=r"limit must be >= 0"):
+        load_dataset("shipped:bfcl", limit=-1)
+
+
+@pytest.mark.parametrize(("spec", "suggestion"), [
+    ("shiped:bfcl", "shipped:bfcl"),
+    ("shipped:registry-20", "shipped:registry-10"),
+    ("bfcl:simple_pyton", "bfcl:simple_python"),
+    ("bfcl:nonlive", "bfcl:non_live"),
+])
+def test_unknown_names_suggest_the_nearest(spec: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError, match=rf"unknown dataset '{spec}'\. Did you mean .*'{suggestion}'") as info:
+        load_dataset(spec)
+    assert "Available: bfcl:simple_python" in str(info.value) and "shipped:registry-15" in str(info.value)
+
+
+def test_paths_are_detected_by_their_keys(tmp_path: Path) -> None:
+    assert detect_file_format(ROOT / "datasets" / "bfcl.jsonl") == "bfcl"
+    assert detect_file_format(ROOT / "datasets" / "registry-5.jsonl") == "examples"
+    assert detect_file_format(FIXTURES / "glaive_raw.json") == "glaive"
+    assert detect_file_format(FIXTURES / "glaive_sharegpt.json") == "glaive-sharegpt"
+    copy = tmp_path / "mine.jsonl"
+    shutil.copy(ROOT / "datasets" / "registry-5.jsonl", copy)
+    assert [e.id for e in load_dataset(str(copy))] == [e.id for e in load_dataset("shipped:registry-5")]
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"prompt": "hi"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"odd\.jsonl:1: cannot tell the dataset format"):
+        load_dataset(str(odd))
+
+
+def test_glaive_prefixes_and_lenient_error_collection() -> None:
+    with pytest.raises(DatasetError, match=r"glaive_sharegpt\.json:5:"):
+        load_dataset(f"glaive-sharegpt:{FIXTURES / 'glaive_sharegpt.json'}")
+    errors: list[DatasetError] = []
+    examples = load_dataset(f"glaive-sharegpt:{FIXTURES / 'glaive_sharegpt.json'}", errors=errors)
+    assert [e.id for e in examples] == ["glaive_0_0", "glaive_0_1", "glaive_0_2", "glaive_6_0"]
+    assert [err.line for err in errors] == [5, 6, 7]
+    assert all(e.split is not None for e in examples)
+    raw = load_dataset(f"glaive:{FIXTURES / 'glaive_raw.json'}", errors=[])
+    assert [e.id for e in raw] == ["glaive_0_0", "glaive_0_1", "glaive_6_0"]
+
+
+def test_missing_files_are_dataset_errors(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"nothere\.jsonl: no such dataset file"):
+        load_dataset(str(tmp_path / "nothere.jsonl"))
+    with pytest.raises(DatasetError, match=r"x\.json: no such dataset file"):
+        load_dataset(f"glaive:{tmp_path / 'x.json'}")
+
+
+def test_missing_shipped_dir_says_how_to_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_DATASETS", str(tmp_path))
+    with pytest.raises(DatasetError, match=r"build_shipped\.py"):
+        load_dataset("shipped:bfcl")
+    info = {i.name: i for i in list_datasets()}
+    assert info["shipped:bfcl"].available is False and info["shipped:bfcl"].n_examples is None
+
+
+def test_list_datasets_reports_counts_and_availability() -> None:
+    info = {i.name: i for i in list_datasets()}
+    assert info["shipped:bfcl"].n_examples == 150 and info["shipped:bfcl"].available
+    assert info["shipped:registry-10"].n_examples == 60
+    assert {"glaive:<path>", "glaive-sharegpt:<path>", "<path>.jsonl", "bfcl:non_live"} <= set(info)
+
+
+@needs_bfcl
+def test_bfcl_names_resolve_to_the_package_data() -> None:
+    simple = load_dataset("bfcl:simple_python")
+    assert len(simple) == 400 and {e.category for e in simple} == {"simple_python"}
+    non_live = load_dataset("bfcl:non_live")
+    assert Counter(e.category for e in non_live) == {"simple_python": 400, "multiple": 200, "parallel": 200,
+                                                     "parallel_multiple": 200, "irrelevance": 240}
+    assert all(e.split is not None for e in non_live)
+    info = {i.name: i for i in list_datasets()}
+    assert info["bfcl:non_live"].n_examples == 1240 and info["bfcl:live_multiple"].n_examples == 1053
+
+
+@needs_bfcl
+def test_shipped_bfcl_matches_the_package_examples() -> None:
+    package = {e.id: e for c in NON_LIVE for e in load_dataset(f"bfcl:{c}")}
+    for shipped in load_dataset("shipped:bfcl"):
+        original = package[shipped.id]
+        assert (shipped.messages, shipped.registry, shipped.gold, shipped.expect, shipped.split) == \
+            (original.messages, original.registry, original.gold, original.expect, original.split)
+
+
+def _contract_file(fmt: str, tmp_path: Path) -> Path:
+    """A file of format ``fmt`` with a valid record, then a broken one, then a valid one."""
+    if fmt in ("glaive", "glaive-sharegpt"):
+        return FIXTURES / ("glaive_raw.json" if fmt == "glaive" else "glaive_sharegpt.json")
+    source = ROOT / "datasets" / ("bfcl.jsonl" if fmt == "bfcl" else "registry-5.jsonl")
+    lines = source.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / f"{fmt}.jsonl"
+    path.write_text("\n".join([lines[0], '{"id": 1}', lines[1]]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", sorted(FILE_READERS))
+def test_every_loader_honours_the_contract(fmt: str, tmp_path: Path) -> None:
+    path = _contract_file(fmt, tmp_path)
+    assert detect_file_format(path) == fmt
+    first = list(FILE_READERS[fmt](path))
+
+    def comparable(rows: list) -> list:
+        return [(line, item if isinstance(item, Example) else str(item)) for line, item in rows]
+
+    assert comparable(first) == comparable(list(FILE_READERS[fmt](path)))  # deterministic
+    lines = [line for line, _ in first]
+    assert lines == sorted(lines) and all(line >= 1 for line in lines)
+    errors = [item for _, item in first if isinstance(item, DatasetError)]
+    examples = [item for _, item in first if isinstance(item, Example)]
+    assert errors and all(str(e).startswith(f"{path}:{e.line}: ") for e in errors)
+    assert any(line > errors[0].line for line, item in first if isinstance(item, Example))  # kept reading
+    assert len({e.id for e in examples}) == len(examples)
