@@ -24,3 +24,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "api" in item.keywords:
             item.add_marker(skip)
+
+
+# --- scripted OpenAI-compatible server (saag_opt.testing) -------------------------------------------
+from collections.abc import Iterator  # noqa: E402
+
+from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[ScriptedOpenAIServer]:
+    """A fresh scripted server per test (echo handler; set ``.handler``, ``.inject([...])``, ``.latency``)."""
+    with ScriptedOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def scripted_server_session() -> Iterator[ScriptedOpenAIServer]:
+    """One scripted server for the session; call ``.reset(handler)`` at the start of each test."""
+    with ScriptedOpenAIServer() as server:
+        yield server

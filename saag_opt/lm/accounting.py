@@ -1,0 +1,165 @@
+"""Cost accounting per role (base, reviewer, reflection, ...).
+
+Why our own ledger: dspy's usage tracker is keyed by model and context, but a run needs spend per
+*role* (GEPA cannot cap the reflection LM, so we count it), and cache hits must show up as free
+calls rather than disappear. Prices come from dspy's bundled price map
+(``dspy.clients.model_metadata``, honouring ``LITELLM_LOCAL_MODEL_COST_MAP``); local and compatible
+servers cost 0 $ but their tokens and seconds are still counted. The ledger holds numbers and model
+labels only, never keys or prompts.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from saag_opt.lm.specs import ModelSpec
+
+
+@dataclass
+class RoleAccount:
+    """Running totals for one role; ``dollars`` excludes calls whose price is unknown (``unpriced_calls``)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    dollars: float = 0.0
+    seconds: float = 0.0
+    unpriced_calls: int = 0
+    models: list[str] = field(default_factory=list)
+
+    def add(self, other: RoleAccount) -> None:
+        for name in ("calls", "cache_hits", "errors", "retries", "prompt_tokens", "completion_tokens",
+                     "cached_prompt_tokens", "dollars", "seconds", "unpriced_calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.models.extend(m for m in other.models if m not in self.models)
+
+
+class CostLedger:
+    """Thread-safe per-role accounts of calls, cache hits, tokens, dollars and seconds."""
+
+    def __init__(self) -> None:
+        self._accounts: dict[str, RoleAccount] = {}
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        role: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cached_prompt_tokens: int = 0,
+        seconds: float = 0.0,
+        dollars: float | None = 0.0,
+        cached: bool = False,
+        error: bool = False,
+        retries: int = 0,
+        model: str | None = None,
+    ) -> None:
+        """Add one logical call (retries included). A cache hit is a call and a hit, with no tokens or dollars."""
+        with self._lock:
+            acct = self._accounts.setdefault(role, RoleAccount())
+            acct.calls += 1
+            acct.retries += int(retries)
+            acct.seconds += float(seconds)
+            if model and model not in acct.models:
+                acct.models.append(model)
+            if cached:
+                acct.cache_hits += 1
+                return
+            acct.errors += int(error)
+            acct.prompt_tokens += int(prompt_tokens)
+            acct.completion_tokens += int(completion_tokens)
+            acct.cached_prompt_tokens += int(cached_prompt_tokens)
+            if dollars is None:
+                acct.unpriced_calls += 1
+            else:
+                acct.dollars += float(dollars)
+
+    def __deepcopy__(self, memo: dict) -> CostLedger:
+        """A ledger is a shared sink: copies of programs and LMs keep booking into the same one."""
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            return {"accounts": {r: asdict(a) for r, a in self._accounts.items()}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._accounts = {r: RoleAccount(**a) for r, a in state["accounts"].items()}
+
+    def account(self, role: str) -> RoleAccount:
+        """A copy of one role's account (zeros if the role never called)."""
+        with self._lock:
+            acct = self._accounts.get(role, RoleAccount())
+            return RoleAccount(**{**asdict(acct), "models": list(acct.models)})
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """``{role: account-as-dict}``, plus ``"total"``; safe to JSON-dump."""
+        with self._lock:
+            roles = {r: RoleAccount(**{**asdict(a), "models": list(a.models)}) for r, a in self._accounts.items()}
+        total = RoleAccount()
+        for acct in roles.values():
+            total.add(acct)
+        out = {role: _rounded(asdict(acct)) for role, acct in sorted(roles.items())}
+        out["total"] = _rounded(asdict(total))
+        return out
+
+    def total_dollars(self) -> float:
+        with self._lock:
+            return sum(a.dollars for a in self._accounts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``costs.json`` payload: per-role accounts and totals, prices' provenance."""
+        return {"schema_version": 1, "currency": "USD", "price_source": "dspy bundled model metadata",
+                "roles": self.snapshot()}
+
+
+def _rounded(values: dict[str, Any]) -> dict[str, Any]:
+    values["dollars"] = round(values["dollars"], 8)
+    values["seconds"] = round(values["seconds"], 3)
+    return values
+
+
+@functools.lru_cache(maxsize=64)
+def _rates(model: str) -> tuple[float, float, float] | None:
+    """(input, output, cached-input) dollars per token from dspy's bundled price map, or None."""
+    from dspy.clients.model_metadata import model_info
+
+    info = model_info("openai", model) or {}
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if not isinstance(inp, (int, float)) or not isinstance(out, (int, float)):
+        return None
+    cached = info.get("cache_read_input_token_cost")
+    return float(inp), float(out), float(cached) if isinstance(cached, (int, float)) else float(inp)
+
+
+def price_call(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
+    """Dollars for one call; 0 for local/compatible/fake servers, None when OpenAI's price is unknown."""
+    if spec.kind != "openai":
+        return 0.0
+    rates = _rates(spec.model)
+    if rates is None:
+        return None
+    inp, out, cached_rate = rates
+    cached = min(cached_prompt_tokens, prompt_tokens)
+    return (prompt_tokens - cached) * inp + cached * cached_rate + completion_tokens * out
+
+
+def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int]:
+    """(prompt, completion, cached prompt) tokens from an OpenAI/dspy usage dict of any shape."""
+    usage = usage or {}
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+    completion = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    cached = (details.get("cached_tokens") if isinstance(details, dict) else 0) or 0
+    return int(prompt), int(completion), int(cached)
+
+
+__all__ = ["CostLedger", "RoleAccount", "price_call", "usage_numbers"]

@@ -1,0 +1,323 @@
+"""``open_lm`` and ``chat_completion``: every LM call of saag-opt goes through one ``dspy.LM`` subclass.
+
+Design (DESIGN sections 5, 9, 10):
+
+* One path. Base-agent calls (native tools, schema-constrained JSON) and reviewer/reflection calls
+  all use ``dspy.LM``, so one dspy disk cache covers all of them and one hook counts their cost.
+  ``dspy.LM`` accepts ``tools=``, ``tool_choice=``, ``response_format=`` and returns
+  ``{"text", "tool_calls"}`` dicts (measured with dspy 3.4.1 on the lm15 engine).
+* The hook. ``SaagLM.__call__`` runs dspy's own call inside ``dspy.context(usage_tracker=probe)``.
+  dspy adds usage to the tracker only for real (non-cached) calls, so the probe tells spend from
+  cache hits without private APIs; it forwards to any outer tracker (``dspy.track_usage`` keeps
+  working). ``forward`` is *not* overridden: that would switch dspy to its deprecated legacy path.
+* Retries. dspy's ``num_retries`` is set to 0 and ``with_retries`` wraps each call (retry.py says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+from dspy.utils.usage_tracker import UsageTracker
+
+from saag_opt.errors import ModelUnavailableError
+from saag_opt.lm.accounting import CostLedger, price_call, usage_numbers
+from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
+from saag_opt.lm.retry import (
+    LMCallError,
+    MalformedReplyError,
+    RetryPolicy,
+    backoff_delay,
+    is_transient,
+    with_retries,
+)
+from saag_opt.lm.specs import ModelSpec, is_reasoning_model, parse_model_spec
+
+REASONING_MIN_TOKENS = 16000
+# lm15 says "failed to connect to host:port: [Errno 111] Connection refused"; DNS failures look alike.
+_CONNECT_FAILURE = re.compile(r"failed to connect|connection refused|name or service not known|nodename", re.I)
+_WARNED: set[tuple[str, float]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What one logical call cost: usage summed over retries, cache hit or not, wall seconds."""
+
+    usage: dict[str, int]
+    cached: bool
+    seconds: float
+    dollars: float | None
+    attempts: int
+
+
+class _UsageProbe(UsageTracker):
+    """Sees usage only for real calls (dspy skips the tracker on cache hits); forwards to an outer tracker."""
+
+    def __init__(self, parent: UsageTracker | None) -> None:
+        super().__init__()
+        self.parent = parent
+        self.called = False
+
+    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        self.called = True
+        super().add_usage(lm, usage_entry)
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage_entry)
+
+    def numbers(self) -> tuple[int, int, int]:
+        totals = [usage_numbers(entry) for entries in self.usage_data.values() for entry in entries]
+        return tuple(sum(col) for col in zip(*totals)) if totals else (0, 0, 0)  # type: ignore[return-value]
+
+
+class SaagLM(dspy.LM):
+    """A ``dspy.LM`` that retries transient faults and books every call in a ``CostLedger``."""
+
+    def __init__(self, endpoint: Endpoint, *, spec: ModelSpec, role: str, ledger: CostLedger,
+                 retry: RetryPolicy, **kwargs: Any) -> None:
+        self.cache_namespace = endpoint.cache_namespace
+        client = {"api_base": endpoint.api_base, "api_key": endpoint.api_key}
+        super().__init__(endpoint.model, num_retries=0, **{k: v for k, v in client.items() if v}, **kwargs)
+        self.spec, self.role, self.ledger, self.retry = spec, role, ledger, retry
+        if endpoint.cache_namespace is not None:
+            # dspy's cache key ignores api_base; rollout_id is part of the key and stripped before sending.
+            self.kwargs["rollout_id"] = endpoint.cache_namespace
+
+    def _warn_zero_temp_rollout(self, temperature: float | None, rollout_id: Any) -> None:
+        """Our cache namespace is not a rollout; keep dspy's warning for user-set rollout ids only."""
+        if rollout_id != getattr(self, "cache_namespace", None):
+            super()._warn_zero_temp_rollout(temperature, rollout_id)
+
+    def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        return self.call_with_info(prompt, messages=messages, **kwargs)[0]
+
+    def call_with_info(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> tuple[Any, CallInfo]:
+        """Like ``__call__`` but also returns the ``CallInfo`` booked in the ledger.
+
+        Raises:
+            ModelUnavailableError: server unreachable or key rejected (systemic).
+            LMCallError: still failing after the retry policy (per-example failure).
+        """
+        probes: list[_UsageProbe] = []
+        started = time.monotonic()
+
+        def attempt() -> Any:
+            probe = _UsageProbe(dspy.settings.usage_tracker)
+            probes.append(probe)
+            call_kwargs = dict(kwargs)
+            if len(probes) > 1 and isinstance(errors[-1], MalformedReplyError):
+                call_kwargs["cache"] = False  # do not replay a cached empty reply
+            with dspy.context(usage_tracker=probe):
+                outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
+            if isinstance(outputs, list) and not any(map(_has_content, outputs)):
+                raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
+            return outputs
+
+        errors: list[BaseException] = []
+        try:
+            outputs = with_retries(attempt, attempts=self.retry.attempts, base_delay=self.retry.base_delay,
+                                   max_delay=self.retry.max_delay, retry_on=lambda exc: _should_retry(exc, errors),
+                                   on_retry=lambda n, exc, delay: errors.append(exc))
+        except Exception as exc:
+            self._book(probes, started, error=True)
+            raise self._translate(exc, len(probes)) from exc
+        return outputs, self._book(probes, started, error=False)
+
+    async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        """Async twin of ``__call__`` (same retries and booking) for ``Predict.acall`` users."""
+        probes: list[_UsageProbe] = []
+        errors: list[BaseException] = []
+        started = time.monotonic()
+        for attempt in range(self.retry.attempts):
+            probe = _UsageProbe(dspy.settings.usage_tracker)
+            probes.append(probe)
+            call_kwargs = dict(kwargs, cache=False) if errors and isinstance(errors[-1], MalformedReplyError) else kwargs
+            try:
+                with dspy.context(usage_tracker=probe):
+                    outputs = await super().acall(prompt, messages=messages, **call_kwargs)
+                if isinstance(outputs, list) and not any(map(_has_content, outputs)):
+                    raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
+                self._book(probes, started, error=False)
+                return outputs
+            except Exception as exc:
+                if attempt + 1 >= self.retry.attempts or not _should_retry(exc, errors):
+                    self._book(probes, started, error=True)
+                    raise self._translate(exc, len(probes)) from exc
+                errors.append(exc)
+                await asyncio.sleep(backoff_delay(attempt, self.retry, getattr(exc, "retry_after", None)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _book(self, probes: list[_UsageProbe], started: float, *, error: bool) -> CallInfo:
+        seconds = time.monotonic() - started
+        cached = not error and bool(probes) and not probes[-1].called
+        totals = [p.numbers() for p in probes]
+        prompt, completion, cached_tokens = (sum(col) for col in zip(*totals)) if totals else (0, 0, 0)
+        dollars = 0.0 if cached else price_call(self.spec, prompt, completion, cached_tokens)
+        self.ledger.record(self.role, prompt_tokens=prompt, completion_tokens=completion,
+                           cached_prompt_tokens=cached_tokens, seconds=seconds, dollars=dollars, cached=cached,
+                           error=error, model=self.spec.label, retries=max(0, len(probes) - 1))
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return CallInfo(usage, cached, seconds, dollars, len(probes))
+
+    def _translate(self, exc: Exception, attempts: int) -> Exception:
+        """Systemic faults become ModelUnavailableError (one line); the rest LMCallError."""
+        from dspy.utils.exceptions import LMAuthError, LMTransportError
+
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, LMAuthError):
+            hint = MISSING_KEY_MESSAGE.split(": ", 1)[1] if self.spec.kind == "openai" else "check the server's key"
+            return ModelUnavailableError(f"{self.spec.text}: the server rejected the API key; {hint}")
+        if isinstance(exc, LMTransportError) and _CONNECT_FAILURE.search(first):
+            reason = "connection refused" if "refused" in first.lower() else first.rsplit(": ", 1)[-1]
+            where = self.kwargs.get("api_base") or "https://api.openai.com/v1"
+            return ModelUnavailableError(f"cannot reach {where}: {reason}")
+        if isinstance(exc, (LMCallError, ModelUnavailableError)):
+            return exc
+        return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
+
+
+def _has_content(output: Any) -> bool:
+    """An empty choice (no text, no tool call) is useless to every caller: treat it as a fault."""
+    if isinstance(output, dict):
+        return bool(output.get("text") or output.get("tool_calls"))
+    return bool(output)
+
+
+def _should_retry(exc: BaseException, earlier: list[BaseException]) -> bool:
+    """Transient faults retry; a refused connection gets two more tries, not the whole backoff ladder."""
+    if not is_transient(exc):
+        return False
+    refused = [e for e in [*earlier, exc] if _CONNECT_FAILURE.search(str(e))]
+    return len(refused) <= 2
+
+
+def _guard_reasoning(spec: ModelSpec, temperature: float | None, max_tokens: int | None) -> tuple[float | None, int | None]:
+    """Reasoning models accept only the default temperature and need room to think (dspy lets 0.0 through)."""
+    if not is_reasoning_model(spec):
+        return temperature, max_tokens
+    if temperature not in (None, 1.0):
+        with _WARNED_LOCK:
+            first = (spec.model, float(temperature)) not in _WARNED
+            _WARNED.add((spec.model, float(temperature)))
+        if first:
+            warnings.warn(f"{spec.model} is a reasoning model: temperature={temperature} is ignored "
+                          "(it only accepts the default)", UserWarning, stacklevel=3)
+        temperature = None
+    return temperature, max(max_tokens or 0, REASONING_MIN_TOKENS)
+
+
+def open_lm(
+    spec: ModelSpec | str,
+    *,
+    role: str,
+    ledger: CostLedger | None = None,
+    temperature: float | None = 0.0,
+    max_tokens: int | None = None,
+    cache: bool = True,
+    retries: int = 4,
+    retry_base_delay: float = 1.0,
+    **kwargs: Any,
+) -> SaagLM:
+    """Build the ``dspy.LM`` for a model spec, booking its calls under ``role`` in ``ledger``.
+
+    ``retries`` extra attempts follow 429/5xx/timeouts/resets/malformed replies with jittered
+    exponential backoff from ``retry_base_delay`` seconds. Extra ``kwargs`` go to ``dspy.LM``
+    (e.g. ``timeout=60``, ``reasoning_effort="low"``). Without a ledger the LM gets its own
+    (``lm.ledger``).
+
+    Raises:
+        ConfigError: the spec does not parse.
+        ModelUnavailableError: missing ``OPENAI_API_KEY`` (no network is touched), missing local
+            extra/weights, or the embedded server failed to start.
+    """
+    parsed = parse_model_spec(spec)
+    endpoint = get_backend(parsed.kind).endpoint(parsed)
+    temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
+    policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)
+    return SaagLM(endpoint, spec=parsed, role=role, ledger=ledger if ledger is not None else CostLedger(),
+                  retry=policy, temperature=temperature, max_tokens=max_tokens, cache=cache, **kwargs)
+
+
+@dataclass(frozen=True)
+class ChatChoice:
+    """One choice: text and tool calls as ``{"id", "name", "arguments": <JSON string as sent>}``."""
+
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A chat completion: the first choice flattened, all choices, usage and cost facts."""
+
+    text: str
+    tool_calls: list[dict[str, Any]]
+    usage: dict[str, int]
+    cached: bool
+    seconds: float
+    choices: tuple[ChatChoice, ...] = ()
+    dollars: float | None = 0.0
+
+
+def chat_completion(
+    spec_or_lm: ModelSpec | str | dspy.LM,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    response_format: dict[str, Any] | None = None,
+    temperature: float | None = None,
+    n: int | None = None,
+    max_tokens: int | None = None,
+    role: str = "base",
+    ledger: CostLedger | None = None,
+) -> ChatResult:
+    """One raw chat call through dspy (cached, retried, booked); for the base agent's tool calls.
+
+    Pass an LM from ``open_lm`` for repeated calls; a spec string opens one per call. Use
+    ``response_format={"type": "json_schema", "json_schema": {"name":..., "schema":...}}`` for
+    constrained JSON: OpenAI takes it natively and the embedded server through its shim.
+
+    Raises:
+        ModelUnavailableError, LMCallError: as ``SaagLM.call_with_info``.
+    """
+    lm = spec_or_lm if isinstance(spec_or_lm, dspy.LM) else open_lm(spec_or_lm, role=role, ledger=ledger)
+    options: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice, "response_format": response_format,
+                               "temperature": temperature, "n": n, "max_tokens": max_tokens}
+    options = {k: v for k, v in options.items() if v is not None}
+    if isinstance(lm, SaagLM) and is_reasoning_model(lm.spec):
+        options.pop("temperature", None)
+        if "max_tokens" in options:
+            options["max_completion_tokens"] = max(options.pop("max_tokens"), REASONING_MIN_TOKENS)
+    if isinstance(lm, SaagLM):
+        outputs, info = lm.call_with_info(messages=messages, **options)
+    else:
+        started = time.monotonic()
+        outputs = lm(messages=messages, **options)
+        info = CallInfo({}, False, time.monotonic() - started, None, 1)
+    choices = tuple(_choice(out) for out in outputs)
+    first = choices[0] if choices else ChatChoice("")
+    return ChatResult(first.text, first.tool_calls, info.usage, info.cached, info.seconds, choices, info.dollars)
+
+
+def _choice(output: Any) -> ChatChoice:
+    if not isinstance(output, dict):
+        return ChatChoice("" if output is None else str(output))
+    calls = []
+    for call in output.get("tool_calls") or []:
+        call = call if isinstance(call, dict) else getattr(call, "model_dump", lambda: dict(call))()
+        fn = call.get("function") or {}
+        args = fn.get("arguments", "")
+        calls.append({"id": call.get("id"), "name": fn.get("name"),
+                      "arguments": args if isinstance(args, str) else json.dumps(args)})
+    return ChatChoice(output.get("text") or "", calls)
+
+
+__all__ = ["CallInfo", "ChatChoice", "ChatResult", "SaagLM", "chat_completion", "open_lm"]

@@ -1,0 +1,105 @@
+"""Retries for transient LM failures, with exponential backoff and jitter.
+
+Why not dspy's ``num_retries``: measured against the scripted server (dspy 3.4.1, lm15 engine), dspy
+retries 429/5xx/timeouts/resets but not a garbage (non-JSON) 200 body, and its delays
+(1, 2, 4 ... s, no jitter) make 16 threads retry in lock-step. So ``open_lm`` sets
+``num_retries=0`` and wraps each call with ``with_retries``; callers may reuse it for unparsable
+replies.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from saag_opt.errors import SaagOptError
+
+T = TypeVar("T")
+
+
+class LMCallError(SaagOptError, RuntimeError):
+    """An LM call still failed after its retries (per-example data, not a systemic fault)."""
+
+    def __init__(self, message: str, *, attempts: int, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.cause = cause
+
+
+class MalformedReplyError(RuntimeError):
+    """The server answered 200 but without a usable choice; retried like a transient fault."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry. ``attempts`` counts the first try."""
+
+    attempts: int = 5
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Rate limits, 5xx, timeouts, resets, refused connections and malformed 200 bodies."""
+    from dspy.utils.exceptions import (
+        LMAuthError,
+        LMBillingError,
+        LMInvalidRequestError,
+        LMProviderError,
+        is_retryable_lm_error,
+    )
+
+    if isinstance(exc, MalformedReplyError) or is_retryable_lm_error(exc):
+        return True
+    # An unclassified provider error is what a garbage/HTML body becomes; the classified ones
+    # (auth, billing, bad request) will not heal by waiting.
+    return isinstance(exc, LMProviderError) and not isinstance(exc, (LMAuthError, LMBillingError, LMInvalidRequestError))
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy, hint: float | None = None, rng: random.Random | None = None) -> float:
+    """Delay before retry ``attempt`` (0-based): base*2^attempt with +-50% jitter, at least the server's hint."""
+    rand = (rng or random).random()
+    delay = min(policy.max_delay, policy.base_delay * (2**attempt)) * (0.5 + rand)
+    if hint is not None and hint > 0:
+        delay = max(delay, min(float(hint), policy.max_delay))
+    return delay
+
+
+def with_retries(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_delay: float = 1.0,
+    max_delay: float = 30.0,
+    retry_on: Callable[[BaseException], bool] | tuple[type[BaseException], ...] = is_transient,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, BaseException, float], None] | None = None,
+) -> T:
+    """Call ``fn`` until it succeeds or ``attempts`` are used; re-raise the last error.
+
+    ``retry_on`` is a predicate or a tuple of exception types. ``Retry-After`` hints
+    (``exc.retry_after``) are honoured up to ``max_delay``. KeyboardInterrupt is never retried.
+    """
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    policy = RetryPolicy(attempts, base_delay, max_delay)
+    should_retry = retry_on if callable(retry_on) and not isinstance(retry_on, tuple) else (
+        lambda exc: isinstance(exc, retry_on)  # type: ignore[arg-type]
+    )
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt + 1 >= attempts or not should_retry(exc):
+                raise
+            delay = backoff_delay(attempt, policy, getattr(exc, "retry_after", None))
+            if on_retry is not None:
+                on_retry(attempt + 1, exc, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = ["LMCallError", "MalformedReplyError", "RetryPolicy", "backoff_delay", "is_transient", "with_retries"]

@@ -1,0 +1,72 @@
+"""Model spec strings: what users type after --base/--reviewer/--reflection."""
+
+from __future__ import annotations
+
+import pytest
+
+from saag_opt.errors import ConfigError
+from saag_opt.lm import ModelSpec, is_reasoning_model, parse_model_spec
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "model", "url", "label"),
+    [
+        ("gpt-4o", "openai", "gpt-4o", None, "gpt-4o"),
+        ("gpt-5-mini", "openai", "gpt-5-mini", None, "gpt-5-mini"),
+        ("openai/gpt-4.1-mini", "openai", "gpt-4.1-mini", None, "gpt-4.1-mini"),
+        ("o4-mini", "openai", "o4-mini", None, "o4-mini"),
+        ("openai/qwen@http://localhost:8000/v1/", "compatible", "qwen", "http://localhost:8000/v1",
+         "qwen-at-localhost-8000"),
+        ("local", "local", "qwen2.5-coder-1.5b", None, "local-qwen2.5-coder-1.5b"),
+        ("local:qwen2.5-coder-0.5b", "local", "qwen2.5-coder-0.5b", None, "local-qwen2.5-coder-0.5b"),
+        ("fake", "fake", "fake", None, "fake"),
+        ("fake@http://127.0.0.1:5000/v1", "fake", "fake", "http://127.0.0.1:5000/v1", "fake-at-127.0.0.1-5000"),
+    ],
+)
+def test_parse_model_spec_forms(text: str, kind: str, model: str, url: str | None, label: str) -> None:
+    spec = parse_model_spec(text)
+    assert (spec.kind, spec.model, spec.base_url, spec.label) == (kind, model, url, label)
+    assert parse_model_spec(spec.text) == spec  # canonical text round-trips
+    assert parse_model_spec(spec) is spec
+
+
+def test_label_is_filename_safe_for_urls() -> None:
+    spec = parse_model_spec("openai/org/model:v1@https://user@example.com:8443/v1")
+    assert spec.model == "org/model:v1"
+    assert set(spec.label) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", r"model spec is empty"),
+        ("local:qwen2.5-coder-7b", r"unknown local model 'qwen2.5-coder-7b' \(did you mean local:qwen2.5-coder-\d\.5b\?\); "
+                                   r"choices: local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b"),
+        ("local:llama", r"unknown local model 'llama'; choices: local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b"),
+        ("claude-3-opus", r"unknown model 'claude-3-opus': use an OpenAI model"),
+        ("openai/qwen@localhost:8000", r"server URL must look like http://host:port/v1"),
+        ("@http://localhost:1/v1", r"has no model name before '@'"),
+    ],
+)
+def test_parse_model_spec_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_model_spec(text)
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("gpt-5", True), ("gpt-5-mini", True), ("gpt-5.1", True), ("gpt-5-nano-2025-08-07", True),
+        ("o1", True), ("o3-mini", True), ("o4-mini", True),
+        ("gpt-5-chat-latest", False), ("gpt-5.1-chat-latest", False), ("gpt-4o", False),
+        ("gpt-4.1-mini", False), ("openai/gpt-5-mini", True),
+    ],
+)
+def test_is_reasoning_model(model: str, expected: bool) -> None:
+    assert is_reasoning_model(model) is expected
+
+
+def test_local_models_are_never_reasoning_models() -> None:
+    assert not is_reasoning_model(ModelSpec("local", "qwen2.5-coder-0.5b"))
+    assert parse_model_spec("local").native_tools is False
+    assert parse_model_spec("gpt-4o").native_tools is True
