@@ -15,6 +15,7 @@ Layout, so later commands slot in without touching the others:
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -45,6 +46,12 @@ app.add_typer(datasets_app, name="datasets")
 from saag_opt.cli_prompts import prompts_app  # noqa: E402  (its module stays import-light)
 
 app.add_typer(prompts_app, name="prompts")
+
+from saag_opt.cli_evaluate import evaluate  # noqa: E402
+from saag_opt.cli_optimize import optimize  # noqa: E402
+
+app.command(name="evaluate")(evaluate)
+app.command(name="optimize")(optimize)
 
 DatasetOpt = Annotated[str, typer.Option(
     "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
@@ -133,6 +140,8 @@ def datasets_fetch(
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one stderr line and exit code 2."""
+    # The bundled price map: offline runs must not wait on a network refresh (dspy and litellm read it).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         app(args=argv, prog_name="saag-opt")
     except SaagOptError as exc:

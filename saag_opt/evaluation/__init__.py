@@ -1,5 +1,21 @@
 """Evaluation: score saved predictions offline (SAAG cascade + BFCL truth); runs and help/harm live beside it."""
 
+from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_net_change_ci, mcnemar_exact
+from saag_opt.evaluation.records import (
+    ConditionSummary,
+    EvaluationSummary,
+    ExampleRecord,
+    RunHeader,
+    read_run,
+)
+from saag_opt.evaluation.runner import (
+    EvaluateConfig,
+    EvaluationResult,
+    ExampleFinished,
+    RunFinished,
+    RunStarted,
+    run_evaluation,
+)
 from saag_opt.evaluation.score import (
     AbstentionCounts,
     CategoryScore,
@@ -17,6 +33,20 @@ from saag_opt.evaluation.score import (
 )
 
 __all__ = [
+    "ConditionSummary",
+    "EvaluateConfig",
+    "EvaluationResult",
+    "EvaluationSummary",
+    "ExampleFinished",
+    "ExampleRecord",
+    "HelpHarm",
+    "RunFinished",
+    "RunHeader",
+    "RunStarted",
+    "bootstrap_net_change_ci",
+    "mcnemar_exact",
+    "read_run",
+    "run_evaluation",
     "AbstentionCounts",
     "CategoryScore",
     "PredictionRow",

@@ -1,0 +1,279 @@
+"""The reviewer: a ``dspy.Module`` with three predictors - review, select, grade (DESIGN section 5).
+
+The predictor names ``review``, ``select`` and ``grade`` are the keys of a prompt artifact's
+``instructions`` and the components GEPA evolves. Inputs are rendered strings built only from what
+the base agent saw (messages, registry) and what it produced (calls): ``render_*`` never touch
+``Example.gold`` or ``Example.expect`` - tests/agents/test_reviewer.py proves it.
+
+``SaagInformedReviewer`` (experimental) additionally shows the review predictor the SAAG cascade
+report of the tentative calls, computed without gold (``blind_cascade``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from saag_opt.model import Example, Prediction
+
+if TYPE_CHECKING:
+    from saag_opt.artifacts import PromptVersion
+    from saag_opt.saag import PredictionReport
+
+PREDICTOR_NAMES = ("review", "select", "grade")
+"""Predictor names, as ``named_predictors()`` and prompt artifacts spell them."""
+
+
+# -- signatures ------------------------------------------------------------------------------------
+
+
+class ReviewSignature(dspy.Signature):
+    """Review the tentative tool call(s) a tool-calling agent proposes before they are executed.
+    Decide whether they contain an error (wrong function, wrong or missing arguments, a call when no
+    function fits, or no call when one is needed) and, if so, give concise feedback to fix it."""
+
+    conversation: str = dspy.InputField(desc="the conversation so far")
+    tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
+    tentative_calls: str = dspy.InputField(desc="the calls the agent proposes (JSON), or that it made none")
+    error: bool = dspy.OutputField(desc="true if the tentative calls must be revised")
+    feedback: str = dspy.OutputField(desc="what is wrong and how to fix it; empty when there is no error")
+
+
+class SaagReviewSignature(ReviewSignature):
+    """Review the tentative tool call(s) a tool-calling agent proposes before they are executed,
+    using the automatic SAAG checks (registry, structure, grounding in the request) as evidence.
+    Decide whether they contain an error and, if so, give concise feedback to fix it."""
+
+    saag_report: str = dspy.InputField(desc="automatic SAAG cascade diagnostics of the tentative calls")
+
+
+class SelectSignature(dspy.Signature):
+    """Several candidate responses of a tool-calling agent are listed with indices. Pick the index of
+    the candidate whose tool calls best serve the request."""
+
+    conversation: str = dspy.InputField(desc="the conversation so far")
+    tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
+    candidates: str = dspy.InputField(desc="numbered candidate responses, from [0]")
+    index: int = dspy.OutputField(desc="the index of the best candidate")
+
+
+class GradeSignature(dspy.Signature):
+    """Grade one candidate response of a tool-calling agent: how likely are its tool calls exactly
+    right for the request? 1.0 = certainly correct, 0.0 = certainly wrong."""
+
+    conversation: str = dspy.InputField(desc="the conversation so far")
+    tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
+    candidate: str = dspy.InputField(desc="the candidate response")
+    score: float = dspy.OutputField(desc="a number from 0.0 to 1.0")
+    rationale: str = dspy.OutputField(desc="a short justification")
+
+
+# -- rendering (no gold) ---------------------------------------------------------------------------
+
+
+def render_conversation(example: Example) -> str:
+    """``role: content`` lines of the messages the agent saw."""
+    lines = []
+    for message in example.messages:
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, default=str)
+        lines.append(f"{message.get('role', 'user')}: {content}")
+    return "\n".join(lines)
+
+
+def render_tool_docs(example: Example) -> str:
+    """The registry as JSON function docs (original names, without private schema keys)."""
+    docs = [tool.to_openai_tool()["function"] | {"name": tool.name} for tool in example.registry]
+    return json.dumps(docs, ensure_ascii=False, indent=1)
+
+
+def render_calls(prediction: Prediction) -> str:
+    """The calls as JSON, or a plain statement that the agent made no call (with its text)."""
+    if prediction.calls:
+        return json.dumps([c.to_dict() for c in prediction.calls], ensure_ascii=False)
+    if prediction.status == "unparsable":
+        return f"(the agent's reply could not be read as function calls) {prediction.raw or ''}".strip()
+    text = (prediction.raw or "").strip()
+    return "(no function call)" + (f" The agent answered: {text}" if text else "")
+
+
+def render_candidates(candidates: Sequence[Prediction]) -> str:
+    """``[i] <calls>`` lines for the selector."""
+    return "\n".join(f"[{i}] {render_calls(p)}" for i, p in enumerate(candidates))
+
+
+def blind_cascade(prediction: Prediction, example: Example) -> PredictionReport:
+    """Gold-free SAAG cascade over a tentative prediction (``check_calls``: registry + query only).
+
+    An abstention or an unreadable reply gets one FNEM = -1 report ("no parsable call"): without
+    gold nobody inside a mechanism may know whether a call was expected.
+    """
+    from saag_opt.saag import check_calls
+
+    return check_calls(prediction.calls, example.registry, example.query)
+
+
+def render_saag_report(report: PredictionReport) -> str:
+    """A short text rendering of a cascade report (metrics + corrections; built without gold)."""
+    lines = []
+    for i, call in enumerate(report.calls):
+        verdict = "passed" if call.passed else f"failed at stage {call.stage_reached}"
+        metrics = {k: v for k, v in call.to_dict().items()
+                   if k in ("fnem", "ncs", "rpr", "spr", "avem", "qslo", "vhr") and v is not None}
+        lines.append(f"call {i}: {verdict}; " + ", ".join(f"{k}={_fmt(v)}" for k, v in metrics.items()))
+    lines += [f"- {c}" for c in report.corrections]
+    return "\n".join(lines) or "(no calls)"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+# -- verdicts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One review: ``error`` True = reject; ``failed`` = the reviewer's output was unusable."""
+
+    error: bool
+    feedback: str
+    failed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """One grading: ``score`` in [0, 1] or None when the grader's output was unusable."""
+
+    score: float | None
+    rationale: str
+    failed: str | None = None
+
+
+def _is_format_failure(exc: Exception) -> bool:
+    """dspy adapter parse failures are per-call data; transport failures propagate."""
+    from dspy.utils.exceptions import AdapterParseError
+
+    return isinstance(exc, (AdapterParseError, ValueError, TypeError)) and not _is_transport(exc)
+
+
+def _is_transport(exc: Exception) -> bool:
+    from saag_opt.errors import SaagOptError
+
+    return isinstance(exc, SaagOptError)
+
+
+class Reviewer(dspy.Module):
+    """Reviewer program; ``prompt_version`` names the artifact its instructions came from.
+
+    The ``review_call`` / ``select_candidate`` / ``grade_candidate`` helpers render the inputs
+    and turn unparsable LM output into data (``Verdict.failed``), so a flaky
+    reviewer never loses an example.
+    """
+
+    experimental = False
+    review_signature: type[dspy.Signature] = ReviewSignature
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.review = dspy.Predict(self.review_signature)
+        self.select = dspy.Predict(SelectSignature)
+        self.grade = dspy.Predict(GradeSignature)
+        self.prompt_version: str | None = None
+        self.prompt_sha256: str | None = None
+
+    def forward(self, conversation: str, tool_docs: str, tentative_calls: str,
+                saag_report: str | None = None) -> dspy.Prediction:
+        """The review predictor (what GEPA runs and evolves together with select/grade)."""
+        return self.review(conversation=conversation, tool_docs=tool_docs, tentative_calls=tentative_calls)
+
+    @classmethod
+    def from_prompt(cls, version: PromptVersion | Mapping[str, str]) -> Reviewer:
+        """A reviewer whose predictors carry the artifact's instructions.
+
+        Raises:
+            ArtifactError: the artifact names a predictor this reviewer does not have.
+        """
+        from saag_opt.errors import ArtifactError
+
+        instructions = version if isinstance(version, Mapping) else version.instructions
+        unknown = sorted(set(instructions) - set(PREDICTOR_NAMES))
+        if unknown:
+            raise ArtifactError(f"prompt has instructions for unknown predictor(s) {unknown}; "
+                                f"a reviewer has {list(PREDICTOR_NAMES)}")
+        reviewer = cls()
+        for name, text in instructions.items():
+            predictor = getattr(reviewer, name)
+            predictor.signature = predictor.signature.with_instructions(text)
+        if not isinstance(version, Mapping):
+            reviewer.prompt_version, reviewer.prompt_sha256 = version.ref, version.sha256
+        return reviewer
+
+    def instructions(self) -> dict[str, str]:
+        """Predictor name -> current instruction text."""
+        return {name: p.signature.instructions for name, p in self.named_predictors()}
+
+    def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
+        """The review predictor's inputs for this tentative prediction."""
+        return {"conversation": render_conversation(example), "tool_docs": render_tool_docs(example),
+                "tentative_calls": render_calls(prediction)}
+
+    def review_call(self, example: Example, prediction: Prediction) -> Verdict:
+        """Approve or reject a tentative prediction; unusable output approves and is recorded."""
+        try:
+            out = self.review(**self.review_inputs(example, prediction))
+        except Exception as exc:
+            if not _is_format_failure(exc):
+                raise
+            return Verdict(False, "", failed=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return Verdict(bool(out.error), str(out.feedback or "").strip())
+
+    def select_candidate(self, example: Example, candidates: Sequence[Prediction]) -> tuple[int | None, str | None]:
+        """The selector's raw index (None if unusable) and a failure note."""
+        try:
+            out = self.select(conversation=render_conversation(example), tool_docs=render_tool_docs(example),
+                              candidates=render_candidates(candidates))
+            return int(out.index), None
+        except Exception as exc:
+            if not _is_format_failure(exc):
+                raise
+            return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+
+    def grade_candidate(self, example: Example, candidate: Prediction) -> Grade:
+        """Score one candidate in [0, 1] (clamped); unusable output gives ``score=None``."""
+        try:
+            out = self.grade(conversation=render_conversation(example), tool_docs=render_tool_docs(example),
+                             candidate=render_calls(candidate))
+            score = float(out.score)
+        except Exception as exc:
+            if not _is_format_failure(exc):
+                raise
+            return Grade(None, "", failed=f"{type(exc).__name__}: {str(exc)[:200]}")
+        if math.isnan(score):
+            return Grade(None, str(out.rationale or ""), failed="score is NaN")
+        return Grade(min(1.0, max(0.0, score)), str(out.rationale or "").strip())
+
+
+class SaagInformedReviewer(Reviewer):
+    """Reviewer whose review predictor also sees the (gold-free) SAAG cascade report. Experimental."""
+
+    experimental = True
+    review_signature = SaagReviewSignature
+
+    def forward(self, conversation: str, tool_docs: str, tentative_calls: str,
+                saag_report: str | None = None) -> dspy.Prediction:
+        """The review predictor with the SAAG report as an extra input."""
+        return self.review(conversation=conversation, tool_docs=tool_docs, tentative_calls=tentative_calls,
+                           saag_report=saag_report or "(no report)")
+
+    def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
+        """Base inputs + ``saag_report`` of a blind cascade over the tentative calls."""
+        inputs = super().review_inputs(example, prediction)
+        inputs["saag_report"] = render_saag_report(blind_cascade(prediction, example))
+        return inputs

@@ -1,0 +1,104 @@
+"""``saag-opt optimize``: the typer command function the main CLI mounts (``app.command()(optimize)``).
+
+Thin: flags -> ``OptimizeConfig`` -> ``run_optimize`` -> ``report.optimize_tables``. Runnable alone as
+``python -m saag_opt.cli_optimize`` (the resume test kills that process).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from saag_opt.errors import SaagOptError
+
+
+class Budget(str, Enum):
+    """GEPA auto budgets."""
+
+    light = "light"
+    medium = "medium"
+    heavy = "heavy"
+
+
+def optimize(
+    ctx: typer.Context,
+    base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE", help="Base agent model (frozen).")] = "gpt-4o",
+    reviewer: Annotated[str, typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
+                                          help="Reviewer model; its instructions are optimized.")] = "gpt-5-mini",
+    reflection: Annotated[Optional[str], typer.Option("--reflection", show_default="same as --reviewer",
+                                                      help="Reflection LM that proposes new instructions.")] = None,
+    prompt: Annotated[str, typer.Option("--prompt", help="Seed prompt reference.")] = "reviewer@v2",
+    mechanism: Annotated[str, typer.Option("--mechanism", help="rN | sN | gN | gate+rN.")] = "r2",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", envvar="SAAG_OPT_DATASET",
+                                         help="Dataset spec; GEPA uses its train and val splits.")] = "shipped:bfcl",
+    budget: Annotated[Optional[Budget], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
+    max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
+                                                            help="Cumulative cap on rollouts.")] = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0.0, help="Stop before spending more "
+                                                      "than this many USD (all roles, reflection too).")] = None,
+    resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
+                                                   help="Continue an optimize run directory.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Concurrent rollouts.")] = 4,
+    train_limit: Annotated[Optional[int], typer.Option("--train-limit", min=1)] = None,
+    val_limit: Annotated[Optional[int], typer.Option("--val-limit", min=1)] = None,
+    test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1)] = None,
+    no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS")] = Path("runs"),
+    json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
+                                                     help="Also write the summary JSON here.")] = None,
+) -> None:
+    """Optimize the reviewer's instructions with GEPA (train split) and select on val; compare on test."""
+    from rich.console import Console
+
+    from saag_opt.optimize import OptimizeConfig, config_error, run_optimize
+    from saag_opt.report.optimize_tables import print_optimize_report
+
+    values: dict[str, Any] = dict(
+        base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism, dataset=dataset,
+        budget=budget.value if budget else None, max_metric_calls=max_metric_calls, max_cost=max_cost,
+        workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
+        evaluate_test=not no_test, runs_dir=str(runs_dir), resume=str(resume) if resume else None)
+    try:
+        config = OptimizeConfig(**values)
+    except ValueError as exc:
+        raise config_error(exc) from exc
+    console = Console(stderr=True)
+    passed = ({name for name, source in _sources(ctx).items() if source and name in OptimizeConfig.model_fields}
+              | ({"evaluate_test"} if no_test else set()))
+    result = run_optimize(config, on_event=lambda e: console.print(f"[dim]optimize:[/] {e.message}"),
+                          overrides=passed)
+    summary = result.to_dict()
+    print_optimize_report(Console(), summary)
+    if json_out is not None:
+        import json
+
+        json_out.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _sources(ctx: typer.Context) -> dict[str, bool]:
+    """Parameter name -> set explicitly on the command line (or env), for resume overrides."""
+    # compared by name: typer vendors click (typer._click), so click.core.ParameterSource never matches
+    return {name: getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+            for name in ctx.params}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Standalone entry point: a SaagOptError is one stderr line and exit 2."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(optimize)
+    try:
+        app(args=argv, prog_name="saag-opt optimize")
+    except SaagOptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["Budget", "main", "optimize"]

@@ -1,0 +1,637 @@
+"""Compare two reviewer prompt versions (or two finished runs) side by side: ``saag-opt compare``.
+
+Two modes, chosen per argument by ``parse_side``:
+
+* ``prompts``: both arguments are prompt references. Three evaluate runs go under the compare run
+  directory, all sharing one base-prediction cache: ``base/`` (mechanism ``none``: it makes every
+  base call once), then ``a/`` and ``b/`` (the mechanism with each prompt; their base calls are cache
+  hits). So the base agent is paid once, and each version's ledger holds only what that version
+  added (reviews and revisions) - the cost columns compare like with like.
+* ``runs``: both arguments are run directories (``run.json`` inside; ``DIR#CONDITION`` picks one
+  reviewed condition of a run that has several, e.g. ``runs/x-compare#r2@v2``). Records are matched
+  by example id; no LM is called.
+
+Both modes compute the same numbers from records (``compare_sides``, pure): per-category accuracy
+(base, A, B), help/harm of each version vs its own base, the paired A-vs-B table (``HelpHarm`` over
+(A correct, B correct): "fixed" = only B right, "broken" = only A right) with McNemar's exact p and a
+paired bootstrap CI of B - A, and tokens/dollars/latency per version. Examples with an error on
+either side are left out of every paired table (as the runner does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, cast
+
+import jsonlines
+from pydantic import BaseModel, ConfigDict, Field
+
+from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.evaluation.helpharm import HelpHarm
+from saag_opt.evaluation.records import (
+    ConditionSummary,
+    ExampleRecord,
+    LatencySummary,
+    RecordWriter,
+    RunErrorInfo,
+    RunHeader,
+    atomic_write_json,
+    create_run_dir,
+    git_revision,
+    package_versions,
+    utc_now,
+    write_header,
+)
+from saag_opt.evaluation.runner import EvaluateConfig, EvaluationEvent, EvaluationResult, summarise_condition
+
+COMPARE_SCHEMA_VERSION = 1
+"""Version of the compare ``summary.json`` format."""
+
+CompareMode = Literal["prompts", "runs"]
+SideKey = Literal["a", "b"]
+
+
+# -- configuration and argument detection ---------------------------------------------------------
+
+
+class CompareConfig(BaseModel):
+    """Everything ``saag-opt compare`` needs; stored in the compare run's ``run.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: str
+    """Version A: a prompt reference (``reviewer@v1``, an alias, a path) or a run directory."""
+    b: str
+    """Version B, same kinds as ``a`` (both prompts or both runs)."""
+    evaluation: EvaluateConfig | None = None
+    """Prompts mode: base/reviewer models, mechanism, dataset ... (its ``prompt`` and ``runs_dir`` are
+    replaced per version). Ignored in runs mode."""
+    runs_dir: Path = Path("runs")
+    """Where ``<timestamp>-compare/`` is created."""
+    seed: int = 0
+    """Seed of the paired bootstrap CIs."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A finished run directory, optionally with the reviewed condition to use (``DIR#CONDITION``)."""
+
+    path: Path
+    condition: str | None = None
+
+
+def parse_side(text: str) -> RunRef | str:
+    """An existing directory with ``run.json`` (optionally ``#CONDITION``) is a run; anything else a prompt ref.
+
+    Raises:
+        ConfigError: a directory without ``run.json`` (neither a run nor a prompt reference).
+    """
+    path_text, hash_, condition = text.rpartition("#") if "#" in text else (text, "", "")
+    path = Path(path_text)
+    if (path / "run.json").is_file():
+        return RunRef(path, condition.strip() or None if hash_ else None)
+    if Path(text).is_dir():
+        raise ConfigError(f"{text}: is a directory but has no run.json, so it is not a run directory "
+                          "(give runs/<timestamp>-evaluate/, -optimize/ or -compare/, or a prompt reference)")
+    return text
+
+
+def detect_mode(a: str, b: str) -> tuple[CompareMode, RunRef | str, RunRef | str]:
+    """Both prompt refs -> ``prompts``; both run dirs -> ``runs``; a mix is refused.
+
+    Raises:
+        ConfigError: one run directory and one prompt reference.
+    """
+    side_a, side_b = parse_side(a), parse_side(b)
+    runs = (isinstance(side_a, RunRef), isinstance(side_b, RunRef))
+    if runs == (True, True):
+        return "runs", side_a, side_b
+    if runs == (False, False):
+        return "prompts", side_a, side_b
+    run_arg, ref_arg = (a, b) if runs[0] else (b, a)
+    raise ConfigError(f"cannot compare run directory {run_arg!r} with prompt reference {ref_arg!r}: "
+                      "give two prompt references (runs both now) or two run directories (no LM calls)")
+
+
+# -- sides ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One version's records, keyed by example id: its own base rows and its reviewed rows."""
+
+    key: SideKey
+    label: str
+    condition: str
+    mechanism: str
+    base: dict[str, ExampleRecord]
+    final: dict[str, ExampleRecord]
+    source: dict[str, Any] = field(default_factory=dict)
+    costs: dict[str, Any] | None = None
+    run_dir: Path | None = None
+
+
+def _side_from_records(key: SideKey, label: str, condition: str, records: Sequence[ExampleRecord], *,
+                       source: dict[str, Any], costs: dict[str, Any] | None, run_dir: Path | None) -> Side:
+    base = {r.example_id: r for r in records if r.condition == "base"}
+    final = {r.example_id: r for r in records if r.condition == condition}
+    mechanism = condition.split("@", 1)[0]
+    return Side(key, label, condition, mechanism, base, final, source, costs, run_dir)
+
+
+# -- summary models ---------------------------------------------------------------------------------
+
+
+class PairedComparison(BaseModel):
+    """A vs B on the same examples (examples with an error on either side excluded)."""
+
+    n: int
+    """Paired examples."""
+    both_right: int
+    """Both versions right."""
+    b_only_right: int
+    """A wrong, B right (B's gains)."""
+    a_only_right: int
+    """A right, B wrong (B's losses)."""
+    both_wrong: int
+    """Both versions wrong."""
+    a_accuracy: float | None
+    """Accuracy of A on the paired examples."""
+    b_accuracy: float | None
+    """Accuracy of B on the paired examples."""
+    net_change: float | None
+    """B accuracy - A accuracy (fraction)."""
+    mcnemar_p: float
+    """Two-sided exact McNemar p on the discordant pairs (b_only_right vs a_only_right)."""
+    net_change_ci95: list[float] | None
+    """Paired bootstrap 95% CI of ``net_change``."""
+
+    @classmethod
+    def from_help_harm(cls, hh: HelpHarm) -> PairedComparison:
+        """Rename ``HelpHarm`` over (A correct, B correct): fixed = only B right, broken = only A right."""
+        return cls(n=hh.n, both_right=hh.both_right, b_only_right=hh.fixed, a_only_right=hh.broken,
+                   both_wrong=hh.both_wrong, a_accuracy=hh.base_accuracy, b_accuracy=hh.final_accuracy,
+                   net_change=hh.net_change, mcnemar_p=hh.p_value,
+                   net_change_ci95=[hh.ci_low, hh.ci_high] if hh.ci_low is not None and hh.ci_high is not None
+                   else None)
+
+
+class SideSummary(BaseModel):
+    """One version: accuracy, help/harm vs its base, latency and cost (over the matched examples)."""
+
+    key: SideKey
+    """``a`` or ``b``."""
+    label: str
+    """Short name for tables (prompt version name, or run id)."""
+    condition: str
+    """The reviewed condition in the records (``r2``, ``r2@v2``)."""
+    mechanism: str
+    """Mechanism spec."""
+    source: dict[str, Any]
+    """Where it came from: ``{"prompt", "sha256"}`` or ``{"run_dir", "verb", "status"}``."""
+    run_dir: str | None
+    """The evaluate run that produced it (prompts mode) or the source run (runs mode)."""
+    accuracy: ConditionSummary
+    """Reviewed accuracy per category, relevance suite, irrelevance."""
+    help_harm: dict[str, Any]
+    """``HelpHarm.to_dict`` vs this side's own base rows."""
+    latency: LatencySummary
+    """Mean seconds per example (base call included) and overhead vs base."""
+    tokens: int
+    """Tokens billed by the reviewed condition's rows (reviews + revisions; 0 for cache hits)."""
+    dollars: float | None
+    """Dollars of this version's own LM calls (None when unknown)."""
+    costs: dict[str, Any] | None
+    """Cost ledger per role of this version (prompts mode: its own run; runs mode: the source run)."""
+    errors: int
+    """Matched examples whose reviewed or base row carries an error."""
+    reviewer_calls_per_item: float | None
+    """Mean LLM reviewer calls per example."""
+    gated_share: float | None
+    """gate+ mechanisms: share of examples passed by the SAAG gate."""
+
+
+class CompareSummary(BaseModel):
+    """``summary.json`` of a compare run (also what ``--json`` writes)."""
+
+    schema_version: int = COMPARE_SCHEMA_VERSION
+    """Format version."""
+    run_id: str | None = None
+    """The compare run directory name."""
+    mode: CompareMode
+    """``prompts`` (evaluated now) or ``runs`` (finished runs, no LM calls)."""
+    matched: int
+    """Examples present in both sides."""
+    only_a: int
+    """Examples only A has."""
+    only_b: int
+    """Examples only B has."""
+    base: ConditionSummary
+    """The base agent alone on the matched examples (A's base rows)."""
+    base_disagreements: int
+    """Matched examples whose base correctness differs between the sides (0 when the base is shared)."""
+    base_costs: dict[str, Any] | None = None
+    """Prompts mode: the ledger of the shared base pass."""
+    a: SideSummary
+    """Version A."""
+    b: SideSummary
+    """Version B."""
+    paired: PairedComparison
+    """A vs B on the same examples."""
+    notes: list[str] = Field(default_factory=list)
+    """Caveats worth reading (different datasets, runs that did not finish, ...)."""
+
+
+# -- pure comparison --------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _dollars(costs: Mapping[str, Any] | None) -> float | None:
+    if not costs:
+        return None
+    roles = costs.get("roles", costs)
+    total = roles.get("total") if isinstance(roles, Mapping) else None
+    return float(total["dollars"]) if isinstance(total, Mapping) and "dollars" in total else None
+
+
+def summarise_side(side: Side, ids: Sequence[str], *, seed: int = 0) -> SideSummary:
+    """One side's numbers over ``ids`` (ids must be in ``side.final``; a missing base row counts as an error)."""
+    finals = [side.final[i] for i in ids]
+    pairs = [(side.base.get(i), side.final[i]) for i in ids]
+    ok = [(b, f) for b, f in pairs if b is not None and b.error is None and f.error is None]
+    base_s, final_s = _mean([b.seconds for b, _ in ok]), _mean([f.seconds for _, f in ok])
+    gated = [f.gated for _, f in ok]
+    return SideSummary(
+        key=side.key, label=side.label, condition=side.condition, mechanism=side.mechanism, source=side.source,
+        run_dir=str(side.run_dir) if side.run_dir else None,
+        accuracy=summarise_condition(side.condition, finals),
+        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed).to_dict(),
+        latency=LatencySummary(base_mean_seconds=base_s, final_mean_seconds=final_s,
+                               overhead_x=final_s / base_s if base_s and final_s is not None else None),
+        tokens=sum(f.tokens for f in finals), dollars=_dollars(side.costs), costs=side.costs,
+        errors=sum(1 for b, f in pairs if b is None or b.error is not None or f.error is not None),
+        reviewer_calls_per_item=_mean([f.reviewer_calls for f in finals]),
+        gated_share=_mean([float(g) for g in gated]) if side.mechanism.startswith("gate+") and gated else None)
+
+
+def matched_ids(a: Side, b: Side) -> list[str]:
+    """Example ids with a reviewed row on both sides, in A's order."""
+    return [i for i in a.final if i in b.final]
+
+
+def compare_sides(a: Side, b: Side, *, mode: CompareMode, seed: int = 0) -> CompareSummary:
+    """The full comparison over the examples both sides have (pure: no LM, no I/O).
+
+    Raises:
+        ConfigError: the sides share no example id.
+    """
+    ids = matched_ids(a, b)
+    if not ids:
+        raise ConfigError(
+            f"nothing to compare: A ({a.label}, {len(a.final)} examples) and B ({b.label}, {len(b.final)} "
+            "examples) have no example id in common; compare runs over the same dataset and split")
+    ok = [i for i in ids if a.final[i].error is None and b.final[i].error is None]
+    base_rows = [a.base[i] for i in ids if i in a.base]
+    disagree = sum(1 for i in ids if i in a.base and i in b.base and a.base[i].correct != b.base[i].correct)
+    paired = HelpHarm.from_pairs([(a.final[i].correct, b.final[i].correct) for i in ok], seed=seed)
+    notes = []
+    if disagree:
+        notes.append(f"the base agent's verdict differs on {disagree} matched example(s): each version's "
+                     "help/harm is measured against its own base rows")
+    return CompareSummary(
+        mode=mode, matched=len(ids), only_a=len(a.final) - len(ids), only_b=len(b.final) - len(ids),
+        base=summarise_condition("base", base_rows), base_disagreements=disagree,
+        a=summarise_side(a, ids, seed=seed), b=summarise_side(b, ids, seed=seed),
+        paired=PairedComparison.from_help_harm(paired), notes=notes)
+
+
+# -- reading finished runs --------------------------------------------------------------------------
+
+
+def _read_header(run_dir: Path) -> RunHeader:
+    try:
+        return RunHeader.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{run_dir / 'run.json'}: cannot read run header: {str(exc).splitlines()[0]}") from exc
+
+
+def _read_records(run_dir: Path) -> list[ExampleRecord]:
+    """``records.jsonl`` of any run verb (``read_run`` also parses summary.json, which only evaluate runs share)."""
+    path = run_dir / "records.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir}: run has no records.jsonl (did it finish?); nothing to compare")
+    records = []
+    with jsonlines.open(path) as reader:
+        for line, row in enumerate(reader, start=1):
+            try:
+                records.append(ExampleRecord.model_validate(row))
+            except ValueError as exc:
+                raise RunError(f"{path}:{line}: bad record: {str(exc).splitlines()[0]}") from exc
+    return records
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pick_condition(ref: RunRef, conditions: list[str]) -> str:
+    if ref.condition is not None:
+        if ref.condition not in conditions:
+            raise ConfigError(f"{ref.path}: no reviewed condition {ref.condition!r} in records.jsonl; "
+                              f"available: {conditions}")
+        return ref.condition
+    if not conditions:
+        raise ConfigError(f"{ref.path}: records.jsonl has no reviewed rows (only base); nothing to compare")
+    return conditions[-1]
+
+
+def _run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any] | None:
+    """The ledger belonging to ``condition``: an evaluate run's costs.json, a compare run's side."""
+    if header.verb == "evaluate":
+        return _read_json(run_dir / "costs.json")
+    if header.verb == "compare":
+        summary = _read_json(run_dir / "summary.json") or {}
+        for key in ("a", "b"):
+            side = summary.get(key) or {}
+            if side.get("condition") == condition:
+                return side.get("costs")
+    return None
+
+
+def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
+    """A side from a finished run, plus notes (unfinished run, several reviewed conditions).
+
+    Raises:
+        RunError: unreadable ``run.json`` or a bad record (file:line).
+        ConfigError: no records, or an unknown ``#CONDITION``.
+    """
+    header = _read_header(ref.path)
+    records = _read_records(ref.path)
+    conditions = list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
+    condition = _pick_condition(ref, conditions)
+    notes = []
+    if header.status != "success":
+        notes.append(f"{key.upper()}: run {header.run_id} has status {header.status!r}; its records may be partial")
+    if len(conditions) > 1 and ref.condition is None:
+        notes.append(f"{key.upper()}: {header.run_id} has conditions {conditions}; using {condition!r} "
+                     f"(pick another with {ref.path}#CONDITION)")
+    label = header.run_id if len(conditions) == 1 else f"{header.run_id}#{condition}"
+    source = {"run_dir": str(ref.path), "verb": header.verb, "status": header.status,
+              "dataset": header.dataset.get("spec"), "split": header.dataset.get("split")}
+    side = _side_from_records(key, label, condition, records, source=source,
+                              costs=_run_costs(ref.path, header, condition), run_dir=ref.path)
+    return side, notes
+
+
+# -- run directory ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareStage:
+    """Emitted before each evaluate pass of prompts mode (``base``, then ``a``, then ``b``)."""
+
+    stage: Literal["base", "a", "b"]
+    label: str
+
+
+CompareEvent = Union[CompareStage, EvaluationEvent]
+CompareEventHandler = Callable[[CompareEvent], None]
+
+
+@dataclass
+class CompareResult:
+    """What ``run_compare`` returns."""
+
+    run_dir: Path
+    summary: CompareSummary
+
+
+@contextmanager
+def _guarded(run_dir: Path, header: RunHeader) -> Iterator[None]:
+    """Rewrite ``run.json`` with status error/cancelled if the body raises (as the runner does)."""
+    try:
+        yield
+    except BaseException as exc:
+        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "error"
+        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
+        write_header(run_dir, header.model_copy(update={
+            "status": status, "finished": utc_now(),
+            "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}))
+        raise
+
+
+def _start_run(config: CompareConfig, mode: CompareMode, args_passed: dict[str, Any] | None,
+               plugins: dict[str, Any], models: dict[str, str], dataset: dict[str, Any]) -> tuple[Path, RunHeader]:
+    run_dir = create_run_dir(config.runs_dir, "compare")
+    stored = config.model_dump(mode="json") | {"mode": mode}
+    if mode == "runs":
+        stored["evaluation"] = None
+    header = RunHeader(run_id=run_dir.name, verb="compare", created=utc_now(), config=stored,
+                       args_passed=args_passed or {}, models=models, plugins=plugins, dataset=dataset,
+                       git_revision=git_revision(), packages=package_versions())
+    write_header(run_dir, header)
+    return run_dir, header
+
+
+def _write_records(run_dir: Path, a: Side, b: Side, ids: Sequence[str]) -> None:
+    """Matched rows: A's base rows once, then each side's reviewed rows under its condition name."""
+    writer = RecordWriter(run_dir / "records.jsonl")
+    try:
+        for i in ids:
+            if i in a.base:
+                writer.write(a.base[i].model_copy(update={"run_id": run_dir.name}))
+            for side in (a, b):
+                writer.write(side.final[i].model_copy(update={"run_id": run_dir.name, "condition": side.condition}))
+    finally:
+        writer.close()
+
+
+def _sum_roles(parts: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Per-role ledgers of several passes added up (numbers summed, model lists merged)."""
+    out: dict[str, dict[str, Any]] = {}
+    for costs in parts.values():
+        for role, account in ((costs or {}).get("roles") or {}).items():
+            cell = out.setdefault(role, {})
+            for name, value in account.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    cell[name] = round(cell.get(name, 0) + value, 8)
+                elif isinstance(value, list):
+                    cell[name] = list(dict.fromkeys([*cell.get(name, []), *value]))
+    return out
+
+
+def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, b: Side,
+            cost_parts: Mapping[str, Mapping[str, Any] | None], dataset: dict[str, Any] | None = None) -> None:
+    _write_records(run_dir, a, b, matched_ids(a, b))
+    atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
+    atomic_write_json(run_dir / "costs.json", {"schema_version": 1, "currency": "USD",
+                                              "parts": dict(cost_parts), "roles": _sum_roles(cost_parts)})
+    update: dict[str, Any] = {"status": "success", "finished": utc_now()}
+    if dataset is not None:
+        update["dataset"] = dataset
+    write_header(run_dir, header.model_copy(update=update))
+
+
+# -- the two modes ----------------------------------------------------------------------------------
+
+
+def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
+                 args_passed: dict[str, Any] | None = None) -> CompareResult:
+    """Compare two finished runs by example id; no LM is called.
+
+    Raises:
+        ConfigError: no records, an unknown ``#CONDITION``, or no example in common.
+        RunError: unreadable run files, or the compare run directory cannot be written.
+    """
+    (a, notes_a), (b, notes_b) = load_run_side("a", ref_a), load_run_side("b", ref_b)
+    summary = compare_sides(a, b, mode="runs", seed=config.seed)
+    datasets = {(s.source.get("dataset"), s.source.get("split")) for s in (a, b)}
+    summary.notes[:0] = notes_a + notes_b + ([f"the runs used different datasets/splits {sorted(map(str, datasets))}; "
+                                              "only examples with the same id are compared"]
+                                             if len(datasets) > 1 else [])
+    plugins = {"sources": {"a": a.source | {"condition": a.condition}, "b": b.source | {"condition": b.condition}}}
+    run_dir, header = _start_run(config, "runs", args_passed, plugins, {}, {"matched": summary.matched})
+    with _guarded(run_dir, header):
+        summary = summary.model_copy(update={"run_id": run_dir.name})
+        _finish(run_dir, header, summary, a, b, {"a": a.costs, "b": b.costs})
+    return CompareResult(run_dir, summary)
+
+
+def _label(version: Any, other: Any) -> str:
+    """The prompt version's name, disambiguated by hash when both sides share a name."""
+    if version.version == other.version and version.sha256 != other.sha256:
+        return f"{version.version}-{version.sha256[:6]}"
+    return str(version.version)
+
+
+def _evaluate(settings: EvaluateConfig, on_event: CompareEventHandler | None, **update: Any) -> EvaluationResult:
+    from saag_opt.evaluation.runner import run_evaluation
+
+    return run_evaluation(settings.model_copy(update=update), on_event=on_event)
+
+
+def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
+    from saag_opt.agents import parse_mechanism
+
+    mechanism = parse_mechanism(settings.mechanism)
+    notes = []
+    if same:
+        notes.append("A and B have identical instructions: differences are noise (or cache hits)")
+    if not mechanism.needs_reviewer:
+        notes.append(f"mechanism {mechanism.spec!r} does not use the reviewer prompt")
+    if re.search(r"(?:^|\+)[sg]\d", mechanism.spec):
+        notes.append("s<N>/g<N> candidates are generated in A's pass and reused (cached) by B, so A's cost "
+                     "includes them and B's does not")
+    return notes
+
+
+def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: CompareEventHandler | None = None,
+                    args_passed: dict[str, Any] | None = None) -> CompareResult:
+    """Evaluate both prompt versions on the same examples, the base agent paid once.
+
+    Raises:
+        ConfigError: missing evaluation settings, bad dataset/mechanism, a mechanism without reviewer.
+        ArtifactError: an unknown prompt reference (before anything runs).
+        ModelUnavailableError, RunError: as ``run_evaluation``.
+    """
+    from saag_opt.artifacts import resolve_ref
+
+    settings = config.evaluation
+    if settings is None:
+        raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
+                          "(--base, --reviewer, --mechanism, --dataset)")
+    version_a, version_b = resolve_ref(ref_a), resolve_ref(ref_b)
+    labels = {"a": _label(version_a, version_b), "b": _label(version_b, version_a)}
+    if labels["a"] == labels["b"]:
+        labels = {"a": f"{labels['a']}-A", "b": f"{labels['b']}-B"}
+    prompts = {"a": {"prompt": ref_a, "ref": version_a.ref, "sha256": version_a.sha256},
+               "b": {"prompt": ref_b, "ref": version_b.ref, "sha256": version_b.sha256}}
+    models = {"base": settings.base} | ({"reviewer": settings.reviewer} if settings.reviewer else {})
+    plugins = {"mechanism": {"spec": settings.mechanism}, "prompts": prompts}
+    run_dir, header = _start_run(config, "prompts", args_passed, plugins, models,
+                                 {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
+    with _guarded(run_dir, header):
+        common = {"seed": config.seed}
+        _emit(on_event, CompareStage("base", "base"))
+        base = _evaluate(settings, on_event, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base", **common)
+        results = {}
+        for key, ref in (("a", ref_a), ("b", ref_b)):
+            _emit(on_event, CompareStage(key, labels[key]))  # type: ignore[arg-type]
+            results[key] = _evaluate(settings, on_event, prompt=ref, runs_dir=run_dir / key, **common)
+        a, b = (_prompt_side(k, labels[k], results[k], prompts[k]) for k in ("a", "b"))  # type: ignore[arg-type]
+        summary = compare_sides(a, b, mode="prompts", seed=config.seed)
+        summary = summary.model_copy(update={
+            "run_id": run_dir.name, "base_costs": base.summary.costs,
+            "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
+        dataset = _read_header(base.run_dir).dataset
+        _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)
+    return CompareResult(run_dir, summary)
+
+
+def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dict[str, Any]) -> Side:
+    condition = f"{result.summary.mechanism}@{label}"
+    records = [r if r.condition == "base" else r.model_copy(update={"condition": condition}) for r in result.records]
+    return _side_from_records(key, label, condition, records, source=prompt, costs=result.summary.costs,
+                              run_dir=result.run_dir)
+
+
+def _emit(on_event: CompareEventHandler | None, event: CompareEvent) -> None:
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:  # an observer must never stop a run
+        import logging
+
+        logging.getLogger(__name__).exception("event handler failed on %s", type(event).__name__)
+
+
+def run_compare(config: CompareConfig, *, on_event: CompareEventHandler | None = None,
+                args_passed: dict[str, Any] | None = None) -> CompareResult:
+    """``saag-opt compare A B``: two prompt refs (evaluated now) or two run dirs (no LM calls).
+
+    Raises:
+        ConfigError: a run mixed with a prompt ref, no example in common, bad settings.
+        ArtifactError, ModelUnavailableError, RunError: see ``compare_prompts`` / ``compare_runs``.
+    """
+    mode, side_a, side_b = detect_mode(config.a, config.b)
+    if mode == "runs":
+        return compare_runs(config, cast(RunRef, side_a), cast(RunRef, side_b), args_passed=args_passed)
+    return compare_prompts(config, str(side_a), str(side_b), on_event=on_event, args_passed=args_passed)
+
+
+__all__ = [
+    "COMPARE_SCHEMA_VERSION",
+    "CompareConfig",
+    "CompareEvent",
+    "CompareMode",
+    "CompareResult",
+    "CompareStage",
+    "CompareSummary",
+    "PairedComparison",
+    "RunRef",
+    "Side",
+    "SideSummary",
+    "compare_prompts",
+    "compare_runs",
+    "compare_sides",
+    "detect_mode",
+    "load_run_side",
+    "matched_ids",
+    "parse_side",
+    "run_compare",
+    "summarise_side",
+]

@@ -1,0 +1,177 @@
+"""Help / harm statistics for a reviewer (Reinforced Agent paper, section 4.1; DESIGN section 6).
+
+Pure: no LM, no I/O. Every number comes from the paired 2x2 table of (base correct, final correct)
+per example. The rates are *conditional* (helpfulness over the base agent's errors, harmfulness
+over its correct answers) because that is the only reading consistent with the paper's numbers
+(research/papers.md 2.5). McNemar's exact test and the bootstrap interval both use only the
+discordant pairs / the four cell counts, so they are cheap for any dataset size.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+BOOTSTRAP_RESAMPLES = 2000
+"""Default number of paired bootstrap resamples for the net-change interval."""
+
+
+def mcnemar_exact(fixed: int, broken: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of ``fixed`` vs ``broken`` at p = 0.5.
+
+    Raises:
+        ValueError: if a count is negative.
+    """
+    if fixed < 0 or broken < 0:
+        raise ValueError(f"counts must be >= 0, got fixed={fixed}, broken={broken}")
+    n = fixed + broken
+    if n == 0:
+        return 1.0
+    k = min(fixed, broken)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+def _binomial(rng: random.Random, n: int, p: float) -> int:
+    """Binomial draw by inversion from the pmf (exact; O(n) worst case, no numpy needed)."""
+    if n <= 0 or p <= 0.0:
+        return 0
+    if p >= 1.0:
+        return n
+    if p > 0.5:
+        return n - _binomial(rng, n, 1.0 - p)
+    u = rng.random()
+    q = 1.0 - p
+    pmf = q**n
+    if pmf == 0.0:  # underflow for large n: normal approximation is accurate there
+        return max(0, min(n, round(rng.gauss(n * p, math.sqrt(n * p * q)))))
+    cdf, k = pmf, 0
+    while u > cdf and k < n:
+        pmf *= (n - k) / (k + 1) * (p / q)
+        k += 1
+        cdf += pmf
+    return k
+
+
+def bootstrap_net_change_ci(
+    both_right: int, fixed: int, broken: int, both_wrong: int, *,
+    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile CI of the net accuracy change under paired (per-example) resampling.
+
+    Resampling n examples with replacement is a multinomial draw over the four cells; only the
+    fixed and broken counts matter, so each resample is two binomial draws. None when n = 0.
+    """
+    n = both_right + fixed + broken + both_wrong
+    if n == 0:
+        return None
+    rng = random.Random(seed)
+    p_fixed = fixed / n
+    p_broken_rest = broken / (n - fixed) if n > fixed else 0.0
+    deltas = []
+    for _ in range(resamples):
+        f = _binomial(rng, n, p_fixed)
+        b = _binomial(rng, n - f, p_broken_rest)
+        deltas.append((f - b) / n)
+    deltas.sort()
+    alpha = (1.0 - level) / 2.0
+    lo = deltas[int(math.floor(alpha * (resamples - 1)))]
+    hi = deltas[int(math.ceil((1.0 - alpha) * (resamples - 1)))]
+    return (lo, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class HelpHarm:
+    """Paired 2x2 table of base-vs-final correctness with the paper's derived rates.
+
+    ``helpfulness = fixed / base_wrong``, ``harmfulness = broken / base_right`` (None when the
+    denominator is 0); ``ratio = help / harm`` (``inf`` when harm is 0 and help > 0, None when both
+    are 0 or undefined); ``net_change`` = final accuracy - base accuracy.
+    """
+
+    both_right: int
+    fixed: int
+    broken: int
+    both_wrong: int
+    p_value: float
+    ci_low: float | None
+    ci_high: float | None
+
+    @classmethod
+    def from_counts(cls, both_right: int, fixed: int, broken: int, both_wrong: int, *,
+                    seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> HelpHarm:
+        """Build from the four cell counts."""
+        ci = bootstrap_net_change_ci(both_right, fixed, broken, both_wrong, resamples=resamples, seed=seed)
+        return cls(both_right, fixed, broken, both_wrong, mcnemar_exact(fixed, broken),
+                   ci[0] if ci else None, ci[1] if ci else None)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[bool, bool]], *, seed: int = 0,
+                   resamples: int = BOOTSTRAP_RESAMPLES) -> HelpHarm:
+        """Build from ``(base_correct, final_correct)`` per example."""
+        cells = [0, 0, 0, 0]
+        for base_ok, final_ok in pairs:
+            cells[{(True, True): 0, (False, True): 1, (True, False): 2, (False, False): 3}[
+                (bool(base_ok), bool(final_ok))]] += 1
+        return cls.from_counts(*cells, seed=seed, resamples=resamples)
+
+    @property
+    def n(self) -> int:
+        """Number of paired examples."""
+        return self.both_right + self.fixed + self.broken + self.both_wrong
+
+    @property
+    def base_right(self) -> int:
+        """Examples the base agent got right."""
+        return self.both_right + self.broken
+
+    @property
+    def base_wrong(self) -> int:
+        """Examples the base agent got wrong."""
+        return self.fixed + self.both_wrong
+
+    @property
+    def helpfulness(self) -> float | None:
+        """Share of base errors the reviewer fixed."""
+        return self.fixed / self.base_wrong if self.base_wrong else None
+
+    @property
+    def harmfulness(self) -> float | None:
+        """Share of base-correct answers the reviewer broke."""
+        return self.broken / self.base_right if self.base_right else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Benefit-to-risk ratio help/harm; inf when harm is 0 but help is not."""
+        help_, harm = self.helpfulness or 0.0, self.harmfulness or 0.0
+        if harm == 0.0:
+            return math.inf if help_ > 0.0 else None
+        return help_ / harm
+
+    @property
+    def base_accuracy(self) -> float | None:
+        """Accuracy of the base agent alone."""
+        return self.base_right / self.n if self.n else None
+
+    @property
+    def final_accuracy(self) -> float | None:
+        """Accuracy after review."""
+        return (self.both_right + self.fixed) / self.n if self.n else None
+
+    @property
+    def net_change(self) -> float | None:
+        """Final accuracy minus base accuracy, as a fraction."""
+        return (self.fixed - self.broken) / self.n if self.n else None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready summary (``inf`` ratio spelled as the string "inf")."""
+        ratio = self.ratio
+        return {
+            "n": self.n, "both_right": self.both_right, "fixed": self.fixed, "broken": self.broken,
+            "both_wrong": self.both_wrong, "helpfulness": self.helpfulness, "harmfulness": self.harmfulness,
+            "ratio": "inf" if ratio == math.inf else ratio, "base_accuracy": self.base_accuracy,
+            "final_accuracy": self.final_accuracy, "net_change": self.net_change,
+            "mcnemar_p": self.p_value, "net_change_ci95": [self.ci_low, self.ci_high] if self.ci_low is not None else None,
+        }

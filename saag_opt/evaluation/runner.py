@@ -1,0 +1,437 @@
+"""Run a reviewer configuration over a dataset: ``EvaluateConfig`` -> run directory + summary.
+
+Per example, two conditions are recorded: ``base`` (the base agent alone) and the mechanism
+(``r2``, ``gate+r2``, ...). The base prediction is computed once and cached on disk
+(``BasePredictionCache``), so other mechanisms and prompt versions reuse it for free.
+
+Failure policy (STYLE practice 9): an LM call that fails after retries, or any other error inside
+one example, becomes a record with ``error`` (scored incorrect); no example is ever lost. Systemic
+faults raise before work starts (bad config, missing key) or after it (``fail_on_error`` rate).
+Progress and cost are reported through typed events; an observer that raises is logged, never
+allowed to stop the run (STYLE practice 16).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from contextlib import nullcontext
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import dspy
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from saag_opt.agents import (
+    BaseAgent,
+    BasePredictionCache,
+    Mechanism,
+    MechanismContext,
+    MechanismOutcome,
+    Proposal,
+    Reviewer,
+    SaagInformedReviewer,
+    parse_mechanism,
+)
+from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.evaluation.helpharm import HelpHarm
+from saag_opt.evaluation.score import CategoryScore, relevance_suite
+from saag_opt.evaluation.records import (
+    CallRecord,
+    CandidateRecord,
+    ExampleRecord,
+    ConditionSummary,
+    EvaluationSummary,
+    LatencySummary,
+    RecordWriter,
+    RoundRecord,
+    RunErrorInfo,
+    RunHeader,
+    atomic_write_json,
+    create_run_dir,
+    git_revision,
+    package_versions,
+    utc_now,
+    write_header,
+)
+from saag_opt.model import Example, Prediction
+
+log = logging.getLogger(__name__)
+
+_RAW_LIMIT = 2000
+
+
+class EvaluateConfig(BaseModel):
+    """Everything ``saag-opt evaluate`` needs; stored (without secrets) in ``run.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    """Base agent model spec (``gpt-4o``, ``local``, ``openai/<m>@URL``, ``fake@URL``)."""
+    reviewer: str | None = None
+    """Reviewer model spec; required by r<N>/s<N>/g<N>/gate+ mechanisms."""
+    prompt: str = "reviewer@v2"
+    """Reviewer prompt reference (``reviewer@v2``, an alias, or a path)."""
+    mechanism: str = "r2"
+    """none | binary | saag | r<N> | s<N> | g<N> | gate+<r|s|g><N>."""
+    saag_informed: bool = False
+    """Experimental: the review predictor also sees the gold-free SAAG report."""
+    dataset: str = "shipped:bfcl"
+    """Dataset spec (see ``saag-opt datasets list``)."""
+    split: str | None = None
+    """Keep only this split (train | val | test)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Keep the first N examples (after the split filter)."""
+    workers: int = Field(default=4, ge=1, le=64)
+    """Examples evaluated concurrently (threads)."""
+    max_repairs: int = Field(default=5, ge=0, le=50)
+    """Repair budget of the binary/saag self-repair loops."""
+    seed: int = 0
+    """Seed for the bootstrap CI (LM calls are deterministic through the cache)."""
+    runs_dir: Path = Path("runs")
+    """Where ``<timestamp>-evaluate/`` is created."""
+    cache_dir: Path | None = None
+    """Base-prediction cache; default ``<saag-opt cache>/base-predictions``."""
+    fail_on_error: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Mark the run failed when more than this share of examples errored."""
+    retries: int = Field(default=4, ge=0, le=20)
+    """Extra attempts per LM call after 429/5xx/timeouts/malformed replies."""
+    retry_base_delay: float = Field(default=1.0, ge=0.0, le=60.0)
+    """First backoff delay in seconds (doubles per attempt, jittered)."""
+    request_timeout: float | None = Field(default=None, gt=0.0)
+    """Per-request timeout in seconds (None = the client's default)."""
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism(cls, value: str) -> str:
+        parse_mechanism(value)
+        return value.strip().lower()
+
+    @model_validator(mode="after")
+    def _reviewer_needed(self) -> EvaluateConfig:
+        if self.reviewer is None and parse_mechanism(self.mechanism).needs_reviewer:
+            raise ValueError(f"mechanism {self.mechanism!r} needs a reviewer model: pass --reviewer "
+                             "(e.g. gpt-5-mini or local), or use --mechanism none|binary|saag")
+        return self
+
+    @field_validator("base", "reviewer")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if value is not None:
+            from saag_opt.lm import parse_model_spec
+
+            parse_model_spec(value)
+        return value
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """Emitted once the run directory exists and examples are loaded."""
+
+    run_dir: Path
+    total: int
+
+
+@dataclass(frozen=True)
+class ExampleFinished:
+    """Emitted after each example; ``costs`` is a ledger snapshot (role -> calls/tokens/$/s)."""
+
+    done: int
+    total: int
+    example_id: str
+    base_correct: bool
+    final_correct: bool
+    error: str | None
+    costs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """Emitted after ``summary.json`` is written."""
+
+    run_dir: Path
+    summary: EvaluationSummary
+
+
+EvaluationEvent = Union[RunStarted, ExampleFinished, RunFinished]
+EventHandler = Callable[[EvaluationEvent], None]
+
+
+@dataclass
+class EvaluationResult:
+    """What ``run_evaluation`` returns."""
+
+    run_dir: Path
+    summary: EvaluationSummary
+    records: list[ExampleRecord] = field(default_factory=list)
+
+
+@dataclass
+class _Setup:
+    config: EvaluateConfig
+    examples: list[Example]
+    agent: BaseAgent
+    reviewer: Reviewer | None
+    mechanism: Mechanism
+    ctx: MechanismContext
+    ledger: Any
+    reviewer_lm: Any
+    run_id: str
+
+
+def _emit(on_event: EventHandler | None, event: EvaluationEvent) -> None:
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:  # an observer must never stop a run
+        log.exception("event handler failed on %s", type(event).__name__)
+
+
+def _default_cache_dir() -> Path:
+    from saag_opt.lm.embedded import default_cache_dir
+
+    return default_cache_dir() / "base-predictions"
+
+
+def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Setup:
+    """Open models and build agent, reviewer and mechanism (raises for systemic faults)."""
+    from saag_opt.lm import CostLedger, open_lm, parse_model_spec
+
+    mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
+    ledger = CostLedger()
+    options: dict[str, Any] = {"retries": config.retries, "retry_base_delay": config.retry_base_delay}
+    if config.request_timeout is not None:
+        options["timeout"] = config.request_timeout
+    agent = BaseAgent(open_lm(parse_model_spec(config.base), role="base", ledger=ledger, **options), ledger=ledger)
+    reviewer, reviewer_lm = None, None
+    if mechanism.needs_reviewer:
+        if config.reviewer is None:
+            raise ConfigError(f"reviewer: mechanism {mechanism.spec!r} needs --reviewer")
+        from saag_opt.artifacts import resolve_ref
+
+        cls = SaagInformedReviewer if config.saag_informed else Reviewer
+        reviewer = cls.from_prompt(resolve_ref(config.prompt))
+        reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
+        reviewer.set_lm(reviewer_lm)
+    cache = BasePredictionCache(config.cache_dir or _default_cache_dir())
+    ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs)
+    return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id)
+
+
+def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
+            args_passed: dict[str, Any] | None) -> RunHeader:
+    from saag_opt.data import split_hash
+
+    mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
+    ids = hashlib.sha256("\n".join(e.id for e in examples).encode()).hexdigest()[:16]
+    models = {"base": config.base} | ({"reviewer": config.reviewer} if config.reviewer else {})
+    return RunHeader(
+        run_id=run_dir.name, verb="evaluate", created=utc_now(), config=config.model_dump(mode="json"),
+        args_passed=args_passed or {}, models=models,
+        plugins={"mechanism": {"spec": mechanism.spec, "experimental": mechanism.experimental,
+                               "args": {"max_repairs": config.max_repairs}},
+                 "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
+                              "prompt": config.prompt, "experimental": config.saag_informed}},
+        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(examples),
+                 "ids_hash": ids, "split_hash": split_hash(examples)},
+        git_revision=git_revision(), packages=package_versions())
+
+
+def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = None,
+                   args_passed: dict[str, Any] | None = None) -> EvaluationResult:
+    """Evaluate ``config`` and write ``runs/<timestamp>-evaluate/``.
+
+    Raises:
+        ConfigError: bad dataset/split/prompt/mechanism, or a mechanism without a reviewer.
+        ModelUnavailableError: a model cannot be reached (missing key, dead server).
+        RunError: the run directory cannot be written, or the error rate exceeds ``fail_on_error``.
+    """
+    from saag_opt.data import load_dataset
+
+    examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
+    if not examples:
+        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no examples")
+    run_dir = create_run_dir(config.runs_dir, "evaluate")
+    header = _header(config, run_dir, examples, args_passed)
+    write_header(run_dir, header)
+    try:
+        setup = _build(config, run_dir.name, examples)
+        _emit(on_event, RunStarted(run_dir, len(examples)))
+        records = _run_all(setup, run_dir, on_event)
+        summary = summarise(records, setup, seed=config.seed)
+        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
+        atomic_write_json(run_dir / "costs.json", setup.ledger.to_dict())
+        _check_error_rate(config, summary)
+    except BaseException as exc:
+        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "error"
+        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
+        write_header(run_dir, header.model_copy(update={
+            "status": status, "finished": utc_now(),
+            "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}))
+        raise
+    write_header(run_dir, header.model_copy(update={"status": "success", "finished": utc_now()}))
+    _emit(on_event, RunFinished(run_dir, summary))
+    return EvaluationResult(run_dir, summary, records)
+
+
+def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> None:
+    if config.fail_on_error is None or summary.n_examples == 0:
+        return
+    rate = summary.errors / summary.n_examples
+    if rate > config.fail_on_error:
+        raise RunError(f"{summary.errors}/{summary.n_examples} examples failed ({rate:.1%}), above "
+                       f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
+
+
+def _run_all(setup: _Setup, run_dir: Path, on_event: EventHandler | None) -> list[ExampleRecord]:
+    writer = RecordWriter(run_dir / "records.jsonl")
+    records: list[ExampleRecord] = []
+    lock, done, total = threading.Lock(), 0, len(setup.examples)
+    try:
+        with ThreadPoolExecutor(max_workers=setup.config.workers, thread_name_prefix="saag-eval") as pool:
+            futures = [pool.submit(_evaluate_example, setup, ex) for ex in setup.examples]
+            for future in as_completed(futures):
+                pair = future.result()  # _evaluate_example never raises
+                for record in pair:
+                    writer.write(record)
+                with lock:
+                    records.extend(pair)
+                    done += 1
+                _emit(on_event, ExampleFinished(done, total, pair[0].example_id, pair[0].correct, pair[1].correct,
+                                                pair[1].error, setup.ledger.snapshot()))
+    finally:
+        writer.close()
+    order = {ex.id: i for i, ex in enumerate(setup.examples)}
+    records.sort(key=lambda r: (order.get(r.example_id, 0), r.condition != "base"))
+    return records
+
+
+def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, ExampleRecord]:
+    """Both records for one example; any failure becomes an ``error`` record (never raises)."""
+    spec = setup.mechanism.spec
+    try:
+        base = setup.ctx.propose_initial(setup.agent, example)
+        base_record = _base_record(setup, example, base)
+    except Exception as exc:
+        message = _error_text(exc)
+        return _failed_record(setup, example, "base", message), _failed_record(setup, example, spec, message)
+    try:
+        lm_scope = dspy.context(lm=setup.reviewer_lm) if setup.reviewer_lm is not None else nullcontext()
+        with lm_scope, dspy.track_usage() as tracker:
+            outcome = setup.mechanism.run(example, setup.agent, setup.reviewer, ctx=setup.ctx)
+        return base_record, _mechanism_record(setup, example, outcome, _tracker_tokens(tracker))
+    except Exception as exc:
+        failed = _failed_record(setup, example, spec, _error_text(exc))
+        return base_record, failed.model_copy(update={"base": base_record.final, "base_saag": base_record.saag})
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+def _tracker_tokens(tracker: Any) -> int:
+    total = 0
+    for usage in tracker.get_total_tokens().values():
+        total += int(usage.get("total_tokens") or 0) or int(usage.get("prompt_tokens") or 0) + int(
+            usage.get("completion_tokens") or 0)
+    return total
+
+
+def call_record(prediction: Prediction) -> CallRecord:
+    """A prediction as stored."""
+    raw = prediction.raw if prediction.raw is None else prediction.raw[:_RAW_LIMIT]
+    return CallRecord(calls=[c.to_dict() for c in prediction.calls], raw=raw, status=prediction.status)
+
+
+def _judge(prediction: Prediction, example: Example) -> tuple[bool, str, dict[str, Any]]:
+    from saag_opt.saag import diagnose
+    from saag_opt.saag.truth import check_truth
+
+    truth = check_truth(prediction.calls, example)
+    return truth.correct, truth.reason, diagnose(prediction.calls, example).to_dict()
+
+
+def _common(setup: _Setup, example: Example, condition: str) -> dict[str, Any]:
+    return {"run_id": setup.run_id, "example_id": example.id, "category": example.category,
+            "split": example.split, "condition": condition}
+
+
+def _base_record(setup: _Setup, example: Example, base: Proposal) -> ExampleRecord:
+    correct, reason, saag = _judge(base.prediction, example)
+    return ExampleRecord(**_common(setup, example, "base"), final=call_record(base.prediction), correct=correct,
+                         truth_reason=reason, saag=saag, seconds=base.seconds,
+                         tokens=0 if base.cached else base.tokens, cached=base.cached)
+
+
+def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome, tokens: int) -> ExampleRecord:
+    correct, reason, saag = _judge(outcome.final, example)
+    base_saag = _judge(outcome.base.prediction, example)[2]
+    rounds = [RoundRecord(index=r.index, reviewer=r.reviewer, verdict=r.verdict, tentative=call_record(r.tentative),
+                          feedback=r.feedback, revised=call_record(r.revised) if r.revised else None, note=r.note)
+              for r in outcome.rounds]
+    cands = [CandidateRecord(index=c.index, temperature=c.temperature, prediction=call_record(c.prediction),
+                             score=c.score, rationale=c.rationale) for c in outcome.candidates]
+    return ExampleRecord(
+        **_common(setup, example, outcome.mechanism), final=call_record(outcome.final), correct=correct,
+        truth_reason=reason, saag=saag, base=call_record(outcome.base.prediction), base_saag=base_saag,
+        rounds=rounds, candidates=cands, selected=outcome.selected, reviewer_calls=outcome.reviewer_calls,
+        agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, tokens=tokens,
+        cached=outcome.base.cached, notes=list(outcome.notes))
+
+
+def _failed_record(setup: _Setup, example: Example, condition: str, message: str) -> ExampleRecord:
+    return ExampleRecord(**_common(setup, example, condition), correct=False, truth_reason="error", error=message)
+
+
+# -- summary ---------------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarise_condition(condition: str, records: Sequence[ExampleRecord]) -> ConditionSummary:
+    """Accuracy per category, relevance-suite mean and irrelevance for one condition's records."""
+    totals: dict[str, list[int]] = {}
+    for record in records:
+        cell = totals.setdefault(record.category, [0, 0])
+        cell[0] += 1
+        cell[1] += record.correct
+    categories = {cat: CategoryScore(n=n, correct=c, accuracy=c / n) for cat, (n, c) in sorted(totals.items())}
+    irrelevant = [(n, c) for cat, (n, c) in totals.items() if "irrelevance" in cat]
+    irr_n = sum(n for n, _ in irrelevant)
+    correct = sum(r.correct for r in records)
+    return ConditionSummary(
+        condition=condition, n=len(records), correct=correct, accuracy=correct / len(records) if records else None,
+        categories=categories, relevance_suite=relevance_suite(categories),
+        irrelevance=sum(c for _, c in irrelevant) / irr_n if irr_n else None,
+        errors=sum(r.error is not None for r in records),
+        mean_seconds=_mean([r.seconds for r in records if r.error is None]))
+
+
+def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0) -> EvaluationSummary:
+    """``summary.json`` content from the records of both conditions (records sorted base-first per example)."""
+    base = [r for r in records if r.condition == "base"]
+    final = [r for r in records if r.condition != "base"]
+    ok = [(b, f) for b, f in zip(base, final) if b.error is None and f.error is None]
+    base_s, final_s = _mean([b.seconds for b, _ in ok]), _mean([f.seconds for _, f in ok])
+    gated = [f.gated for _, f in ok]
+    return EvaluationSummary(
+        run_id=setup.run_id, mechanism=setup.mechanism.spec,
+        experimental=setup.mechanism.experimental or setup.config.saag_informed,
+        prompt=setup.config.prompt if setup.reviewer is not None else None, n_examples=len(final),
+        errors=sum(b.error is not None or f.error is not None for b, f in zip(base, final)),
+        base=summarise_condition("base", base), reviewed=summarise_condition(setup.mechanism.spec, final),
+        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed).to_dict(),
+        latency=LatencySummary(base_mean_seconds=base_s, final_mean_seconds=final_s,
+                               overhead_x=final_s / base_s if base_s and final_s is not None else None),
+        reviewer_calls_per_item=_mean([f.reviewer_calls for f in final]),
+        agent_calls_per_item=_mean([f.agent_calls for f in final]),
+        gated_share=_mean([float(g) for g in gated]) if setup.mechanism.spec.startswith("gate+") and gated else None,
+        costs=setup.ledger.to_dict())

@@ -1,0 +1,149 @@
+"""Terminal tables for ``saag-opt compare``: base vs A vs B accuracy, help/harm per version, the paired
+A-vs-B test, and latency/cost per version. Rich lives here and in the CLI only."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from saag_opt.evaluation.compare import CompareSummary, SideSummary
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _delta(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "-"
+    diff = 100 * (b - a)
+    return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
+
+
+def _ratio(value: Any) -> str:
+    if value is None:
+        return "-"
+    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
+        return "inf"
+    return f"{value:.2f}:1"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def legend(summary: CompareSummary) -> str:
+    """``A = ...  B = ...`` with mechanism and source, for the line above the tables."""
+    def one(side: SideSummary) -> str:
+        where = side.source.get("ref") or side.source.get("prompt") or side.source.get("run_dir") or side.label
+        return f"[bold]{side.key.upper()}[/] = {escape(side.label)} ({escape(side.mechanism)}; {escape(str(where))})"
+
+    matched = f"{summary.matched} matched example(s)"
+    if summary.mode == "runs":
+        matched += f"; only in A: {summary.only_a}, only in B: {summary.only_b}"
+    return f"{one(summary.a)}\n{one(summary.b)}\n{matched}"
+
+
+def accuracy_table(summary: CompareSummary) -> Table:
+    """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows."""
+    base, a, b = summary.base, summary.a.accuracy, summary.b.accuracy
+    table = Table(title="Accuracy: base vs A vs B")
+    for col in ("category", "n", "base %", "A %", "B %", "B - A"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for cat in sorted(set(base.categories) | set(a.categories) | set(b.categories)):
+        cells = [s.categories.get(cat) for s in (base, a, b)]
+        acc = [c.accuracy if c else None for c in cells]
+        n = next((c.n for c in cells if c is not None), 0)
+        table.add_row(escape(cat), str(n), _pct(acc[0]), _pct(acc[1]), _pct(acc[2]), _delta(acc[1], acc[2]))
+    suites = [s.relevance_suite.mean if s.relevance_suite else None for s in (base, a, b)]
+    complete = bool(base.relevance_suite and base.relevance_suite.complete)
+    table.add_section()
+    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", *map(_pct, suites),
+                  _delta(suites[1], suites[2]))
+    irr = [base.irrelevance, a.irrelevance, b.irrelevance]
+    table.add_row("irrelevance", "", *map(_pct, irr), _delta(irr[1], irr[2]))
+    overall = [base.accuracy, a.accuracy, b.accuracy]
+    table.add_row("[bold]overall[/]", str(base.n), *map(_pct, overall), _delta(overall[1], overall[2]))
+    return table
+
+
+def helpharm_table(summary: CompareSummary) -> Table:
+    """Each version against the base agent alone (paired, conditional rates)."""
+    table = Table(title="Help / harm vs base (paired, examples without errors)")
+    table.add_column("measure")
+    table.add_column("A", justify="right")
+    table.add_column("B", justify="right")
+    hh = [summary.a.help_harm, summary.b.help_harm]
+    table.add_row("fixed (base wrong -> right)", *(str(h["fixed"]) for h in hh))
+    table.add_row("broken (base right -> wrong)", *(str(h["broken"]) for h in hh))
+    table.add_row("helpfulness %", *(_pct(h["helpfulness"]) for h in hh))
+    table.add_row("harmfulness %", *(_pct(h["harmfulness"]) for h in hh))
+    table.add_row("benefit-to-risk ratio", *(_ratio(h["ratio"]) for h in hh))
+    table.add_row("net change vs base (pts)", *("-" if h["net_change"] is None else f"{100 * h['net_change']:+.1f}"
+                                               for h in hh))
+    table.add_row("McNemar p vs base", *(f"{h['mcnemar_p']:.4g}" for h in hh))
+    return table
+
+
+def paired_table(summary: CompareSummary) -> Table:
+    """The A-vs-B 2x2 table, net change B - A, McNemar exact p and the bootstrap CI."""
+    p = summary.paired
+    table = Table(title=f"B vs A (paired, n = {p.n})")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("both right", str(p.both_right))
+    table.add_row("only B right (A wrong -> B right)", str(p.b_only_right))
+    table.add_row("only A right (A right -> B wrong)", str(p.a_only_right))
+    table.add_row("both wrong", str(p.both_wrong))
+    table.add_section()
+    table.add_row("net accuracy change B - A", "-" if p.net_change is None else f"{100 * p.net_change:+.1f} pts")
+    ci = p.net_change_ci95
+    table.add_row("bootstrap 95% CI", "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts")
+    table.add_row("McNemar exact p (discordant pairs)", f"{p.mcnemar_p:.4g}")
+    return table
+
+
+def cost_table(summary: CompareSummary) -> Table:
+    """Latency (mean s per example, overhead vs base), reviewer calls, tokens and dollars per version."""
+    table = Table(title="Latency and cost per version")
+    table.add_column("measure")
+    table.add_column("A", justify="right")
+    table.add_column("B", justify="right")
+    sides = (summary.a, summary.b)
+    table.add_row("base s / item", *(_num(s.latency.base_mean_seconds, ".2f") for s in sides))
+    table.add_row("with review s / item", *(_num(s.latency.final_mean_seconds, ".2f") for s in sides))
+    table.add_row("latency overhead", *("-" if s.latency.overhead_x is None else f"{s.latency.overhead_x:.1f}x"
+                                        for s in sides))
+    table.add_row("reviewer calls / item", *(_num(s.reviewer_calls_per_item, ".2f") for s in sides))
+    if any(s.gated_share is not None for s in sides):
+        table.add_row("passed by the SAAG gate %", *(_pct(s.gated_share) for s in sides))
+    table.add_row("tokens (reviews + revisions)", *(str(s.tokens) for s in sides))
+    table.add_row("dollars", *(_num(s.dollars, ".4f") for s in sides))
+    table.add_row("errors", *(str(s.errors) for s in sides))
+    return table
+
+
+def print_compare_report(console: Console, summary: CompareSummary, run_dir: str | None = None) -> None:
+    """Everything ``saag-opt compare`` prints."""
+    console.print(legend(summary))
+    if any(s.mechanism.startswith("gate+") for s in (summary.a, summary.b)):
+        console.print("[yellow]experimental:[/] a SAAG gate is in use; treat its numbers as exploratory.")
+    console.print(accuracy_table(summary))
+    console.print(helpharm_table(summary))
+    console.print(paired_table(summary))
+    console.print(cost_table(summary))
+    base_dollars = (summary.base_costs or {}).get("roles", {}).get("total", {}).get("dollars")
+    if base_dollars is not None:
+        console.print(f"shared base pass: ${base_dollars:.4f} (paid once for both versions)")
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    if run_dir is not None:
+        console.print(f"run directory: {escape(str(run_dir))}")
+
+
+__all__ = ["accuracy_table", "cost_table", "helpharm_table", "legend", "paired_table", "print_compare_report"]

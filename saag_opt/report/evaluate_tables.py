@@ -1,0 +1,157 @@
+"""Terminal tables for ``saag-opt evaluate``: accuracy base vs reviewed, help/harm, latency, cost,
+plus the live progress bar driven by the runner's events. Rich lives here and in the CLI only."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from saag_opt.evaluation.records import EvaluationSummary
+    from saag_opt.evaluation.runner import EvaluationEvent
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _delta(base: float | None, final: float | None) -> str:
+    if base is None or final is None:
+        return "-"
+    diff = 100 * (final - base)
+    return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
+
+
+def accuracy_table(summary: EvaluationSummary) -> Table:
+    """Per-category accuracy (%) of the base agent and with the reviewer, plus suite rows."""
+    base, final = summary.base, summary.reviewed
+    table = Table(title=f"Accuracy: base vs {escape(summary.mechanism)}")
+    for col in ("category", "n", "base %", "reviewed %", "delta"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for cat, score in base.categories.items():
+        other = final.categories.get(cat)
+        table.add_row(escape(cat), str(score.n), _pct(score.accuracy), _pct(other.accuracy if other else None),
+                      _delta(score.accuracy, other.accuracy if other else None))
+    suite_b = base.relevance_suite.mean if base.relevance_suite else None
+    suite_f = final.relevance_suite.mean if final.relevance_suite else None
+    complete = bool(base.relevance_suite and base.relevance_suite.complete)
+    table.add_section()
+    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", _pct(suite_b), _pct(suite_f),
+                  _delta(suite_b, suite_f))
+    table.add_row("irrelevance", "", _pct(base.irrelevance), _pct(final.irrelevance),
+                  _delta(base.irrelevance, final.irrelevance))
+    table.add_row("[bold]overall[/]", str(base.n), _pct(base.accuracy), _pct(final.accuracy),
+                  _delta(base.accuracy, final.accuracy))
+    return table
+
+
+def _ratio(value: Any) -> str:
+    if value is None:
+        return "-"
+    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
+        return "inf"
+    return f"{value:.2f}:1"
+
+
+def helpharm_table(help_harm: dict[str, Any]) -> Table:
+    """The paired 2x2 table and the derived rates (conditional denominators)."""
+    table = Table(title="Help / harm (paired, examples without errors)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("both right", str(help_harm["both_right"]))
+    table.add_row("fixed (base wrong -> right)", str(help_harm["fixed"]))
+    table.add_row("broken (base right -> wrong)", str(help_harm["broken"]))
+    table.add_row("both wrong", str(help_harm["both_wrong"]))
+    table.add_section()
+    table.add_row("helpfulness = fixed / base wrong", _pct(help_harm["helpfulness"]) + " %")
+    table.add_row("harmfulness = broken / base right", _pct(help_harm["harmfulness"]) + " %")
+    table.add_row("benefit-to-risk ratio", _ratio(help_harm["ratio"]))
+    ci = help_harm.get("net_change_ci95")
+    net = help_harm.get("net_change")
+    table.add_row("net accuracy change", "-" if net is None else f"{100 * net:+.1f} pts")
+    table.add_row("bootstrap 95% CI", "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts")
+    table.add_row("McNemar exact p (fixed vs broken)", f"{help_harm['mcnemar_p']:.4g}")
+    return table
+
+
+def overhead_table(summary: EvaluationSummary) -> Table:
+    """Latency overhead, reviewer calls per item and cost per role."""
+    table = Table(title="Latency and cost")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    lat = summary.latency
+    table.add_row("base s / item", "-" if lat.base_mean_seconds is None else f"{lat.base_mean_seconds:.2f}")
+    table.add_row("with review s / item", "-" if lat.final_mean_seconds is None else f"{lat.final_mean_seconds:.2f}")
+    table.add_row("latency overhead", "-" if lat.overhead_x is None else f"{lat.overhead_x:.1f}x")
+    table.add_row("reviewer calls / item", "-" if summary.reviewer_calls_per_item is None
+                  else f"{summary.reviewer_calls_per_item:.2f}")
+    if summary.gated_share is not None:
+        table.add_row("passed by the SAAG gate", f"{100 * summary.gated_share:.1f} %")
+    table.add_section()
+    for role, account in (summary.costs.get("roles") or {}).items():
+        tokens = account.get("prompt_tokens", 0) + account.get("completion_tokens", 0)
+        table.add_row(f"{escape(role)}: calls / tokens / $",
+                      f"{account.get('calls', 0)} / {tokens} / {account.get('dollars', 0.0):.4f}")
+    return table
+
+
+def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir: str | None = None) -> None:
+    """Everything ``saag-opt evaluate`` prints after a run."""
+    if summary.experimental:
+        console.print("[yellow]experimental:[/] this configuration uses a SAAG gate or the SAAG-informed "
+                      "reviewer; treat its numbers as exploratory.")
+    console.print(accuracy_table(summary))
+    console.print(helpharm_table(summary.help_harm))
+    console.print(overhead_table(summary))
+    if summary.errors:
+        console.print(f"[red]{summary.errors} example(s) failed[/] (recorded with an error; see records.jsonl)")
+    if run_dir is not None:
+        console.print(f"run directory: {escape(str(run_dir))}")
+
+
+def _cost_line(costs: dict[str, Any]) -> str:
+    total = costs.get("total") or {}
+    tokens = total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)
+    return f"calls {total.get('calls', 0)}  tokens {tokens}  ${total.get('dollars', 0.0):.4f}"
+
+
+class EvaluateProgress:
+    """A rich progress bar with live calls/tokens/$ fed by runner events (use as a context manager)."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[costs]}"), console=console, transient=True)
+        self.task: Any = None
+
+    def __enter__(self) -> EvaluateProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: EvaluationEvent) -> None:
+        """Runner event handler."""
+        from saag_opt.evaluation.runner import ExampleFinished, RunStarted
+
+        if isinstance(event, RunStarted):
+            self.task = self.progress.add_task("evaluate", total=event.total, costs="")
+        elif isinstance(event, ExampleFinished) and self.task is not None:
+            costs = {"total": _sum_roles(event.costs)}
+            self.progress.update(self.task, completed=event.done, costs=_cost_line(costs))
+
+
+def _sum_roles(snapshot: dict[str, Any]) -> dict[str, Any]:
+    roles = snapshot.get("roles", snapshot)
+    total: dict[str, Any] = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "dollars": 0.0}
+    for name, account in roles.items():
+        if name == "total" or not isinstance(account, dict):
+            continue
+        for key in total:
+            total[key] += account.get(key) or 0
+    return total

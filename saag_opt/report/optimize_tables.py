@@ -1,0 +1,86 @@
+"""Terminal tables for ``saag-opt optimize``: seed vs best on TEST, candidates, and cost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * float(value):.1f}%"
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
+        return "inf"
+    return f"{float(value):.{digits}f}"
+
+
+def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
+    """Rows: base, seed, best; columns: categories, overall, help, harm, ratio, McNemar p (vs base), $."""
+    versions = test["versions"]
+    seed = versions[test["seed"]]
+    categories = sorted(seed["categories"])
+    table = Table(title="TEST: seed vs best (accuracy per category; help/harm vs the base agent alone)")
+    table.add_column("condition")
+    for cat in categories:
+        table.add_column(cat, justify="right")
+    for name in ("overall", "help", "harm", "ratio", "McNemar p", "cost $"):
+        table.add_column(name, justify="right")
+    table.add_row("base agent", *[_pct(seed["base_categories"].get(c)) for c in categories],
+                  _pct(seed["base_accuracy"]), "", "", "", "", "")
+    labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
+    for version, role in labels:
+        row = versions[version]
+        hh = row["help_harm"]
+        table.add_row(f"{role} ({version})", *[_pct(row["categories"].get(c)) for c in categories],
+                      _pct(row["accuracy"]), _pct(hh.get("helpfulness")), _pct(hh.get("harmfulness")),
+                      _num(hh.get("ratio"), 2), _num(hh.get("mcnemar_p")), _num(row.get("dollars"), 4))
+    return table
+
+
+def candidates_table(summary: Mapping[str, Any]) -> Table:
+    """GEPA pool: candidate index, prompt version, val score."""
+    table = Table(title="GEPA candidates (val accuracy)")
+    for name, justify in (("#", "right"), ("version", "left"), ("val", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    scores = summary.get("val_scores") or []
+    for idx, version in sorted(((int(k), v) for k, v in summary.get("versions", {}).items())):
+        mark = " (best)" if version == summary.get("best_version") else ""
+        table.add_row(str(idx), f"{version}{mark}", _num(scores[idx]) if idx < len(scores) else "-")
+    return table
+
+
+def cost_table(costs: Mapping[str, Any]) -> Table:
+    """Spend per role: calls, cache hits, tokens, dollars, seconds."""
+    table = Table(title="Cost by role, GEPA phase (test evaluations: cost $ column above)")
+    for name in ("role", "calls", "cache hits", "tokens", "$", "seconds"):
+        table.add_column(name, justify="left" if name == "role" else "right")
+    for role, acct in (costs.get("roles") or {}).items():
+        tokens = int(acct.get("prompt_tokens", 0)) + int(acct.get("completion_tokens", 0))
+        table.add_row(role, str(acct.get("calls", 0)), str(acct.get("cache_hits", 0)), str(tokens),
+                      _num(acct.get("dollars"), 4), _num(acct.get("seconds"), 1))
+    return table
+
+
+def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
+    """The whole end-of-run report from ``OptimizeResult.to_dict()``."""
+    console.print(candidates_table(summary))
+    if summary.get("test"):
+        console.print(seed_vs_best_table(summary["test"]))
+        vs = summary["test"].get("best_vs_seed")
+        if vs:
+            console.print(f"best vs seed on test: {vs['best_only_right']} examples only best got right, "
+                          f"{vs['seed_only_right']} only seed; McNemar p = {_num(vs['mcnemar_p'])}")
+    console.print(cost_table(summary.get("costs") or {}))
+    console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
+                  f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
+
+
+__all__ = ["candidates_table", "cost_table", "print_optimize_report", "seed_vs_best_table"]

@@ -1,0 +1,135 @@
+"""Reviewer module: predictors, prompt artifacts, rendering without gold, robust verdicts."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import dspy
+import pytest
+from dspy.utils.dummies import DummyLM
+
+from saag_opt.agents import (
+    PREDICTOR_NAMES,
+    Reviewer,
+    SaagInformedReviewer,
+    blind_cascade,
+    render_calls,
+    render_candidates,
+    render_conversation,
+    render_saag_report,
+    render_tool_docs,
+)
+from saag_opt.data import load_dataset
+from saag_opt.errors import ArtifactError
+from saag_opt.model import Example, Prediction, ToolCall
+
+from tests.agents.agent_fakes import BAD_NAME, GOOD, weather_example
+
+SENTINEL = "GOLDSENTINEL"
+
+
+def _poisoned(example: Example) -> Example:
+    """The same example with every gold value replaced by a sentinel and ``expect`` flipped."""
+    gold = tuple({fn: {p: [f"{SENTINEL}{i}"] for i, p in enumerate(params)} for fn, params in call.items()}
+                 for call in example.gold or ()) or ({"x": {"y": [SENTINEL]}},)
+    return replace(example, gold=gold, expect="calls")
+
+
+def test_predictors_are_review_select_grade() -> None:
+    assert [name for name, _ in Reviewer().named_predictors()] == list(PREDICTOR_NAMES)
+    informed = SaagInformedReviewer()
+    assert "saag_report" in informed.review.signature.input_fields and informed.experimental
+    assert "saag_report" not in Reviewer().review.signature.input_fields
+
+
+def test_from_prompt_sets_instructions_per_predictor() -> None:
+    reviewer = Reviewer.from_prompt({"review": "Be strict.", "grade": "Score carefully."})
+    assert reviewer.instructions()["review"] == "Be strict."
+    assert reviewer.instructions()["grade"] == "Score carefully."
+    assert reviewer.instructions()["select"] == Reviewer().instructions()["select"]  # untouched default
+    with pytest.raises(ArtifactError, match=r"unknown predictor\(s\) \['reveiw'\]"):
+        Reviewer.from_prompt({"reveiw": "typo"})
+
+
+def test_from_prompt_reads_the_shipped_artifacts() -> None:
+    from saag_opt.artifacts import resolve_ref
+
+    version = resolve_ref("reviewer@v2")
+    reviewer = SaagInformedReviewer.from_prompt(version)
+    assert reviewer.prompt_version == "reviewer@v2" and reviewer.prompt_sha256 == version.sha256
+    for name, text in version.instructions.items():
+        assert reviewer.instructions()[name] == text
+
+
+def test_reviewer_survives_deepcopy_like_gepa_does() -> None:
+    reviewer = Reviewer.from_prompt({"review": "Be strict."})
+    clone = copy.deepcopy(reviewer)
+    assert clone.instructions() == reviewer.instructions() and clone.review is not reviewer.review
+
+
+def test_rendering_never_depends_on_gold_over_the_whole_dataset() -> None:
+    examples = load_dataset("shipped:bfcl")
+    assert len(examples) == 150
+    prediction = Prediction((ToolCall("f", {"a": 1}),))
+    for example in examples:
+        poisoned = _poisoned(example)
+        for render in (render_conversation, render_tool_docs):
+            assert render(poisoned) == render(example)
+            assert SENTINEL not in render(poisoned)
+        inputs = SaagInformedReviewer().review_inputs(poisoned, prediction)
+        assert inputs == SaagInformedReviewer().review_inputs(example, prediction)
+        assert SENTINEL not in "".join(inputs.values())
+
+
+def test_blind_cascade_ignores_expectation() -> None:
+    irrelevant = replace(weather_example(), gold=None, expect="no_call")
+    assert blind_cascade(Prediction(), irrelevant).applicable  # gold-aware diagnose would say "not applicable"
+    assert blind_cascade(GOOD, weather_example()).clean
+    report = blind_cascade(BAD_NAME, weather_example())
+    assert not report.passed and "get_weather" in render_saag_report(report)
+
+
+def test_render_calls_and_candidates() -> None:
+    assert render_calls(GOOD) == '[{"name": "get_weather", "arguments": {"city": "Boston"}}]'
+    assert render_calls(Prediction(raw="Sorry, no tool fits.", status="empty")).startswith("(no function call)")
+    assert "could not be read" in render_calls(Prediction(raw="{oops", status="unparsable"))
+    assert render_candidates([GOOD, BAD_NAME]).splitlines()[1].startswith("[1] ")
+
+
+def test_review_call_parses_a_verdict() -> None:
+    reviewer = Reviewer()
+    lm = DummyLM([{"error": "True", "feedback": "Use the full city name."}])
+    with dspy.context(lm=lm):
+        verdict = reviewer.review_call(weather_example(), GOOD)
+    assert verdict.error and verdict.feedback == "Use the full city name." and verdict.failed is None
+    sent = lm.history[-1]["messages"][-1]["content"]
+    assert "Boston" in sent and "get_weather" in sent
+
+
+def test_unreadable_reviewer_output_is_data_not_an_exception() -> None:
+    reviewer = Reviewer()
+    with dspy.context(lm=DummyLM([{"wrong_field": "x"}] * 4)):
+        verdict = reviewer.review_call(weather_example(), GOOD)
+        index, failure = reviewer.select_candidate(weather_example(), [GOOD, BAD_NAME])
+        grade = reviewer.grade_candidate(weather_example(), GOOD)
+    assert verdict.failed and not verdict.error
+    assert index is None and failure
+    assert grade.score is None and grade.failed
+
+
+def test_select_and_grade() -> None:
+    reviewer = Reviewer()
+    with dspy.context(lm=DummyLM([{"index": "1"}, {"score": "1.7", "rationale": "sure"}])):
+        assert reviewer.select_candidate(weather_example(), [GOOD, BAD_NAME]) == (1, None)
+        grade = reviewer.grade_candidate(weather_example(), GOOD)
+    assert grade.score == 1.0 and grade.rationale == "sure"  # clamped to [0, 1]
+
+
+def test_saag_informed_review_sees_the_report() -> None:
+    reviewer = SaagInformedReviewer()
+    lm = DummyLM([{"error": "False", "feedback": ""}])
+    with dspy.context(lm=lm):
+        assert not reviewer.review_call(weather_example(), BAD_NAME).error
+    sent = lm.history[-1]["messages"][-1]["content"]
+    assert "saag_report" in sent and "failed at stage 1" in sent
