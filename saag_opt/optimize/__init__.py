@@ -1,1 +1,62 @@
-"""optimize."""
+"""GEPA over the reviewer's instructions: the student program, the feedback metric, budgets, the run."""
+
+from saag_opt.optimize.budget import (
+    CostEstimate,
+    CostStopper,
+    Price,
+    auto_metric_calls,
+    estimate_cost,
+    resolve_metric_calls,
+    reviews_per_rollout,
+)
+from saag_opt.optimize.feedback import (
+    OutcomeClass,
+    ReviewStep,
+    RolloutView,
+    build_feedback,
+    classify_outcome,
+    metric,
+    view_outcome,
+)
+from saag_opt.optimize.gepa_run import (
+    ArtifactWriter,
+    GepaSettings,
+    OptimizeConfig,
+    OptimizeEvent,
+    OptimizeResult,
+    build_gepa,
+    compile_gepa,
+    config_error,
+    run_optimize,
+)
+from saag_opt.optimize.program import ReviewerProgram, RolloutContext, components_for, to_dspy_examples
+
+__all__ = [
+    "ArtifactWriter",
+    "CostEstimate",
+    "CostStopper",
+    "GepaSettings",
+    "OptimizeConfig",
+    "OptimizeEvent",
+    "OptimizeResult",
+    "OutcomeClass",
+    "Price",
+    "ReviewStep",
+    "ReviewerProgram",
+    "RolloutContext",
+    "RolloutView",
+    "auto_metric_calls",
+    "build_feedback",
+    "build_gepa",
+    "classify_outcome",
+    "compile_gepa",
+    "components_for",
+    "config_error",
+    "estimate_cost",
+    "metric",
+    "resolve_metric_calls",
+    "reviews_per_rollout",
+    "run_optimize",
+    "to_dspy_examples",
+    "view_outcome",
+]

@@ -1,0 +1,170 @@
+"""GEPA budgets, the up-front cost estimate, and the --max-cost stopper.
+
+A GEPA *metric call* is one program rollout. Our rollouts never re-pay the base agent's first
+answer (it is cached), so a rollout costs the reviewer's calls plus the base agent's revisions
+after a rejection. Reflection calls are outside ``max_metric_calls`` entirely; dspy.GEPA cannot cap
+them (``max_reflection_cost`` is refused), so ``CostStopper`` reads our own ``CostLedger``, which
+counts every role, reflection included.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from saag_opt.errors import ConfigError
+
+BudgetName = Literal["light", "medium", "heavy"]
+
+AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
+"""dspy.GEPA's ``AUTO_RUN_SETTINGS`` (number of candidates each preset aims for)."""
+
+
+def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> int:
+    """dspy.GEPA's ``auto_budget`` formula, evaluated here so the estimate can be printed first."""
+    import dspy
+
+    if budget not in AUTO_CANDIDATES:
+        raise ConfigError(f"budget: expected light, medium or heavy, got {budget!r}")
+    # auto_budget reads no instance state; calling it unbound avoids building a GEPA object.
+    return int(dspy.GEPA.auto_budget(None, num_preds=max(n_components, 1),  # type: ignore[arg-type]
+                                     num_candidates=AUTO_CANDIDATES[budget], valset_size=n_val))
+
+
+def minimum_metric_calls(n_val: int, minibatch: int) -> int:
+    """Fewest rollouts that can produce one candidate: seed val eval + one minibatch pair + a val eval."""
+    return 2 * n_val + 2 * minibatch
+
+
+def resolve_metric_calls(budget: BudgetName | None, max_metric_calls: int | None, *, n_components: int,
+                         n_val: int, minibatch: int) -> int:
+    """Turn ``--budget`` / ``--max-metric-calls`` into a cumulative rollout cap.
+
+    Raises:
+        ConfigError: both or neither given, or a cap too small to try a single candidate.
+    """
+    if (budget is None) == (max_metric_calls is None):
+        raise ConfigError("budget: give exactly one of --budget (light|medium|heavy) or --max-metric-calls")
+    calls = max_metric_calls if max_metric_calls is not None else \
+        auto_metric_calls(budget, n_components=n_components, n_val=n_val)  # type: ignore[arg-type]
+    floor = minimum_metric_calls(n_val, minibatch)
+    if calls < floor:
+        raise ConfigError(f"max_metric_calls: {calls} rollouts cannot test a single candidate with {n_val} val "
+                          f"examples and minibatch {minibatch}; use at least {floor} (2*val + 2*minibatch)")
+    return calls
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per 1M tokens (0 for local or unknown models)."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+    def dollars(self, tokens_in: float, tokens_out: float) -> float:
+        """Cost of a token count."""
+        return (tokens_in * self.input + tokens_out * self.output) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class CostEstimate:
+    """What a run is expected to spend, printed before it starts (an estimate, not a bound)."""
+
+    rollouts: int
+    reviewer_calls: int
+    base_calls: int
+    reflection_calls: int
+    lm_calls: int
+    tokens: int
+    dollars: float
+    assumptions: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return asdict(self)
+
+
+def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_rollout: float,
+                  review_tokens: tuple[float, float], base_tokens: tuple[float, float],
+                  reflection_tokens: tuple[float, float], minibatch: int, reviewer_price: Price,
+                  base_price: Price, reflection_price: Price) -> CostEstimate:
+    """Rollouts x reviewer/base calls x tokens x price, plus one reflection call per iteration.
+
+    An iteration spends about ``2 * minibatch`` rollouts (parent and child on the same minibatch),
+    so reflection calls are ``rollouts / (2 * minibatch)``, doubled for a possible ``max_chars``
+    compression call.
+    """
+    reviewer_calls = math.ceil(rollouts * reviews_per_rollout)
+    base_calls = math.ceil(rollouts * revisions_per_rollout)
+    reflection_calls = 2 * math.ceil(rollouts / max(1, 2 * minibatch))
+    dollars = (reviewer_price.dollars(reviewer_calls * review_tokens[0], reviewer_calls * review_tokens[1])
+               + base_price.dollars(base_calls * base_tokens[0], base_calls * base_tokens[1])
+               + reflection_price.dollars(reflection_calls * reflection_tokens[0],
+                                          reflection_calls * reflection_tokens[1]))
+    tokens = int(reviewer_calls * sum(review_tokens) + base_calls * sum(base_tokens)
+                 + reflection_calls * sum(reflection_tokens))
+    note = (f"{reviews_per_rollout:.2f} reviews and {revisions_per_rollout:.2f} base revisions per rollout; "
+            "base first answers cached; reflection calls not capped by max_metric_calls")
+    return CostEstimate(rollouts=rollouts, reviewer_calls=reviewer_calls, base_calls=base_calls,
+                        reflection_calls=reflection_calls, lm_calls=reviewer_calls + base_calls + reflection_calls,
+                        tokens=tokens, dollars=round(dollars, 4), assumptions=note)
+
+
+def reviews_per_rollout(family: str, n: int, reject_rate: float = 0.5) -> tuple[float, float]:
+    """Expected (reviewer calls, base revision calls) per rollout for a mechanism family.
+
+    ``rN``: review k+1 happens only after k rejections (geometric); every rejection costs one
+    revision. ``sN``/``gN``: N-1 extra base candidates (the first is cached) and one selector call
+    (s) or N grader calls (g). ``gate+``: assume every example reaches the LLM reviewer (upper end).
+    """
+    if family in ("r", "binary", "gate+r"):
+        reviews = sum(reject_rate**k for k in range(n))
+        revisions = sum(reject_rate**k for k in range(1, n + 1))
+        return reviews, revisions
+    if family in ("s", "gate+s"):
+        return 1.0, float(max(n - 1, 0))
+    if family in ("g", "gate+g"):
+        return float(n), float(max(n - 1, 0))
+    return 0.0, 0.0
+
+
+class CostStopper:
+    """gepa stop callback: stop at an iteration boundary once spend would pass ``max_cost``.
+
+    It reads ``spent()`` (the ledger's total over every role, reflection included) and projects
+    the next iteration from the most expensive one so far, so a run ends *before* the iteration
+    that would cross the cap. A cap can still be crossed by one iteration whose cost jumps (a
+    full val eval after an accepted candidate); ``overshoot`` on the result reports it.
+    """
+
+    def __init__(self, max_cost: float, spent: Callable[[], float], *,
+                 on_stop: Callable[[float], None] | None = None) -> None:
+        if max_cost <= 0:
+            raise ConfigError(f"max_cost: must be > 0 USD, got {max_cost}")
+        self.max_cost = max_cost
+        self._spent = spent
+        self._on_stop = on_stop
+        self._last = spent()
+        self._worst_step = 0.0
+        self.stopped = False
+        self.stopped_at: float | None = None
+
+    def __call__(self, gepa_state: Any) -> bool:
+        """True when the next iteration is projected to cross the cap."""
+        now = self._spent()
+        self._worst_step = max(self._worst_step, now - self._last)
+        self._last = now
+        if now >= self.max_cost or now + self._worst_step > self.max_cost:
+            if not self.stopped:
+                self.stopped, self.stopped_at = True, time.time()
+                if self._on_stop is not None:
+                    self._on_stop(now)
+            return True
+        return False
+
+
+__all__ = ["AUTO_CANDIDATES", "BudgetName", "CostEstimate", "CostStopper", "Price", "auto_metric_calls",
+           "estimate_cost", "minimum_metric_calls", "resolve_metric_calls", "reviews_per_rollout"]

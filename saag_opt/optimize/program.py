@@ -1,0 +1,178 @@
+"""The GEPA student: the reviewer module plus a shared, never-copied rollout context.
+
+Only reviewer predictors are GEPA components. The base agent, the mechanism, LM clients and the
+base-output cache live in ``RolloutContext``, referenced (not owned) by the student, so:
+
+* ``named_predictors()`` never shows the base agent (it is frozen; DESIGN section 5);
+* ``DspyAdapter.build_program`` -> ``Module.deepcopy`` -> ``copy.deepcopy`` copies signatures only:
+  ``ReviewerProgram.__deepcopy__`` seeds the memo with every LM and the context so each candidate
+  program shares the same HTTP clients, caches and ledger instead of cloning them;
+* the base agent's first answer comes from the evaluation cache, so a rollout pays only for the
+  review loop.
+
+The student also narrows ``named_predictors()`` to the predictors its mechanism calls (``review``
+for ``rN``, ``select`` for ``sN``, ``grade`` for ``gN``): a component that is never called has no
+trace, and gepa's round-robin selector would waste an iteration on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import dspy
+
+from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.model import Example
+
+COMPONENTS_BY_FAMILY: dict[str, tuple[str, ...]] = {
+    "r": ("review",), "binary": ("review",), "s": ("select",), "g": ("grade",),
+}
+"""Reviewer predictors each mechanism family calls (``gate+X`` calls what ``X`` calls)."""
+
+RunFn = Callable[[Example, Any], Any]
+"""``(example, reviewer) -> MechanismOutcome``: one rollout with a given reviewer module."""
+
+
+def mechanism_family(spec: str) -> str:
+    """``gate+r2`` -> ``r``; ``s5`` -> ``s``; ``binary`` -> ``binary``; ``saag`` -> ``saag``."""
+    text = spec.strip().lower().removeprefix("gate+")
+    return text.rstrip("0123456789") or text
+
+
+def components_for(mechanism: Any) -> tuple[str, ...]:
+    """Reviewer predictor names a mechanism calls; a mechanism may declare ``components`` itself.
+
+    Raises:
+        ConfigError: the mechanism has no LLM reviewer (``none``, ``saag``), so nothing to optimize.
+    """
+    declared = getattr(mechanism, "components", None)
+    if declared:
+        return tuple(declared)
+    spec = str(getattr(mechanism, "spec", None) or getattr(mechanism, "name", None) or mechanism)
+    family = mechanism_family(spec)
+    if family not in COMPONENTS_BY_FAMILY:
+        raise ConfigError(f"mechanism: {spec!r} has no LLM reviewer to optimize; use rN, sN, gN or gate+rN "
+                          f"(e.g. r2)")
+    return COMPONENTS_BY_FAMILY[family]
+
+
+class RolloutContext:
+    """Heavy shared state for rollouts: never deep-copied, never pickled into gepa's state.
+
+    ``run`` is called concurrently from GEPA's evaluation threads. A systemic fault (missing key,
+    unreachable server) is remembered in ``fatal`` so the run stops at the next iteration boundary
+    instead of scoring every later rollout 0.
+    """
+
+    def __init__(self, run: RunFn, *, label: str = "") -> None:
+        self._run = run
+        self.label = label
+        self.fatal: BaseException | None = None
+        self.rollouts = 0
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RolloutContext:
+        return self
+
+    def __copy__(self) -> RolloutContext:
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError("RolloutContext holds live LM clients and is not picklable; it is rebuilt on resume")
+
+    def run(self, example: Example, reviewer: Any) -> Any:
+        """One rollout; a systemic fault is recorded and re-raised, anything else is re-raised too
+        (the adapter turns it into ``failure_score`` for that example)."""
+        with self._lock:
+            self.rollouts += 1
+        try:
+            return self._run(example, reviewer)
+        except ModelUnavailableError as exc:
+            with self._lock:
+                self.fatal = self.fatal or exc
+            raise
+
+
+class ReviewerProgram(dspy.Module):
+    """dspy.Module whose only parameters are the reviewer's predictors used by the mechanism.
+
+    Call it as ``program(item=example)``; it returns ``dspy.Prediction(outcome, calls)`` where
+    ``outcome`` is the mechanism's ``MechanismOutcome`` and ``calls`` the final calls as dicts.
+    """
+
+    def __init__(self, reviewer: dspy.Module, context: RolloutContext, components: tuple[str, ...]) -> None:
+        super().__init__()
+        self.reviewer = reviewer
+        self.context = context
+        self.components = tuple(components)
+        missing = [c for c in self.components if c not in dict(self._all_predictors())]
+        if missing:
+            have = ", ".join(n for n, _ in self._all_predictors())
+            raise ConfigError(f"mechanism needs reviewer predictor(s) {missing}; the reviewer has: {have}")
+
+    def _all_predictors(self) -> list[tuple[str, Any]]:
+        return [(n.removeprefix("reviewer."), p) for n, p in super().named_predictors()]
+
+    def named_predictors(self) -> list[tuple[str, Any]]:
+        """Only the components the mechanism calls, keyed ``reviewer.<name>`` (GEPA's candidate keys)."""
+        return [(f"reviewer.{n}", p) for n, p in self._all_predictors() if n in self.components]
+
+    def instructions(self) -> dict[str, str]:
+        """Current instruction of every reviewer predictor, keyed by bare predictor name."""
+        return {n: p.signature.instructions for n, p in self._all_predictors()}
+
+    def forward(self, item: Example) -> dspy.Prediction:
+        """Run the mechanism with this program's reviewer."""
+        outcome = self.context.run(item, self.reviewer)
+        final = getattr(outcome, "final", None)
+        calls = [c.to_dict() for c in getattr(final, "calls", ()) or ()]
+        return dspy.Prediction(outcome=outcome, calls=calls)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ReviewerProgram:
+        """Copy signatures and demos; share LMs and the context (see the module docstring)."""
+        for shared in _shared_objects(self):
+            memo[id(shared)] = shared
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = copy.deepcopy(value, memo)
+        return new
+
+
+def _shared_objects(program: ReviewerProgram) -> Iterator[Any]:
+    """The context plus every LM client or lm/agents-layer object reachable from the reviewer."""
+    yield program.context
+    seen: set[int] = set()
+    stack: list[Any] = [program.reviewer]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, dspy.BaseLM) or _is_heavy(obj):
+            yield obj
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, dspy.Module):
+            stack.extend(vars(obj).values())
+
+
+def _is_heavy(value: Any) -> bool:
+    """Objects never cloned per candidate: our lm/agents layers, HTTP clients, locks."""
+    module = type(value).__module__ or ""
+    return module.startswith(("saag_opt.lm", "saag_opt.agents.base", "httpx", "openai", "litellm", "_thread",
+                              "threading"))
+
+
+def to_dspy_examples(examples: list[Example]) -> list[dspy.Example]:
+    """Wrap saag Examples for dspy: the only input is ``item``; gold stays inside, read by the metric."""
+    return [dspy.Example(item=ex).with_inputs("item") for ex in examples]
+
+
+__all__ = ["COMPONENTS_BY_FAMILY", "ReviewerProgram", "RolloutContext", "components_for",
+           "mechanism_family", "to_dspy_examples"]

@@ -1,0 +1,62 @@
+"""Budgets, the cost estimate and the --max-cost stopper."""
+
+from __future__ import annotations
+
+import pytest
+
+from saag_opt.errors import ConfigError
+from saag_opt.optimize.budget import (
+    CostStopper,
+    Price,
+    auto_metric_calls,
+    estimate_cost,
+    resolve_metric_calls,
+    reviews_per_rollout,
+)
+
+
+def test_auto_budget_matches_dspy_table() -> None:
+    assert auto_metric_calls("light", n_components=1, n_val=10) == 420
+    assert auto_metric_calls("medium", n_components=1, n_val=30) == 840
+
+
+def test_resolve_requires_exactly_one_budget() -> None:
+    with pytest.raises(ConfigError, match="exactly one"):
+        resolve_metric_calls("light", 100, n_components=1, n_val=4, minibatch=3)
+    with pytest.raises(ConfigError, match="use at least 14"):
+        resolve_metric_calls(None, 13, n_components=1, n_val=4, minibatch=3)
+    assert resolve_metric_calls(None, 14, n_components=1, n_val=4, minibatch=3) == 14
+
+
+def test_progressive_review_expectation() -> None:
+    assert reviews_per_rollout("r", 2, reject_rate=0.5) == (1.5, 0.75)
+    assert reviews_per_rollout("s", 5) == (1.0, 4.0)
+    assert reviews_per_rollout("g", 5) == (5.0, 4.0)
+
+
+def test_estimate_counts_reflection_and_prices() -> None:
+    est = estimate_cost(rollouts=60, reviews_per_rollout=1.5, revisions_per_rollout=0.75,
+                        review_tokens=(1000, 100), base_tokens=(800, 50), reflection_tokens=(3000, 1000),
+                        minibatch=3, reviewer_price=Price(0.25, 2.0), base_price=Price(2.5, 10.0),
+                        reflection_price=Price(0.25, 2.0))
+    assert (est.reviewer_calls, est.base_calls, est.reflection_calls) == (90, 45, 20)
+    expected = (90 * 1000 * 0.25 + 90 * 100 * 2 + 45 * 800 * 2.5 + 45 * 50 * 10 + 20 * 3000 * 0.25
+                + 20 * 1000 * 2) / 1e6
+    assert est.dollars == pytest.approx(expected, abs=1e-4) and est.lm_calls == 155
+
+
+def test_cost_stopper_projects_the_next_iteration() -> None:
+    spent = [0.0]
+    stops = []
+    stopper = CostStopper(1.0, lambda: spent[0], on_stop=stops.append)
+    assert not stopper(None)
+    spent[0] = 0.4
+    assert not stopper(None)          # worst step 0.4; 0.4 + 0.4 <= 1.0
+    spent[0] = 0.7
+    assert stopper(None) and stops == [0.7]  # 0.7 + 0.4 > 1.0: stop before crossing
+    assert stopper(None) and stops == [0.7]  # reported once
+
+
+def test_cost_stopper_rejects_non_positive_cap() -> None:
+    with pytest.raises(ConfigError, match="max_cost: must be > 0"):
+        CostStopper(0, lambda: 0.0)

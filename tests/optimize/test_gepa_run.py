@@ -1,0 +1,118 @@
+"""run_optimize end to end against the scripted server: accept, artifacts, stops, test table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.optimize import optimize_world as world
+from saag_opt.artifacts.store import PromptStore
+from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer(world.handler) as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+
+
+def _config(tmp_path: Path, server: ScriptedOpenAIServer, **extra: object) -> OptimizeConfig:
+    dataset, prompts = world.write_world(tmp_path)
+    spec = f"fake@{server.url}"
+    values = dict(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts, runs_dir=str(tmp_path / "runs"),
+                  max_metric_calls=40, workers=2, mechanism="r1")
+    values.update(extra)
+    return OptimizeConfig(**values)
+
+
+def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_path: Path, server) -> None:
+    events = []
+    result = run_optimize(_config(tmp_path, server), on_event=events.append)
+    store = PromptStore(tmp_path / "prompts")
+    best = store.get("reviewer", result.best_version)
+    assert result.best_version == "v3-gepa" and best.parents == ["v2"] and best.source == "gepa"
+    assert world.KEYWORD in best.instructions["review"]
+    assert best.instructions["select"] == "Pick the best candidate."  # untouched components carried over
+    assert best.scores["val_accuracy"] == 1.0 and result.val_scores[0] == 0.5
+    assert store.aliases("reviewer")["reviewer"]["best"] == "v3-gepa"
+    kinds = [e.kind for e in events]
+    assert kinds.index("estimate") < kinds.index("candidate") < kinds.index("done")
+    test = result.test
+    assert test["versions"]["v2"]["accuracy"] == 0.5 and test["versions"]["v3-gepa"]["accuracy"] == 1.0
+    assert test["best_vs_seed"]["best_only_right"] == 2
+    header = json.loads((result.run_dir / "run.json").read_text())
+    assert header["status"] == "success" and header["verb"] == "optimize"
+    assert (result.run_dir / "gepa" / "gepa_state.bin").is_file()
+    assert json.loads((result.run_dir / "summary.json").read_text())["best_version"] == "v3-gepa"
+    assert "reflection" in json.loads((result.run_dir / "costs.json").read_text())["roles"]
+    rows = [json.loads(line) for line in (result.run_dir / "records.jsonl").read_text().splitlines()]
+    assert sorted({r["condition"] for r in rows}) == ["base", "r1@v2", "r1@v3-gepa"] and len(rows) == 12
+
+
+def test_alias_seed_is_pinned_in_run_json_for_resume(tmp_path: Path, server) -> None:
+    config = _config(tmp_path, server, evaluate_test=False)
+    PromptStore(config.prompts_dir).alias("reviewer", "production", "v2")
+    result = run_optimize(config.model_copy(update={"prompt": "reviewer@production"}))
+    header = json.loads((result.run_dir / "run.json").read_text())
+    assert header["config"]["prompt"] == "reviewer@v2"
+    assert header["plugins"]["seed_prompt_given"] == "reviewer@production"
+
+
+def test_metric_call_budget_stops_the_run(tmp_path: Path, server) -> None:
+    result = run_optimize(_config(tmp_path, server, max_metric_calls=14, evaluate_test=False))
+    assert result.stopped_by == "max_metric_calls"
+    assert result.metric_calls <= 14 + 3  # gepa checks the cap at iteration boundaries
+
+
+def test_max_cost_stops_before_the_budget(tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("saag_opt.lm.client.price_call", lambda *a, **k: 0.001)
+    events = []
+    result = run_optimize(_config(tmp_path, server, max_metric_calls=400, max_cost=0.02, evaluate_test=False),
+                          on_event=events.append)
+    assert result.stopped_by == "max_cost" and result.metric_calls < 400
+    assert result.costs["roles"]["total"]["dollars"] <= 0.02 + 0.01
+    assert any(e.kind == "stopped" for e in events)
+
+
+def test_budget_too_small_is_a_config_error(tmp_path: Path, server) -> None:
+    with pytest.raises(ConfigError, match="cannot test a single candidate"):
+        run_optimize(_config(tmp_path, server, max_metric_calls=5))
+
+
+def test_missing_key_points_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    dataset, prompts = world.write_world(tmp_path)
+    config = OptimizeConfig(dataset=dataset, prompts_dir=prompts, runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(ModelUnavailableError, match="--base local --reviewer local"):
+        run_optimize(config)
+    header = json.loads(next((tmp_path / "runs").iterdir()).joinpath("run.json").read_text())
+    assert header["status"] == "error" and "OPENAI_API_KEY" in header["error"]["message"]
+
+
+def test_resume_extends_a_finished_run_cumulatively(tmp_path: Path, server) -> None:
+    first = run_optimize(_config(tmp_path, server, max_metric_calls=20, evaluate_test=False))
+    more = OptimizeConfig(resume=str(first.run_dir), max_metric_calls=45, base="ignored-on-resume")
+    second = run_optimize(more, overrides={"max_metric_calls"})
+    assert second.run_dir == first.run_dir and second.metric_calls >= 45 > first.metric_calls
+    header = json.loads((first.run_dir / "run.json").read_text())
+    assert header["config"]["max_metric_calls"] == 45 and header["config"]["base"].startswith("fake@")
+    assert [v.version for v in PromptStore(tmp_path / "prompts").list("reviewer") if v.source == "gepa"] == ["v3-gepa"]
+
+
+def test_resume_of_a_non_optimize_dir_is_a_run_error(tmp_path: Path) -> None:
+    from saag_opt.errors import RunError
+
+    with pytest.raises(RunError, match="cannot read run.json"):
+        run_optimize(OptimizeConfig(resume=str(tmp_path)))

@@ -1,0 +1,131 @@
+"""The GEPA student: components, cheap deep copies, and GEPA wiring with a stand-in r1 mechanism."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dspy
+import copy
+import threading
+
+import pytest
+
+from saag_opt.agents.reviewer import Reviewer
+from saag_opt.artifacts.store import PromptStore
+from saag_opt.model import Example, Prediction, ToolCall
+from saag_opt.optimize.feedback import metric
+from saag_opt.optimize.gepa_run import ArtifactWriter, GepaSettings, build_gepa, compile_gepa
+from saag_opt.errors import ConfigError
+from saag_opt.optimize.program import ReviewerProgram, RolloutContext, components_for, to_dspy_examples
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from tests.optimize import optimize_world as scripted
+
+
+@dataclass
+class _Round:
+    verdict: object
+    revised: Prediction | None
+
+
+@dataclass
+class _Outcome:
+    base: Prediction
+    final: Prediction
+    rounds: list = field(default_factory=list)
+
+
+def _standin_r1(example: Example, reviewer: Reviewer) -> _Outcome:
+    city = scripted._asked_city(example.query)
+    wrong = scripted.CITIES.index(city) % 2 == 0
+    base = Prediction(calls=(ToolCall("get_weather", {"city": scripted.WRONG if wrong else city}),))
+    verdict = reviewer.review_call(example, base)
+    if not verdict.error:
+        return _Outcome(base, base, [_Round(verdict, None)])
+    fixed = Prediction(calls=(ToolCall("get_weather", {"city": city}),))
+    return _Outcome(base, fixed, [_Round(verdict, fixed)])
+
+
+@pytest.mark.integration
+def test_gepa_accepts_better_instruction_and_writes_artifact(tmp_path: Path) -> None:
+    store = PromptStore(tmp_path / "prompts")
+    seed = store.save_new("reviewer", {"review": scripted.SEED_INSTRUCTION}, suffix="", source="manual")
+    with ScriptedOpenAIServer(scripted.handler) as server:
+        lm = dspy.LM("openai/scripted", api_base=server.url, api_key="k", cache=False)
+        reviewer = Reviewer.from_prompt(seed)
+        for p in reviewer.predictors():
+            p.lm = lm
+        ctx = RolloutContext(_standin_r1)
+        student = ReviewerProgram(reviewer, ctx, ("review",))
+        writer = ArtifactWriter(store, seed_version=seed, map_path=tmp_path / "artifacts.json",
+                                metadata={"models": {"reviewer": "scripted"}}, spent=lambda: 0.0)
+        settings = GepaSettings(max_metric_calls=40, log_dir=tmp_path / "gepa", reflection_lm=lm,
+                                minibatch=3, workers=2, callbacks=[writer])
+        result = compile_gepa(build_gepa(metric, settings), student,
+                              to_dspy_examples(scripted.make_examples(6, "train")),
+                              to_dspy_examples(scripted.make_examples(4, "val", offset=6)))
+    assert writer.errors == []
+    assert result.val_aggregate_scores[0] == 0.5 and max(result.val_aggregate_scores) == 1.0
+    best = result.candidates[result.best_idx]
+    assert scripted.KEYWORD in best.reviewer.review.signature.instructions
+    assert best.reviewer.review.lm is lm and best.context is ctx
+    saved = store.get("reviewer", writer.versions[result.best_idx])
+    assert saved.parents == [seed.version] and saved.source == "gepa"
+    assert saved.scores["val_accuracy"] == 1.0
+    assert json.loads((tmp_path / "artifacts.json").read_text())["versions"]["1"] == saved.version
+
+
+def _student(lm: object | None = None, components: tuple[str, ...] = ("review",)) -> ReviewerProgram:
+    reviewer = Reviewer.from_prompt({"review": "seed"})
+    for p in reviewer.predictors():
+        p.lm = lm
+    return ReviewerProgram(reviewer, RolloutContext(_standin_r1), components)
+
+
+def test_only_the_mechanism_components_are_gepa_predictors() -> None:
+    assert [n for n, _ in _student().named_predictors()] == ["reviewer.review"]
+    assert [n for n, _ in _student(components=("grade",)).named_predictors()] == ["reviewer.grade"]
+    assert set(_student().instructions()) == {"review", "select", "grade"}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [("r2", ("review",)), ("gate+r3", ("review",)), ("s5", ("select",)),
+                                                ("g5", ("grade",)), ("binary", ("review",))])
+def test_components_for_mechanism_specs(spec: str, expected: tuple[str, ...]) -> None:
+    assert components_for(spec) == expected
+
+
+def test_mechanism_without_reviewer_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="'saag' has no LLM reviewer to optimize"):
+        components_for("saag")
+
+
+def test_build_program_copy_shares_lm_and_context_but_not_signatures() -> None:
+    lm = dspy.LM("openai/never-called", api_key="k", cache=False)
+    student = _student(lm)
+    student.reviewer.client_lock = threading.Lock()  # unpicklable state must be shared, not copied
+    clone = student.deepcopy()  # what DspyAdapter.build_program does
+    clone.reviewer.review.signature = clone.reviewer.review.signature.with_instructions("changed")
+    assert clone.reviewer.review.lm is lm and clone.context is student.context
+    assert clone.reviewer.client_lock is student.reviewer.client_lock
+    assert student.reviewer.review.signature.instructions == "seed"
+    assert copy.deepcopy(student.context) is student.context
+
+
+def test_context_refuses_pickling() -> None:
+    import pickle
+
+    with pytest.raises(TypeError, match="not picklable"):
+        pickle.dumps(RolloutContext(_standin_r1))
+
+
+def test_fatal_model_error_is_remembered() -> None:
+    from saag_opt.errors import ModelUnavailableError
+
+    def boom(example: Example, reviewer: object) -> None:
+        raise ModelUnavailableError("server down")
+
+    ctx = RolloutContext(boom)
+    with pytest.raises(ModelUnavailableError):
+        ctx.run(scripted.make_examples(1, "train")[0], None)
+    assert isinstance(ctx.fatal, ModelUnavailableError) and ctx.rollouts == 1
