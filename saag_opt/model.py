@@ -311,3 +311,57 @@ def is_number(value: Any) -> bool:
 def is_finite_number(value: Any) -> bool:
     """A number that is not NaN or infinite."""
     return is_number(value) and (isinstance(value, int) or math.isfinite(value))
+
+
+StageReached = Literal[1, 2, 3, "passed"]
+"""The first SAAG stage a call failed, or ``"passed"`` when it cleared all three."""
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeReport:
+    """What the SAAG cascade found for one call (``saag_opt.saag.run_cascade`` builds it).
+
+    The cascade is strict: metrics of stages the call never reached are None, so any mean over
+    them is stage-conditional. ``corrections`` are the psi messages for this call; they are built
+    from the call, the registry and the query only, never from gold. A call can pass and still
+    carry a drift correction (paper section 2.2); ``clean`` is False then.
+    """
+
+    stage_reached: StageReached
+    passed: bool
+    fnem: Literal[-1, 0, 1]
+    ncs: float | None = None
+    nearest_name: str | None = None
+    rpr: float | None = None
+    missing_required: tuple[str, ...] = ()
+    pds: Mapping[str, float] = field(default_factory=dict)
+    drifted: Mapping[str, str] = field(default_factory=dict)
+    spurious: tuple[str, ...] = ()
+    spr: float | None = None
+    avem: float | None = None
+    qslo: float | None = None
+    vhr: float | None = None
+    vhr_ctx: float | None = None
+    h: Mapping[str, float] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
+    corrections: tuple[str, ...] = ()
+
+    def __hash__(self) -> int:
+        return hash(canonical_json(self.to_dict()))
+
+    @property
+    def clean(self) -> bool:
+        """Passed with nothing to correct (no drift either): what a SAAG gate lets through."""
+        return self.passed and not self.corrections
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (mappings copied, tuples as lists)."""
+        return {
+            "stage_reached": self.stage_reached, "passed": self.passed, "fnem": self.fnem,
+            "ncs": self.ncs, "nearest_name": self.nearest_name, "rpr": self.rpr,
+            "missing_required": list(self.missing_required), "pds": dict(self.pds),
+            "drifted": dict(self.drifted), "spurious": list(self.spurious), "spr": self.spr,
+            "avem": self.avem, "qslo": self.qslo, "vhr": self.vhr, "vhr_ctx": self.vhr_ctx,
+            "h": dict(self.h), "assumptions": list(self.assumptions),
+            "corrections": list(self.corrections),
+        }

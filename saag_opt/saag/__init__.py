@@ -1,1 +1,48 @@
-"""saag."""
+"""The pure SAAG core: the three-stage cascade, its metrics and its corrections.
+
+No LM, no network, no file I/O; imports only ``saag_opt.model``, the standard library and
+rapidfuzz (a test enforces it).
+"""
+
+from saag_opt.model import CascadeReport
+from saag_opt.saag.cascade import (
+    CascadeStats,
+    MetricMean,
+    PredictionReport,
+    aggregate,
+    check_calls,
+    correction_for,
+    diagnose,
+    run_cascade,
+)
+from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
+from saag_opt.saag.grounding import GroundingResult, check_grounding, exact_match, query_context
+from saag_opt.saag.registry import fnem, ncs, resolve_tool
+from saag_opt.saag.structure import DRIFT_THRESHOLD, StructureResult, check_structure, split_call
+
+__all__ = [
+    "DRIFT_THRESHOLD",
+    "CascadeReport",
+    "CascadeStats",
+    "GroundingResult",
+    "MetricMean",
+    "PredictionReport",
+    "StructureResult",
+    "aggregate",
+    "check_calls",
+    "check_grounding",
+    "check_structure",
+    "closest_span",
+    "correction_for",
+    "diagnose",
+    "exact_match",
+    "fnem",
+    "ncs",
+    "psi1",
+    "psi2",
+    "psi3",
+    "query_context",
+    "resolve_tool",
+    "run_cascade",
+    "split_call",
+]
