@@ -12,7 +12,8 @@ Specs:
   (BFCL-format rows, our own schema, raw Glaive, or ShareGPT Glaive).
 
 Every example comes back tagged with its split (``splits.split_of`` of its base id, unless the file
-recorded one), then ``split`` filters and ``limit`` keeps the first N in file order.
+recorded one), then ``split`` filters and ``limit`` keeps N examples spread over the categories
+(round-robin in file order, see ``stratified_head``).
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
     Args:
         spec: dataset name or path.
         split: keep only ``train`` | ``val`` | ``test``.
-        limit: keep the first N (after the split filter).
+        limit: keep N examples (after the split filter), taken round-robin across categories so a
+            small limit still covers every category; deterministic.
         errors: when given, bad rows are appended here and skipped; otherwise the first one raises.
 
     Raises:
@@ -206,7 +208,29 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
     examples = assign_splits(examples)
     if split is not None:
         examples = [ex for ex in examples if ex.split == split]
-    return examples if limit is None else examples[:limit]
+    return examples if limit is None else stratified_head(examples, limit)
+
+
+def stratified_head(examples: list[Example], limit: int) -> list[Example]:
+    """The first ``limit`` examples taken round-robin across categories, in file order.
+
+    Why: shipped and BFCL files are grouped by category, so a plain head of 10 would be ten
+    ``simple_python`` examples and a quick run would say nothing about the other categories.
+    The result keeps file order, so it is stable when ``limit`` grows.
+    """
+    if limit >= len(examples):
+        return list(examples)
+    queues: dict[str, list[int]] = {}
+    for index, example in enumerate(examples):
+        queues.setdefault(example.category, []).append(index)
+    chosen: set[int] = set()
+    depth = 0
+    while len(chosen) < limit:
+        for indices in queues.values():
+            if depth < len(indices) and len(chosen) < limit:
+                chosen.add(indices[depth])
+        depth += 1
+    return [examples[i] for i in sorted(chosen)]
 
 
 # --------------------------------------------------------------------------------------- listing

@@ -80,7 +80,9 @@ def test_split_filter_and_limit() -> None:
     everything = load_dataset("shipped:bfcl")
     train = load_dataset("shipped:bfcl", split="train")
     assert train == [e for e in everything if e.split == "train"] and 0 < len(train) < len(everything)
-    assert load_dataset("shipped:bfcl", split="test", limit=5) == [e for e in everything if e.split == "test"][:5]
+    test5 = load_dataset("shipped:bfcl", split="test", limit=5)
+    assert len(test5) == 5 and all(e.split == "test" for e in test5)
+    assert len({e.category for e in test5}) == 5  # one per category, not the first five of one
     assert load_dataset("shipped:bfcl", limit=0) == []
 
 
@@ -200,3 +202,17 @@ def test_every_loader_honours_the_contract(fmt: str, tmp_path: Path) -> None:
     assert errors and all(str(e).startswith(f"{path}:{e.line}: ") for e in errors)
     assert any(line > errors[0].line for line, item in first if isinstance(item, Example))  # kept reading
     assert len({e.id for e in examples}) == len(examples)
+
+
+def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> None:
+    from saag_opt.data.catalog import stratified_head
+
+    examples = load_dataset("shipped:bfcl")
+    head = load_dataset("shipped:bfcl", limit=10)
+    assert [e.category for e in head].count("simple_python") == 2
+    assert {e.category for e in head} == {"simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"}
+    positions = [examples.index(e) for e in head]
+    assert positions == sorted(positions)
+    # growing the limit only adds examples
+    assert set(e.id for e in head) <= set(e.id for e in load_dataset("shipped:bfcl", limit=11))
+    assert stratified_head(examples, 1000) == examples
