@@ -86,9 +86,9 @@ class EvaluateConfig(BaseModel):
     split: str | None = None
     """Keep only this split (train | val | test)."""
     limit: int | None = Field(default=None, ge=1)
-    """Keep the first N examples (after the split filter)."""
-    workers: int = Field(default=4, ge=1, le=64)
-    """Examples evaluated concurrently (threads)."""
+    """Keep N examples (after the split filter), spread round-robin over the categories."""
+    workers: int | None = Field(default=None, ge=1, le=64)
+    """Examples evaluated concurrently (threads); None = 4, or 1 with an embedded model."""
     max_repairs: int = Field(default=5, ge=0, le=50)
     """Repair budget of the binary/saag self-repair loops."""
     seed: int = 0
@@ -117,6 +117,14 @@ class EvaluateConfig(BaseModel):
         if self.reviewer is None and parse_mechanism(self.mechanism).needs_reviewer:
             raise ValueError(f"mechanism {self.mechanism!r} needs a reviewer model: pass --reviewer "
                              "(e.g. gpt-5-mini or local), or use --mechanism none|binary|saag")
+        return self
+
+    @model_validator(mode="after")
+    def _default_workers(self) -> EvaluateConfig:
+        if self.workers is None:
+            from saag_opt.lm import default_workers
+
+            self.workers = default_workers(self.base, self.reviewer)
         return self
 
     @field_validator("base", "reviewer")

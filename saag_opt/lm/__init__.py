@@ -21,7 +21,7 @@ from saag_opt.lm.embedded import (
     stop_embedded_servers,
 )
 from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
-from saag_opt.lm.specs import ModelSpec, is_reasoning_model, parse_model_spec
+from saag_opt.lm.specs import ModelSpec, default_workers, is_reasoning_model, parse_model_spec
 
 __all__ = [
     "LOCAL_MODELS",
@@ -43,6 +43,7 @@ __all__ = [
     "embedded_servers",
     "ensure_model_file",
     "get_backend",
+    "default_workers",
     "is_reasoning_model",
     "is_transient",
     "local_base_url",

@@ -135,8 +135,26 @@ def is_reasoning_model(spec: ModelSpec | str) -> bool:
     return _REASONING.match(model.rsplit("/", 1)[-1]) is not None
 
 
+def default_workers(*specs: ModelSpec | str | None) -> int:
+    """Concurrency when the user gave none: 1 with an embedded model, else 4.
+
+    Why: the llama.cpp server answers one request at a time, so extra workers only queue, inflate
+    every measured latency and break its prompt-prefix (KV) cache between alternating prompts.
+    """
+    for spec in specs:
+        if spec is None:
+            continue
+        try:
+            if parse_model_spec(spec).kind == "local":
+                return 1
+        except ConfigError:
+            continue  # a bad spec is reported where it is opened, with its flag name
+    return 4
+
+
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
+    "default_workers",
     "LOCAL_MODEL_NAMES",
     "ModelKind",
     "ModelSpec",

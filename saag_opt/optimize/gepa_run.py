@@ -55,8 +55,8 @@ class OptimizeConfig(BaseModel):
     """Cumulative cap on program rollouts (GEPA metric calls)."""
     max_cost: float | None = Field(default=None, gt=0)
     """Stop at an iteration boundary before spend (all roles, reflection included) passes this (USD)."""
-    workers: int = Field(default=4, ge=1, le=64)
-    """Concurrent rollouts."""
+    workers: int | None = Field(default=None, ge=1, le=64)
+    """Concurrent rollouts; None = 4, or 1 with an embedded model."""
     seed: int = 0
     """GEPA's seed (minibatch sampling, candidate selection)."""
     train_limit: int | None = Field(default=None, gt=0)
@@ -93,6 +93,14 @@ class OptimizeConfig(BaseModel):
     def _one_budget(self) -> OptimizeConfig:
         if self.budget is not None and self.max_metric_calls is not None:
             raise ValueError("give either budget or max_metric_calls, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _default_workers(self) -> OptimizeConfig:
+        if self.workers is None:
+            from saag_opt.lm import default_workers
+
+            self.workers = default_workers(self.base, self.reviewer, self.reflection)
         return self
 
     @property

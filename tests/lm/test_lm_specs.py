@@ -70,3 +70,12 @@ def test_local_models_are_never_reasoning_models() -> None:
     assert not is_reasoning_model(ModelSpec("local", "qwen2.5-coder-0.5b"))
     assert parse_model_spec("local").native_tools is False
     assert parse_model_spec("gpt-4o").native_tools is True
+
+
+def test_default_workers_is_one_with_an_embedded_model_else_four() -> None:
+    from saag_opt.lm import default_workers
+
+    assert default_workers("gpt-4o", "gpt-5-mini") == 4
+    assert default_workers("gpt-4o", "local") == 1
+    assert default_workers("local:qwen2.5-coder-0.5b", None) == 1
+    assert default_workers("not a model", None) == 4
