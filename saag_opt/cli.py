@@ -128,7 +128,7 @@ class FetchTarget(str, Enum):
 def datasets_fetch(
     name: Annotated[FetchTarget, typer.Argument(help="What to fetch.", show_default=False)],
     cache_dir: Annotated[Optional[Path], typer.Option(
-        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE_DIR",
+        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE",
         help="Where to keep the download (default: the user cache dir).")] = None,
 ) -> None:
     """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""

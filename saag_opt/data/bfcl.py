@@ -23,6 +23,7 @@ import jsonlines
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from saag_opt.errors import ConfigError, DatasetError
+from saag_opt.paths import cache_dir as default_cache_dir
 from saag_opt.model import Example, Expectation, Registry
 
 __all__ = [
@@ -72,14 +73,6 @@ class BfclAnswerRow(BaseModel):
 def bfcl_categories() -> list[str]:
     """Every single-turn BFCL category (non-live, then live; irrelevance and relevance included)."""
     return list(_CATEGORIES)
-
-
-def default_cache_dir() -> Path:
-    """``$SAAG_OPT_CACHE``, else ``$XDG_CACHE_HOME/saag-opt``, else ``~/.cache/saag-opt``."""
-    if os.environ.get("SAAG_OPT_CACHE"):
-        return Path(os.environ["SAAG_OPT_CACHE"]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "saag-opt"
 
 
 def _installed_data_dir() -> Path | None:

@@ -39,6 +39,7 @@ from saag_opt.agents import (
     parse_mechanism,
 )
 from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.score import CategoryScore, relevance_suite
 from saag_opt.evaluation.records import (
@@ -201,12 +202,6 @@ def _emit(on_event: EventHandler | None, event: EvaluationEvent) -> None:
         log.exception("event handler failed on %s", type(event).__name__)
 
 
-def _default_cache_dir() -> Path:
-    from saag_opt.lm.embedded import default_cache_dir
-
-    return default_cache_dir() / "base-predictions"
-
-
 def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Setup:
     """Open models and build agent, reviewer and mechanism (raises for systemic faults)."""
     from saag_opt.lm import CostLedger, open_lm, parse_model_spec
@@ -227,7 +222,7 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Set
         reviewer = cls.from_prompt(resolve_ref(config.prompt))
         reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
         reviewer.set_lm(reviewer_lm)
-    cache = BasePredictionCache(config.cache_dir or _default_cache_dir())
+    cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
     ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs)
     return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id)
 
@@ -265,6 +260,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = No
     examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
     if not examples:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no examples")
+    configure_lm_cache()
     run_dir = create_run_dir(config.runs_dir, "evaluate")
     header = _header(config, run_dir, examples, args_passed)
     write_header(run_dir, header)

@@ -31,6 +31,7 @@ from types import FrameType
 from filelock import FileLock
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.paths import cache_dir as default_cache_dir
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
 
@@ -84,14 +85,6 @@ def get_local_model(name: str) -> LocalModel:
         return LOCAL_MODELS[name]
     except KeyError:
         raise ConfigError(f"unknown local model {name!r}; choices: {', '.join(sorted(LOCAL_MODELS))}") from None
-
-
-def default_cache_dir() -> Path:
-    """``$SAAG_OPT_CACHE``, else ``$XDG_CACHE_HOME/saag-opt``, else ``~/.cache/saag-opt``."""
-    if env := os.environ.get("SAAG_OPT_CACHE"):
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "saag-opt"
 
 
 def find_part_files(model: LocalModel) -> list[Path]:

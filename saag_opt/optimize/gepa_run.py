@@ -27,6 +27,7 @@ import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.errors import ConfigError, RunError
+from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.optimize.budget import BudgetName, CostStopper
 
 # -- config ----------------------------------------------------------------------------------------
@@ -399,19 +400,6 @@ def _finish(run_dir: Path, header: Any, exc: BaseException | None, status: str =
     write_header(run_dir, header)
 
 
-def configure_cache() -> Path:
-    """Point dspy's disk cache at the project cache dir (unless DSPY_CACHEDIR says otherwise).
-
-    Re-runs and resumes must find earlier LM replies, so the cache cannot live in a temp dir.
-    """
-    from saag_opt.lm.embedded import default_cache_dir
-
-    where = Path(os.environ.get("DSPY_CACHEDIR") or default_cache_dir() / "dspy")
-    where.mkdir(parents=True, exist_ok=True)
-    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
-    return where
-
-
 @dataclass
 class _World:
     """Everything a rollout needs, built once per process."""
@@ -439,7 +427,6 @@ def build_world(config: OptimizeConfig) -> _World:
     from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism
     from saag_opt.artifacts.store import PromptStore
     from saag_opt.lm import CostLedger, open_lm, parse_model_spec
-    from saag_opt.lm.embedded import default_cache_dir
     from saag_opt.optimize.program import RolloutContext, components_for
 
     ledger = CostLedger()
@@ -454,7 +441,7 @@ def build_world(config: OptimizeConfig) -> _World:
         seed = store.save(seed)
     mechanism = parse_mechanism(config.mechanism)
     agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
-    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=default_cache_dir() / "base-predictions"))
+    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()))
     context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
     return _World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
                   components_for(mechanism))
@@ -493,7 +480,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     from saag_opt.optimize.feedback import metric
     from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 
-    configure_cache()
+    configure_lm_cache()
     world = build_world(config)
     if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
         header.plugins["seed_prompt_given"] = config.prompt
@@ -643,5 +630,5 @@ def comparison_table(results: Mapping[str, Any], seed: str, best: str) -> dict[s
 
 __all__ = ["ADDITIONAL_INSTRUCTIONS", "ArtifactWriter", "CostStopper", "FatalStopper", "GepaSettings",
            "OptimizeConfig", "OptimizeEvent", "OptimizeResult", "build_gepa", "build_reviewer", "build_world",
-           "comparison_table", "compile_gepa", "config_error", "configure_cache", "emit",
+           "comparison_table", "compile_gepa", "config_error", "emit",
            "estimate_run", "evaluate_test", "load_splits", "open_run", "run_optimize"]
