@@ -12,6 +12,8 @@ from pathlib import Path
 
 CACHE_ENV = "SAAG_OPT_CACHE"
 """Environment variable that moves the cache root."""
+MODELS_ENV = "SAAG_OPT_MODELS"
+"""Environment variable that moves only the (large, shareable) assembled model files."""
 
 
 def cache_dir() -> Path:
@@ -20,6 +22,17 @@ def cache_dir() -> Path:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "saag-opt"
+
+
+def models_dir() -> Path:
+    """Assembled GGUF files: ``$SAAG_OPT_MODELS``, else ``<cache root>/models``.
+
+    Separate so that tests and experiments can isolate every other cache while sharing one copy
+    of a 0.5-1.1 GB model file.
+    """
+    if env := os.environ.get(MODELS_ENV):
+        return Path(env).expanduser()
+    return cache_dir() / "models"
 
 
 def base_predictions_dir() -> Path:

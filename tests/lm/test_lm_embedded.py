@@ -42,6 +42,7 @@ def tiny_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _make_dists(site, CHUNKS)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SAAG_OPT_MODELS", raising=False)
     return tmp_path
 
 
