@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, cast
+from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,7 +48,16 @@ from saag_opt.evaluation.records import (
     utc_now,
     write_header,
 )
-from saag_opt.evaluation.runner import EvaluateConfig, EvaluationEvent, EvaluationResult, summarise_condition
+from saag_opt.evaluation.runner import (
+    EvaluateConfig,
+    EvaluationEvent,
+    EvaluationResult,
+    run_evaluation,
+    summarise_condition,
+)
+
+if TYPE_CHECKING:
+    from saag_opt.artifacts import PromptVersion
 
 COMPARE_SCHEMA_VERSION = 1
 """Version of the compare ``summary.json`` format."""
@@ -92,10 +101,11 @@ def parse_side(text: str) -> RunRef | str:
     Raises:
         ConfigError: a directory without ``run.json`` (neither a run nor a prompt reference).
     """
-    path_text, hash_, condition = text.rpartition("#") if "#" in text else (text, "", "")
-    path = Path(path_text)
-    if (path / "run.json").is_file():
-        return RunRef(path, condition.strip() or None if hash_ else None)
+    if (Path(text) / "run.json").is_file():
+        return RunRef(Path(text))
+    path_text, _, condition = text.rpartition("#")
+    if path_text and (Path(path_text) / "run.json").is_file():
+        return RunRef(Path(path_text), condition.strip() or None)
     if Path(text).is_dir():
         raise ConfigError(f"{text}: is a directory but has no run.json, so it is not a run directory "
                           "(give runs/<timestamp>-evaluate/, -optimize/ or -compare/, or a prompt reference)")
@@ -488,6 +498,16 @@ def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, 
 # -- the two modes ----------------------------------------------------------------------------------
 
 
+def _disambiguate(a: Side, b: Side) -> None:
+    """Distinct labels (run ids can repeat across folders) and distinct condition names for the records."""
+    if a.label == b.label and a.run_dir is not None and b.run_dir is not None:
+        a.label, b.label = f"{a.run_dir.parent.name}/{a.label}", f"{b.run_dir.parent.name}/{b.label}"
+    if a.label == b.label:
+        a.label, b.label = f"A:{a.label}", f"B:{b.label}"
+    if a.condition == b.condition:  # e.g. two evaluate runs of r2
+        a.condition, b.condition = f"{a.condition}@{a.label}", f"{b.condition}@{b.label}"
+
+
 def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
                  args_passed: dict[str, Any] | None = None) -> CompareResult:
     """Compare two finished runs by example id; no LM is called.
@@ -497,6 +517,7 @@ def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
         RunError: unreadable run files, or the compare run directory cannot be written.
     """
     (a, notes_a), (b, notes_b) = load_run_side("a", ref_a), load_run_side("b", ref_b)
+    _disambiguate(a, b)
     summary = compare_sides(a, b, mode="runs", seed=config.seed)
     datasets = {(s.source.get("dataset"), s.source.get("split")) for s in (a, b)}
     summary.notes[:0] = notes_a + notes_b + ([f"the runs used different datasets/splits {sorted(map(str, datasets))}; "
@@ -510,7 +531,7 @@ def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
     return CompareResult(run_dir, summary)
 
 
-def _label(version: Any, other: Any) -> str:
+def _label(version: PromptVersion, other: PromptVersion) -> str:
     """The prompt version's name, disambiguated by hash when both sides share a name."""
     if version.version == other.version and version.sha256 != other.sha256:
         return f"{version.version}-{version.sha256[:6]}"
@@ -518,8 +539,6 @@ def _label(version: Any, other: Any) -> str:
 
 
 def _evaluate(settings: EvaluateConfig, on_event: CompareEventHandler | None, **update: Any) -> EvaluationResult:
-    from saag_opt.evaluation.runner import run_evaluation
-
     return run_evaluation(settings.model_copy(update=update), on_event=on_event)
 
 

@@ -1,0 +1,230 @@
+"""Concurrency of `saag-opt evaluate`: 200 examples, 16 workers, 200 ms per LM call (scripted server, offline).
+
+The scripted server answers every chat request after `--latency` seconds (one thread per request,
+so the server itself never queues). The base agent's first answer is deterministic per example
+(a hash of the query): one example in three calls the first tool with no arguments, which the
+scripted reviewer rejects; the revision adds an argument and is approved. Mechanism r2.
+
+ideal = (LM calls the server saw x latency) / workers: the wall time if every worker always had a
+request in flight. `ratio=<wall / ideal>` is the LAST line (goal <= 1.25). Everything runs with a
+fresh dspy cache and a fresh base-prediction cache, so every call is real.
+
+Run: /work/venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
+     [--profile]   (cProfile of the run, top functions by cumulative time, printed before the ratio)
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = Path(tempfile.mkdtemp(prefix="saag-opt-bench-concurrency-"))
+os.environ["DSPY_CACHEDIR"] = str(WORK / "dspy-cache")  # before dspy is imported: nothing cached
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["SAAG_OPT_PROMPTS"] = str(ROOT / "prompts")
+sys.path.insert(0, str(ROOT))
+
+from saag_opt.data import load_dataset  # noqa: E402
+from saag_opt.data.jsonl import write_examples  # noqa: E402
+from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
+from saag_opt.model import Example  # noqa: E402
+from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
+
+
+def examples(n: int) -> list[Example]:
+    """shipped:bfcl, topped up to ``n`` with variants whose query differs (so no LM reply is shared)."""
+    base = load_dataset("shipped:bfcl")
+    out = list(base[:n])
+    k = 0
+    while len(out) < n:
+        ex = base[k % len(base)]
+        variant = len(out) // len(base)
+        messages = tuple({**m, "content": f"{m.get('content')} (variant {variant})"} if m.get("role") == "user"
+                         else m for m in ex.messages)
+        out.append(Example(f"{ex.id}-v{variant}", ex.category, messages, ex.registry, ex.gold, ex.expect,
+                           ex.split, ex.source))
+        k += 1
+    return out
+
+
+def _chat(fields: dict[str, str]) -> Reply:
+    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
+
+
+def handler(request: dict) -> Reply:
+    """Base: 1 in 3 first answers lack arguments; any revision has one. Reviewer: reject empty arguments."""
+    messages = request["messages"]
+    if "tools" in request:
+        revised = any(m["role"] == "system" and "Reviewer feedback" in str(m["content"]) for m in messages[1:])
+        user = next(str(m["content"]) for m in messages if m["role"] == "user")
+        name = request["tools"][0]["function"]["name"]
+        bad = not revised and zlib.crc32(user.encode()) % 3 == 0
+        return Reply(tool_calls=[{"name": name, "arguments": {} if bad else {"value": 1}}])
+    tentative = str(messages[-1]["content"]).split("[[ ## tentative_calls ## ]]")[-1]
+    reject = '"arguments": {}' in tentative
+    return _chat({"error": str(reject), "feedback": "Add the missing arguments." if reject else ""})
+
+
+def _profile_workers() -> list[Any]:
+    """cProfile inside every worker thread (the main thread only waits): wrap the per-example function."""
+    import cProfile
+
+    from saag_opt.evaluation import runner
+
+    profiles: list[Any] = []
+    inner = runner._evaluate_example
+
+    def profiled(*args: Any, **kwargs: Any) -> Any:
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            prof.disable()
+            profiles.append(prof)
+
+    runner._evaluate_example = profiled  # type: ignore[assignment]
+    return profiles
+
+
+def _nodelay() -> None:
+    """Diagnostic fix 1: TCP_NODELAY on the scripted server's sockets (headers and body are two writes;
+    with Nagle on, a kept-alive connection waits for the client's delayed ACK, ~40 ms per call)."""
+    from saag_opt.testing import scripted_server
+
+    scripted_server._RequestHandler.disable_nagle_algorithm = True
+
+
+def _memo_model_info() -> None:
+    """Diagnostic fix 2: memoize dspy's model_info (called twice per LM call; an unknown model name,
+    e.g. any compatible server's, scans the whole bundled price map each time)."""
+    import copy
+    import functools
+
+    import dspy.clients.capabilities as caps
+    import dspy.clients.costs as costs
+    import dspy.clients.model_metadata as meta
+
+    original = meta.model_info
+
+    @functools.lru_cache(maxsize=512)
+    def cached(provider: str, model: str, namespaces: tuple[str, ...] | None) -> dict[str, Any]:
+        return original(provider, model, namespaces=namespaces)
+
+    def model_info(provider: str, model: str, *, namespaces: Any = None) -> dict[str, Any]:
+        return copy.deepcopy(cached(provider, model, None if namespaces is None else tuple(namespaces)))
+
+    for module in (meta, costs, caps):
+        module.model_info = model_info  # type: ignore[attr-defined]
+
+
+def _serve(conn: Any, latency: float) -> None:
+    """Child process: run the scripted server, send its URL, report the chat-request count on request."""
+    with ScriptedOpenAIServer(handler, latency=latency) as server:
+        conn.send(server.url)
+        conn.recv()  # "stop"
+        conn.send(len(server.chat_requests))
+
+
+@contextmanager
+def scripted_server(latency: float, *, in_process: bool) -> Iterator[tuple[str, Callable[[], int]]]:
+    """The scripted server in this process (shares our GIL) or in a child process (like a remote provider).
+
+    Yields the URL and a function that returns the number of chat requests served so far (child: at stop).
+    """
+    if in_process:
+        with ScriptedOpenAIServer(handler, latency=latency) as server:
+            yield server.url, lambda: len(server.chat_requests)
+        return
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("fork").Process(target=_serve, args=(child, latency), daemon=True)
+    proc.start()
+    try:
+        url = parent.recv()
+
+        def count() -> int:
+            parent.send("stop")
+            return int(parent.recv())
+
+        yield url, count
+    finally:
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.terminate()
+
+
+def _print_profile(profiles: list[Any]) -> None:
+    import pstats
+
+    stats = pstats.Stats(profiles[0])
+    for extra in profiles[1:]:
+        stats.add(extra)
+    stats.sort_stats("tottime").print_stats(30)
+
+
+def run(args: argparse.Namespace) -> tuple[float, int]:
+    """One evaluate run; returns (wall seconds, LM calls the server saw)."""
+    data = WORK / "bench.jsonl"
+    write_examples(data, examples(args.n))
+    with scripted_server(args.latency, in_process=args.in_process_server) as (url, count):
+        config = EvaluateConfig(base=f"fake@{url}", reviewer=f"fake@{url}", prompt="reviewer@v2",
+                                mechanism="r2", dataset=str(data), workers=args.workers, runs_dir=WORK / "runs",
+                                cache_dir=WORK / "base-cache", retry_base_delay=0.05)
+        profiles = _profile_workers() if args.profile else None
+        start, cpu = time.perf_counter(), time.process_time()
+        result = run_evaluation(config)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        calls = count()
+    if profiles:
+        _print_profile(profiles)
+    s = result.summary
+    total = s.costs["roles"]["total"]
+    print(f"examples={s.n_examples} errors={s.errors} reviewer_calls/item={s.reviewer_calls_per_item:.2f} "
+          f"agent_calls/item={s.agent_calls_per_item:.2f}")
+    print(f"client_seconds_per_lm_call={total['seconds'] / max(total['calls'], 1):.3f} "
+          f"(server latency {args.latency}s)")
+    where = "client + in-process server" if args.in_process_server else "client only"
+    print(f"process_cpu={cpu:.2f}s ({1000 * cpu / max(calls, 1):.1f} ms per LM call, {where})")
+    return wall, calls
+
+
+def main() -> None:
+    """Parse flags, run, print the ratio last."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--in-process-server", action="store_true",
+                        help="run the scripted server in this process (its CPU then competes for our GIL)")
+    parser.add_argument("--fix", default="", help="diagnostic fixes, comma-separated: nodelay, memo")
+    parser.add_argument("--profile", action="store_true", help="cProfile the worker threads")
+    args = parser.parse_args()
+    fixes = {f.strip() for f in args.fix.split(",") if f.strip()}
+    if "nodelay" in fixes:
+        _nodelay()
+    if "memo" in fixes:
+        _memo_model_info()
+    try:
+        wall, calls = run(args)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+    ideal = calls * args.latency / args.workers
+    print(f"lm_calls={calls} latency={args.latency}s workers={args.workers} "
+          f"server={'in-process' if args.in_process_server else 'child process'} fixes={sorted(fixes) or 'none'}")
+    print(f"wall={wall:.2f}s ideal={ideal:.2f}s")
+    print(f"ratio={wall / ideal:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""``saag-opt compare``: the typer command function the main CLI mounts (``app.command()(compare)``).
+
+Thin: arguments -> ``CompareConfig`` -> ``run_compare`` -> ``report.compare_tables``. Two prompt
+references are evaluated now (base calls shared through the cache); two run directories are
+compared offline by example id.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from saag_opt.errors import SaagOptError
+
+
+def compare(
+    ctx: typer.Context,
+    ref_a: Annotated[str, typer.Argument(metavar="A", show_default=False,
+                                         help="Prompt reference (reviewer@v1, an alias, a path) or a run "
+                                              "directory (optionally DIR#CONDITION).")],
+    ref_b: Annotated[str, typer.Argument(metavar="B", show_default=False, help="Same kind as A.")],
+    base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
+                                      help="Base agent model (prompt refs only).")] = "gpt-4o",
+    reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
+                                                    help="Reviewer model (prompt refs only).")] = None,
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="rN | sN | gN | gate+rN ...")] = "r2",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", envvar="SAAG_OPT_DATASET", help="Dataset spec.")]
+    = "shipped:bfcl",
+    split: Annotated[Optional[str], typer.Option("--split", help="train | val | test.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="First N examples.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, max=64, show_default="4; 1 with a local model",
+                                                    help="Concurrent examples.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS")] = Path("runs"),
+    json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
+                                                     help="Also write the full comparison JSON here.")] = None,
+) -> None:
+    """Compare two reviewer prompt versions (evaluated now) or two finished runs (no LM calls), side by side."""
+    from rich.console import Console
+
+    from saag_opt.cli_evaluate import _config_error, _passed
+    from saag_opt.evaluation.compare import CompareConfig, detect_mode, run_compare
+    from saag_opt.evaluation.runner import EvaluateConfig
+    from saag_opt.report.compare_tables import print_compare_report
+    from saag_opt.report.evaluate_tables import EvaluateProgress
+
+    values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset, split=split,
+                                  limit=limit, workers=workers, seed=seed, runs_dir=runs_dir)
+    try:  # model options matter only when prompts are evaluated now; two runs need none of them
+        settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
+        config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    except ValueError as exc:
+        raise _config_error(exc) from exc
+    console = Console()
+    with EvaluateProgress(Console(stderr=True)) as progress:
+        result = run_compare(config, on_event=progress, args_passed=_passed(ctx, values | {"ref_a": ref_a,
+                                                                                          "ref_b": ref_b}))
+    print_compare_report(console, result.summary, str(result.run_dir))
+    if json_out is not None:
+        json_out.write_text(result.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote the comparison to {json_out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Standalone entry point: a SaagOptError is one stderr line and exit 2."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(compare)
+    try:
+        app(args=argv, prog_name="saag-opt compare")
+    except SaagOptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["compare", "main"]
