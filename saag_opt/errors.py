@@ -23,6 +23,16 @@ class DatasetError(SaagOptError, ValueError):
 class ConfigError(SaagOptError, ValueError):
     """A flag or config field has a bad value; the message names the field."""
 
+    @classmethod
+    def from_validation(cls, exc: Exception) -> ConfigError:
+        """A pydantic ``ValidationError`` as one line naming each bad field (``field: message``)."""
+        errors = getattr(exc, "errors", None)
+        if not callable(errors):
+            return cls(str(exc))
+        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or 'config'}: "
+                 f"{str(e.get('msg', '')).removeprefix('Value error, ')}" for e in errors()]
+        return cls("; ".join(parts))
+
 
 class ModelUnavailableError(SaagOptError, RuntimeError):
     """A model cannot be reached: missing key, dead server, missing extra."""

@@ -2,7 +2,7 @@
 
 Same dataset, same GEPA budget (max_metric_calls), same seed, same reviewer/reflection handler:
 
-* ours  - `python -m saag_opt.cli_optimize ...` (base first answers from the on-disk cache, every
+* ours  - `python -m saag_opt.cli optimize ...` (base first answers from the on-disk cache, every
   LM reply in the dspy disk cache);
 * naive - dspy.GEPA over a module that re-runs the base agent in every rollout (base LM uncached;
   reviewer and reflection LMs cached exactly like ours).
@@ -76,7 +76,7 @@ def ours(url: str, dataset: str, prompts: str, mechanism: str, calls: int, runs:
     spec = f"fake@{url}"
     args = ["--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", mechanism,
             "--max-metric-calls", str(calls), "--workers", "2", "--runs-dir", str(runs), "--no-test"]
-    done = subprocess.run([sys.executable, "-m", "saag_opt.cli_optimize", *args], env=env, cwd=str(WORK),
+    done = subprocess.run([sys.executable, "-m", "saag_opt.cli", "optimize", *args], env=env, cwd=str(WORK),
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"saag-opt optimize failed:\n{done.stderr[-3000:]}")

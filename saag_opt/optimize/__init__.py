@@ -26,7 +26,6 @@ from saag_opt.optimize.gepa_run import (
     OptimizeResult,
     build_gepa,
     compile_gepa,
-    config_error,
     run_optimize,
 )
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext, components_for, to_dspy_examples
@@ -51,7 +50,6 @@ __all__ = [
     "classify_outcome",
     "compile_gepa",
     "components_for",
-    "config_error",
     "estimate_cost",
     "metric",
     "resolve_metric_calls",

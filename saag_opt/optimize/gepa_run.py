@@ -115,15 +115,6 @@ class OptimizeConfig(BaseModel):
         return self.budget or (None if self.max_metric_calls is not None else "light")
 
 
-def config_error(exc: Exception) -> ConfigError:
-    """A pydantic ValidationError as one ConfigError line naming the field."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        parts = [f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in errors()]
-        return ConfigError("; ".join(parts))
-    return ConfigError(str(exc))
-
-
 # -- events ----------------------------------------------------------------------------------------
 
 EventKind = Literal["start", "resume", "estimate", "warning", "candidate", "stopped", "gepa_done",
@@ -630,5 +621,5 @@ def comparison_table(results: Mapping[str, Any], seed: str, best: str) -> dict[s
 
 __all__ = ["ADDITIONAL_INSTRUCTIONS", "ArtifactWriter", "CostStopper", "FatalStopper", "GepaSettings",
            "OptimizeConfig", "OptimizeEvent", "OptimizeResult", "build_gepa", "build_reviewer", "build_world",
-           "comparison_table", "compile_gepa", "config_error", "emit",
+           "comparison_table", "compile_gepa", "emit",
            "estimate_run", "evaluate_test", "load_splits", "open_run", "run_optimize"]

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from saag_opt.artifacts import PromptStore, PromptVersion
-from saag_opt.cli_prompts import prompts_app
+from saag_opt.cli.prompts import prompts_app
 from saag_opt.errors import ArtifactError, ConfigError
 
 runner = CliRunner()

@@ -267,12 +267,12 @@ def test_prompt_mode_needs_settings_and_known_refs(prompts, tmp_path: Path) -> N
 
 
 def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
-    from saag_opt.cli_compare import main
+    from saag_opt.cli import main
 
     _, server = world
     out = tmp_path / "compare.json"
     with pytest.raises(SystemExit) as exit_info:
-        main(["reviewer@v1", "reviewer@v2", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}",
+        main(["compare", "reviewer@v1", "reviewer@v2", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}",
               "--split", SPLIT, "--limit", str(LIMIT), "--runs-dir", str(tmp_path / "runs"), "--json", str(out)])
     assert exit_info.value.code == 0
     printed = capsys.readouterr().out
@@ -292,19 +292,19 @@ def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsy
     compare_dir = Path(data["a"]["run_dir"]).parents[1]
     server.reset()
     with pytest.raises(SystemExit) as exit_info:  # two runs: no model options needed, no LM call
-        main([f"{compare_dir}#r2@v1", f"{compare_dir}#r2@v2", "--runs-dir", str(tmp_path / "runs")])
+        main(["compare", f"{compare_dir}#r2@v1", f"{compare_dir}#r2@v2", "--runs-dir", str(tmp_path / "runs")])
     assert exit_info.value.code == 0 and server.requests == []
     assert "B vs A (paired, n = 12)" in capsys.readouterr().out
 
 
 def test_cli_mixed_arguments_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli_compare import main
+    from saag_opt.cli import main
 
     run = tmp_path / "r"
     run.mkdir()
     (run / "run.json").write_text("{}")
     with pytest.raises(SystemExit) as exit_info:
-        main([str(run), "reviewer@v2", "--base", "fake"])
+        main(["compare", str(run), "reviewer@v2", "--base", "fake"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot compare run directory") and err.count("\n") == 1

@@ -258,12 +258,12 @@ def test_no_gold_reaches_any_agent_or_reviewer_request(tmp_path: Path) -> None:
 
 
 def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
-    from saag_opt.cli_evaluate import main
+    from saag_opt.cli import main
 
     _, server = world
     out = tmp_path / "summary.json"
     with pytest.raises(SystemExit) as exit_info:
-        main(["--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--prompt", "reviewer@v1",
+        main(["evaluate", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--prompt", "reviewer@v1",
               "--mechanism", "r1", "--split", SPLIT, "--limit", str(LIMIT), "--runs-dir", str(tmp_path / "runs"),
               "--json", str(out)])
     assert exit_info.value.code == 0
@@ -281,10 +281,10 @@ def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: py
     (["--base", "nonsense-model"], "error: base: .*unknown model 'nonsense-model'"),
 ])
 def test_cli_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli_evaluate import main
+    from saag_opt.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["--base", "fake", *argv])
+        main(["evaluate", "--base", "fake", *argv])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and err.count("\n") == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.optimize import optimize_world as world
-from saag_opt.cli_optimize import main
+from saag_opt.cli import main
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 
 
@@ -16,7 +16,7 @@ def test_missing_key_is_one_line_pointing_to_local(tmp_path: Path, monkeypatch, 
     dataset, prompts = world.write_world(tmp_path)
     monkeypatch.setenv("SAAG_OPT_PROMPTS", prompts)
     with pytest.raises(SystemExit) as exit_info:
-        main(["--dataset", dataset, "--runs-dir", str(tmp_path / "runs")])
+        main(["optimize", "--dataset", dataset, "--runs-dir", str(tmp_path / "runs")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == "error: OPENAI_API_KEY is not set: export it, or run offline with --base local --reviewer local"
@@ -24,7 +24,7 @@ def test_missing_key_is_one_line_pointing_to_local(tmp_path: Path, monkeypatch, 
 
 def test_budget_and_max_metric_calls_are_exclusive(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["--budget", "light", "--max-metric-calls", "50", "--runs-dir", str(tmp_path / "runs")])
+        main(["optimize", "--budget", "light", "--max-metric-calls", "50", "--runs-dir", str(tmp_path / "runs")])
     assert exit_info.value.code == 2
     assert "give either budget or max_metric_calls, not both" in capsys.readouterr().err
 
@@ -38,7 +38,7 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
     with ScriptedOpenAIServer(world.handler) as server:
         spec = f"fake@{server.url}"
         with pytest.raises(SystemExit) as exit_info:
-            main(["--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", "r1",
+            main(["optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", "r1",
                   "--max-metric-calls", "30", "--workers", "2", "--runs-dir", str(tmp_path / "runs"),
                   "--json", str(tmp_path / "summary.json")])
     assert exit_info.value.code in (0, None)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "saag_opt.cli_optimize", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "saag_opt.cli", "optimize", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -51,7 +51,7 @@ def test_sigkill_then_resume_completes_without_duplicate_versions(tmp_path: Path
             first.wait(timeout=30)
         run_dir = next(runs.iterdir())
         assert json.loads((run_dir / "run.json").read_text())["status"] == "started"  # died mid-run
-        second = subprocess.run([sys.executable, "-m", "saag_opt.cli_optimize", "--resume", str(run_dir)],
+        second = subprocess.run([sys.executable, "-m", "saag_opt.cli", "optimize", "--resume", str(run_dir)],
                                 env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     header = json.loads((run_dir / "run.json").read_text())

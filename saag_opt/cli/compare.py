@@ -1,4 +1,4 @@
-"""``saag-opt compare``: the typer command function the main CLI mounts (``app.command()(compare)``).
+"""``saag-opt compare``: two prompt versions or two finished runs, side by side.
 
 Thin: arguments -> ``CompareConfig`` -> ``run_compare`` -> ``report.compare_tables``. Two prompt
 references are evaluated now (base calls shared through the cache); two run directories are
@@ -7,13 +7,13 @@ compared offline by example id.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.errors import SaagOptError
+from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params, passed_values
+from saag_opt.errors import ConfigError
 
 
 def compare(
@@ -27,21 +27,18 @@ def compare(
     reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
                                                     help="Reviewer model (prompt refs only).")] = None,
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="rN | sN | gN | gate+rN ...")] = "r2",
-    dataset: Annotated[str, typer.Option("--dataset", "-d", envvar="SAAG_OPT_DATASET", help="Dataset spec.")]
-    = "shipped:bfcl",
+    dataset: DatasetOpt = "shipped:bfcl",
     split: Annotated[Optional[str], typer.Option("--split", help="train | val | test.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="First N examples.")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", min=1, max=64, show_default="4; 1 with a local model",
-                                                    help="Concurrent examples.")] = None,
+    workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS")] = Path("runs"),
+    runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
                                                      help="Also write the full comparison JSON here.")] = None,
 ) -> None:
     """Compare two reviewer prompt versions (evaluated now) or two finished runs (no LM calls), side by side."""
     from rich.console import Console
 
-    from saag_opt.cli_evaluate import _config_error, _passed
     from saag_opt.evaluation.compare import CompareConfig, detect_mode, run_compare
     from saag_opt.evaluation.runner import EvaluateConfig
     from saag_opt.report.compare_tables import print_compare_report
@@ -53,10 +50,10 @@ def compare(
         settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
         config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
     except ValueError as exc:
-        raise _config_error(exc) from exc
+        raise ConfigError.from_validation(exc) from exc
     console = Console()
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_compare(config, on_event=progress, args_passed=_passed(ctx, values | {"ref_a": ref_a,
+        result = run_compare(config, on_event=progress, args_passed=passed_values(ctx, values | {"ref_a": ref_a,
                                                                                           "ref_b": ref_b}))
     print_compare_report(console, result.summary, str(result.run_dir))
     if json_out is not None:
@@ -64,19 +61,4 @@ def compare(
         console.print(f"wrote the comparison to {json_out}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Standalone entry point: a SaagOptError is one stderr line and exit 2."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(compare)
-    try:
-        app(args=argv, prog_name="saag-opt compare")
-    except SaagOptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()
-
-
-__all__ = ["compare", "main"]
+__all__ = ["compare"]

@@ -1,19 +1,18 @@
-"""``saag-opt optimize``: the typer command function the main CLI mounts (``app.command()(optimize)``).
+"""``saag-opt optimize``: GEPA on the reviewer's instructions.
 
-Thin: flags -> ``OptimizeConfig`` -> ``run_optimize`` -> ``report.optimize_tables``. Runnable alone as
-``python -m saag_opt.cli_optimize`` (the resume test kills that process).
+Thin: flags -> ``OptimizeConfig`` -> ``run_optimize`` -> ``report.optimize_tables``.
 """
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.errors import SaagOptError
+from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params, passed_values
+from saag_opt.errors import ConfigError
 
 
 class Budget(str, Enum):
@@ -33,8 +32,7 @@ def optimize(
                                                       help="Reflection LM that proposes new instructions.")] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Seed prompt reference.")] = "reviewer@v2",
     mechanism: Annotated[str, typer.Option("--mechanism", help="rN | sN | gN | gate+rN.")] = "r2",
-    dataset: Annotated[str, typer.Option("--dataset", "-d", envvar="SAAG_OPT_DATASET",
-                                         help="Dataset spec; GEPA uses its train and val splits.")] = "shipped:bfcl",
+    dataset: DatasetOpt = "shipped:bfcl",
     budget: Annotated[Optional[Budget], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
     max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
                                                             help="Cumulative cap on rollouts.")] = None,
@@ -42,20 +40,19 @@ def optimize(
                                                       "than this many USD (all roles, reflection too).")] = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Continue an optimize run directory.")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", min=1, max=64, show_default="4; 1 with a local model",
-                                                    help="Concurrent rollouts.")] = None,
+    workers: WorkersOpt = None,
     train_limit: Annotated[Optional[int], typer.Option("--train-limit", min=1)] = None,
     val_limit: Annotated[Optional[int], typer.Option("--val-limit", min=1)] = None,
     test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1)] = None,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS")] = Path("runs"),
+    runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
                                                      help="Also write the summary JSON here.")] = None,
 ) -> None:
     """Optimize the reviewer's instructions with GEPA (train split) and select on val; compare on test."""
     from rich.console import Console
 
-    from saag_opt.optimize import OptimizeConfig, config_error, run_optimize
+    from saag_opt.optimize import OptimizeConfig, run_optimize
     from saag_opt.report.optimize_tables import print_optimize_report
 
     values: dict[str, Any] = dict(
@@ -66,9 +63,9 @@ def optimize(
     try:
         config = OptimizeConfig(**values)
     except ValueError as exc:
-        raise config_error(exc) from exc
+        raise ConfigError.from_validation(exc) from exc
     console = Console(stderr=True)
-    passed = ({name for name, source in _sources(ctx).items() if source and name in OptimizeConfig.model_fields}
+    passed = ({name for name in explicit_params(ctx) if name in OptimizeConfig.model_fields}
               | ({"evaluate_test"} if no_test else set()))
     result = run_optimize(config, on_event=lambda e: console.print(f"[dim]optimize:[/] {e.message}"),
                           overrides=passed)
@@ -80,26 +77,4 @@ def optimize(
         json_out.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
 
 
-def _sources(ctx: typer.Context) -> dict[str, bool]:
-    """Parameter name -> set explicitly on the command line (or env), for resume overrides."""
-    # compared by name: typer vendors click (typer._click), so click.core.ParameterSource never matches
-    return {name: getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
-            for name in ctx.params}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Standalone entry point: a SaagOptError is one stderr line and exit 2."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(optimize)
-    try:
-        app(args=argv, prog_name="saag-opt optimize")
-    except SaagOptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()
-
-
-__all__ = ["Budget", "main", "optimize"]
+__all__ = ["Budget", "optimize"]

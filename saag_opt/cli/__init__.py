@@ -1,0 +1,69 @@
+"""The ``saag-opt`` command line: thin typer commands that parse flags, call one library function and
+hand the result to ``saag_opt.report``.
+
+One module per command (``score``, ``evaluate``, ``optimize``, ``compare``) or noun group
+(``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
+Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
+turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2; any other
+exception keeps its traceback, because that is a bug, not a user mistake.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from saag_opt import __version__
+from saag_opt.cli.common import EXIT_USER_ERROR
+from saag_opt.cli.compare import compare
+from saag_opt.cli.evaluate import evaluate
+from saag_opt.cli.optimize import optimize
+from saag_opt.cli.prompts import prompts_app
+from saag_opt.cli.score import SCORE_HELP, datasets_app, score
+from saag_opt.errors import SaagOptError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="saag-opt",
+    help="Measure and improve the reviewer of a tool-calling LLM agent (SAAG cascade, help/harm, GEPA).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.command(name="score", help=SCORE_HELP)(score)
+app.command(name="evaluate")(evaluate)
+app.command(name="optimize")(optimize)
+app.command(name="compare")(compare)
+app.add_typer(datasets_app, name="datasets")
+app.add_typer(prompts_app, name="prompts")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"saag-opt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """Measure and improve the reviewer of a tool-calling LLM agent."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: user errors become one stderr line and exit code 2."""
+    # The bundled price map: offline runs must not wait on a network refresh (dspy and litellm read it).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        app(args=argv, prog_name="saag-opt")
+    except SaagOptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+

@@ -1,0 +1,37 @@
+"""Pieces every command shares: option aliases, which flags the user set, the exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+EXIT_USER_ERROR = 2
+"""Exit code for a SaagOptError (bad input, missing key, dead server) and for rejected score rows."""
+
+DatasetOpt = Annotated[str, typer.Option(
+    "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
+    help="Dataset spec: [bold]shipped:bfcl[/], [bold]shipped:registry-10[/], [bold]bfcl:simple_python[/], "
+         "[bold]bfcl:non_live[/], or a path to a .jsonl file. See [bold]saag-opt datasets list[/].")]
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", min=1, max=64, show_default="4; 1 with a local model",
+    help="Examples run concurrently (a local model's server answers one request at a time).")]
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
+
+
+def explicit_params(ctx: typer.Context) -> set[str]:
+    """Names of the options set on the command line or through the environment, not by default.
+
+    Why: run.json records them (what the user asked for vs what defaults filled in) and
+    ``optimize --resume`` lets only these override the stored config. Compared by name because
+    typer vendors click, so ``click.core.ParameterSource`` members never compare equal.
+    """
+    return {name for name in ctx.params
+            if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
+
+
+def passed_values(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``values`` the user set explicitly, JSON-friendly (paths as strings)."""
+    explicit = explicit_params(ctx)
+    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items() if k in explicit}

@@ -1,0 +1,86 @@
+"""``saag-opt score`` and ``saag-opt datasets ...``: offline diagnostics, no LM involved."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from saag_opt.cli.common import EXIT_USER_ERROR, DatasetOpt
+
+JsonOutOpt = Annotated[Optional[Path], typer.Option(
+    "--json", metavar="OUT", show_default=False, dir_okay=False,
+    help="Write machine-readable results to OUT (JSONL, one row per item) and the summary beside it: "
+         "OUT's .jsonl/.json suffix is replaced by .summary.json (scores.jsonl -> scores.summary.json); "
+         "any other name gets .summary.json appended.")]
+
+datasets_app = typer.Typer(help="List the known datasets and fetch the ones that need a download.",
+                           no_args_is_help=True)
+
+
+SCORE_HELP = (
+    "Score saved predictions offline: SAAG cascade diagnostics and BFCL ground truth.\n\n"
+    "Prints the stage funnel, the stage-conditional metrics and accuracy per category. Bad rows are listed "
+    "as file:line messages and skipped; the exit code is then 2 (0 when every row was scored).")
+"""Help text of ``saag-opt score``."""
+
+
+def score(
+    predictions: Annotated[Path, typer.Argument(
+        show_default=False, dir_okay=False,
+        help="Predictions JSONL, one row per prediction: {id, example_id?, calls: [{name, arguments}]} or "
+             "{id, example_id?, text: raw model output}. example_id defaults to id.")],
+    dataset: DatasetOpt,
+    json_out: JsonOutOpt = None,
+) -> None:
+    """Score a predictions file against a dataset; exit 2 if any row was rejected."""
+    from rich.console import Console
+
+    from saag_opt.data import load_dataset
+    from saag_opt.evaluation.score import score_predictions, write_score_json
+    from saag_opt.report.tables import print_score_report
+
+    result = score_predictions(predictions, load_dataset(dataset))
+    console = Console()
+    print_score_report(console, result)
+    if json_out is not None:
+        rows_path, summary = write_score_json(result, json_out)
+        console.print(f"wrote {len(result.rows)} rows to {rows_path} and the summary to {summary}")
+    if result.rejections:
+        raise typer.Exit(EXIT_USER_ERROR)
+
+
+@datasets_app.command("list")
+def datasets_list() -> None:
+    """List every known dataset, its size and whether it is available offline."""
+    from rich.console import Console
+
+    from saag_opt.data import list_datasets
+    from saag_opt.report.tables import datasets_table
+
+    Console().print(datasets_table(list_datasets()))
+
+
+class FetchTarget(str, Enum):
+    """Datasets that need a download."""
+
+    bfcl = "bfcl"
+
+
+@datasets_app.command("fetch")
+def datasets_fetch(
+    name: Annotated[FetchTarget, typer.Argument(help="What to fetch.", show_default=False)],
+    cache_dir: Annotated[Optional[Path], typer.Option(
+        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE",
+        help="Where to keep the download (default: the user cache dir).")] = None,
+) -> None:
+    """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""
+    from saag_opt.data import fetch_bfcl
+
+    where = fetch_bfcl(cache_dir)
+    typer.echo(f"{name.value}: {where}")
+
+
+__all__ = ["datasets_app", "score"]

@@ -1,0 +1,53 @@
+"""The import direction of DESIGN section 1, checked on the source (STYLE practice 1).
+
+cli -> (optimize, evaluation, artifacts, report) -> agents -> (lm, saag, data, model); nothing imports
+cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
+run time too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
+
+FORBIDDEN: dict[str, set[str]] = {
+    "saag": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "testing"},
+    "model": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag"},
+    "data": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm"},
+    "lm": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "data", "saag"},
+    "agents": {"cli", "optimize", "evaluation", "report"},
+    "artifacts": {"cli", "optimize", "evaluation", "agents", "lm"},
+    "evaluation": {"cli", "optimize", "report"},
+    "optimize": {"cli", "report"},
+    # report renders result types of evaluation/optimize (sideways, same layer); it never runs anything
+    "report": {"cli", "agents", "lm"},
+}
+
+
+def _layer(path: Path) -> str:
+    part = path.relative_to(PACKAGE).parts[0]
+    return part.removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    """Second-level saag_opt packages a module imports (anywhere in the file, lazy imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "saag_opt" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_respects_the_layers(path: Path) -> None:
+    layer = _layer(path)
+    bad = _imports(path) & FORBIDDEN.get(layer, {"cli"} if layer != "cli" else set())
+    assert not bad, f"saag_opt/{path.relative_to(PACKAGE)} ({layer}) imports {sorted(bad)}"
