@@ -353,7 +353,7 @@ class PromptStore:
             raise _not_found(ref, "program", program, self.programs(), self.root)
         if self.exists(program, name):
             return self.get(program, name)
-        table = self.aliases(program)[program]
+        table = self.aliases(program).get(program, {})
         if name in table:
             return self.get(program, table[name])
         choices = self.version_names(program) + sorted(table)

@@ -307,3 +307,11 @@ class TestShippedPrompts:
         assert "[CRITICAL] Tool-only responses are complete." in v2.instructions["review"]
         assert "no call" in v2.instructions["review"] and "CRITICAL" not in v1.instructions["review"]
         assert len(v1.instructions["review"].split()) < 100 < len(v2.instructions["review"].split()) < 300
+
+
+def test_unknown_version_without_any_alias_file_is_a_clear_not_found(tmp_path: Path) -> None:
+    store = PromptStore(tmp_path)
+    store.save(PromptVersion(version="v1", program="reviewer", instructions={"review": "Check the call."}))
+    assert not (tmp_path / "aliases.json").exists()
+    with pytest.raises(ArtifactError, match=r"v9"):
+        store.resolve("reviewer@v9")
