@@ -98,37 +98,6 @@ def _profile_workers() -> list[Any]:
     return profiles
 
 
-def _nodelay() -> None:
-    """Diagnostic fix 1: TCP_NODELAY on the scripted server's sockets (headers and body are two writes;
-    with Nagle on, a kept-alive connection waits for the client's delayed ACK, ~40 ms per call)."""
-    from saag_opt.testing import scripted_server
-
-    scripted_server._RequestHandler.disable_nagle_algorithm = True
-
-
-def _memo_model_info() -> None:
-    """Diagnostic fix 2: memoize dspy's model_info (called twice per LM call; an unknown model name,
-    e.g. any compatible server's, scans the whole bundled price map each time)."""
-    import copy
-    import functools
-
-    import dspy.clients.capabilities as caps
-    import dspy.clients.costs as costs
-    import dspy.clients.model_metadata as meta
-
-    original = meta.model_info
-
-    @functools.lru_cache(maxsize=512)
-    def cached(provider: str, model: str, namespaces: tuple[str, ...] | None) -> dict[str, Any]:
-        return original(provider, model, namespaces=namespaces)
-
-    def model_info(provider: str, model: str, *, namespaces: Any = None) -> dict[str, Any]:
-        return copy.deepcopy(cached(provider, model, None if namespaces is None else tuple(namespaces)))
-
-    for module in (meta, costs, caps):
-        module.model_info = model_info  # type: ignore[attr-defined]
-
-
 def _serve(conn: Any, latency: float) -> None:
     """Child process: run the scripted server, send its URL, report the chat-request count on request."""
     with ScriptedOpenAIServer(handler, latency=latency) as server:
@@ -207,21 +176,15 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--in-process-server", action="store_true",
                         help="run the scripted server in this process (its CPU then competes for our GIL)")
-    parser.add_argument("--fix", default="", help="diagnostic fixes, comma-separated: nodelay, memo")
     parser.add_argument("--profile", action="store_true", help="cProfile the worker threads")
     args = parser.parse_args()
-    fixes = {f.strip() for f in args.fix.split(",") if f.strip()}
-    if "nodelay" in fixes:
-        _nodelay()
-    if "memo" in fixes:
-        _memo_model_info()
     try:
         wall, calls = run(args)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
     ideal = calls * args.latency / args.workers
     print(f"lm_calls={calls} latency={args.latency}s workers={args.workers} "
-          f"server={'in-process' if args.in_process_server else 'child process'} fixes={sorted(fixes) or 'none'}")
+          f"server={'in-process' if args.in_process_server else 'child process'}")
     print(f"wall={wall:.2f}s ideal={ideal:.2f}s")
     print(f"ratio={wall / ideal:.3f}")
 

@@ -16,6 +16,8 @@ Design (DESIGN sections 5, 9, 10):
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import json
 import re
 import threading
@@ -213,6 +215,34 @@ def _guard_reasoning(spec: ModelSpec, temperature: float | None, max_tokens: int
     return temperature, max(max_tokens or 0, REASONING_MIN_TOKENS)
 
 
+@functools.cache
+def _memoize_model_info() -> None:
+    """Make dspy's price/capability lookup O(1) after the first call per model (applied once).
+
+    Why: dspy calls ``model_metadata.model_info`` twice per LM call, and for a model name that
+    is not in its bundled map (every compatible, local or fake server) it scans the whole map:
+    ~4.5 ms of CPU per call, the largest client-side cost measured by experiments/bench/
+    concurrency.py. The result depends only on the arguments and the static bundled snapshot
+    (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before.
+    """
+    import dspy.clients.capabilities as capabilities
+    import dspy.clients.costs as costs
+    import dspy.clients.model_metadata as metadata
+
+    original = metadata.model_info
+
+    @functools.lru_cache(maxsize=1024)
+    def lookup(provider: str, model: str, namespaces: tuple[str, ...] | None) -> dict[str, Any]:
+        return original(provider, model, namespaces=namespaces)
+
+    def model_info(provider: str, model: str, *, namespaces: Any = None) -> dict[str, Any]:
+        return copy.deepcopy(lookup(provider, model, None if namespaces is None else tuple(namespaces)))
+
+    for module in (metadata, costs, capabilities):
+        if getattr(module, "model_info", None) is original:
+            module.model_info = model_info  # type: ignore[attr-defined]
+
+
 def open_lm(
     spec: ModelSpec | str,
     *,
@@ -238,6 +268,7 @@ def open_lm(
             extra/weights, or the embedded server failed to start.
     """
     parsed = parse_model_spec(spec)
+    _memoize_model_info()
     endpoint = get_backend(parsed.kind).endpoint(parsed)
     temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
     policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)
