@@ -177,3 +177,15 @@ def test_console_script_scores_against_the_shipped_bfcl_dataset(tmp_path: Path) 
     summary = json.loads((tmp_path / "scores.summary.json").read_text(encoding="utf-8"))
     assert summary["accuracy"] == pytest.approx(4 / 5)
     assert summary["cascade"]["funnel"][0] == {"stage": 1, "reached": 4, "passed": 3}
+
+
+def test_evaluate_and_compare_report_on_the_test_split_unless_told_otherwise() -> None:
+    """Splits are sacred: GEPA sees train/val, so the default reported numbers come from test."""
+    import typer.main
+
+    from saag_opt.cli import app
+
+    command = typer.main.get_command(app)
+    for name in ("evaluate", "compare"):
+        split = next(p for p in command.commands[name].params if p.name == "split")
+        assert split.default == "test"

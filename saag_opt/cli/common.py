@@ -17,6 +17,11 @@ DatasetOpt = Annotated[str, typer.Option(
 WorkersOpt = Annotated[Optional[int], typer.Option(
     "--workers", min=1, max=64, show_default="4; 1 with a local model",
     help="Examples run concurrently (a local model's server answers one request at a time).")]
+SplitOpt = Annotated[str, typer.Option(
+    "--split", help="train | val | test | all. Reported numbers should come from test: GEPA trains on "
+    "train and selects on val.")]
+LimitOpt = Annotated[Optional[int], typer.Option(
+    "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
 
 
@@ -35,3 +40,8 @@ def passed_values(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
     """The subset of ``values`` the user set explicitly, JSON-friendly (paths as strings)."""
     explicit = explicit_params(ctx)
     return {k: str(v) if isinstance(v, Path) else v for k, v in values.items() if k in explicit}
+
+
+def split_filter(split: str) -> str | None:
+    """``--split all`` means no filter."""
+    return None if split == "all" else split

@@ -12,7 +12,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params, passed_values
+from saag_opt.cli.common import (
+    DatasetOpt,
+    LimitOpt,
+    RunsDirOpt,
+    SplitOpt,
+    WorkersOpt,
+    passed_values,
+    split_filter,
+)
 from saag_opt.errors import ConfigError
 
 
@@ -28,8 +36,8 @@ def compare(
                                                     help="Reviewer model (prompt refs only).")] = None,
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="rN | sN | gN | gate+rN ...")] = "r2",
     dataset: DatasetOpt = "shipped:bfcl",
-    split: Annotated[Optional[str], typer.Option("--split", help="train | val | test.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="First N examples.")] = None,
+    split: SplitOpt = "test",
+    limit: LimitOpt = None,
     workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     runs_dir: RunsDirOpt = Path("runs"),
@@ -44,8 +52,9 @@ def compare(
     from saag_opt.report.compare_tables import print_compare_report
     from saag_opt.report.evaluate_tables import EvaluateProgress
 
-    values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset, split=split,
-                                  limit=limit, workers=workers, seed=seed, runs_dir=runs_dir)
+    values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset,
+                                  split=split_filter(split), limit=limit, workers=workers, seed=seed,
+                                  runs_dir=runs_dir)
     try:  # model options matter only when prompts are evaluated now; two runs need none of them
         settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
         config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)

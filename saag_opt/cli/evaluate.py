@@ -10,7 +10,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params, passed_values
+from saag_opt.cli.common import (
+    DatasetOpt,
+    LimitOpt,
+    RunsDirOpt,
+    SplitOpt,
+    WorkersOpt,
+    passed_values,
+    split_filter,
+)
 from saag_opt.errors import ConfigError
 
 
@@ -27,8 +35,8 @@ def evaluate(
     saag_informed: Annotated[bool, typer.Option("--saag-informed", help="Experimental: show the reviewer the "
                                                 "gold-free SAAG report.")] = False,
     dataset: DatasetOpt = "shipped:bfcl",
-    split: Annotated[Optional[str], typer.Option("--split", help="train | val | test.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="First N examples.")] = None,
+    split: SplitOpt = "test",
+    limit: LimitOpt = None,
     workers: WorkersOpt = None,
     max_repairs: Annotated[int, typer.Option("--max-repairs", min=0, help="Budget of binary/saag repair.")] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
@@ -46,9 +54,9 @@ def evaluate(
     from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report
 
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, prompt=prompt, mechanism=mechanism,
-                                  saag_informed=saag_informed, dataset=dataset, split=split, limit=limit,
-                                  workers=workers, max_repairs=max_repairs, seed=seed, fail_on_error=fail_on_error,
-                                  runs_dir=runs_dir)
+                                  saag_informed=saag_informed, dataset=dataset, split=split_filter(split),
+                                  limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
+                                  fail_on_error=fail_on_error, runs_dir=runs_dir)
     try:
         config = EvaluateConfig(**values)
     except ValueError as exc:
