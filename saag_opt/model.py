@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -317,14 +317,70 @@ StageReached = Literal[1, 2, 3, "passed"]
 """The first SAAG stage a call failed, or ``"passed"`` when it cleared all three."""
 
 
-@dataclass(frozen=True, slots=True)
-class CascadeReport:
+Deferred = tuple[Callable[..., tuple[str, ...]], tuple[Any, ...]]
+"""``(function, args)`` that builds a report's correction texts when they are first read."""
+
+
+class DeferredCorrections:
+    """Mixin for frozen, unslotted report dataclasses whose ``corrections`` may be built lazily.
+
+    Scoring reads the metrics of every call but the psi texts of none, and building them is about
+    a fifth of the cascade's cost. ``_from_fields(fields, deferred)`` makes a report without the
+    ``corrections`` key; the first read calls ``deferred`` once and stores the texts, so a report
+    reads exactly as if they had been built eagerly (equality, ``repr``, ``to_dict``, pickling and
+    copies included). For a missing key to reach ``__getattr__``, the subclass must delete its
+    class attribute ``corrections`` (the dataclass default) after decoration.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any], deferred: Deferred | None = None) -> Any:
+        """A report from a dict of its fields, without ``__init__`` (the cascade's hot path).
+
+        ``fields`` holds every field, or every one but ``corrections`` when ``deferred`` builds
+        them. The dict becomes the instance's ``__dict__`` (not copied): pass a fresh one. This is
+        several times cheaper than the frozen dataclass ``__init__``, which sets each field with
+        its own ``object.__setattr__`` call.
+        """
+        report = object.__new__(cls)
+        if deferred is not None:
+            fields["_deferred"] = deferred
+        object.__setattr__(report, "__dict__", fields)
+        return report
+
+    def __getattr__(self, name: str) -> Any:
+        """Build deferred corrections on first access (only called when normal lookup fails)."""
+        if name == "corrections":
+            state = self.__dict__
+            deferred = state.get("_deferred")
+            if deferred is not None:
+                texts = deferred[0](*deferred[1])
+                state["corrections"] = texts  # stored before the deferral is dropped: thread-safe
+                state.pop("_deferred", None)
+                return texts
+            if "corrections" in state:  # another thread finished meanwhile
+                return state["corrections"]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle and copy the built corrections, never the deferral."""
+        self.corrections  # noqa: B018 - builds them
+        return self.__dict__
+
+
+@dataclass(frozen=True)
+class CascadeReport(DeferredCorrections):
     """What the SAAG cascade found for one call (``saag_opt.saag.run_cascade`` builds it).
 
     The cascade is strict: metrics of stages the call never reached are None, so any mean over
     them is stage-conditional. ``corrections`` are the psi messages for this call; they are built
     from the call, the registry and the query only, never from gold. A call can pass and still
     carry a drift correction (paper section 2.2); ``clean`` is False then.
+
+    Unlike the other values here it is not slotted: the cascade builds one per call and fills its
+    ``__dict__`` in one step, and may defer building ``corrections`` until they are read (see
+    ``DeferredCorrections``).
     """
 
     stage_reached: StageReached
@@ -365,3 +421,6 @@ class CascadeReport:
             "h": dict(self.h), "assumptions": list(self.assumptions),
             "corrections": list(self.corrections),
         }
+
+
+del CascadeReport.corrections  # the default lives in __init__; a missing key must reach __getattr__

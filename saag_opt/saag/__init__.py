@@ -2,9 +2,14 @@
 
 No LM, no network, no file I/O; imports only ``saag_opt.model``, the standard library and
 rapidfuzz (a test enforces it).
+
+The core memoises per query, tool and example (that is what makes a second prediction for the
+same example cheap); ``clear_caches()`` empties all of it, e.g. before timing new predictions.
 """
 
 from saag_opt.model import CascadeReport
+from saag_opt.saag import truth as _truth  # noqa: F401 - registers its plan cache with clear_caches
+from saag_opt.saag.caches import clear_caches
 from saag_opt.saag.cascade import (
     CascadeStats,
     MetricMean,
@@ -32,6 +37,7 @@ __all__ = [
     "check_calls",
     "check_grounding",
     "check_structure",
+    "clear_caches",
     "closest_span",
     "correction_for",
     "diagnose",

@@ -18,6 +18,11 @@ Predictions (DESIGN section 3):
 
 ``diagnose`` reads ``example.expect``, which comes from the gold. Anything an agent or reviewer
 sees must use ``check_calls`` (registry and query only) instead, or it learns the gold.
+
+Speed: reports are built in one step and their psi ``corrections`` on first read
+(``saag_opt.model.DeferredCorrections``): scoring reads every metric but no correction text, and
+the texts were about a fifth of the cascade's cost. The metrics themselves (NCS, PDS, QSLO, h)
+are always computed, since aggregates need them.
 """
 
 from __future__ import annotations
@@ -26,11 +31,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from saag_opt.model import CascadeReport, Example, Registry, StageReached, ToolCall
+from saag_opt.model import (
+    CascadeReport,
+    Deferred,
+    DeferredCorrections,
+    Example,
+    Registry,
+    StageReached,
+    ToolCall,
+    ToolSpec,
+)
 from saag_opt.saag.corrections import psi1_message, psi2_message, psi3_message
 from saag_opt.saag.grounding import ground_arguments, query_context
 from saag_opt.saag.registry import fnem, ncs, resolve_tool
-from saag_opt.saag.structure import analyse_structure, split_call
+from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [
     "CascadeStats", "MetricMean", "PredictionReport", "aggregate", "check_calls", "correction_for",
@@ -47,53 +61,113 @@ def run_cascade(call: ToolCall | Mapping[str, Any], registry: Registry, query: s
     Stage 2 also fails when the arguments are not a JSON object (a list, a number, bad JSON),
     since such a call cannot execute; psi2 says so. See the module docstrings of ``registry``,
     ``structure`` and ``grounding`` for every metric's definition and edge cases.
-    ``corrections=False`` skips building the psi texts (``corrections`` stays empty): metrics
-    and aggregates do not need them, and on a mostly-failing sample they are about a third of
-    the cost.
+    The psi texts are built on the first read of ``.corrections`` (the report reads as if they
+    had been built eagerly); ``corrections=False`` leaves them empty, for metrics-only runs.
+
+    The common call (registered name, every required parameter, no unknown one) skips stage 2's
+    fuzzy matching: its metrics are then known without computing them (RPR 1, SPR 0, no PDS).
     """
     if type(query) is not str:
         query = "" if query is None else str(query)
     name, arguments, malformed = split_call(call)
     tool = resolve_tool(name, registry)
     if tool is None:
-        score = fnem(name, registry)
-        ncs_value, nearest = ncs(name, registry) if score == 0 else (None, None)
-        return CascadeReport(stage_reached=1, passed=False, fnem=score, ncs=ncs_value, nearest_name=nearest,
-                             corrections=_messages(psi1_message(score, name, nearest, registry))
-                             if corrections else ())
-    rpr, missing, pds, drifted, spurious, spr = analyse_structure(arguments, tool)
-    if malformed or missing or spurious:
-        return CascadeReport(
-            stage_reached=2, passed=False, fnem=1, rpr=rpr, missing_required=missing, pds=pds,
-            drifted=drifted, spurious=spurious, spr=spr,
-            corrections=_messages(psi2_message(name, tool, malformed, missing, drifted, spurious))
-            if corrections else ())
-    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, query_context(query))
+        return _unregistered(name, registry, corrections)
+    props = allowed_params(tool)
+    if not malformed and _conforms(arguments, tool.required, props):
+        return _grounded(name, tool, props, arguments, query, CLEAN_STRUCTURE, corrections)
+    structure = analyse_structure(arguments, tool)
+    if malformed or structure[1] or structure[4]:  # missing or spurious parameters
+        return _misstructured(name, tool, malformed, structure, corrections)
+    return _grounded(name, tool, props, arguments, query, structure, corrections)  # passed with drift
+
+
+def _conforms(arguments: Mapping[str, Any], required: tuple[str, ...], allowed: Mapping[str, Any]) -> bool:
+    """Every required parameter given and no parameter outside the schema (stage 2 passes, no drift)."""
+    for param in required:
+        if param not in arguments:
+            return False
+    for param in arguments:
+        if param not in allowed:
+            return False
+    return True
+
+
+def _unregistered(name: Any, registry: Registry, corrections: bool) -> CascadeReport:
+    """Stage-1 failure: FNEM 0 (with NCS and the nearest name) or -1."""
+    score = fnem(name, registry)
+    ncs_value, nearest = ncs(name, registry) if score == 0 else (None, None)
+    fields = {
+        "stage_reached": 1, "passed": False, "fnem": score, "ncs": ncs_value, "nearest_name": nearest,
+        "rpr": None, "missing_required": (), "pds": {}, "drifted": {}, "spurious": (), "spr": None,
+        "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": ()}
+    return _report(fields, (_psi1_texts, (score, name, nearest, registry)) if corrections else None)
+
+
+def _misstructured(name: Any, tool: ToolSpec, malformed: bool, structure: StructureTuple,
+                   corrections: bool) -> CascadeReport:
+    """Stage-2 failure: malformed arguments, missing or spurious parameters."""
+    rpr, missing, pds, drifted, spurious, spr = structure  # empty mappings are shared proxies: not in reports
+    fields = {
+        "stage_reached": 2, "passed": False, "fnem": 1, "ncs": None, "nearest_name": None,
+        "rpr": rpr, "missing_required": missing, "pds": pds or {}, "drifted": drifted or {}, "spurious": spurious,
+        "spr": spr, "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": ()}
+    deferred = (_psi2_texts, (name, tool, malformed, missing, drifted, spurious)) if corrections else None
+    return _report(fields, deferred)
+
+
+def _grounded(name: Any, tool: ToolSpec, schema: Mapping[str, Any], arguments: Mapping[str, Any], query: str,
+              structure: StructureTuple, corrections: bool) -> CascadeReport:
+    """Stage 3 for a call that passed stage 2 (``structure`` carries its drift, if any)."""
+    rpr, _, pds, drifted, _, spr = structure  # empty mappings are shared proxies (unpicklable): not in reports
+    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, query_context(query), schema)
     total = sum(h.values()) if h else None
-    texts: tuple[str, ...] = ()
-    if corrections and (misses or drifted):
-        texts = _messages(psi2_message(name, tool, False, (), drifted, ()) if drifted else None,
-                          psi3_message(misses, query))
-    return CascadeReport(  # positional: measurably cheaper than 18 keywords on the hot path
-        3 if misses else "passed", not misses, 1, None, None, rpr, (), pds, drifted, (), spr,
-        exact_count / len(arguments) if arguments else None,  # avem
-        sum(partials) / len(partials) if partials else None,  # qslo
-        total / len(h) if total is not None else None, total,  # vhr, vhr_ctx
-        h, tuple(assumptions), texts,
-    )
+    fields = {
+        "stage_reached": 3 if misses else "passed", "passed": not misses, "fnem": 1, "ncs": None,
+        "nearest_name": None, "rpr": rpr, "missing_required": (), "pds": pds or {}, "drifted": drifted or {},
+        "spurious": (), "spr": spr, "avem": exact_count / len(arguments) if arguments else None,
+        "qslo": sum(partials) / len(partials) if partials else None,
+        "vhr": total / len(h) if total is not None else None, "vhr_ctx": total, "h": h,
+        "assumptions": tuple(assumptions)}
+    needed = corrections and (misses or drifted)
+    return _report(fields, (_psi3_texts, (name, tool, drifted, misses, query, schema)) if needed else None)
+
+
+def _report(fields: dict[str, Any], deferred: Deferred | None) -> CascadeReport:
+    """The report; its corrections are built on first read (``deferred``), or empty without one."""
+    if deferred is None:
+        fields["corrections"] = ()
+    return CascadeReport._from_fields(fields, deferred)
+
+
+def _psi1_texts(score: int, name: Any, nearest: str | None, registry: Registry) -> tuple[str, ...]:
+    return _messages(psi1_message(score, name, nearest, registry))
+
+
+def _psi2_texts(name: Any, tool: ToolSpec, malformed: bool, missing: tuple[str, ...], drifted: Mapping[str, str],
+                spurious: tuple[str, ...]) -> tuple[str, ...]:
+    return _messages(psi2_message(name, tool, malformed, missing, drifted, spurious))
+
+
+def _psi3_texts(name: Any, tool: ToolSpec, drifted: Mapping[str, str], misses: list[tuple[str, Any, float | None]],
+                query: str, schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The psi2 drift part (a call that passed stage 2 may still have drifted) and psi3."""
+    return _messages(psi2_message(name, tool, False, (), drifted, ()) if drifted else None,
+                     psi3_message(misses, query, schema))
 
 
 def _messages(*texts: str | None) -> tuple[str, ...]:
     return tuple(t for t in texts if t)
 
 
-@dataclass(frozen=True, slots=True)
-class PredictionReport:
+@dataclass(frozen=True)
+class PredictionReport(DeferredCorrections):
     """The cascade over one prediction (all its calls).
 
     ``passed`` is None when the cascade does not apply (the gold expects no call).
     ``corrections`` hold each call's psi messages, prefixed with the call's position and name
-    when the prediction has several calls.
+    when the prediction has several calls. Not slotted, so ``_of`` can build it in one step
+    (see ``CascadeReport``).
     """
 
     applicable: bool
@@ -101,6 +175,13 @@ class PredictionReport:
     calls: tuple[CascadeReport, ...] = ()
     stage_reached: StageReached | None = None
     corrections: tuple[str, ...] = ()
+
+    @classmethod
+    def _of(cls, passed: bool, calls: tuple[CascadeReport, ...], stage: StageReached,
+            deferred: Deferred) -> PredictionReport:
+        """An applicable report without the frozen ``__init__``; corrections built on first read."""
+        return cls._from_fields({"applicable": True, "passed": passed, "calls": calls, "stage_reached": stage},
+                                deferred)
 
     @property
     def clean(self) -> bool:
@@ -120,26 +201,39 @@ def check_calls(calls: Sequence[ToolCall] | None, registry: Registry, query: str
     No calls (abstention) gives one FNEM = -1 report with psi1 "no parsable call".
     ``corrections=False`` skips the psi texts (see ``run_cascade``).
     """
-    raw = getattr(calls, "calls", calls)  # a Prediction is accepted too
-    items = (raw,) if isinstance(raw, (ToolCall, Mapping)) else tuple(raw or ())
-    if len(items) == 1:  # the common case, without the bookkeeping below
-        one = run_cascade(items[0], registry, query, corrections=corrections)
-        return PredictionReport(True, one.passed, (one,), one.stage_reached, one.corrections)
-    reports = tuple(run_cascade(c, registry, query, corrections=corrections)
-                    for c in (items or (ToolCall(None),)))
-    stage: StageReached = min((r.stage_reached for r in reports), key=_STAGE_ORDER.__getitem__)
+    items = calls if type(calls) is tuple or type(calls) is list else _call_items(calls)
+    if len(items) <= 1:  # the common case, without the bookkeeping below; no call = abstention
+        one = run_cascade(items[0] if items else ToolCall(None), registry, query, corrections=corrections)
+        return PredictionReport._of(one.passed, (one,), one.stage_reached, (_corrections_of, (one,)))
+    reports = tuple([run_cascade(c, registry, query, corrections=corrections) for c in items])
+    stage: StageReached = "passed"
+    passed = True
+    for report in reports:
+        if _STAGE_ORDER[report.stage_reached] < _STAGE_ORDER[stage]:
+            stage = report.stage_reached
+        passed = passed and report.passed
+    return PredictionReport._of(passed, reports, stage, (_labelled_corrections, (items, reports)))
+
+
+def _corrections_of(report: CascadeReport) -> tuple[str, ...]:
+    return report.corrections
+
+
+def _labelled_corrections(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -> tuple[str, ...]:
+    """Every call's corrections, each prefixed with the call's position and name."""
     texts: list[str] = []
-    for index, (call, report) in enumerate(zip(items or (None,), reports), start=1):
-        if not report.corrections:
-            continue
-        if len(reports) > 1:
+    for index, (call, report) in enumerate(zip(items, reports), start=1):
+        if report.corrections:
             name = split_call(call)[0]
             label = f"Call {index} (`{name[:80] if isinstance(name, str) else type(name).__name__}`): "
             texts.extend(label + text for text in report.corrections)
-        else:
-            texts.extend(report.corrections)
-    return PredictionReport(applicable=True, passed=all(r.passed for r in reports), calls=reports,
-                            stage_reached=stage, corrections=tuple(texts))
+    return tuple(texts)
+
+
+def _call_items(calls: Any) -> Sequence[Any]:
+    """The calls of a Prediction, a single call, None or any iterable of calls, as a sequence."""
+    raw = getattr(calls, "calls", calls)  # a Prediction is accepted too
+    return (raw,) if isinstance(raw, (ToolCall, Mapping)) else tuple(raw or ())
 
 
 def diagnose(calls: Sequence[ToolCall] | None, example: Example, *, corrections: bool = True) -> PredictionReport:
@@ -163,6 +257,9 @@ def correction_for(report: PredictionReport) -> str | None:
     if not report.applicable or not report.corrections:
         return None
     return "\n".join(report.corrections)
+
+
+del PredictionReport.corrections  # the default lives in __init__; a missing key must reach __getattr__
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from saag_opt.model import CascadeReport, Registry, ToolSpec
-from saag_opt.saag.grounding import ground_value, query_context
+from saag_opt.saag.grounding import ground_value, query_context, schema_enum
 from saag_opt.saag.registry import resolve_tool
 from saag_opt.saag.structure import split_call
 
@@ -141,36 +141,45 @@ def _string_hint(value: str, partial: float | None, query: str) -> str:
     return "does not appear in the request"
 
 
-def _value_hint(value: Any, partial: float | None, query: str) -> str:
+def _value_hint(value: Any, partial: float | None, query: str, enum: Sequence[Any] = ()) -> str:
     if isinstance(value, str):
         return _string_hint(value, partial, query)
     if isinstance(value, (list, tuple)):
         ctx = query_context(query)
-        failed = [v for v in value if ground_value(v, ctx)[3]]
+        failed = [v for v in value if ground_value(v, ctx, enum)[3]]
         shown = ", ".join(_show(v, 40) for v in failed[:5])
         return f"has element(s) not found in the request: {shown}" if shown else "is not grounded in the request"
     return "is not a number stated in the request"
 
 
-def psi3_message(misses: Sequence[tuple[str, Any, float | None]], query: str) -> str | None:
-    """psi3 from the ``(param, value, partial)`` misses of stage 3; None when there are none."""
+def psi3_message(misses: Sequence[tuple[str, Any, float | None]], query: str,
+                 schema: Mapping[str, Any] | None = None) -> str | None:
+    """psi3 from the ``(param, value, partial)`` misses of stage 3; None when there are none.
+
+    ``schema`` (the tool's properties) keeps unstated ``enum`` elements of a list out of the hint.
+    """
     if not misses:
         return None
-    lines = [f"{_code(param)} = {_show(value)} {_value_hint(value, partial, query)}."
+    lines = [f"{_code(param)} = {_show(value)} {_value_hint(value, partial, query, schema_enum(schema, param))}."
              for param, value, partial in misses]
     return ("Some argument values are not grounded in the user's request; use values the user "
             "actually stated: " + " ".join(lines))
 
 
-def psi3(report: CascadeReport, call: Any, query: str) -> str | None:
-    """Stage-3 correction: each argument in G whose value is not found in the query."""
-    _, arguments, _ = split_call(call)
+def psi3(report: CascadeReport, call: Any, query: str, registry: Registry | None = None) -> str | None:
+    """Stage-3 correction: each argument in G whose value is not found in the query.
+
+    With the ``registry``, the tool's ``enum`` values are honoured as the cascade does.
+    """
+    name, arguments, _ = split_call(call)
+    tool = resolve_tool(name, registry) if registry is not None else None
+    schema = tool.properties if tool is not None else None
     ctx = query_context(query)
     misses = []
     for param in report.h:
         if param in arguments:
             value = arguments[param]
-            _, _, partial, miss = ground_value(value, ctx)
+            _, _, partial, miss = ground_value(value, ctx, schema_enum(schema, param))
             if miss:
                 misses.append((param, value, partial))
-    return psi3_message(misses, query)
+    return psi3_message(misses, query, schema)

@@ -20,6 +20,13 @@ Values are grounded against the user query Q only. Exact match is type-aware:
   is the worst (largest) element h and its PartialRatio the worst (smallest) over failed strings.
 * **bools, nulls, objects**, empty lists and empty strings are *assumptions*: excluded from VHR
   and from the pass decision, counted as non-matching in AVEM's denominator |P| (paper).
+* **schema enum values** (a departure from DESIGN section 3): a string that is one of the
+  parameter's ``enum`` values (of its ``items`` for an array; compared exactly) is grounded in the
+  registry, not the query. Found in Q it is an exact match as usual; not found, it is an
+  *assumption* like a bool, not a miss (a list element likewise drops out of the list's h and
+  pass decision). Why: BFCL enum parameters such as ``unit="celsius"`` are chosen from the schema,
+  and calling that choice a hallucination conflates it with invention, just like the paper's own
+  "ticker inferred from company name" case. A string outside the enum is grounded as usual.
 
 ``h`` (Eq. 8): 0 if exact; ``1 - PartialRatio/100`` for strings (casefolded, on the collapsed
 query); 1 for numbers when Q has digits; numbers are assumptions when Q has none. ``QSLO`` is the
@@ -35,16 +42,18 @@ intent is that only verbatim values pass, so we fail it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
 
+from saag_opt.saag.caches import register_cache
+
 __all__ = [
     "Grounded", "GroundingResult", "QueryContext", "check_grounding", "contains_word", "exact_match",
-    "ground_arguments", "ground_value", "query_context",
+    "fold_query", "ground_arguments", "ground_value", "number_tokens", "query_context", "schema_enum",
 ]
 
 _NUM_TOKEN = re.compile(r"(?<![\d.])(-?)((?:\d+(?:,\d{3}(?!\d))*(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?)")
@@ -56,20 +65,38 @@ _END = object()
 Number = int | float
 
 
-@dataclass(frozen=True, slots=True)
 class QueryContext:
-    """A query prepared once for grounding: casefolded, whitespace-collapsed, numbers tokenised."""
+    """A query prepared once for grounding: casefolded, whitespace-collapsed, numbers tokenised.
 
-    text: str
-    numbers: frozenset[Number]
-    memo: dict[str, Grounded] = field(default_factory=dict, compare=False, repr=False)
-    """Grounding of string values already seen with this query (self-repair rounds, reviewers and
-    perturbed variants of one example repeat most values); bounded by ``_MAX_MEMO``."""
+    Read-only by convention. A plain slotted class rather than a frozen dataclass: one is built
+    per new query, and the frozen ``__init__`` cost as much as folding the query itself. The
+    numeric tokens are found on first use: a third of BFCL predictions ground no number at all.
+    """
+
+    __slots__ = ("text", "_numbers", "memo")
+
+    def __init__(self, text: str, numbers: frozenset[Number] | None = None) -> None:
+        self.text = text
+        self._numbers = numbers
+        self.memo: dict[str, Grounded] = {}
+        """Grounding of string values already seen with this query (self-repair rounds, reviewers
+        and perturbed variants of one example repeat most values); bounded by ``_MAX_MEMO``."""
+
+    @property
+    def numbers(self) -> frozenset[Number]:
+        """The numeric tokens of the query (``number_tokens``), negatives included."""
+        numbers = self._numbers
+        if numbers is None:
+            numbers = self._numbers = number_tokens(self.text)
+        return numbers
 
     @property
     def has_numbers(self) -> bool:
         """HasNumbers(Q) of Eq. 8: Q holds at least one numeric token."""
         return bool(self.numbers)
+
+    def __repr__(self) -> str:
+        return f"QueryContext(text={self.text!r})"
 
 
 def _parse_number(body: str) -> Number | None:
@@ -81,20 +108,76 @@ def _parse_number(body: str) -> Number | None:
         return None
 
 
-@lru_cache(maxsize=4096)
-def query_context(query: str) -> QueryContext:
-    """Prepare Q (cached: the same query is grounded against many calls and rounds)."""
-    text = " ".join(query.split()).casefold()
+def fold_query(query: str) -> str:
+    """Q casefolded with whitespace runs collapsed to one space and the ends stripped.
+
+    Equal to ``" ".join(query.split()).casefold()``. Most queries need no collapsing: printable
+    ASCII holds no whitespace but the space, so two C-level scans tell, several times cheaper than
+    splitting and joining every word.
+    """
+    text = query.casefold()
+    if text.isascii() and text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())
+
+
+_NUMBER_MASK = bytes(ord("d") if 48 <= i <= 57 else ord("s") if chr(i) in "-+.,e" else 32 for i in range(256))
+"""Byte table for ASCII text: digits -> ``d``, the other characters a numeric token can hold -> ``s``,
+everything else -> space. Number tokens live inside runs of non-space mask bytes that hold a ``d``."""
+
+
+def number_tokens(text: str) -> frozenset[Number]:
+    """The numeric tokens of a folded query, negatives included (see the module docstring).
+
+    The result equals running ``_NUM_TOKEN`` over the whole text, but Python's regex engine tries
+    every position of a 200-character query (tens of microseconds). For ASCII text we find the
+    runs of number characters with C-level ``bytes.translate``/``find`` and run the regex only
+    inside a run; the lookarounds cannot see past a run, whose neighbours are never digits or dots,
+    so every run gives the same tokens as the whole text would. A run that is one plain integer or
+    decimal, possibly followed by dots and commas, is that one token and needs no regex.
+    """
     numbers: set[Number] = set()
-    for match in _NUM_TOKEN.finditer(text):
+    if not text.isascii():
+        _scan(text, 0, len(text), numbers)
+        return frozenset(numbers)
+    mask = text.encode("ascii").translate(_NUMBER_MASK)
+    size = len(text)
+    pos = mask.find(b"d")
+    while pos != -1:
+        start = mask.rfind(b" ", 0, pos) + 1
+        end = mask.find(b" ", pos)
+        if end == -1:
+            end = size
+        core = text[start:end].rstrip(".,")  # sentence punctuation after a number ends no token
+        if core.isdigit() or (core[0].isdigit() and core.count(".") == 1 and core.replace(".", "").isdigit()):
+            value = _parse_number(core)  # the common cases: "25", "2022.", "9.8", "5,"
+            if value is not None:
+                numbers.add(value)
+        else:
+            _scan(text, start, end, numbers)
+        pos = mask.find(b"d", end)
+    return frozenset(numbers)
+
+
+def _scan(text: str, start: int, end: int, numbers: set[Number]) -> None:
+    """Add the numeric tokens of ``text[start:end]`` (a negative one also as its negation)."""
+    for match in _NUM_TOKEN.finditer(text, start, end):
         value = _parse_number(match.group(2))
         if value is None:
             continue
         numbers.add(value)
-        start = match.start()
-        if match.group(1) and (start == 0 or not text[start - 1].isalnum()):
+        begin = match.start()
+        if match.group(1) and (begin == 0 or not text[begin - 1].isalnum()):
             numbers.add(-value)
-    return QueryContext(text=text, numbers=frozenset(numbers))
+
+
+@lru_cache(maxsize=4096)
+def query_context(query: str) -> QueryContext:
+    """Prepare Q (cached: the same query is grounded against many calls and rounds)."""
+    return QueryContext(fold_query(query))
+
+
+register_cache(query_context.cache_clear)
 
 
 def _word_char(char: str) -> bool:
@@ -197,7 +280,7 @@ def _leaves(value: list[Any] | tuple[Any, ...]) -> Iterator[Any]:
             yield item
 
 
-def _ground_list(value: list[Any] | tuple[Any, ...], ctx: QueryContext) -> Grounded:
+def _ground_list(value: list[Any] | tuple[Any, ...], ctx: QueryContext, enum: Sequence[Any] = ()) -> Grounded:
     exact, seen, miss = True, False, False
     worst_h: float | None = None
     worst_pr: float | None = None
@@ -205,6 +288,8 @@ def _ground_list(value: list[Any] | tuple[Any, ...], ctx: QueryContext) -> Groun
     for leaf in (value if flat else _leaves(value)):
         seen = True
         leaf_exact, leaf_h, leaf_pr, leaf_miss = _ground_scalar(leaf, ctx)
+        if leaf_miss and enum and type(leaf) is str and leaf in enum:
+            leaf_exact, leaf_h, leaf_pr, leaf_miss = _ASSUMED
         exact = exact and leaf_exact
         miss = miss or leaf_miss
         if leaf_h is not None and (worst_h is None or leaf_h > worst_h):
@@ -214,11 +299,30 @@ def _ground_list(value: list[Any] | tuple[Any, ...], ctx: QueryContext) -> Groun
     return exact and seen, worst_h, worst_pr, miss
 
 
-def ground_value(value: Any, ctx: QueryContext) -> Grounded:
-    """Ground one value against a prepared query; see ``Grounded``."""
+def ground_value(value: Any, ctx: QueryContext, enum: Sequence[Any] = ()) -> Grounded:
+    """Ground one value against a prepared query; see ``Grounded``.
+
+    ``enum`` holds the schema's allowed values of the parameter (of its items, for a list): a string
+    among them that the query does not contain is an assumption (module docstring).
+    """
     if isinstance(value, (list, tuple)):
-        return _ground_list(value, ctx)
-    return _ground_scalar(value, ctx)
+        return _ground_list(value, ctx, enum)
+    grounded = _ground_scalar(value, ctx)
+    if grounded[3] and enum and type(value) is str and value in enum:
+        return _ASSUMED
+    return grounded
+
+
+def schema_enum(schema: Mapping[str, Any] | None, param: str) -> Sequence[Any]:
+    """The ``enum`` of a parameter's schema (of its ``items`` for an array); empty when there is none."""
+    sub = schema.get(param) if schema is not None else None
+    if not isinstance(sub, Mapping):
+        return ()
+    enum = sub.get("enum")
+    if enum is None:
+        items = sub.get("items")
+        enum = items.get("enum") if isinstance(items, Mapping) else None
+    return enum if isinstance(enum, (list, tuple)) else ()
 
 
 def exact_match(value: Any, query: str) -> bool:
@@ -247,22 +351,30 @@ class GroundingResult:
 GroundingTuple = tuple[int, dict[str, float], list[float], list[str], list[tuple[str, Any, float | None]]]
 
 
-def ground_arguments(arguments: Mapping[str, Any], ctx: QueryContext) -> GroundingTuple:
+def ground_arguments(arguments: Mapping[str, Any], ctx: QueryContext,
+                     schema: Mapping[str, Any] | None = None) -> GroundingTuple:
     """Stage 3 as plain values ``(exact_count, h, partials, assumptions, misses)`` (the hot path).
 
     ``misses`` holds ``(param, value, partial)`` for each member of G that failed exact match.
+    ``schema`` maps parameter names to their JSON Schemas (the tool's ``properties``); it is read
+    only for a value that failed, to tell an unstated ``enum`` choice (an assumption) from a miss.
     """
     exact_count = 0
     h: dict[str, float] = {}
     partials: list[float] = []
     assumptions: list[str] = []
     misses: list[tuple[str, Any, float | None]] = []
-    numbers = ctx.numbers
+    memo = ctx.memo
     for param, value in arguments.items():
         kind = type(value)  # dispatch the common JSON types without the isinstance chain
         if kind is str:
-            exact, h_value, partial, miss = _ground_string(value, ctx)
+            grounded = memo.get(value)
+            exact, h_value, partial, miss = grounded if grounded is not None else _ground_string(value, ctx)
+            if miss and value in schema_enum(schema, param):
+                assumptions.append(param)
+                continue
         elif kind is int or kind is float:
+            numbers = ctx.numbers
             if value in numbers:
                 exact_count += 1
                 h[param] = 0.0
@@ -277,6 +389,10 @@ def ground_arguments(arguments: Mapping[str, Any], ctx: QueryContext) -> Groundi
             continue
         else:
             exact, h_value, partial, miss = ground_value(value, ctx)
+            if miss and schema is not None:
+                enum = schema_enum(schema, param)
+                if enum:
+                    exact, h_value, partial, miss = ground_value(value, ctx, enum)
         if exact:
             exact_count += 1
         if h_value is None:
@@ -290,9 +406,13 @@ def ground_arguments(arguments: Mapping[str, Any], ctx: QueryContext) -> Groundi
     return exact_count, h, partials, assumptions, misses
 
 
-def check_grounding(arguments: Mapping[str, Any], query: str) -> GroundingResult:
-    """Run stage 3 on a call's arguments (keys already strings) against the query."""
-    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, query_context(query))
+def check_grounding(arguments: Mapping[str, Any], query: str,
+                    schema: Mapping[str, Any] | None = None) -> GroundingResult:
+    """Run stage 3 on a call's arguments (keys already strings) against the query.
+
+    ``schema``: the tool's ``properties`` (parameter -> JSON Schema), for the ``enum`` rule.
+    """
+    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, query_context(query), schema)
     total = sum(h.values()) if h else None
     return GroundingResult(
         avem=exact_count / len(arguments) if arguments else None,

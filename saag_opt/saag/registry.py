@@ -23,6 +23,7 @@ from typing import Any, Literal
 from rapidfuzz import fuzz
 
 from saag_opt.model import Registry, ToolSpec
+from saag_opt.saag.caches import register_cache
 
 __all__ = ["fnem", "name_trigrams", "ncs", "resolve_tool", "token_jaccard"]
 
@@ -62,6 +63,25 @@ def name_trigrams(name: str) -> frozenset[str]:
     return frozenset(low[i:i + 3] for i in range(len(low) - 2))
 
 
+register_cache(name_trigrams.cache_clear)
+
+
+def _shares_trigram(name: str, grams: frozenset[str], candidate: str) -> bool:
+    """Whether ``candidate`` is in NCS's candidate set C for ``name`` (with ``grams`` its trigrams).
+
+    When both have three or more characters, a trigram of the name is a trigram of the candidate
+    iff it occurs in the lowercased candidate: a few substring searches instead of building the
+    candidate's trigram set (each prediction brings a new registry, so a cache rarely hits).
+    """
+    if len(name) < 3 or len(candidate) < 3:
+        return not grams.isdisjoint(name_trigrams(candidate))
+    low = candidate.lower()
+    for gram in grams:
+        if gram in low:
+            return True
+    return False
+
+
 def token_jaccard(a: str, b: str) -> float:
     """Jaccard similarity of lowercased whitespace tokens (0 when both are empty)."""
     ta, tb = set(a.lower().split()), set(b.lower().split())
@@ -80,8 +100,9 @@ def ncs(name: Any, registry: Registry) -> tuple[float, str | None]:
         return 0.0, None
     grams = name_trigrams(parsed)
     best_score, best_name = 0.0, None
-    for candidate in registry.names:
-        if grams.isdisjoint(name_trigrams(candidate)):
+    for tool in registry:
+        candidate = tool.name
+        if not _shares_trigram(parsed, grams, candidate):
             continue
         score = (NCS_WRATIO_WEIGHT * fuzz.WRatio(parsed, candidate) / 100.0
                  + NCS_JACCARD_WEIGHT * token_jaccard(parsed, candidate))

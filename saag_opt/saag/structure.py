@@ -25,10 +25,11 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from saag_opt.model import ToolCall, ToolSpec
+from saag_opt.saag.caches import register_cache
 
 __all__ = [
-    "DRIFT_THRESHOLD", "StructureResult", "analyse_structure", "check_structure", "parameter_drift",
-    "required_recall", "split_call",
+    "CLEAN_STRUCTURE", "DRIFT_THRESHOLD", "StructureResult", "allowed_params", "analyse_structure",
+    "check_structure", "parameter_drift", "required_recall", "split_call",
 ]
 
 DRIFT_THRESHOLD = 0.8
@@ -84,6 +85,7 @@ def split_call(call: Any) -> tuple[Any, dict[str, Any], bool]:
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _shapes: dict[int, tuple[ToolSpec, tuple[str, ...], Mapping[str, Any]]] = {}
+register_cache(_shapes.clear)
 
 
 def _shape(tool: ToolSpec) -> tuple[tuple[str, ...], Mapping[str, Any]]:
@@ -95,6 +97,13 @@ def _shape(tool: ToolSpec) -> tuple[tuple[str, ...], Mapping[str, Any]]:
         entry = (tool, tuple(dict.fromkeys(tool.required)), tool.properties)
         _shapes[id(tool)] = entry
     return entry[1], entry[2]
+
+
+def allowed_params(tool: ToolSpec) -> Mapping[str, Any]:
+    """``tool.properties``, skipping its ``isinstance(..., Mapping)`` (an ABC check, slow on the hot
+    path) when the schema holds a plain dict, as every loaded schema does."""
+    props = tool.parameters.get("properties")
+    return props if type(props) is dict else tool.properties
 
 
 def required_recall(predicted: Mapping[str, Any], tool: ToolSpec) -> tuple[float, tuple[str, ...]]:
@@ -116,7 +125,8 @@ def parameter_drift(unknown: list[str], allowed: list[str]) -> dict[str, tuple[f
 
 
 StructureTuple = tuple[float, tuple[str, ...], Mapping[str, float], Mapping[str, str], tuple[str, ...], float]
-_CLEAN: StructureTuple = (1.0, (), _EMPTY, _EMPTY, (), 0.0)
+CLEAN_STRUCTURE: StructureTuple = (1.0, (), _EMPTY, _EMPTY, (), 0.0)
+"""Stage 2 of a call with every required parameter and no unknown one."""
 
 
 def analyse_structure(predicted: Mapping[str, Any], tool: ToolSpec) -> StructureTuple:
@@ -130,7 +140,7 @@ def analyse_structure(predicted: Mapping[str, Any], tool: ToolSpec) -> Structure
     rpr = (len(required) - len(missing)) / len(required) if required else 1.0
     unknown = [p for p in predicted if p not in allowed]
     if not unknown:
-        return _CLEAN if not missing else (rpr, missing, _EMPTY, _EMPTY, (), 0.0)
+        return CLEAN_STRUCTURE if not missing else (rpr, missing, _EMPTY, _EMPTY, (), 0.0)
     drift = parameter_drift(unknown, list(allowed))
     claims: dict[str, str] = {}  # nearest allowed name -> the drifted parameter that claims it
     for name in sorted(unknown, key=lambda p: -drift[p][0]):  # stable: earliest wins ties

@@ -25,6 +25,11 @@ exactly one call. ``expect == "no_call"`` (irrelevance) is correct iff no call i
 ``"any_call"`` (live_relevance) iff at least one is. For those two rules an output holding a call
 whose name is None (unparsable) counts as no call at all, as BFCL counts an undecodable output.
 
+Speed: each example's gold calls are compiled once (kept by example identity; ``clear_caches``
+empties them) and each gold parameter on its first use, reduced to the cheapest check that gives
+BFCL's verdict (see ``_compile_param``). Strings equal to a gold string are accepted without
+standardising; otherwise the gold strings are standardised once per parameter.
+
 Deliberate deviations from BFCL, which would crash (KeyError/TypeError) on these inputs: types
 outside BFCL's Python vocabulary (Java/JavaScript names, JSON Schema ``number``/``object``) map to
 the nearest Python type; a missing type or a missing ``items`` type skips that type check; a gold
@@ -40,10 +45,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from saag_opt.model import BFCL_TYPE_KEY, Example, Registry, ToolCall
+from saag_opt.saag.caches import register_cache
+from saag_opt.saag.structure import allowed_params
 
 __all__ = ["TruthResult", "check_truth", "standardize_string"]
-
-_STRIP = str.maketrans("", "", " ,./-_*^")
 
 _NONE_TYPE = type(None)
 
@@ -82,8 +87,13 @@ _OK = TruthResult(True, "ok")
 
 
 def standardize_string(text: str) -> str:
-    """BFCL's ``standardize_string``: drop spaces and ``,./-_*^``, lowercase, ``'`` -> ``"``."""
-    return text.translate(_STRIP).lower().replace("'", '"')
+    """BFCL's ``standardize_string``: drop spaces and ``,./-_*^``, lowercase, ``'`` -> ``"``.
+
+    Chained ``replace`` calls: two to four times faster than ``str.translate`` with a deletion table
+    (a ``replace`` that finds nothing returns its input), and the order of deletions is irrelevant.
+    """
+    return (text.replace(" ", "").replace(",", "").replace(".", "").replace("/", "").replace("-", "")
+            .replace("_", "").replace("*", "").replace("^", "").lower().replace("'", '"'))
 
 
 def _std(value: Any) -> Any:
@@ -193,7 +203,7 @@ def _bfcl_type(schema: Any) -> str | None:
     if type(schema) is not dict and not isinstance(schema, Mapping):
         return None
     btype = schema.get(BFCL_TYPE_KEY) or schema.get("type")
-    return btype if isinstance(btype, str) else None
+    return btype if type(btype) is str or isinstance(btype, str) else None
 
 
 def _nested_ok(value: list[Any], param: _Param) -> bool:
@@ -258,32 +268,89 @@ def _check_param(value: Any, param: _Param) -> str | None:
     return None if value in param.values else f"value:{param.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class _GoldCall:
-    """One gold call, ready to check calls against."""
+_STR, _EQ, _GENERIC = 0, 1, 2
+"""Kinds of compiled parameter: a string compared after standardisation, a number or bool compared
+with ``==``, anything else through the full ``_Param`` rules."""
 
-    name: str
-    required: tuple[str, ...]
-    params: Mapping[str, _Param]
-    must_have: tuple[str, ...]
+CompiledParam = list[Any]
+"""``[kind, payload, pytype, standardised]``: ``_STR`` -> the acceptable values, and their standardised
+strings once a value needed them; ``_EQ`` -> the acceptable values (the type must be ``pytype``);
+``_GENERIC`` -> a ``_Param``."""
+
+
+def _compile_param(name: str, vals: Any, schema: Any) -> CompiledParam:
+    """One gold parameter, reduced to the cheapest check that gives BFCL's verdict.
+
+    Most BFCL parameters are strings or numbers whose gold values have the schema's type; for those
+    the type and value rules of ``_check_param`` collapse to one type test and one membership test
+    (a float parameter takes an int as a float first, so its int gold values compare equal).
+    Everything else (lists, dicts, tuples, unknown types, gold of another type) keeps the full rules.
+    """
+    values = vals if type(vals) is list else (list(vals) if isinstance(vals, tuple) else [vals])
+    if type(schema) is dict:  # the usual case, without _bfcl_type's generality
+        btype = schema.get(BFCL_TYPE_KEY) or schema.get("type")
+        pytype = PY_TYPES.get(btype) if isinstance(btype, str) else None
+    else:
+        btype = _bfcl_type(schema)
+        pytype = PY_TYPES.get(btype) if btype is not None else None
+    gold_type = type(values[0]) if values and values[0] != "" else _first_type(values)
+    if pytype is str and (gold_type is None or gold_type is str):
+        return [_STR, values, str, None]
+    if (pytype is int or pytype is bool or pytype is float) and (
+            gold_type is None or gold_type is pytype or (pytype is float and gold_type is int)):
+        return [_EQ, values, pytype, None]
+    return [_GENERIC, _Param(name, values, schema), pytype, None]
+
+
+def _standardised_in(value: str, param: CompiledParam) -> bool:
+    """BFCL ``string_checker`` for a value that equals no gold string as it is (equal strings
+    standardise equally, so the caller accepts those first); the gold is standardised once."""
+    standardised = param[3]
+    if standardised is None:
+        standardised = param[3] = frozenset(standardize_string(v) for v in param[1] if type(v) is str)
+    return standardize_string(value) in standardised
+
+
+class _GoldCall:
+    """One gold call, ready to check calls against; its parameters are compiled on first use.
+
+    Compiling lazily matters when scoring new predictions: a call with the wrong name, or one that
+    fails on its first parameter, never pays for the other parameters.
+    """
+
+    __slots__ = ("name", "required", "props", "spec", "compiled")
+
+    def __init__(self, name: str, required: tuple[str, ...], props: Mapping[str, Any] | None,
+                 spec: Mapping[str, Any]) -> None:
+        self.name, self.required, self.props, self.spec = name, required, props, spec
+        self.compiled: dict[str, CompiledParam] = {}
+
+    def param(self, pname: Any) -> CompiledParam | None:
+        """The compiled parameter, or None when it is not both in the schema and in the gold."""
+        props = self.props
+        if not isinstance(pname, str) or pname not in self.spec or (props is not None and pname not in props):
+            return None
+        compiled = _compile_param(pname, self.spec[pname], props[pname] if props is not None else None)
+        self.compiled[pname] = compiled
+        return compiled
 
 
 def _make_gold_call(gold: Any, registry: Registry) -> _GoldCall | None:
-    if not isinstance(gold, Mapping) or not gold:
+    if not gold or (type(gold) is not dict and not isinstance(gold, Mapping)):
         return None
     name = next(iter(gold))
-    spec_params = gold[name] if isinstance(gold[name], Mapping) else {}
-    tool = registry.get(name) if isinstance(name, str) else None
-    props: Mapping[str, Any] = tool.properties if tool is not None else {p: None for p in spec_params}
-    params: dict[str, _Param] = {}
-    must_have: list[str] = []
-    for pname, vals in spec_params.items():
-        values = vals if type(vals) is list else (list(vals) if isinstance(vals, tuple) else [vals])
-        if pname in props:
-            params[pname] = _Param(pname, values, props[pname])
-        if not (isinstance(vals, (list, tuple, str)) and "" in vals):
-            must_have.append(pname)
-    return _GoldCall(str(name), tool.required if tool is not None else (), params, tuple(must_have))
+    spec = gold[name]
+    if type(spec) is not dict and not isinstance(spec, Mapping):
+        spec = {}
+    tool = registry.get(name)
+    if tool is None:  # a gold function outside the registry: its gold parameters are the schema
+        return _GoldCall(str(name), (), None, spec)
+    return _GoldCall(name, tool.required, allowed_params(tool), spec)
+
+
+def _omittable(vals: Any) -> bool:
+    """BFCL lets a gold parameter be left out iff ``""`` is among its values."""
+    return isinstance(vals, (list, tuple, str)) and "" in vals
 
 
 def _check_call(name: str, args: Any, gold: _GoldCall) -> str | None:
@@ -295,40 +362,51 @@ def _check_call(name: str, args: Any, gold: _GoldCall) -> str | None:
     for pname in gold.required:
         if pname not in args:
             return f"missing_required:{pname}"
-    params = gold.params
+    compiled = gold.compiled
     for pname, value in args.items():
-        param = params.get(pname) if isinstance(pname, str) else None
+        param = compiled.get(pname) or gold.param(pname)
         if param is None:
             return f"unexpected_param:{pname}"
-        reason = _check_param(value, param)
-        if reason is not None:
-            return reason
-    for pname in gold.must_have:
-        if pname not in args:
-            return f"missing_param:{pname}"
+        kind, payload, pytype, _ = param
+        if kind == _STR:  # the two common cases inline; see _compile_param
+            if type(value) is not str:
+                return f"type:{pname}"
+            if value not in payload and not _standardised_in(value, param):
+                return f"value:{pname}"
+        elif kind == _EQ:
+            if pytype is float and type(value) is int:
+                value = float(value)
+            if type(value) is not pytype:
+                return f"type:{pname}"
+            if value not in payload:
+                return f"value:{pname}"
+        else:
+            reason = _check_param(value, payload)
+            if reason is not None:
+                return reason
+    if len(args) < len(gold.spec):
+        for pname, vals in gold.spec.items():
+            if pname not in args and not _omittable(vals):
+                return f"missing_param:{pname}"
     return None
 
 
 _PLANS: dict[int, tuple[Example, tuple[_GoldCall | None, ...]]] = {}
 _PLAN_CACHE_MAX = 20_000
+register_cache(_PLANS.clear)
 
 
 def _plan(example: Example) -> tuple[_GoldCall | None, ...]:
-    """Gold calls compiled once per example (cached by identity; the example is kept alive)."""
+    """Gold calls of an example, kept by identity (with the example, so the id stays valid)."""
     hit = _PLANS.get(id(example))
     if hit is not None and hit[0] is example:
         return hit[1]
     registry = example.registry
-    plan = tuple(_make_gold_call(g, registry) for g in (example.gold or ()))
+    plan = tuple([_make_gold_call(g, registry) for g in example.gold]) if example.gold else ()
     if len(_PLANS) >= _PLAN_CACHE_MAX:
         _PLANS.clear()
     _PLANS[id(example)] = (example, plan)
     return plan
-
-
-def _resolved_names(calls: Sequence[ToolCall], example: Example) -> list[str]:
-    resolve = example.registry.resolve
-    return [resolve(c.name) or c.name for c in calls]  # type: ignore[misc]
 
 
 def _check_parallel(names: list[str], calls: Sequence[ToolCall], plan: Sequence[_GoldCall | None]) -> TruthResult:
@@ -352,18 +430,16 @@ def _check_parallel(names: list[str], calls: Sequence[ToolCall], plan: Sequence[
     return _OK
 
 
-def _check_calls(calls: Sequence[ToolCall], example: Example) -> TruthResult:
+def _check_calls(calls: Sequence[ToolCall], names: list[str], example: Example) -> TruthResult:
     plan = _plan(example)
     if not plan:
         return TruthResult(False, "no_gold")
-    if any(not isinstance(c.name, str) for c in calls):
-        return TruthResult(False, "unparsable_call")
     category = example.category
-    expected = len(plan) if ("parallel" in category or "multiple" in category) else 1
+    parallel = "parallel" in category
+    expected = len(plan) if (parallel or "multiple" in category) else 1
     if len(calls) != expected:
         return TruthResult(False, "wrong_count")
-    names = _resolved_names(calls, example)
-    if "parallel" in category:
+    if parallel:
         return _check_parallel(names, calls, plan)
     gold = plan[0]
     if gold is None:
@@ -378,14 +454,28 @@ def check_truth(calls: Sequence[ToolCall], example: Example) -> TruthResult:
     ``calls`` empty means the agent abstained. See the module docstring for the rules.
     """
     try:
+        names = _call_names(calls, example.registry)
         # One unparsable call makes the whole output undecodable, which BFCL counts as no call.
-        made = len(calls) if all(isinstance(c.name, str) for c in calls) else 0
+        made = len(calls) if names is not None else 0
         if example.expect == "no_call":
             return _OK if made == 0 else TruthResult(False, "unexpected_call")
         if example.expect == "any_call":
             return _OK if made > 0 else TruthResult(False, "no_call")
         if not calls:
             return TruthResult(False, "no_call")
-        return _check_calls(calls, example)
+        if names is None:
+            return TruthResult(False, "unparsable_call")
+        return _check_calls(calls, names, example)
     except Exception as exc:  # noqa: BLE001 - a value whose == or hashing raises is a wrong call, not a crash
         return TruthResult(False, f"uncheckable:{type(exc).__name__}")
+
+
+def _call_names(calls: Sequence[ToolCall], registry: Registry) -> list[str] | None:
+    """Each call's name resolved through the registry (OpenAI-safe spellings), None if one is unparsable."""
+    names = []
+    for call in calls:
+        name = call.name
+        if not isinstance(name, str):
+            return None
+        names.append(registry.resolve(name) or name)
+    return names

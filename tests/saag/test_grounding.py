@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from saag_opt.saag.grounding import check_grounding, contains_word, exact_match, query_context
+from saag_opt.saag.grounding import (
+    check_grounding,
+    contains_word,
+    exact_match,
+    fold_query,
+    number_tokens,
+    query_context,
+)
 
 
 @pytest.mark.parametrize(("value", "query", "expected"), [
@@ -157,3 +167,88 @@ def test_repeated_values_give_the_same_grounding_as_the_first_time() -> None:
     again = [check_grounding({"a": v}, query) for v in ("new  york", "New York", "Pariss", "")]
     assert first == again
     assert [r.passed for r in first] == [True, True, False, True]
+
+
+# --- fast query preparation: must equal the plain definitions it replaces ---------------------
+
+_REFERENCE_TOKEN = re.compile(r"(?<![\d.])(-?)((?:\d+(?:,\d{3}(?!\d))*(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?)")
+
+
+def _reference_numbers(text: str) -> frozenset[float]:
+    """The tokeniser as first written: one regex pass over the whole text."""
+    numbers: set[float] = set()
+    for match in _REFERENCE_TOKEN.finditer(text):
+        body = match.group(2).replace(",", "")
+        try:
+            value = float(body) if ("." in body or "e" in body) else int(body)
+        except ValueError:
+            continue
+        numbers.add(value)
+        start = match.start()
+        if match.group(1) and (start == 0 or not text[start - 1].isalnum()):
+            numbers.add(-value)
+    return frozenset(numbers)
+
+
+NUMBERISH = st.text(alphabet="0123456789-+.,e aEx\n\t٣３²é", max_size=24)
+
+
+@settings(max_examples=2000, derandomize=True, deadline=None)
+@given(NUMBERISH)
+def test_number_tokens_equal_one_regex_pass_over_the_whole_text(raw: str) -> None:
+    text = fold_query(raw)
+    assert number_tokens(text) == _reference_numbers(text)
+
+
+@settings(max_examples=1000, derandomize=True, deadline=None)
+@given(st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x1f\u00a0\u2003aBß.1", max_size=16))
+def test_fold_query_equals_split_join_casefold(raw: str) -> None:
+    assert fold_query(raw) == " ".join(raw.split()).casefold()
+
+
+@pytest.mark.parametrize(("query", "numbers"), [
+    ("born in 2022. then 5, 9.8 and 15,000 items", {2022, 5, 9.8, 15000}),
+    ("on 2020-12-25, at -74.0060", {2020, 12, 25, -74.006, 74.006}),
+    ("x-5 but (-5)", {5, -5}),
+    ("1.2.3 and 0.05.", {1.2, 0.05}),  # a digit after a dot never starts a token
+])
+def test_number_tokens_of_common_runs(query: str, numbers: set[float]) -> None:
+    assert number_tokens(fold_query(query)) == numbers
+
+
+# --- schema enum values are grounded in the registry (departure from DESIGN section 3) ---------
+
+UNIT_SCHEMA = {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+               "tags": {"type": "array", "items": {"type": "string", "enum": ["hot", "cold"]}},
+               "city": {"type": "string"}}
+
+
+def test_unstated_enum_value_is_an_assumption_not_a_miss() -> None:
+    result = check_grounding({"city": "Paris", "unit": "celsius"}, "Weather in Paris", UNIT_SCHEMA)
+    assert result.passed and result.unmatched == ()
+    assert result.assumptions == ("unit",) and result.h == {"city": 0.0}  # excluded from VHR
+    assert result.avem == 0.5  # counted as non-matching in AVEM's denominator
+    assert result.vhr == 0.0 and result.qslo is None
+
+
+def test_stated_enum_value_is_an_exact_match() -> None:
+    result = check_grounding({"unit": "celsius"}, "Weather in Paris in Celsius", UNIT_SCHEMA)
+    assert result.avem == 1.0 and result.h == {"unit": 0.0} and result.assumptions == ()
+
+
+def test_string_outside_the_enum_is_grounded_as_usual() -> None:
+    result = check_grounding({"unit": "kelvin"}, "Weather in Paris", UNIT_SCHEMA)
+    assert result.unmatched == ("unit",) and not result.passed and "unit" in result.h
+    case = check_grounding({"unit": "Celsius"}, "Weather in Paris", UNIT_SCHEMA)  # enum match is exact
+    assert case.unmatched == ("unit",)
+    no_schema = check_grounding({"unit": "celsius"}, "Weather in Paris")
+    assert no_schema.unmatched == ("unit",)
+
+
+def test_unstated_enum_elements_of_a_list_drop_out_of_its_grounding() -> None:
+    only_enum = check_grounding({"tags": ["hot", "cold"]}, "Weather in Paris", UNIT_SCHEMA)
+    assert only_enum.passed and only_enum.assumptions == ("tags",) and only_enum.h == {}
+    mixed = check_grounding({"tags": ["hot", "paris"]}, "Weather in Paris", UNIT_SCHEMA)
+    assert mixed.passed and mixed.h == {"tags": 0.0} and mixed.avem == 0.0  # not every element exact
+    invented = check_grounding({"tags": ["hot", "rainy"]}, "Weather in Paris", UNIT_SCHEMA)
+    assert invented.unmatched == ("tags",)

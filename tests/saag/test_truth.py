@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from saag_opt.model import Example, Registry, ToolCall
 from saag_opt.saag.truth import TruthResult, check_truth, standardize_string
@@ -249,3 +252,23 @@ def test_result_does_not_depend_on_cache_state() -> None:
     first, second = _example([AREA], [AREA_GOLD]), _example([AREA], [AREA_GOLD])
     for _ in range(2):
         assert _check(OK_ARGS, example=first) == _check(OK_ARGS, example=second)
+
+
+_BFCL_STRIP = re.compile(r"[ \,\.\/\-\_\*\^]")
+
+
+@settings(max_examples=1000, derandomize=True, deadline=None)
+@given(st.text(alphabet=" ,./-_*^'\"aZİß9\t", max_size=16))
+def test_standardize_string_equals_bfcls_regex_definition(text: str) -> None:
+    # bfcl_eval ast_checker.standardize_string: re.sub on the character class, lower, ' -> "
+    assert standardize_string(text) == _BFCL_STRIP.sub("", text).lower().replace("'", '"')
+
+
+def test_string_values_equal_to_gold_skip_standardising_and_others_do_not() -> None:
+    fn = _fn("f", {"city": {"type": "string"}, "ratio": {"type": "float"}})
+    ex = _example([fn], [{"f": {"city": ["New York", "NYC"], "ratio": [1, 2.5]}}])
+    assert _check({"city": "New York", "ratio": 1}, "f", ex).correct  # int accepted for float, int gold
+    assert _check({"city": "new-york", "ratio": 2.5}, "f", ex).correct  # standardised match
+    assert _check({"city": "Boston", "ratio": 1.0}, "f", ex) == TruthResult(False, "value:city")
+    assert _check({"city": "NYC", "ratio": "1"}, "f", ex) == TruthResult(False, "type:ratio")
+    assert _check({"city": 1, "ratio": 1}, "f", ex) == TruthResult(False, "type:city")
