@@ -3,38 +3,24 @@ A-vs-B test, and latency/cost per version. Rich lives here and in the CLI only."
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from saag_opt.report.format import delta, num, pct, ratio
+
 if TYPE_CHECKING:
     from saag_opt.evaluation.compare import CompareSummary, SideSummary
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
 
 
-def _delta(a: float | None, b: float | None) -> str:
-    if a is None or b is None:
-        return "-"
-    diff = 100 * (b - a)
-    return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
 
 
-def _ratio(value: Any) -> str:
-    if value is None:
-        return "-"
-    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
-        return "inf"
-    return f"{value:.2f}:1"
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
 
 
 def legend(summary: CompareSummary) -> str:
@@ -59,16 +45,16 @@ def accuracy_table(summary: CompareSummary) -> Table:
         cells = [s.categories.get(cat) for s in (base, a, b)]
         acc = [c.accuracy if c else None for c in cells]
         n = next((c.n for c in cells if c is not None), 0)
-        table.add_row(escape(cat), str(n), _pct(acc[0]), _pct(acc[1]), _pct(acc[2]), _delta(acc[1], acc[2]))
+        table.add_row(escape(cat), str(n), pct(acc[0]), pct(acc[1]), pct(acc[2]), delta(acc[1], acc[2]))
     suites = [s.relevance_suite.mean if s.relevance_suite else None for s in (base, a, b)]
     complete = bool(base.relevance_suite and base.relevance_suite.complete)
     table.add_section()
-    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", *map(_pct, suites),
-                  _delta(suites[1], suites[2]))
+    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", *map(pct, suites),
+                  delta(suites[1], suites[2]))
     irr = [base.irrelevance, a.irrelevance, b.irrelevance]
-    table.add_row("irrelevance", "", *map(_pct, irr), _delta(irr[1], irr[2]))
+    table.add_row("irrelevance", "", *map(pct, irr), delta(irr[1], irr[2]))
     overall = [base.accuracy, a.accuracy, b.accuracy]
-    table.add_row("[bold]overall[/]", str(base.n), *map(_pct, overall), _delta(overall[1], overall[2]))
+    table.add_row("[bold]overall[/]", str(base.n), *map(pct, overall), delta(overall[1], overall[2]))
     return table
 
 
@@ -81,9 +67,9 @@ def helpharm_table(summary: CompareSummary) -> Table:
     hh = [summary.a.help_harm, summary.b.help_harm]
     table.add_row("fixed (base wrong -> right)", *(str(h["fixed"]) for h in hh))
     table.add_row("broken (base right -> wrong)", *(str(h["broken"]) for h in hh))
-    table.add_row("helpfulness %", *(_pct(h["helpfulness"]) for h in hh))
-    table.add_row("harmfulness %", *(_pct(h["harmfulness"]) for h in hh))
-    table.add_row("benefit-to-risk ratio", *(_ratio(h["ratio"]) for h in hh))
+    table.add_row("helpfulness %", *(pct(h["helpfulness"]) for h in hh))
+    table.add_row("harmfulness %", *(pct(h["harmfulness"]) for h in hh))
+    table.add_row("benefit-to-risk ratio", *(ratio(h["ratio"]) for h in hh))
     table.add_row("net change vs base (pts)", *("-" if h["net_change"] is None else f"{100 * h['net_change']:+.1f}"
                                                for h in hh))
     table.add_row("McNemar p vs base", *(f"{h['mcnemar_p']:.4g}" for h in hh))
@@ -115,15 +101,15 @@ def cost_table(summary: CompareSummary) -> Table:
     table.add_column("A", justify="right")
     table.add_column("B", justify="right")
     sides = (summary.a, summary.b)
-    table.add_row("base s / item", *(_num(s.latency.base_mean_seconds, ".2f") for s in sides))
-    table.add_row("with review s / item", *(_num(s.latency.final_mean_seconds, ".2f") for s in sides))
+    table.add_row("base s / item", *(num(s.latency.base_mean_seconds, ".2f") for s in sides))
+    table.add_row("with review s / item", *(num(s.latency.final_mean_seconds, ".2f") for s in sides))
     table.add_row("latency overhead", *("-" if s.latency.overhead_x is None else f"{s.latency.overhead_x:.1f}x"
                                         for s in sides))
-    table.add_row("reviewer calls / item", *(_num(s.reviewer_calls_per_item, ".2f") for s in sides))
+    table.add_row("reviewer calls / item", *(num(s.reviewer_calls_per_item, ".2f") for s in sides))
     if any(s.gated_share is not None for s in sides):
-        table.add_row("passed by the SAAG gate %", *(_pct(s.gated_share) for s in sides))
+        table.add_row("passed by the SAAG gate %", *(pct(s.gated_share) for s in sides))
     table.add_row("tokens (reviews + revisions)", *(str(s.tokens) for s in sides))
-    table.add_row("dollars", *(_num(s.dollars, ".4f") for s in sides))
+    table.add_row("dollars", *(num(s.dollars, ".4f") for s in sides))
     table.add_row("errors", *(str(s.errors) for s in sides))
     return table
 

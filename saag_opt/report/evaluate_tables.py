@@ -3,7 +3,6 @@ plus the live progress bar driven by the runner's events. Rich lives here and in
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -11,20 +10,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from saag_opt.report.format import delta, pct, ratio
+
 if TYPE_CHECKING:
     from saag_opt.evaluation.records import EvaluationSummary
     from saag_opt.evaluation.runner import EvaluationEvent
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
 
 
-def _delta(base: float | None, final: float | None) -> str:
-    if base is None or final is None:
-        return "-"
-    diff = 100 * (final - base)
-    return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
 
 
 def accuracy_table(summary: EvaluationSummary) -> Table:
@@ -35,27 +29,21 @@ def accuracy_table(summary: EvaluationSummary) -> Table:
         table.add_column(col, justify="left" if col == "category" else "right")
     for cat, score in base.categories.items():
         other = final.categories.get(cat)
-        table.add_row(escape(cat), str(score.n), _pct(score.accuracy), _pct(other.accuracy if other else None),
-                      _delta(score.accuracy, other.accuracy if other else None))
+        table.add_row(escape(cat), str(score.n), pct(score.accuracy), pct(other.accuracy if other else None),
+                      delta(score.accuracy, other.accuracy if other else None))
     suite_b = base.relevance_suite.mean if base.relevance_suite else None
     suite_f = final.relevance_suite.mean if final.relevance_suite else None
     complete = bool(base.relevance_suite and base.relevance_suite.complete)
     table.add_section()
-    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", _pct(suite_b), _pct(suite_f),
-                  _delta(suite_b, suite_f))
-    table.add_row("irrelevance", "", _pct(base.irrelevance), _pct(final.irrelevance),
-                  _delta(base.irrelevance, final.irrelevance))
-    table.add_row("[bold]overall[/]", str(base.n), _pct(base.accuracy), _pct(final.accuracy),
-                  _delta(base.accuracy, final.accuracy))
+    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", pct(suite_b), pct(suite_f),
+                  delta(suite_b, suite_f))
+    table.add_row("irrelevance", "", pct(base.irrelevance), pct(final.irrelevance),
+                  delta(base.irrelevance, final.irrelevance))
+    table.add_row("[bold]overall[/]", str(base.n), pct(base.accuracy), pct(final.accuracy),
+                  delta(base.accuracy, final.accuracy))
     return table
 
 
-def _ratio(value: Any) -> str:
-    if value is None:
-        return "-"
-    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
-        return "inf"
-    return f"{value:.2f}:1"
 
 
 def helpharm_table(help_harm: dict[str, Any]) -> Table:
@@ -68,9 +56,9 @@ def helpharm_table(help_harm: dict[str, Any]) -> Table:
     table.add_row("broken (base right -> wrong)", str(help_harm["broken"]))
     table.add_row("both wrong", str(help_harm["both_wrong"]))
     table.add_section()
-    table.add_row("helpfulness = fixed / base wrong", _pct(help_harm["helpfulness"]) + " %")
-    table.add_row("harmfulness = broken / base right", _pct(help_harm["harmfulness"]) + " %")
-    table.add_row("benefit-to-risk ratio", _ratio(help_harm["ratio"]))
+    table.add_row("helpfulness = fixed / base wrong", pct(help_harm["helpfulness"]) + " %")
+    table.add_row("harmfulness = broken / base right", pct(help_harm["harmfulness"]) + " %")
+    table.add_row("benefit-to-risk ratio", ratio(help_harm["ratio"]))
     ci = help_harm.get("net_change_ci95")
     net = help_harm.get("net_change")
     table.add_row("net accuracy change", "-" if net is None else f"{100 * net:+.1f} pts")

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-
-def _pct(value: Any) -> str:
-    return "-" if value is None else f"{100 * float(value):.1f}%"
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if value == "inf" or (isinstance(value, float) and math.isinf(value)):
-        return "inf"
-    return f"{float(value):.{digits}f}"
+from saag_opt.report.format import num, pct, ratio
 
 
 def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
@@ -27,21 +16,21 @@ def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
     versions = test["versions"]
     seed = versions[test["seed"]]
     categories = sorted(seed["categories"])
-    table = Table(title="TEST: seed vs best (accuracy per category; help/harm vs the base agent alone)")
+    table = Table(title="TEST: seed vs best (accuracy % per category; help/harm % vs the base agent alone)")
     table.add_column("condition")
     for cat in categories:
         table.add_column(cat, justify="right")
     for name in ("overall", "help", "harm", "ratio", "McNemar p", "cost $"):
         table.add_column(name, justify="right")
-    table.add_row("base agent", *[_pct(seed["base_categories"].get(c)) for c in categories],
-                  _pct(seed["base_accuracy"]), "", "", "", "", "")
+    table.add_row("base agent", *[pct(seed["base_categories"].get(c)) for c in categories],
+                  pct(seed["base_accuracy"]), "", "", "", "", "")
     labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
     for version, role in labels:
         row = versions[version]
         hh = row["help_harm"]
-        table.add_row(f"{role} ({version})", *[_pct(row["categories"].get(c)) for c in categories],
-                      _pct(row["accuracy"]), _pct(hh.get("helpfulness")), _pct(hh.get("harmfulness")),
-                      _num(hh.get("ratio"), 2), _num(hh.get("mcnemar_p")), _num(row.get("dollars"), 4))
+        table.add_row(f"{role} ({version})", *[pct(row["categories"].get(c)) for c in categories],
+                      pct(row["accuracy"]), pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
+                      ratio(hh.get("ratio")), num(hh.get("mcnemar_p")), num(row.get("dollars"), ".4f"))
     return table
 
 
@@ -53,7 +42,7 @@ def candidates_table(summary: Mapping[str, Any]) -> Table:
     scores = summary.get("val_scores") or []
     for idx, version in sorted(((int(k), v) for k, v in summary.get("versions", {}).items())):
         mark = " (best)" if version == summary.get("best_version") else ""
-        table.add_row(str(idx), f"{version}{mark}", _num(scores[idx]) if idx < len(scores) else "-")
+        table.add_row(str(idx), f"{version}{mark}", num(scores[idx]) if idx < len(scores) else "-")
     return table
 
 
@@ -65,7 +54,7 @@ def cost_table(costs: Mapping[str, Any]) -> Table:
     for role, acct in (costs.get("roles") or {}).items():
         tokens = int(acct.get("prompt_tokens", 0)) + int(acct.get("completion_tokens", 0))
         table.add_row(role, str(acct.get("calls", 0)), str(acct.get("cache_hits", 0)), str(tokens),
-                      _num(acct.get("dollars"), 4), _num(acct.get("seconds"), 1))
+                      num(acct.get("dollars"), ".4f"), num(acct.get("seconds"), ".1f"))
     return table
 
 
@@ -77,7 +66,7 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
         vs = summary["test"].get("best_vs_seed")
         if vs:
             console.print(f"best vs seed on test: {vs['best_only_right']} examples only best got right, "
-                          f"{vs['seed_only_right']} only seed; McNemar p = {_num(vs['mcnemar_p'])}")
+                          f"{vs['seed_only_right']} only seed; McNemar p = {num(vs['mcnemar_p'])}")
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")

@@ -1,0 +1,38 @@
+"""Cell formatting shared by every table: one spelling for missing values, rates and ratios."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def pct(value: float | None) -> str:
+    """A rate in [0, 1] as a percentage with one decimal; ``-`` when missing."""
+    return "-" if value is None else f"{100 * float(value):.1f}"
+
+
+def delta(before: float | None, after: float | None) -> str:
+    """Change in percentage points, green when up, red when down; ``-`` when either is missing."""
+    if before is None or after is None:
+        return "-"
+    diff = 100 * (after - before)
+    return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
+
+
+def is_inf(value: Any) -> bool:
+    """Infinite, whether a float or the JSON spelling ``"inf"`` (help/harm ratio when harm = 0)."""
+    return value == "inf" or (isinstance(value, float) and math.isinf(value))
+
+
+def ratio(value: Any) -> str:
+    """A benefit-to-risk ratio as ``2.70:1``; ``inf`` when harm is 0, ``-`` when undefined."""
+    if value is None:
+        return "-"
+    return "inf" if is_inf(value) else f"{float(value):.2f}:1"
+
+
+def num(value: Any, fmt: str = ".3f") -> str:
+    """A plain number; ``inf`` and ``-`` as above."""
+    if value is None:
+        return "-"
+    return "inf" if is_inf(value) else format(float(value), fmt)
