@@ -15,6 +15,13 @@ from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_par
 from saag_opt.errors import ConfigError
 
 
+class Accept(str, Enum):
+    """GEPA acceptance criteria."""
+
+    strict = "strict"
+    equal = "equal"
+
+
 class Budget(str, Enum):
     """GEPA auto budgets."""
 
@@ -44,6 +51,10 @@ def optimize(
     train_limit: Annotated[Optional[int], typer.Option("--train-limit", min=1)] = None,
     val_limit: Annotated[Optional[int], typer.Option("--val-limit", min=1)] = None,
     test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1)] = None,
+    accept: Annotated[Accept, typer.Option(
+        "--accept", help="strict: a new instruction must beat its parent on the minibatch (GEPA's default); "
+        "equal: a tie is enough (explores more; use with weak local reviewers). best is always the top val score.")]
+    = Accept.strict,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
@@ -57,7 +68,8 @@ def optimize(
 
     values: dict[str, Any] = dict(
         base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism, dataset=dataset,
-        budget=budget.value if budget else None, max_metric_calls=max_metric_calls, max_cost=max_cost,
+        budget=budget.value if budget else None, accept=accept.value, max_metric_calls=max_metric_calls,
+        max_cost=max_cost,
         workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
         evaluate_test=not no_test, runs_dir=str(runs_dir), resume=str(resume) if resume else None)
     try:

@@ -47,6 +47,11 @@ def main(argv: list[str] | None = None) -> None:
     settings = ModelSettings(
         model=args.model, model_alias=args.alias, n_ctx=args.n_ctx, n_threads=args.n_threads,
         n_threads_batch=args.n_threads, logits_all=False, verbose=False,
+        # Base agent, reviewer and reflection alternate on one server; llama.cpp keeps only the last
+        # prompt's KV state, so without this every call re-reads its whole system prompt. The RAM
+        # prompt cache restores the longest cached prefix: ~6-7 s -> ~1.5-2 s per alternating call
+        # on the 0.5B model (measured with two ~600-token system prompts).
+        cache=True, cache_type="ram", cache_size=2 << 30,
     )
     app = create_app(server_settings=ServerSettings(host=args.host, port=args.port), model_settings=[settings])
     uvicorn.run(json_schema_shim(app), host=args.host, port=args.port, log_level="warning")

@@ -68,6 +68,11 @@ class OptimizeConfig(BaseModel):
     """Use at most this many TEST examples for the final comparison."""
     minibatch: int = Field(default=3, ge=1)
     """GEPA reflection minibatch size."""
+    accept: Literal["strict", "equal"] = "strict"
+    """When a proposed instruction enters the pool: it must beat its parent on the minibatch
+    (``strict``, GEPA's default) or may tie it (``equal``: GEPA's ``improvement_or_equal``). Ties
+    still get a full val evaluation, and ``best`` is still the highest val score; ``equal`` lets a
+    weak (local) reviewer's run explore when small minibatches rarely show a strict gain."""
     max_chars: int = Field(default=4000, ge=200)
     """Hard cap on a proposed instruction's length (InstructionProposer max_chars)."""
     reflection_max_tokens: int = Field(default=16000, ge=1000)
@@ -237,6 +242,7 @@ class GepaSettings:
     max_chars: int = 4000
     workers: int = 4
     seed: int = 0
+    accept: Literal["strict", "equal"] = "strict"
     stoppers: list[Any] = field(default_factory=list)
     callbacks: list[Any] = field(default_factory=list)
 
@@ -247,6 +253,10 @@ ADDITIONAL_INSTRUCTIONS = (
     "Keep the instruction general: do not copy example-specific values, function names or expected answers "
     "into it. Rejecting a correct call is as harmful as approving a wrong one."
 )
+
+
+ACCEPTANCE = {"strict": "strict_improvement", "equal": "improvement_or_equal"}
+"""``--accept`` -> gepa's ``acceptance_criterion``."""
 
 
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
@@ -268,6 +278,7 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
         warn_on_score_mismatch=False,
         seed=settings.seed,
         gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
+                     "acceptance_criterion": ACCEPTANCE[settings.accept],
                      "stop_callbacks": list(settings.stoppers), "callbacks": list(settings.callbacks)},
     )
 
@@ -497,7 +508,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
         stoppers.append(cost_stopper)
     settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
                             minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers,
-                            seed=config.seed, stoppers=stoppers, callbacks=[writer])
+                            seed=config.seed, accept=config.accept, stoppers=stoppers, callbacks=[writer])
     details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
     if world.context.fatal is not None:
         raise world.context.fatal

@@ -116,3 +116,32 @@ def test_resume_of_a_non_optimize_dir_is_a_run_error(tmp_path: Path) -> None:
 
     with pytest.raises(RunError, match="cannot read run.json"):
         run_optimize(OptimizeConfig(resume=str(tmp_path)))
+
+
+NEUTRAL_INSTRUCTION = "Review the tentative calls carefully and approve them when they look right."
+
+
+def _neutral_reflection(request: dict) -> object:
+    """The world, except that reflection proposes an instruction that changes no verdict (a tie)."""
+    messages = request.get("messages") or []
+    if messages and "new_instruction" in str(messages[0].get("content")):
+        from saag_opt.testing.scripted_server import Reply
+
+        return Reply(text=json.dumps({"new_instruction": NEUTRAL_INSTRUCTION}))
+    return world.handler(request)
+
+
+@pytest.mark.parametrize(("accept", "new_version"), [("strict", False), ("equal", True)])
+def test_a_tie_enters_the_pool_only_with_accept_equal(tmp_path: Path, accept: str, new_version: bool) -> None:
+    with ScriptedOpenAIServer(_neutral_reflection) as srv:
+        result = run_optimize(_config(tmp_path, srv, accept=accept, evaluate_test=False))
+    store = PromptStore(tmp_path / "prompts")
+    versions = store.version_names("reviewer")
+    if new_version:
+        assert "v3-gepa" in versions
+        tied = store.get("reviewer", "v3-gepa")
+        assert tied.instructions["review"] == NEUTRAL_INSTRUCTION and tied.parents == ["v2"]
+        # best is the top val score; the tie does not beat the seed, so the seed stays best
+        assert result.best_version == "v2"
+    else:
+        assert versions == ["v2"] and result.best_version == "v2"
