@@ -12,24 +12,39 @@ from saag_opt.report.format import num, pct, ratio
 
 
 def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
-    """Rows: base, seed, best; columns: categories, overall, help, harm, ratio, McNemar p (vs base), $."""
+    """Accuracy on TEST: one row per category (and overall), one column per condition.
+
+    Transposed on purpose: BFCL has up to 13 categories, conditions are at most three, so this
+    fits an 80-column terminal where a row per condition would not.
+    """
     versions = test["versions"]
     seed = versions[test["seed"]]
-    categories = sorted(seed["categories"])
-    table = Table(title="TEST: seed vs best (accuracy % per category; help/harm % vs the base agent alone)")
-    table.add_column("condition")
-    for cat in categories:
-        table.add_column(cat, justify="right")
-    for name in ("overall", "help", "harm", "ratio", "McNemar p", "cost $"):
-        table.add_column(name, justify="right")
-    table.add_row("base agent", *[pct(seed["base_categories"].get(c)) for c in categories],
-                  pct(seed["base_accuracy"]), "", "", "", "", "")
     labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
+    table = Table(title="TEST: accuracy % per category, base agent alone vs seed vs best")
+    table.add_column("category")
+    table.add_column("base", justify="right")
+    for version, role in labels:
+        table.add_column(f"{role} ({version})", justify="right")
+    for cat in sorted(seed["categories"]):
+        table.add_row(cat, pct(seed["base_categories"].get(cat)),
+                      *[pct(versions[v]["categories"].get(cat)) for v, _ in labels])
+    table.add_section()
+    table.add_row("[bold]overall[/]", pct(seed["base_accuracy"]), *[pct(versions[v]["accuracy"]) for v, _ in labels])
+    return table
+
+
+def help_harm_table(test: Mapping[str, Any]) -> Table:
+    """Per version: help, harm, ratio and McNemar p against the base agent alone, and test cost."""
+    versions = test["versions"]
+    labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
+    table = Table(title="TEST: help / harm vs the base agent alone")
+    for name, justify in (("condition", "left"), ("help %", "right"), ("harm %", "right"), ("ratio", "right"),
+                          ("McNemar p", "right"), ("cost $", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for version, role in labels:
         row = versions[version]
         hh = row["help_harm"]
-        table.add_row(f"{role} ({version})", *[pct(row["categories"].get(c)) for c in categories],
-                      pct(row["accuracy"]), pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
+        table.add_row(f"{role} ({version})", pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
                       ratio(hh.get("ratio")), num(hh.get("mcnemar_p")), num(row.get("dollars"), ".4f"))
     return table
 
@@ -63,6 +78,7 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
     console.print(candidates_table(summary))
     if summary.get("test"):
         console.print(seed_vs_best_table(summary["test"]))
+        console.print(help_harm_table(summary["test"]))
         vs = summary["test"].get("best_vs_seed")
         if vs:
             console.print(f"best vs seed on test: {vs['best_only_right']} examples only best got right, "
@@ -72,4 +88,4 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
 
 
-__all__ = ["candidates_table", "cost_table", "print_optimize_report", "seed_vs_best_table"]
+__all__ = ["candidates_table", "cost_table", "help_harm_table", "print_optimize_report", "seed_vs_best_table"]
