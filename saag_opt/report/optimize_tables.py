@@ -20,7 +20,7 @@ def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
     versions = test["versions"]
     seed = versions[test["seed"]]
     labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
-    table = Table(title="TEST: accuracy % per category, base agent alone vs seed vs best")
+    table = Table(title="TEST accuracy %: base vs seed vs best")
     table.add_column("category")
     table.add_column("base", justify="right")
     for version, role in labels:

@@ -43,7 +43,7 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
                   "--json", str(tmp_path / "summary.json")])
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr()
-    assert "base agent alone vs seed vs best" in out.out and "best (v3-gepa)" in out.out and "seed (v2)" in out.out
+    assert "TEST accuracy %: base vs seed vs best" in out.out and "best (v3-gepa)" in out.out and "seed (v2)" in out.out
     assert "TEST: help / harm" in out.out
     assert "estimate" in out.err and "LM calls" in out.err
     assert (tmp_path / "summary.json").is_file()
