@@ -174,3 +174,29 @@ def test_corrections_never_carry_gold_over_whole_bfcl_categories() -> None:
                 assert not leaked, (example.id, leaked, text)
                 checked += 1
     assert checked > 5000
+
+
+@pytest.mark.parametrize("dataset", ["shipped:bfcl", "shipped:registry-5", "shipped:registry-10",
+                                     "shipped:registry-15"])
+def test_corrections_never_carry_gold_over_the_whole_shipped_dataset(dataset: str) -> None:
+    """Every shipped example, every perturbation kind: no gold value absent from what the agent sees."""
+    import random
+
+    from saag_opt.data import load_dataset
+    from saag_opt.data.perturb import perturbed_calls
+
+    rng = random.Random(0)
+    checked = 0
+    for example in load_dataset(dataset):
+        if example.gold is None:
+            continue
+        visible = (example.query + json.dumps(example.registry.to_dicts())).casefold()
+        secret = {v for v in _leakable_gold_values(example) if v not in visible}
+        candidates = [calls for _, calls in perturbed_calls(example, rng)] + list(_mutations(example))
+        for calls in candidates:
+            text = correction_for(diagnose(calls, example)) or ""
+            seen = json.dumps([c.to_dict() for c in calls], default=str, ensure_ascii=False).casefold()
+            leaked = [v for v in secret if v in text.casefold() and v not in seen]
+            assert not leaked, (example.id, leaked, text)
+            checked += 1
+    assert checked > 500
