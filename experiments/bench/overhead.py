@@ -4,9 +4,9 @@ Three evaluate runs over the same examples share one fresh base-prediction cache
 every base call (its real latency is stored with the prediction), then ``r2`` and ``gate+r2`` reuse
 that base prediction and add their own reviews/revisions. Each run's mean seconds per example
 (base call included) divided by the base mean is its latency overhead; the paper reports 6.2x on
-BFCL for the reviewer, our goal with the gate is <= 2x. The dspy LM cache is switched off so that
-``gate+r2`` does not replay the reviews ``r2`` already made: every review and revision is a real
-call. One worker, because the embedded server serialises requests (queueing would inflate latency).
+BFCL for the reviewer, our goal with the gate is <= 2x. Each run gets its own empty dspy LM cache
+so that ``gate+r2`` does not replay the reviews ``r2`` already made: every review and revision is a
+real call. One worker, because the embedded server serialises requests (queueing would inflate latency).
 
 Also printed: the share of r2's fixes that gate+r2 keeps, |fixed(gate+r2) & fixed(r2)| / |fixed(r2)|
 ("n/a" when r2 fixes nothing). With the 0.5B model the reviewer is weak: read the numbers as the
@@ -33,8 +33,6 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.setdefault("SAAG_OPT_PROMPTS", str(ROOT / "prompts"))
 sys.path.insert(0, str(ROOT))
 
-import dspy  # noqa: E402
-
 from saag_opt.evaluation.runner import EvaluateConfig, EvaluationResult, run_evaluation  # noqa: E402
 
 MECHANISMS = ("none", "r2", "gate+r2")
@@ -60,6 +58,7 @@ def evaluate(args: argparse.Namespace, mechanism: str) -> tuple[EvaluationResult
     config = EvaluateConfig(base=args.model, reviewer=args.reviewer or args.model, prompt=args.prompt,
                             mechanism=mechanism, dataset=args.dataset, split=args.split, limit=args.limit,
                             workers=1, runs_dir=WORK / "runs", cache_dir=WORK / "base-cache")
+    os.environ["DSPY_CACHEDIR"] = str(WORK / f"dspy-cache-{mechanism}")  # run_evaluation configures it
     start = time.perf_counter()
     result = run_evaluation(config)
     return result, time.perf_counter() - start
@@ -96,7 +95,6 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--limit", type=int, default=20)
     args = parser.parse_args()
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     try:
         results = {m: evaluate(args, m) for m in MECHANISMS}
     finally:
