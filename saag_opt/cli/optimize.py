@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params, passed_values
+from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params
 from saag_opt.errors import ConfigError
 
 

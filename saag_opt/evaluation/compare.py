@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, cast
@@ -32,18 +30,19 @@ from typing import TYPE_CHECKING, Any, Literal, Union, cast
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.records import (
     ConditionSummary,
     ExampleRecord,
     LatencySummary,
     RecordWriter,
-    RunErrorInfo,
     RunHeader,
     atomic_write_json,
     create_run_dir,
+    finish_header,
     git_revision,
+    guarded_run,
     package_versions,
     utc_now,
     write_header,
@@ -429,20 +428,6 @@ class CompareResult:
     summary: CompareSummary
 
 
-@contextmanager
-def _guarded(run_dir: Path, header: RunHeader) -> Iterator[None]:
-    """Rewrite ``run.json`` with status error/cancelled if the body raises (as the runner does)."""
-    try:
-        yield
-    except BaseException as exc:
-        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "error"
-        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
-        write_header(run_dir, header.model_copy(update={
-            "status": status, "finished": utc_now(),
-            "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}))
-        raise
-
-
 def _start_run(config: CompareConfig, mode: CompareMode, args_passed: dict[str, Any] | None,
                plugins: dict[str, Any], models: dict[str, str], dataset: dict[str, Any]) -> tuple[Path, RunHeader]:
     run_dir = create_run_dir(config.runs_dir, "compare")
@@ -489,10 +474,7 @@ def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, 
     atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     atomic_write_json(run_dir / "costs.json", {"schema_version": 1, "currency": "USD",
                                               "parts": dict(cost_parts), "roles": _sum_roles(cost_parts)})
-    update: dict[str, Any] = {"status": "success", "finished": utc_now()}
-    if dataset is not None:
-        update["dataset"] = dataset
-    write_header(run_dir, header.model_copy(update=update))
+    finish_header(run_dir, header if dataset is None else header.model_copy(update={"dataset": dataset}))
 
 
 # -- the two modes ----------------------------------------------------------------------------------
@@ -525,7 +507,7 @@ def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
                                              if len(datasets) > 1 else [])
     plugins = {"sources": {"a": a.source | {"condition": a.condition}, "b": b.source | {"condition": b.condition}}}
     run_dir, header = _start_run(config, "runs", args_passed, plugins, {}, {"matched": summary.matched})
-    with _guarded(run_dir, header):
+    with guarded_run(run_dir, header):
         summary = summary.model_copy(update={"run_id": run_dir.name})
         _finish(run_dir, header, summary, a, b, {"a": a.costs, "b": b.costs})
     return CompareResult(run_dir, summary)
@@ -582,7 +564,7 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
     plugins = {"mechanism": {"spec": settings.mechanism}, "prompts": prompts}
     run_dir, header = _start_run(config, "prompts", args_passed, plugins, models,
                                  {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
-    with _guarded(run_dir, header):
+    with guarded_run(run_dir, header):
         common = {"seed": config.seed}
         _emit(on_event, CompareStage("base", "base"))
         base = _evaluate(settings, on_event, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base", **common)

@@ -14,6 +14,9 @@ import platform
 import subprocess
 import tempfile
 import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Any, Literal
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import RunError
+from saag_opt.errors import RunError, SaagOptError
 from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
 
 SCHEMA_VERSION = 1
@@ -232,6 +235,29 @@ def create_run_dir(runs_dir: Path, verb: str) -> Path:
 def write_header(run_dir: Path, header: RunHeader) -> None:
     """(Re)write ``run.json`` atomically."""
     atomic_write_json(run_dir / "run.json", header.model_dump(mode="json"))
+
+
+def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = None,
+                  status: str = "success") -> None:
+    """Rewrite ``run.json`` with the final status; a failure records its message (and a traceback
+    unless it is a user error), Ctrl-C is ``cancelled``. Every verb ends its run through here."""
+    update: dict[str, Any] = {"finished": utc_now(), "status": status}
+    if isinstance(exc, KeyboardInterrupt):
+        update |= {"status": "cancelled", "error": RunErrorInfo(message="interrupted (KeyboardInterrupt)")}
+    elif exc is not None:
+        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
+        update |= {"status": "error", "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}
+    write_header(run_dir, header.model_copy(update=update))
+
+
+@contextmanager
+def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
+    """Mark the run error/cancelled in ``run.json`` if the body raises, then re-raise."""
+    try:
+        yield
+    except BaseException as exc:
+        finish_header(run_dir, header, exc)
+        raise
 
 
 def package_versions() -> dict[str, str]:

@@ -17,7 +17,6 @@ import hashlib
 import logging
 import threading
 from contextlib import nullcontext
-import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from saag_opt.agents import (
     SaagInformedReviewer,
     parse_mechanism,
 )
-from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.errors import ConfigError, RunError
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.score import CategoryScore, relevance_suite
@@ -51,11 +50,12 @@ from saag_opt.evaluation.records import (
     LatencySummary,
     RecordWriter,
     RoundRecord,
-    RunErrorInfo,
     RunHeader,
     atomic_write_json,
     create_run_dir,
+    finish_header,
     git_revision,
+    guarded_run,
     package_versions,
     utc_now,
     write_header,
@@ -264,7 +264,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = No
     run_dir = create_run_dir(config.runs_dir, "evaluate")
     header = _header(config, run_dir, examples, args_passed)
     write_header(run_dir, header)
-    try:
+    with guarded_run(run_dir, header):
         setup = _build(config, run_dir.name, examples)
         _emit(on_event, RunStarted(run_dir, len(examples)))
         records = _run_all(setup, run_dir, on_event)
@@ -272,14 +272,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = No
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
         atomic_write_json(run_dir / "costs.json", setup.ledger.to_dict())
         _check_error_rate(config, summary)
-    except BaseException as exc:
-        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "error"
-        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
-        write_header(run_dir, header.model_copy(update={
-            "status": status, "finished": utc_now(),
-            "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}))
-        raise
-    write_header(run_dir, header.model_copy(update={"status": "success", "finished": utc_now()}))
+    finish_header(run_dir, header)
     _emit(on_event, RunFinished(run_dir, summary))
     return EvaluationResult(run_dir, summary, records)
 

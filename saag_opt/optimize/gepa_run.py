@@ -369,37 +369,15 @@ def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
         ConfigError, ModelUnavailableError, ArtifactError, DatasetError: bad input (run.json says error).
         RunError: the run directory cannot be created/resumed, or a candidate could not be saved.
     """
-    from saag_opt.evaluation.records import write_header
+    from saag_opt.evaluation.records import finish_header, guarded_run, write_header
 
     run_dir, config, header = open_run(config, overrides)
     write_header(run_dir, header)
     emit(on_event, "resume" if config.resume else "start", f"run directory {run_dir}", run_dir=str(run_dir))
-    try:
+    with guarded_run(run_dir, header):
         result = _run(config, run_dir, header, on_event)
-    except BaseException as exc:
-        _finish(run_dir, header, exc)
-        raise
-    _finish(run_dir, header, None, status=result.status)
+    finish_header(run_dir, header, status=result.status)
     return result
-
-
-def _finish(run_dir: Path, header: Any, exc: BaseException | None, status: str = "success") -> None:
-    """Rewrite run.json with the final status (error/cancelled carry the message)."""
-    import traceback
-
-    from saag_opt.errors import SaagOptError
-    from saag_opt.evaluation.records import RunErrorInfo, utc_now, write_header
-
-    header.finished = utc_now()
-    if exc is None:
-        header.status = status
-    elif isinstance(exc, KeyboardInterrupt):
-        header.status, header.error = "cancelled", RunErrorInfo(message="interrupted (KeyboardInterrupt)")
-    else:
-        header.status = "error"
-        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
-        header.error = RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)
-    write_header(run_dir, header)
 
 
 @dataclass

@@ -3,7 +3,7 @@ A-vs-B test, and latency/cost per version. Rich lives here and in the CLI only."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape

@@ -26,6 +26,7 @@ from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.records import read_run
 from saag_opt.evaluation.runner import EvaluateConfig
 from saag_opt.model import Example
+from tests.evaluation.scripted_replies import chat, right, wrong
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -49,30 +50,6 @@ def prompts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PromptStore:
 @pytest.fixture
 def examples() -> list[Example]:
     return load_dataset(DATASET, split=SPLIT, limit=LIMIT)
-
-
-def _gold_calls(example: Example) -> list[dict[str, Any]]:
-    calls = []
-    for gold in example.gold or ():
-        for name, params in gold.items():
-            args = {p: next(v for v in values if v != "") for p, values in params.items()
-                    if any(v != "" for v in values)}
-            calls.append({"name": example.registry.get(name).safe_name, "arguments": args})  # type: ignore[union-attr]
-    return calls
-
-
-def _wrong(example: Example) -> Reply:
-    if example.expect == "no_call":
-        return Reply(tool_calls=[{"name": example.registry[0].safe_name, "arguments": {}}])
-    return Reply(text="I cannot help with that.")
-
-
-def _right(example: Example) -> Reply:
-    return Reply(text="No function applies.") if example.expect == "no_call" else Reply(tool_calls=_gold_calls(example))
-
-
-def _chat(fields: dict[str, str]) -> Reply:
-    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
 
 
 def _has_feedback(body: dict | None) -> bool:
@@ -103,13 +80,13 @@ class World:
         example = self.examples[i]
         if "tools" in request:  # the base agent
             if not _has_feedback(request):
-                return _wrong(example) if self.wrong_base(i) else _right(example)
-            return _wrong(example) if self.false_alarm(i) else _right(example)
+                return wrong(example) if self.wrong_base(i) else right(example)
+            return wrong(example) if self.false_alarm(i) else right(example)
         if MARKER not in request["messages"][0]["content"]:
-            return _chat({"error": "False", "feedback": ""})
+            return chat({"error": "False", "feedback": ""})
         tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
-        return _chat({"error": str(looks_wrong or self.false_alarm(i)), "feedback": "Please fix the call."})
+        return chat({"error": str(looks_wrong or self.false_alarm(i)), "feedback": "Please fix the call."})
 
 
 @pytest.fixture
@@ -128,9 +105,9 @@ def _config(server: ScriptedOpenAIServer, tmp_path: Path, a: str = "reviewer@v1"
 
 
 def _expected(w: World, n: int) -> tuple[int, int, int]:
-    wrong = sum(w.wrong_base(i) for i in range(n))
+    wrong_base = sum(w.wrong_base(i) for i in range(n))
     alarms = sum(w.false_alarm(i) for i in range(n))
-    return wrong, alarms, n
+    return wrong_base, alarms, n
 
 
 def test_two_prompt_versions_side_by_side(world, prompts, tmp_path: Path) -> None:  # noqa: ANN001

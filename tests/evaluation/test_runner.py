@@ -15,6 +15,7 @@ from saag_opt.errors import RunError
 from saag_opt.evaluation.records import read_run
 from saag_opt.evaluation.runner import EvaluateConfig, ExampleFinished, RunFinished, RunStarted, run_evaluation
 from saag_opt.model import Example
+from tests.evaluation.scripted_replies import chat, right, wrong
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -33,31 +34,6 @@ def _prompts(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def examples() -> list[Example]:
     return load_dataset(DATASET, split=SPLIT, limit=LIMIT)
-
-
-def _gold_calls(example: Example) -> list[dict[str, Any]]:
-    calls = []
-    for gold in example.gold or ():
-        for name, params in gold.items():
-            args = {p: next(v for v in values if v != "") for p, values in params.items()
-                    if any(v != "" for v in values)}
-            calls.append({"name": example.registry.get(name).safe_name, "arguments": args})  # type: ignore[union-attr]
-    return calls
-
-
-def _wrong(example: Example) -> Reply:
-    if example.expect == "no_call":
-        return Reply(tool_calls=[{"name": example.registry[0].safe_name, "arguments": {}}])
-    return Reply(text="I cannot help with that.")
-
-
-def _right(example: Example) -> Reply:
-    return Reply(text="No function applies.") if example.expect == "no_call" else Reply(tool_calls=_gold_calls(example))
-
-
-def _chat(fields: dict[str, str]) -> Reply:
-    body = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items())
-    return Reply(text=body + "[[ ## completed ## ]]")
 
 
 class World:
@@ -87,12 +63,12 @@ class World:
         if "tools" in request:  # base agent
             revised = any(m["role"] == "system" and "Reviewer feedback" in m["content"] for m in request["messages"])
             if not revised:
-                return _wrong(example) if self.wrong_base(i) else _right(example)
-            return _wrong(example) if self.false_alarm(i) else _right(example)
+                return wrong(example) if self.wrong_base(i) else right(example)
+            return wrong(example) if self.false_alarm(i) else right(example)
         tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
         first_review = not looks_wrong and self.false_alarm(i) and "revision" not in text
-        return _chat({"error": str(looks_wrong or first_review), "feedback": "Please fix the call."})
+        return chat({"error": str(looks_wrong or first_review), "feedback": "Please fix the call."})
 
 
 @pytest.fixture
@@ -228,10 +204,10 @@ def _gold_blind_world(request: dict) -> Reply:
         return Reply(tool_calls=[{"name": request["tools"][0]["function"]["name"], "arguments": {}}])
     system = request["messages"][0]["content"]
     if "`tentative_calls`" in system:
-        return _chat({"error": "True", "feedback": "Add the missing arguments."})
+        return chat({"error": "True", "feedback": "Add the missing arguments."})
     if "`candidates`" in system:
-        return _chat({"index": "0"})
-    return _chat({"score": "0.5", "rationale": "unsure"})
+        return chat({"index": "0"})
+    return chat({"score": "0.5", "rationale": "unsure"})
 
 
 def test_no_gold_reaches_any_agent_or_reviewer_request(tmp_path: Path) -> None:

@@ -1,0 +1,33 @@
+"""Replies the scripted OpenAI-compatible server gives in evaluation tests: a right or wrong base
+call for an example, and a DSPy ChatAdapter-shaped reviewer answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saag_opt.data.perturb import gold_calls
+from saag_opt.model import Example
+from saag_opt.testing import Reply
+
+
+def right_call_args(example: Example) -> list[dict[str, Any]]:
+    """The gold calls as the wire shows them (OpenAI-safe names)."""
+    return [{"name": example.registry.get(call.name).safe_name, "arguments": dict(call.arguments)}  # type: ignore[union-attr]
+            for call in gold_calls(example)]
+
+
+def wrong(example: Example) -> Reply:
+    """A wrong answer: a call on irrelevance, a text answer where a call was expected."""
+    if example.expect == "no_call":
+        return Reply(tool_calls=[{"name": example.registry[0].safe_name, "arguments": {}}])
+    return Reply(text="I cannot help with that.")
+
+
+def right(example: Example) -> Reply:
+    """The correct answer: no call on irrelevance, else the gold calls."""
+    return Reply(text="No function applies.") if example.expect == "no_call" else Reply(tool_calls=right_call_args(example))
+
+
+def chat(fields: dict[str, str]) -> Reply:
+    """A ChatAdapter reply: ``[[ ## field ## ]]`` sections then ``[[ ## completed ## ]]``."""
+    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
