@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from saag_opt.report.format import delta, num, pct, ratio
+from saag_opt.report.format import cached_reviews, delta, num, pct, ratio
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.compare import CompareSummary, SideSummary
@@ -106,6 +106,7 @@ def cost_table(summary: CompareSummary) -> Table:
     table.add_row("latency overhead", *("-" if s.latency.overhead_x is None else f"{s.latency.overhead_x:.1f}x"
                                         for s in sides))
     table.add_row("reviewer calls / item", *(num(s.reviewer_calls_per_item, ".2f") for s in sides))
+    table.add_row("reviews replayed from cache (~0 s)", *(cached_reviews(s.costs) for s in sides))
     if any(s.gated_share is not None for s in sides):
         table.add_row("passed by the SAAG gate %", *(pct(s.gated_share) for s in sides))
     table.add_row("tokens (reviews + revisions)", *(str(s.tokens) for s in sides))

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.report.format import delta, pct, ratio
+from saag_opt.report.format import cached_reviews, delta, pct, ratio
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.records import EvaluationSummary
@@ -78,6 +78,7 @@ def overhead_table(summary: EvaluationSummary) -> Table:
     table.add_row("latency overhead", "-" if lat.overhead_x is None else f"{lat.overhead_x:.1f}x")
     table.add_row("reviewer calls / item", "-" if summary.reviewer_calls_per_item is None
                   else f"{summary.reviewer_calls_per_item:.2f}")
+    table.add_row("reviews replayed from cache (~0 s)", cached_reviews(summary.costs))
     if summary.gated_share is not None:
         table.add_row("passed by the SAAG gate", f"{100 * summary.gated_share:.1f} %")
     table.add_section()

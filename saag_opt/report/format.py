@@ -31,6 +31,19 @@ def ratio(value: Any) -> str:
     return "inf" if is_inf(value) else f"{float(value):.2f}:1"
 
 
+def cached_reviews(costs: Any) -> str:
+    """``cached / all`` reviewer calls of a run's cost snapshot, or ``-``.
+
+    Why it is shown: a reply answered from the LM cache costs ~0 s, so a repeated run's latency
+    overhead understates the real one; the row tells the reader how much of it was replayed.
+    """
+    account = ((costs or {}).get("roles") or {}).get("reviewer") if isinstance(costs, dict) else None
+    if not account:
+        return "-"
+    hits = int(account.get("cache_hits", 0))
+    return f"{hits} / {int(account.get('calls', 0))}"
+
+
 def num(value: Any, fmt: str = ".3f") -> str:
     """A plain number; ``inf`` and ``-`` as above."""
     if value is None:

@@ -1,0 +1,23 @@
+"""Cell formatting shared by the report tables (saag_opt.report.format)."""
+
+from __future__ import annotations
+
+import math
+
+from saag_opt.report.format import cached_reviews, delta, num, pct, ratio
+
+
+def test_rates_deltas_and_ratios_spell_missing_and_infinite_values_one_way() -> None:
+    assert pct(None) == "-" and pct(0.123) == "12.3"
+    assert delta(None, 0.5) == "-" and delta(0.5, 0.5) == "0.0"
+    assert delta(0.5, 0.75) == "[green]+25.0[/]" and delta(0.75, 0.5) == "[red]-25.0[/]"
+    assert ratio(None) == "-" and ratio("inf") == "inf" and ratio(math.inf) == "inf" and ratio(2.7) == "2.70:1"
+    assert num(None) == "-" and num(float("inf")) == "inf" and num(0.03857, ".4f") == "0.0386"
+
+
+def test_cached_reviews_counts_replayed_calls_out_of_all_calls() -> None:
+    """The ledger's ``calls`` includes cache hits, so a fully replayed run reads ``6 / 6``."""
+    costs = {"roles": {"reviewer": {"calls": 6, "cache_hits": 6}, "base": {"calls": 6, "cache_hits": 0}}}
+    assert cached_reviews(costs) == "6 / 6"
+    assert cached_reviews({"roles": {"reviewer": {"calls": 4, "cache_hits": 1}}}) == "1 / 4"
+    assert cached_reviews({"roles": {"base": {"calls": 3}}}) == "-" and cached_reviews(None) == "-"
