@@ -402,6 +402,27 @@ class PromptStore:
         _atomic_write(path, version.model_dump_json(indent=2) + "\n")
         return version
 
+    def adopt(self, path: str | os.PathLike[str]) -> PromptVersion:
+        """Store a version read from a file, first adopting each missing ancestor found beside it.
+
+        Why: a prompt can arrive as a file from another checkout (``--prompt elsewhere/v2.json``);
+        lineage requires its parents in this store, and a parent file usually sits next to it.
+
+        Raises:
+            ArtifactError: the file is invalid, or a parent is neither stored here nor beside it.
+        """
+        version = load_version_file(path)
+        if self.exists(version.program, version.version):
+            return self.save(version)  # same content: no-op; other content: the usual error
+        for parent in version.parents:
+            if not self.exists(version.program, parent):
+                beside = Path(path).parent / f"{parent}.json"
+                if not beside.is_file():
+                    raise ArtifactError(f"{path}: parent version {parent!r} is neither in {self.root / version.program} "
+                                        f"nor beside the file ({beside}); copy it there or save it first")
+                self.adopt(beside)
+        return self.save(version)
+
     def save(self, version: PromptVersion) -> PromptVersion:
         """Store ``version`` under its own name; returns what is on disk afterwards.
 

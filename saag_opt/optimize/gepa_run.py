@@ -418,7 +418,7 @@ def build_world(config: OptimizeConfig) -> _World:
     store = PromptStore(config.prompts_dir)
     seed = store.resolve(config.prompt)
     if not store.exists(seed.program, seed.version):  # a seed given as a file path: lineage needs it stored
-        seed = store.save(seed)
+        seed = store.adopt(config.prompt)
     mechanism = parse_mechanism(config.mechanism)
     agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
     mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()))

@@ -315,3 +315,17 @@ def test_unknown_version_without_any_alias_file_is_a_clear_not_found(tmp_path: P
     assert not (tmp_path / "aliases.json").exists()
     with pytest.raises(ArtifactError, match=r"v9"):
         store.resolve("reviewer@v9")
+
+
+def test_adopt_brings_a_version_file_and_its_ancestors_from_beside_it(tmp_path: Path) -> None:
+    elsewhere = PromptStore(tmp_path / "elsewhere")
+    elsewhere.save(PromptVersion(version="v1", program="reviewer", instructions={"review": "One."}))
+    elsewhere.save(PromptVersion(version="v2", program="reviewer", instructions={"review": "Two."}, parents=["v1"]))
+    here = PromptStore(tmp_path / "here")
+    adopted = here.adopt(tmp_path / "elsewhere" / "reviewer" / "v2.json")
+    assert adopted.version == "v2" and here.lineage("reviewer", "v2")[0].version == "v1"
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    (lonely / "v2.json").write_bytes((tmp_path / "elsewhere" / "reviewer" / "v2.json").read_bytes())
+    with pytest.raises(ArtifactError, match=r"parent version 'v1' is neither in .* nor beside the file"):
+        PromptStore(tmp_path / "third").adopt(lonely / "v2.json")
