@@ -21,3 +21,10 @@ def test_cached_reviews_counts_replayed_calls_out_of_all_calls() -> None:
     assert cached_reviews(costs) == "6 / 6"
     assert cached_reviews({"roles": {"reviewer": {"calls": 4, "cache_hits": 1}}}) == "1 / 4"
     assert cached_reviews({"roles": {"base": {"calls": 3}}}) == "-" and cached_reviews(None) == "-"
+
+
+def test_accuracy_changes_are_signed_points() -> None:
+    from saag_opt.report.format import ci_points, points
+
+    assert points(None) == "-" and points(0.025) == "+2.5 pts" and points(-0.1) == "-10.0 pts"
+    assert ci_points(None) == "-" and ci_points([-0.01, 0.04]) == "[-1.0, +4.0] pts"

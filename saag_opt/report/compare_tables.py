@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, delta, num, pct, ratio
+from saag_opt.report.format import cached_reviews, ci_points, delta, num, pct, points, ratio
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.compare import CompareSummary, SideSummary
@@ -87,9 +87,8 @@ def paired_table(summary: CompareSummary) -> Table:
     table.add_row("only A right (A right -> B wrong)", str(p.a_only_right))
     table.add_row("both wrong", str(p.both_wrong))
     table.add_section()
-    table.add_row("net accuracy change B - A", "-" if p.net_change is None else f"{100 * p.net_change:+.1f} pts")
-    ci = p.net_change_ci95
-    table.add_row("bootstrap 95% CI", "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts")
+    table.add_row("net accuracy change B - A", points(p.net_change))
+    table.add_row("bootstrap 95% CI", ci_points(p.net_change_ci95))
     table.add_row("McNemar exact p (discordant pairs)", f"{p.mcnemar_p:.4g}")
     return table
 

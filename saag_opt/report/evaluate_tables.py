@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, delta, pct, ratio
+from saag_opt.report.format import cached_reviews, ci_points, delta, pct, points, ratio
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.records import EvaluationSummary
@@ -59,10 +59,8 @@ def helpharm_table(help_harm: dict[str, Any]) -> Table:
     table.add_row("helpfulness = fixed / base wrong", pct(help_harm["helpfulness"]) + " %")
     table.add_row("harmfulness = broken / base right", pct(help_harm["harmfulness"]) + " %")
     table.add_row("benefit-to-risk ratio", ratio(help_harm["ratio"]))
-    ci = help_harm.get("net_change_ci95")
-    net = help_harm.get("net_change")
-    table.add_row("net accuracy change", "-" if net is None else f"{100 * net:+.1f} pts")
-    table.add_row("bootstrap 95% CI", "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts")
+    table.add_row("net accuracy change", points(help_harm.get("net_change")))
+    table.add_row("bootstrap 95% CI", ci_points(help_harm.get("net_change_ci95")))
     table.add_row("McNemar exact p (fixed vs broken)", f"{help_harm['mcnemar_p']:.4g}")
     return table
 

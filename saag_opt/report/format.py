@@ -19,6 +19,16 @@ def delta(before: float | None, after: float | None) -> str:
     return f"[green]+{diff:.1f}[/]" if diff > 0 else (f"[red]{diff:.1f}[/]" if diff < 0 else "0.0")
 
 
+def points(change: float | None) -> str:
+    """An accuracy change as signed percentage points (``+2.5 pts``); ``-`` when missing."""
+    return "-" if change is None else f"{100 * change:+.1f} pts"
+
+
+def ci_points(ci: Any) -> str:
+    """A (low, high) interval of accuracy changes as ``[-1.0, +4.0] pts``; ``-`` when missing."""
+    return "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts"
+
+
 def is_inf(value: Any) -> bool:
     """Infinite, whether a float or the JSON spelling ``"inf"`` (help/harm ratio when harm = 0)."""
     return value == "inf" or (isinstance(value, float) and math.isinf(value))
