@@ -2,7 +2,8 @@
 
 cli -> (optimize, evaluation, artifacts, report) -> agents -> (lm, saag, data, model); nothing imports
 cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
-run time too.
+run time too. ``runfiles`` (atomic writes, run.json) sits beside ``errors`` at the bottom: every layer
+above the pure core may write through it, it imports nothing but ``errors``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
 FORBIDDEN: dict[str, set[str]] = {
-    "saag": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "testing"},
-    "model": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag"},
+    "saag": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "testing", "runfiles"},
+    "model": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "runfiles"},
+    "runfiles": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
+                 "testing", "paths"},
     "data": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm"},
     "lm": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "data", "saag"},
     "agents": {"cli", "optimize", "evaluation", "report"},

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.model import Example, Prediction, ToolCall, canonical_json
+from saag_opt.runfiles import atomic_write_text
 
 if TYPE_CHECKING:
     from saag_opt.lm import CostLedger, ModelSpec
@@ -321,7 +320,6 @@ class BasePredictionCache:
         if self.directory is None:
             return
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(_proposal_to_dict(proposal), ensure_ascii=False))
 
 
@@ -341,15 +339,3 @@ def _proposal_from_dict(data: Mapping[str, Any]) -> Proposal:
     pred = Prediction(calls, raw=data.get("raw"), status=data["status"])
     return Proposal(pred, float(data["seconds"]), int(data["tokens"]), int(data["attempts"]), False,
                     data.get("temperature"))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file + ``os.replace`` so readers never see a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -30,10 +30,9 @@ import difflib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +43,7 @@ from rapidfuzz import fuzz, process
 
 from saag_opt.errors import ArtifactError
 from saag_opt.model import canonical_json
+from saag_opt.runfiles import atomic_write_text, utc_now
 
 SCHEMA_VERSION = 1
 """Bump when PromptVersion's fields change meaning; migrate old files in a before-validator."""
@@ -75,11 +75,6 @@ def content_hash(program: str, instructions: Mapping[str, str]) -> str:
     """SHA-256 of the canonical JSON of program + instructions: what makes two versions 'the same'."""
     payload = canonical_json({"program": program, "instructions": dict(instructions)})
     return sha256(payload.encode("utf-8")).hexdigest()
-
-
-def utc_now() -> str:
-    """Current time as ISO-8601 UTC with seconds precision, e.g. ``2026-03-30T12:00:00+00:00``."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
 class PromptVersion(BaseModel):
@@ -187,22 +182,6 @@ def load_version_file(path: str | os.PathLike[str]) -> PromptVersion:
 def _problems(exc: ValidationError) -> str:
     """One line per pydantic error, joined: ``field: message; ...`` (CLI errors are one line)."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a tmp file in the same directory + ``os.replace``: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are shared, version-controlled files
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def version_sort_key(name: str) -> tuple[int, str]:
@@ -392,14 +371,14 @@ class PromptStore:
                     f"(e.g. {self._next_name(version.program, '')})"
                 )
             if not path.with_suffix(".md").is_file():  # a crash between the two writes
-                _atomic_write(path.with_suffix(".md"), render_markdown(existing))
+                atomic_write_text(path.with_suffix(".md"), render_markdown(existing), fsync=True)
             return existing
         missing = [p for p in version.parents if not self.exists(version.program, p)]
         if missing:
             raise ArtifactError(f"{version.ref}: parent version(s) {', '.join(missing)} not found in "
                                 f"{self.root / version.program}; save parents first")
-        _atomic_write(path.with_suffix(".md"), render_markdown(version))
-        _atomic_write(path, version.model_dump_json(indent=2) + "\n")
+        atomic_write_text(path.with_suffix(".md"), render_markdown(version), fsync=True)
+        atomic_write_text(path, version.model_dump_json(indent=2) + "\n", fsync=True)
         return version
 
     def adopt(self, path: str | os.PathLike[str]) -> PromptVersion:
@@ -480,7 +459,7 @@ class PromptStore:
             table = self.aliases()
             table.setdefault(program, {})[alias] = version
             ordered = {prog: dict(sorted(t.items())) for prog, t in sorted(table.items())}
-            _atomic_write(self.root / ALIASES_FILE, json.dumps(ordered, indent=2) + "\n")
+            atomic_write_text(self.root / ALIASES_FILE, json.dumps(ordered, indent=2) + "\n", fsync=True)
             return ordered
 
     def list(self, program: str | None = None) -> _Versions:

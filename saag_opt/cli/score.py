@@ -40,7 +40,7 @@ def score(
 
     from saag_opt.data import load_dataset
     from saag_opt.evaluation.score import score_predictions, write_score_json
-    from saag_opt.report.tables import print_score_report
+    from saag_opt.report.score_tables import print_score_report
 
     result = score_predictions(predictions, load_dataset(dataset))
     console = Console()
@@ -58,7 +58,7 @@ def datasets_list() -> None:
     from rich.console import Console
 
     from saag_opt.data import list_datasets
-    from saag_opt.report.tables import datasets_table
+    from saag_opt.report.score_tables import datasets_table
 
     Console().print(datasets_table(list_datasets()))
 

@@ -30,6 +30,7 @@ __all__ = [
     "BFCL_VERSION",
     "bfcl_available",
     "bfcl_categories",
+    "bfcl_data_dir",
     "default_cache_dir",
     "example_from_bfcl_row",
     "fetch_bfcl",
@@ -75,8 +76,8 @@ def bfcl_categories() -> list[str]:
     return list(_CATEGORIES)
 
 
-def _installed_data_dir() -> Path | None:
-    """``bfcl_eval/data`` of an installed package, located without importing it."""
+def bfcl_data_dir() -> Path | None:
+    """``bfcl_eval/data`` of an installed package, found without importing it (its imports are heavy)."""
     try:
         spec = importlib.util.find_spec("bfcl_eval")
     except (ImportError, ValueError):
@@ -96,7 +97,7 @@ def _cached_wheel(cache_dir: Path | None = None) -> Path | None:
 
 def bfcl_available() -> bool:
     """True when BFCL data can be loaded without the network."""
-    return _installed_data_dir() is not None or _cached_wheel() is not None
+    return bfcl_data_dir() is not None or _cached_wheel() is not None
 
 
 def fetch_bfcl(cache_dir: Path | None = None) -> Path:
@@ -157,7 +158,7 @@ def _resolve_root(root: str | Path | None) -> Path:
         if not path.exists():
             raise DatasetError(f"BFCL data root does not exist; {_HOW_TO_GET}", path=str(path))
         return path
-    found = _installed_data_dir() or _cached_wheel()
+    found = bfcl_data_dir() or _cached_wheel()
     if found is None:
         raise DatasetError(f"BFCL data {BFCL_VERSION} not found; {_HOW_TO_GET}")
     return found

@@ -18,7 +18,6 @@ recorded one), then ``split`` filters and ``limit`` keeps N examples spread over
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -236,19 +235,6 @@ def stratified_head(examples: list[Example], limit: int) -> list[Example]:
 # --------------------------------------------------------------------------------------- listing
 
 
-def bfcl_data_dir() -> Path | None:
-    """``bfcl_eval/data`` of an installed package, found without importing it (its imports are heavy)."""
-    try:
-        spec = importlib.util.find_spec("bfcl_eval")
-    except (ImportError, ValueError):
-        return None
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        data = Path(location) / "data"
-        if data.is_dir():
-            return data
-    return None
-
-
 def _count_lines(path: Path) -> int | None:
     try:
         with open(path, encoding="utf-8") as fp:
@@ -258,7 +244,7 @@ def _count_lines(path: Path) -> int | None:
 
 
 def _bfcl_infos() -> list[DatasetInfo]:
-    from saag_opt.data.bfcl import bfcl_available
+    from saag_opt.data.bfcl import bfcl_available, bfcl_data_dir
 
     data = bfcl_data_dir()
     available = bfcl_available()

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Expectation, Registry
+from saag_opt.runfiles import atomic_write_jsonl
 
 RowResult = tuple[int, Union[Example, DatasetError]]
 """What lenient iterators yield: the 1-based line a row starts on, and its Example or error."""
@@ -376,9 +377,4 @@ def _plain(value: Any) -> Any:
 
 
 def _write(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with jsonlines.open(tmp, mode="w", compact=True, sort_keys=False) as writer:
-        writer.write_all(rows)
-    tmp.replace(target)
+    atomic_write_jsonl(Path(path), rows)

@@ -1,11 +1,11 @@
 """Evaluation: score saved predictions offline (SAAG cascade + BFCL truth); runs and help/harm live beside it."""
 
 from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_net_change_ci, mcnemar_exact
-from saag_opt.evaluation.records import (
+from saag_opt.evaluation.results import (
     ConditionSummary,
     EvaluationSummary,
     ExampleRecord,
-    RunHeader,
+    read_records,
     read_run,
 )
 from saag_opt.evaluation.runner import (
@@ -41,10 +41,10 @@ __all__ = [
     "ExampleRecord",
     "HelpHarm",
     "RunFinished",
-    "RunHeader",
     "RunStarted",
     "bootstrap_net_change_ci",
     "mcnemar_exact",
+    "read_records",
     "read_run",
     "run_evaluation",
     "AbstentionCounts",

@@ -27,25 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
-import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, RunError
+from saag_opt.errors import ConfigError
 from saag_opt.evaluation.helpharm import HelpHarm
-from saag_opt.evaluation.records import (
+from saag_opt.evaluation.results import (
     ConditionSummary,
     ExampleRecord,
     LatencySummary,
     RecordWriter,
-    RunHeader,
-    atomic_write_json,
-    create_run_dir,
-    finish_header,
-    git_revision,
-    guarded_run,
-    package_versions,
-    utc_now,
-    write_header,
+    read_records,
 )
 from saag_opt.evaluation.runner import (
     EvaluateConfig,
@@ -53,6 +44,16 @@ from saag_opt.evaluation.runner import (
     EvaluationResult,
     run_evaluation,
     summarise_condition,
+)
+from saag_opt.runfiles import (
+    RunHeader,
+    atomic_write_json,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_header,
+    write_header,
 )
 
 if TYPE_CHECKING:
@@ -326,28 +327,6 @@ def compare_sides(a: Side, b: Side, *, mode: CompareMode, seed: int = 0) -> Comp
 # -- reading finished runs --------------------------------------------------------------------------
 
 
-def _read_header(run_dir: Path) -> RunHeader:
-    try:
-        return RunHeader.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{run_dir / 'run.json'}: cannot read run header: {str(exc).splitlines()[0]}") from exc
-
-
-def _read_records(run_dir: Path) -> list[ExampleRecord]:
-    """``records.jsonl`` of any run verb (``read_run`` also parses summary.json, which only evaluate runs share)."""
-    path = run_dir / "records.jsonl"
-    if not path.is_file():
-        raise ConfigError(f"{run_dir}: run has no records.jsonl (did it finish?); nothing to compare")
-    records = []
-    with jsonlines.open(path) as reader:
-        for line, row in enumerate(reader, start=1):
-            try:
-                records.append(ExampleRecord.model_validate(row))
-            except ValueError as exc:
-                raise RunError(f"{path}:{line}: bad record: {str(exc).splitlines()[0]}") from exc
-    return records
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -387,8 +366,10 @@ def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
         RunError: unreadable ``run.json`` or a bad record (file:line).
         ConfigError: no records, or an unknown ``#CONDITION``.
     """
-    header = _read_header(ref.path)
-    records = _read_records(ref.path)
+    header = read_header(ref.path)
+    if not (ref.path / "records.jsonl").is_file():
+        raise ConfigError(f"{ref.path}: run has no records.jsonl (did it finish?); nothing to compare")
+    records = read_records(ref.path / "records.jsonl")
     conditions = list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
     condition = _pick_condition(ref, conditions)
     notes = []
@@ -434,9 +415,8 @@ def _start_run(config: CompareConfig, mode: CompareMode, args_passed: dict[str, 
     stored = config.model_dump(mode="json") | {"mode": mode}
     if mode == "runs":
         stored["evaluation"] = None
-    header = RunHeader(run_id=run_dir.name, verb="compare", created=utc_now(), config=stored,
-                       args_passed=args_passed or {}, models=models, plugins=plugins, dataset=dataset,
-                       git_revision=git_revision(), packages=package_versions())
+    header = new_header(run_dir, "compare", config=stored, args_passed=args_passed or {}, models=models,
+                        plugins=plugins, dataset=dataset)
     write_header(run_dir, header)
     return run_dir, header
 
@@ -577,7 +557,7 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         summary = summary.model_copy(update={
             "run_id": run_dir.name, "base_costs": base.summary.costs,
             "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
-        dataset = _read_header(base.run_dir).dataset
+        dataset = read_header(base.run_dir).dataset
         _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)
     return CompareResult(run_dir, summary)
 

@@ -41,26 +41,26 @@ from saag_opt.errors import ConfigError, RunError
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.score import CategoryScore, relevance_suite
-from saag_opt.evaluation.records import (
+from saag_opt.evaluation.results import (
     CallRecord,
     CandidateRecord,
-    ExampleRecord,
     ConditionSummary,
     EvaluationSummary,
+    ExampleRecord,
     LatencySummary,
     RecordWriter,
     RoundRecord,
+)
+from saag_opt.model import Example, Prediction
+from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
     create_run_dir,
     finish_header,
-    git_revision,
     guarded_run,
-    package_versions,
-    utc_now,
+    new_header,
     write_header,
 )
-from saag_opt.model import Example, Prediction
 
 log = logging.getLogger(__name__)
 
@@ -234,16 +234,15 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
     mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
     ids = hashlib.sha256("\n".join(e.id for e in examples).encode()).hexdigest()[:16]
     models = {"base": config.base} | ({"reviewer": config.reviewer} if config.reviewer else {})
-    return RunHeader(
-        run_id=run_dir.name, verb="evaluate", created=utc_now(), config=config.model_dump(mode="json"),
+    return new_header(
+        run_dir, "evaluate", config=config.model_dump(mode="json"),
         args_passed=args_passed or {}, models=models,
         plugins={"mechanism": {"spec": mechanism.spec, "experimental": mechanism.experimental,
                                "args": {"max_repairs": config.max_repairs}},
                  "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
                               "prompt": config.prompt, "experimental": config.saag_informed}},
         dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(examples),
-                 "ids_hash": ids, "split_hash": split_hash(examples)},
-        git_revision=git_revision(), packages=package_versions())
+                 "ids_hash": ids, "split_hash": split_hash(examples)})
 
 
 def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = None,

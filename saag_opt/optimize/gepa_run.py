@@ -16,7 +16,6 @@ also dedupes by content hash).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.optimize.budget import BudgetName, CostStopper
+from saag_opt.runfiles import (
+    atomic_write_json,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_header,
+    write_header,
+)
 
 # -- config ----------------------------------------------------------------------------------------
 
@@ -205,7 +213,7 @@ class ArtifactWriter:
             version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
                                           source="gepa", scores=scores, cost=cost, **self.metadata)
             self.versions[idx] = version.version
-            _atomic_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())}})
+            atomic_write_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())}})
         emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
 
@@ -219,13 +227,6 @@ class FatalStopper:
     def __call__(self, gepa_state: Any) -> bool:
         """True once the context recorded a fatal error."""
         return self.context.fatal is not None
-
-
-def _atomic_json(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # -- GEPA wiring -----------------------------------------------------------------------------------
@@ -334,15 +335,12 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
     Raises:
         RunError: the resume directory is not an optimize run.
     """
-    from saag_opt.evaluation.records import RunHeader, create_run_dir, git_revision, package_versions, utc_now
-
     if config.resume:
         run_dir = Path(config.resume)
-        path = run_dir / "run.json"
         try:
-            header = RunHeader.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunError(f"--resume {run_dir}: cannot read {path.name} ({str(exc).splitlines()[0]})") from exc
+            header = read_header(run_dir)
+        except RunError as exc:
+            raise RunError(f"--resume {exc}") from exc
         if header.verb != "optimize":
             raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an optimize run")
         stored = header.config | {k: getattr(config, k) for k in overrides if k in RESUMABLE_OVERRIDES}
@@ -351,13 +349,11 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
         header.config = effective.model_dump(mode="json", exclude={"resume"})
         return run_dir, effective, header
     run_dir = create_run_dir(Path(config.runs_dir), "optimize")
-    header = RunHeader(run_id=run_dir.name, verb="optimize", created=utc_now(),
-                       config=config.model_dump(mode="json", exclude={"resume"}),
-                       args_passed={k: getattr(config, k) for k in overrides},
-                       models={"base": config.base, "reviewer": config.reviewer,
-                               "reflection": config.reflection_spec},
-                       plugins={"mechanism": {"spec": config.mechanism}},
-                       git_revision=git_revision(), packages=package_versions())
+    header = new_header(run_dir, "optimize", config=config.model_dump(mode="json", exclude={"resume"}),
+                        args_passed={k: getattr(config, k) for k in overrides},
+                        models={"base": config.base, "reviewer": config.reviewer,
+                                "reflection": config.reflection_spec},
+                        plugins={"mechanism": {"spec": config.mechanism}})
     return run_dir, config, header
 
 
@@ -369,8 +365,6 @@ def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
         ConfigError, ModelUnavailableError, ArtifactError, DatasetError: bad input (run.json says error).
         RunError: the run directory cannot be created/resumed, or a candidate could not be saved.
     """
-    from saag_opt.evaluation.records import finish_header, guarded_run, write_header
-
     run_dir, config, header = open_run(config, overrides)
     write_header(run_dir, header)
     emit(on_event, "resume" if config.resume else "start", f"run directory {run_dir}", run_dir=str(run_dir))
@@ -455,7 +449,6 @@ def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
 def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | None) -> OptimizeResult:
     """The body of ``run_optimize`` once the run directory exists."""
     from saag_opt.data.splits import split_hash
-    from saag_opt.evaluation.records import atomic_write_json, write_header
     from saag_opt.optimize.budget import resolve_metric_calls
     from saag_opt.optimize.feedback import metric
     from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
@@ -566,7 +559,7 @@ def evaluate_test(config: OptimizeConfig, world: _World, run_dir: Path, best: st
 
 def _collect_records(run_dir: Path, results: Mapping[str, Any], mechanism: str) -> None:
     """``records.jsonl`` of the optimize run: base rows once, reviewed rows as ``<mechanism>@<version>``."""
-    from saag_opt.evaluation.records import RecordWriter
+    from saag_opt.evaluation.results import RecordWriter
 
     path = run_dir / "records.jsonl"
     path.unlink(missing_ok=True)  # a resumed run re-evaluates; keep one copy

@@ -1,6 +1,6 @@
 """Reports: terminal tables (rich). Only this package and the CLI import rich."""
 
-from saag_opt.report.tables import (
+from saag_opt.report.score_tables import (
     METRIC_LABELS,
     STAGE_NAMES,
     abstentions_text,

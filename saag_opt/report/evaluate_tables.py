@@ -13,7 +13,7 @@ from rich.table import Table
 from saag_opt.report.format import cached_reviews, ci_points, delta, pct, points, ratio
 
 if TYPE_CHECKING:
-    from saag_opt.evaluation.records import EvaluationSummary
+    from saag_opt.evaluation.results import EvaluationSummary
     from saag_opt.evaluation.runner import EvaluationEvent
 
 

@@ -43,7 +43,7 @@ from saag_opt.model import (
 )
 from saag_opt.saag.corrections import psi1_message, psi2_message, psi3_message
 from saag_opt.saag.grounding import ground_arguments, query_context
-from saag_opt.saag.registry import fnem, ncs, resolve_tool
+from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [

@@ -57,7 +57,7 @@ def _wheel(path: Path) -> Path:
 @pytest.fixture
 def no_installed_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Pretend bfcl_eval is not installed and point the cache at an empty dir."""
-    monkeypatch.setattr(bfcl, "_installed_data_dir", lambda: None)
+    monkeypatch.setattr(bfcl, "bfcl_data_dir", lambda: None)
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 

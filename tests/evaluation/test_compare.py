@@ -23,7 +23,7 @@ from saag_opt.evaluation.compare import (
     run_compare,
 )
 from saag_opt.evaluation.helpharm import mcnemar_exact
-from saag_opt.evaluation.records import read_run
+from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig
 from saag_opt.model import Example
 from tests.evaluation.scripted_replies import chat, right, wrong

@@ -12,7 +12,7 @@ import pytest
 
 from saag_opt.data import load_dataset
 from saag_opt.errors import RunError
-from saag_opt.evaluation.records import read_run
+from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig, ExampleFinished, RunFinished, RunStarted, run_evaluation
 from saag_opt.model import Example
 from tests.evaluation.scripted_replies import chat, right, wrong

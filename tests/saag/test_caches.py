@@ -6,7 +6,7 @@ import random
 
 from saag_opt.data.bfcl import load_bfcl
 from saag_opt.data.perturb import perturbed_calls
-from saag_opt.saag import clear_caches, diagnose, grounding, registry, structure, truth
+from saag_opt.saag import clear_caches, conformance, diagnose, grounding, structure, truth
 from saag_opt.saag.truth import check_truth
 
 
@@ -20,12 +20,12 @@ def test_clear_caches_empties_every_cache() -> None:
     for example, calls in items:
         diagnose(calls, example)  # type: ignore[arg-type]
         check_truth(calls, example)  # type: ignore[arg-type]
-    registry.ncs("get_wether", items[0][0].registry)  # type: ignore[attr-defined]
+    conformance.ncs("get_wether", items[0][0].registry)  # type: ignore[attr-defined]
     assert grounding.query_context.cache_info().currsize > 0 and truth._PLANS
-    assert registry.name_trigrams.cache_info().currsize > 0 and structure._shapes
+    assert conformance.name_trigrams.cache_info().currsize > 0 and structure._shapes
     clear_caches()
     assert grounding.query_context.cache_info().currsize == 0
-    assert registry.name_trigrams.cache_info().currsize == 0
+    assert conformance.name_trigrams.cache_info().currsize == 0
     assert not truth._PLANS and not structure._shapes
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saag_opt.model import Registry, ToolSpec
-from saag_opt.saag.registry import fnem, name_trigrams, ncs, resolve_tool, token_jaccard
+from saag_opt.saag.conformance import fnem, name_trigrams, ncs, resolve_tool, token_jaccard
 
 
 @pytest.fixture()

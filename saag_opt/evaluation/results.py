@@ -1,83 +1,24 @@
-"""Run directories and their files: ``run.json``, ``records.jsonl``, ``summary.json``, ``costs.json``.
+"""What an evaluate run produced: the rows of ``records.jsonl`` and the ``summary.json`` model.
 
-Shaped like an eval log (STYLE practice 13): the header is written at start with
-``status="started"`` and rewritten atomically at the end; records are append-only JSONL, one row
-per example and condition (``base`` and the mechanism); the summary is written on completion.
-Everything on disk is a pydantic model with documented fields, so ``read_run`` validates it.
+Records are append-only JSONL, one row per example and condition (``base`` and the mechanism),
+written as they finish; the summary is written on completion. Everything on disk is a pydantic
+model with documented fields, so ``read_run`` validates it. The run directory itself (``run.json``,
+atomic writes, provenance) is ``saag_opt.runfiles``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import platform
-import subprocess
-import tempfile
 import threading
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonlines
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from saag_opt.errors import RunError, SaagOptError
+from saag_opt.errors import RunError
 from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
-
-SCHEMA_VERSION = 1
-"""Version of the run-directory format."""
-
-RunStatus = Literal["started", "success", "error", "cancelled"]
-
-_PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
-
-
-class RunErrorInfo(BaseModel):
-    """Why a run ended with ``status="error"``."""
-
-    message: str
-    """One-line description."""
-    traceback: str | None = None
-    """Python traceback for unexpected failures."""
-
-
-class RunHeader(BaseModel):
-    """``run.json``: what was run, with what, and how it ended."""
-
-    model_config = ConfigDict(extra="allow")
-
-    schema_version: int = SCHEMA_VERSION
-    """Run-directory format version."""
-    run_id: str
-    """Directory name, e.g. ``20260101-120000-evaluate``."""
-    verb: str
-    """The command that produced it (``evaluate``)."""
-    status: RunStatus = "started"
-    """started -> success | error | cancelled."""
-    created: str
-    """ISO-8601 UTC start time."""
-    finished: str | None = None
-    """ISO-8601 UTC end time."""
-    config: dict[str, Any] = Field(default_factory=dict)
-    """The validated config (no secrets)."""
-    args_passed: dict[str, Any] = Field(default_factory=dict)
-    """Only the options the user set explicitly."""
-    models: dict[str, str] = Field(default_factory=dict)
-    """Role -> model spec text."""
-    plugins: dict[str, Any] = Field(default_factory=dict)
-    """How each plug-in was built (e.g. mechanism spec, args, experimental flag)."""
-    dataset: dict[str, Any] = Field(default_factory=dict)
-    """Dataset spec, split, example count and a hash of the example ids."""
-    git_revision: str | None = None
-    """Commit of the working tree, when inside a git checkout."""
-    packages: dict[str, str] = Field(default_factory=dict)
-    """Versions of the packages that shape the results, plus python."""
-    error: RunErrorInfo | None = None
-    """Set when ``status == "error"``."""
+from saag_opt.runfiles import RunHeader, read_header
 
 
 class CallRecord(BaseModel):
@@ -193,94 +134,6 @@ class RecordWriter:
             self._writer.close()
 
 
-def utc_now() -> str:
-    """ISO-8601 UTC timestamp."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_json(path: Path, payload: Any) -> None:
-    """Write JSON via temp file + ``os.replace`` (readers never see half a file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2, ensure_ascii=False, default=str)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def create_run_dir(runs_dir: Path, verb: str) -> Path:
-    """``runs/<timestamp>-<verb>/`` (suffixed ``-2``, ``-3`` ... if it exists).
-
-    Raises:
-        RunError: the directory cannot be created.
-    """
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        for attempt in range(1, 1000):
-            path = runs_dir / (f"{stamp}-{verb}" if attempt == 1 else f"{stamp}-{verb}-{attempt}")
-            try:
-                path.mkdir()
-                return path
-            except FileExistsError:
-                continue
-    except OSError as exc:
-        raise RunError(f"cannot create a run directory under {runs_dir}: {exc}") from exc
-    raise RunError(f"cannot create a run directory under {runs_dir}: too many runs this second")
-
-
-def write_header(run_dir: Path, header: RunHeader) -> None:
-    """(Re)write ``run.json`` atomically."""
-    atomic_write_json(run_dir / "run.json", header.model_dump(mode="json"))
-
-
-def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = None,
-                  status: str = "success") -> None:
-    """Rewrite ``run.json`` with the final status; a failure records its message (and a traceback
-    unless it is a user error), Ctrl-C is ``cancelled``. Every verb ends its run through here."""
-    update: dict[str, Any] = {"finished": utc_now(), "status": status}
-    if isinstance(exc, KeyboardInterrupt):
-        update |= {"status": "cancelled", "error": RunErrorInfo(message="interrupted (KeyboardInterrupt)")}
-    elif exc is not None:
-        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
-        update |= {"status": "error", "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}
-    write_header(run_dir, header.model_copy(update=update))
-
-
-@contextmanager
-def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
-    """Mark the run error/cancelled in ``run.json`` if the body raises, then re-raise."""
-    try:
-        yield
-    except BaseException as exc:
-        finish_header(run_dir, header, exc)
-        raise
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that shape results (missing ones omitted) plus python."""
-    out = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def git_revision(cwd: Path | None = None) -> str | None:
-    """``git rev-parse HEAD`` of the working directory, or None outside a checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5,
-                             check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 # -- summary.json ----------------------------------------------------------------------------------
 
 
@@ -362,29 +215,35 @@ class RunContents(BaseModel):
     """``summary.json`` if written."""
 
 
+def read_records(path: Path) -> list[ExampleRecord]:
+    """The rows of a ``records.jsonl`` (any run verb writes the same rows).
+
+    Raises:
+        RunError: a row that is not an ``ExampleRecord`` (with file and line).
+    """
+    records = []
+    with jsonlines.open(path) as reader:
+        for line, row in enumerate(reader, start=1):
+            try:
+                records.append(ExampleRecord.model_validate(row))
+            except ValueError as exc:
+                raise RunError(f"{path}:{line}: bad record: {str(exc).splitlines()[0]}") from exc
+    return records
+
+
 def read_run(path: str | os.PathLike[str], *, header_only: bool = False) -> RunContents:
-    """Read a run directory back (validated).
+    """Read an evaluate run directory back (validated).
 
     Raises:
         RunError: missing or unreadable ``run.json`` / ``records.jsonl`` (with file and line).
     """
     run_dir = Path(path)
-    try:
-        header = RunHeader.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{run_dir / 'run.json'}: cannot read run header: {str(exc).splitlines()[0]}") from exc
+    header = read_header(run_dir)
     summary_path = run_dir / "summary.json"
     summary = (EvaluationSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
                if summary_path.is_file() else None)
     if header_only:
         return RunContents(header=header, summary=summary)
-    records = []
     records_path = run_dir / "records.jsonl"
-    if records_path.is_file():
-        with jsonlines.open(records_path) as reader:
-            for line, row in enumerate(reader, start=1):
-                try:
-                    records.append(ExampleRecord.model_validate(row))
-                except ValueError as exc:
-                    raise RunError(f"{records_path}:{line}: bad record: {str(exc).splitlines()[0]}") from exc
+    records = read_records(records_path) if records_path.is_file() else []
     return RunContents(header=header, records=records, summary=summary)

@@ -1,0 +1,249 @@
+"""Files a run writes, and how: atomic writes, timestamps, the run directory lifecycle, provenance.
+
+Every verb (evaluate, compare, optimize, score) and every store (prompt versions, the
+base-prediction cache, dataset files) writes through ``atomic_file``: a temp file in the target's
+directory + ``os.replace``, so a reader (or a crash) never sees half a file.
+
+A run directory is shaped like an eval log (STYLE practice 13): ``run.json`` (``RunHeader``) is
+written at start with ``status="started"`` and rewritten atomically at the end through
+``finish_header`` (``guarded_run`` does so when the body raises). What the rows and summary of a
+run hold is the verb's business (``evaluation.results`` for evaluate runs).
+
+Low layer: imports only ``errors``, pydantic and jsonlines, so ``agents``, ``artifacts``, ``data``
+and ``lm`` can use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import jsonlines
+from pydantic import BaseModel, ConfigDict, Field
+
+from saag_opt.errors import RunError, SaagOptError
+
+SCHEMA_VERSION = 1
+"""Version of the run-directory format."""
+
+RunStatus = Literal["started", "success", "error", "cancelled"]
+
+_PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
+
+
+# -- atomic writes and time -------------------------------------------------------------------------
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC timestamp with seconds precision, e.g. ``2026-03-30T12:00:00+00:00``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@contextmanager
+def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = False) -> Iterator[IO[Any]]:
+    """Open a temp file beside ``path``; on a clean exit it replaces ``path``, on an error it is removed.
+
+    Why: readers (and a run resumed after a crash) see the old file or the new one, never half.
+    The parent directory is created; the file is 0644 (``mkstemp`` makes 0600, but these are shared
+    files); ``fsync`` makes the content durable before the rename (prompt versions in git).
+
+    Raises:
+        OSError: the directory or the temp file cannot be created or written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": "\n"})) as handle:
+            yield handle
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
+    """Write ``text`` atomically (see ``atomic_file``)."""
+    with atomic_file(path, fsync=fsync) as handle:
+        handle.write(text)
+
+
+def atomic_write_json(path: Path, payload: Any) -> None:
+    """Write indented JSON atomically (non-JSON values via ``str``)."""
+    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    """Write one compact JSON line per row atomically."""
+    with atomic_file(path) as handle:
+        jsonlines.Writer(handle, compact=True, sort_keys=False).write_all(rows)
+
+
+# -- run.json ---------------------------------------------------------------------------------------
+
+
+class RunErrorInfo(BaseModel):
+    """Why a run ended with ``status="error"``."""
+
+    message: str
+    """One-line description."""
+    traceback: str | None = None
+    """Python traceback for unexpected failures."""
+
+
+class RunHeader(BaseModel):
+    """``run.json``: what was run, with what, and how it ended."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    """Run-directory format version."""
+    run_id: str
+    """Directory name, e.g. ``20260101-120000-evaluate``."""
+    verb: str
+    """The command that produced it (``evaluate``)."""
+    status: RunStatus = "started"
+    """started -> success | error | cancelled."""
+    created: str
+    """ISO-8601 UTC start time."""
+    finished: str | None = None
+    """ISO-8601 UTC end time."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The validated config (no secrets)."""
+    args_passed: dict[str, Any] = Field(default_factory=dict)
+    """Only the options the user set explicitly."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Role -> model spec text."""
+    plugins: dict[str, Any] = Field(default_factory=dict)
+    """How each plug-in was built (e.g. mechanism spec, args, experimental flag)."""
+    dataset: dict[str, Any] = Field(default_factory=dict)
+    """Dataset spec, split, example count and a hash of the example ids."""
+    git_revision: str | None = None
+    """Commit of the working tree, when inside a git checkout."""
+    packages: dict[str, str] = Field(default_factory=dict)
+    """Versions of the packages that shape the results, plus python."""
+    error: RunErrorInfo | None = None
+    """Set when ``status == "error"``."""
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that shape results (missing ones omitted) plus python."""
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_revision(cwd: Path | None = None) -> str | None:
+    """``git rev-parse HEAD`` of the working directory, or None outside a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5,
+                             check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def create_run_dir(runs_dir: Path, verb: str) -> Path:
+    """``runs/<timestamp>-<verb>/`` (suffixed ``-2``, ``-3`` ... if it exists).
+
+    Raises:
+        RunError: the directory cannot be created.
+    """
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, 1000):
+            path = runs_dir / (f"{stamp}-{verb}" if attempt == 1 else f"{stamp}-{verb}-{attempt}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise RunError(f"cannot create a run directory under {runs_dir}: {exc}") from exc
+    raise RunError(f"cannot create a run directory under {runs_dir}: too many runs this second")
+
+
+def new_header(run_dir: Path, verb: str, **fields: Any) -> RunHeader:
+    """A ``started`` header for ``run_dir`` with the start time and provenance (git, packages) filled in."""
+    return RunHeader(run_id=run_dir.name, verb=verb, created=utc_now(), git_revision=git_revision(),
+                     packages=package_versions(), **fields)
+
+
+def write_header(run_dir: Path, header: RunHeader) -> None:
+    """(Re)write ``run.json`` atomically."""
+    atomic_write_json(run_dir / "run.json", header.model_dump(mode="json"))
+
+
+def read_header(run_dir: Path) -> RunHeader:
+    """``run.json`` of a run directory, validated.
+
+    Raises:
+        RunError: missing or unreadable ``run.json``.
+    """
+    try:
+        return RunHeader.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{run_dir}: cannot read run.json ({str(exc).splitlines()[0]})") from exc
+
+
+def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = None,
+                  status: str = "success") -> None:
+    """Rewrite ``run.json`` with the final status; every verb ends its run through here.
+
+    A failure records its message (and a traceback unless it is a user error); Ctrl-C is ``cancelled``.
+    """
+    update: dict[str, Any] = {"finished": utc_now(), "status": status}
+    if isinstance(exc, KeyboardInterrupt):
+        update |= {"status": "cancelled", "error": RunErrorInfo(message="interrupted (KeyboardInterrupt)")}
+    elif exc is not None:
+        tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
+        update |= {"status": "error", "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}
+    write_header(run_dir, header.model_copy(update=update))
+
+
+@contextmanager
+def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
+    """Mark the run error/cancelled in ``run.json`` if the body raises, then re-raise."""
+    try:
+        yield
+    except BaseException as exc:
+        finish_header(run_dir, header, exc)
+        raise
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RunErrorInfo",
+    "RunHeader",
+    "RunStatus",
+    "atomic_file",
+    "atomic_write_json",
+    "atomic_write_jsonl",
+    "atomic_write_text",
+    "create_run_dir",
+    "finish_header",
+    "git_revision",
+    "guarded_run",
+    "new_header",
+    "package_versions",
+    "read_header",
+    "utc_now",
+]
