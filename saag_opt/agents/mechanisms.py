@@ -109,11 +109,45 @@ class Mechanism(Protocol):
           never an exception; LM transport failures after retries propagate (the runner records
           them per example).
         - Deterministic given deterministic LMs. Gold is never read.
+
+    The read-only facts below are the one place callers learn what a mechanism does: the runner
+    (does it need ``--reviewer``, is it gated), optimize (which reviewer predictors GEPA evolves,
+    the cost estimate), compare (are candidates shared through the cache).
     """
 
-    spec: str
-    needs_reviewer: bool
-    experimental: bool
+    @property
+    def spec(self) -> str:
+        """The spec string it was built from; also its name in records and tables (``r2``, ``gate+s5``)."""
+        ...
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """Reviewer predictors ``run`` calls (``review``, ``select``, ``grade``); empty = no LLM reviewer."""
+        ...
+
+    @property
+    def needs_reviewer(self) -> bool:
+        """``run`` needs a reviewer (``bool(components)``)."""
+        ...
+
+    @property
+    def experimental(self) -> bool:
+        """Not from the SAAG paper (reported as exploratory)."""
+        ...
+
+    @property
+    def gated(self) -> bool:
+        """A SAAG gate may skip the reviewer (``MechanismOutcome.gated`` says when it did)."""
+        ...
+
+    @property
+    def candidates(self) -> int:
+        """Round-0 candidates sampled per example (s<N>/g<N>); cached, so a second run reuses them."""
+        ...
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """Expected (reviewer calls, base-agent revisions) per example, for cost estimates."""
+        ...
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -124,13 +158,34 @@ class Mechanism(Protocol):
 # -- implementations -------------------------------------------------------------------------------
 
 
+class MechanismFacts:
+    """Defaults of the ``Mechanism`` facts for a mechanism without an LLM reviewer; override what differs."""
+
+    components: tuple[str, ...] = ()
+    experimental: bool = False
+    gated: bool = False
+    candidates: int = 0
+
+    @property
+    def needs_reviewer(self) -> bool:
+        """True when the mechanism calls a reviewer predictor."""
+        return bool(self.components)
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """No reviewer calls and no revisions."""
+        return 0.0, 0.0
+
+
+def _geometric(reject_rate: float, first: int, last: int) -> float:
+    """Expected count of steps ``first..last`` that happen when each needs one more rejection."""
+    return sum(reject_rate**k for k in range(first, last + 1))
+
+
 @dataclass(frozen=True)
-class NoReview:
+class NoReview(MechanismFacts):
     """``none``: the base prediction is final."""
 
     spec: str = "none"
-    needs_reviewer: bool = False
-    experimental: bool = False
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -140,7 +195,7 @@ class NoReview:
 
 
 @dataclass(frozen=True)
-class SelfRepair:
+class SelfRepair(MechanismFacts):
     """``binary`` / ``saag``: repair while the gold-free cascade fails, at most ``max_repairs`` times.
 
     ``saag`` feeds back the psi message of the first failing stage (``correction_for``); ``binary``
@@ -151,8 +206,11 @@ class SelfRepair:
     spec: str
     informative: bool
     max_repairs: int | None = None
-    needs_reviewer: bool = False
-    experimental: bool = False
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """No reviewer; repair k happens after k failed checks (``max_repairs`` None = the default budget)."""
+        budget = DEFAULT_MAX_REPAIRS if self.max_repairs is None else self.max_repairs
+        return 0.0, _geometric(reject_rate, 1, budget)
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -184,7 +242,7 @@ def _need(reviewer: Reviewer | None, spec: str) -> Reviewer:
 
 
 @dataclass(frozen=True)
-class Progressive:
+class Progressive(MechanismFacts):
     """``r<N>``: review; on rejection inject the feedback and revise; at most N reviews.
 
     Stops at the first approval. The revision after the N-th rejection is executed unreviewed
@@ -192,13 +250,16 @@ class Progressive:
     """
 
     n: int
-    needs_reviewer: bool = True
-    experimental: bool = False
+    components = ("review",)
 
     @property
     def spec(self) -> str:
         """``r<N>``."""
         return f"r{self.n}"
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """Review k+1 happens only after k rejections; every rejection costs one revision."""
+        return _geometric(reject_rate, 0, self.n - 1), _geometric(reject_rate, 1, self.n)
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -242,20 +303,28 @@ def _candidates(example: Example, agent: BaseAgent, ctx: MechanismContext, n: in
 
 
 @dataclass(frozen=True)
-class Selection:
+class Selection(MechanismFacts):
     """``s<N>``: N candidates at temperatures over 0.3-1.0; the selector picks one index.
 
     An invalid or unreadable index falls back to the first (lowest-temperature) candidate, noted.
     """
 
     n: int
-    needs_reviewer: bool = True
-    experimental: bool = False
+    components = ("select",)
 
     @property
     def spec(self) -> str:
         """``s<N>``."""
         return f"s{self.n}"
+
+    @property
+    def candidates(self) -> int:
+        """N candidates."""
+        return self.n
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """One selector call; N-1 extra base candidates (the first is the cached base call)."""
+        return 1.0, float(max(self.n - 1, 0))
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -276,20 +345,28 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class Grading:
+class Grading(MechanismFacts):
     """``g<N>``: the grader scores each candidate (one call each); the best is executed.
 
     Ties go to the lowest temperature; unreadable grades rank last; all unreadable -> candidate 0.
     """
 
     n: int
-    needs_reviewer: bool = True
-    experimental: bool = False
+    components = ("grade",)
 
     @property
     def spec(self) -> str:
         """``g<N>``."""
         return f"g{self.n}"
+
+    @property
+    def candidates(self) -> int:
+        """N candidates."""
+        return self.n
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """One grader call per candidate; N-1 extra base candidates (the first is the cached base call)."""
+        return float(self.n), float(max(self.n - 1, 0))
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -321,13 +398,32 @@ class Gate:
     """
 
     inner: Mechanism
-    needs_reviewer: bool = True
     experimental: bool = True
+    gated: bool = True
 
     @property
     def spec(self) -> str:
         """``gate+<inner>``."""
         return f"gate+{self.inner.spec}"
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """What the inner mechanism calls."""
+        return self.inner.components
+
+    @property
+    def needs_reviewer(self) -> bool:
+        """As the inner mechanism."""
+        return self.inner.needs_reviewer
+
+    @property
+    def candidates(self) -> int:
+        """As the inner mechanism."""
+        return self.inner.candidates
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """The inner mechanism's: assume every example reaches the reviewer (the upper end)."""
+        return self.inner.calls_per_example(reject_rate)
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -344,55 +440,94 @@ class Gate:
 
 # -- registry --------------------------------------------------------------------------------------
 
-_SPEC = re.compile(r"^(?P<gate>gate\+)?(?:(?P<plain>none|binary|saag)|(?P<family>[rsg])(?P<n>\d+))$")
-
-_FAMILIES: dict[str, tuple[str, Callable[[int], Mechanism]]] = {
-    "r": ("r<N>: progressive review, at most N reviews", lambda n: Progressive(n)),
-    "s": ("s<N>: best-of-N selection", lambda n: Selection(n)),
-    "g": ("g<N>: best-of-N grading", lambda n: Grading(n)),
-}
-_PLAIN: dict[str, tuple[str, Callable[[int | None], Mechanism]]] = {
-    "none": ("none: base agent alone", lambda _: NoReview()),
-    "binary": ("binary: SAAG-triggered self-repair with 'incorrect, try again'",
-               lambda d: SelfRepair("binary", informative=False, max_repairs=d)),
-    "saag": ("saag: SAAG self-repair with psi corrections", lambda d: SelfRepair("saag", informative=True, max_repairs=d)),
-}
+MechanismFactory = Callable[..., Mechanism]
+"""Builds a mechanism: ``factory(n=N, max_repairs=D)`` for numbered names, ``factory(max_repairs=D)`` else."""
 
 
-def mechanism_names() -> list[str]:
-    """The accepted spec forms, for help texts and error messages."""
-    return [*_PLAIN, "r<N>", "s<N>", "g<N>", "gate+r<N>", "gate+s<N>", "gate+g<N>"]
+@dataclass(frozen=True)
+class _Registration:
+    factory: MechanismFactory
+    description: str
+    numbered: bool
+
+
+_MECHANISMS: dict[str, _Registration] = {}
+_NAME = re.compile(r"^[a-z][a-z_-]*$")
+_SPEC = re.compile(r"^(?P<name>[a-z][a-z_-]*)(?P<n>\d*)$")
+GATE_PREFIX = "gate+"
+"""``gate+<spec>`` wraps any mechanism that calls the reviewer in a ``Gate``."""
+
+
+def register_mechanism(name: str, factory: MechanismFactory, description: str, *, numbered: bool = False) -> None:
+    """Make ``name`` (``name<N>`` when ``numbered``) a mechanism spec; a new mechanism is a class plus this call.
+
+    Raises:
+        ConfigError: a name that is not lowercase letters, ``_`` or ``-`` (digits and ``+`` belong to the grammar).
+    """
+    if not _NAME.match(name):
+        raise ConfigError(f"mechanism name {name!r}: use lowercase letters, '_' or '-'")
+    _MECHANISMS[name] = _Registration(factory, description, numbered)
+
+
+def _form(name: str) -> str:
+    return f"{name}<N>" if _MECHANISMS[name].numbered else name
+
+
+def _sample(name: str) -> Mechanism:
+    entry = _MECHANISMS[name]
+    return entry.factory(n=1, max_repairs=None) if entry.numbered else entry.factory(max_repairs=None)
+
+
+def mechanism_names(*, reviewer_only: bool = False) -> list[str]:
+    """The accepted spec forms (gate+ forms last), for help texts and error messages."""
+    forms = [_form(name) for name in _MECHANISMS if not reviewer_only or _sample(name).needs_reviewer]
+    gated = [GATE_PREFIX + _form(name) for name in _MECHANISMS if _sample(name).needs_reviewer]
+    return forms + gated
 
 
 def describe_mechanisms() -> dict[str, str]:
     """Spec form -> one-line description."""
-    out = {name: text for name, (text, _) in _PLAIN.items()}
-    out.update({f"{k}<N>": text for k, (text, _) in _FAMILIES.items()})
-    out["gate+<r|s|g><N>"] = "experimental: LLM reviewer only when the SAAG cascade does not pass cleanly"
+    out = {_form(name): f"{_form(name)}: {entry.description}" for name, entry in _MECHANISMS.items()}
+    out[GATE_PREFIX + "<mechanism>"] = "experimental: LLM reviewer only when the SAAG cascade does not pass cleanly"
     return out
 
 
 def parse_mechanism(spec: str, *, max_repairs: int | None = None) -> Mechanism:
-    """Parse ``none | binary | saag | r<N> | s<N> | g<N> | gate+<r|s|g><N>``.
+    """Parse a registered spec (``none``, ``binary``, ``saag``, ``r<N>``, ``s<N>``, ``g<N>``), optionally ``gate+``.
 
     Raises:
         ConfigError: unknown form, N < 1, or a gate around a mechanism without an LLM reviewer.
     """
     text = (spec or "").strip().lower()
-    match = _SPEC.match(text)
-    if match is None:
+    gate = text.startswith(GATE_PREFIX)
+    match = _SPEC.match(text.removeprefix(GATE_PREFIX))
+    entry = _MECHANISMS.get(match["name"]) if match else None
+    if match is None or entry is None or entry.numbered != bool(match["n"]):
         raise ConfigError(f"unknown mechanism {spec!r}. Available: {mechanism_names()}")
     if max_repairs is not None and max_repairs < 0:
         raise ConfigError(f"max_repairs must be >= 0, got {max_repairs}")
-    if match["plain"]:
-        if match["gate"]:
-            raise ConfigError(f"mechanism {spec!r}: gate+ wraps an LLM-reviewer mechanism (r<N>, s<N>, g<N>)")
-        return _PLAIN[match["plain"]][1](max_repairs)
-    n = int(match["n"])
-    if n < 1:
-        raise ConfigError(f"mechanism {spec!r}: N must be >= 1")
-    inner = _FAMILIES[match["family"]][1](n)
-    return Gate(inner) if match["gate"] else inner
+    if entry.numbered:
+        n = int(match["n"])
+        if n < 1:
+            raise ConfigError(f"mechanism {spec!r}: N must be >= 1")
+        mechanism = entry.factory(n=n, max_repairs=max_repairs)
+    else:
+        mechanism = entry.factory(max_repairs=max_repairs)
+    if gate and not mechanism.needs_reviewer:
+        raise ConfigError(f"mechanism {spec!r}: gate+ wraps an LLM-reviewer mechanism "
+                          f"({', '.join(mechanism_names(reviewer_only=True)[:3])}, ...)")
+    return Gate(mechanism) if gate else mechanism
+
+
+register_mechanism("none", lambda max_repairs: NoReview(), "base agent alone")
+register_mechanism("binary", lambda max_repairs: SelfRepair("binary", informative=False, max_repairs=max_repairs),
+                   "SAAG-triggered self-repair with 'incorrect, try again'")
+register_mechanism("saag", lambda max_repairs: SelfRepair("saag", informative=True, max_repairs=max_repairs),
+                   "SAAG self-repair with psi corrections")
+register_mechanism("r", lambda n, max_repairs: Progressive(n), "progressive review, at most N reviews",
+                   numbered=True)
+register_mechanism("s", lambda n, max_repairs: Selection(n), "best-of-N selection", numbered=True)
+register_mechanism("g", lambda n, max_repairs: Grading(n), "best-of-N grading", numbered=True)
 
 
 def resolve_mechanism(spec: str | Mechanism, *, max_repairs: int | None = None) -> Mechanism:

@@ -34,7 +34,7 @@ def compare(
                                       help="Base agent model (prompt refs only).")] = "gpt-4o",
     reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
                                                     help="Reviewer model (prompt refs only).")] = None,
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="rN | sN | gN | gate+rN ...")] = "r2",
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Review mechanism, e.g. r2, s5, g5, gate+r2 (an unknown name lists them all).")] = "r2",
     dataset: DatasetOpt = "shipped:bfcl",
     split: SplitOpt = "test",
     limit: LimitOpt = None,

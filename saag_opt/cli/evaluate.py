@@ -27,11 +27,11 @@ def evaluate(
     base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
                                       help="Base agent model: gpt-4o, local, openai/<m>@URL.")] = "gpt-4o",
     reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
-                                                    help="Reviewer model (needed by rN/sN/gN/gate+).")] = None,
+                                                    help="Reviewer model (needed by mechanisms that call a reviewer, e.g. r2).")] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
     = "reviewer@v2",
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="none | binary | saag | rN | sN | gN | "
-                                           "gate+rN (experimental).")] = "r2",
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, "
+                                           "g5, gate+r2 (experimental); an unknown name lists them all.")] = "r2",
     saag_informed: Annotated[bool, typer.Option("--saag-informed", help="Experimental: show the reviewer the "
                                                 "gold-free SAAG report.")] = False,
     dataset: DatasetOpt = "shipped:bfcl",

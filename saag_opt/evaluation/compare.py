@@ -21,7 +21,6 @@ either side are left out of every paired table (as the runner does).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,6 +272,16 @@ def _dollars(costs: Mapping[str, Any] | None) -> float | None:
     return float(total["dollars"]) if isinstance(total, Mapping) and "dollars" in total else None
 
 
+def _gated(spec: str) -> bool:
+    """The mechanism behind a condition name has a SAAG gate (False for a name no mechanism parses)."""
+    from saag_opt.agents import parse_mechanism
+
+    try:
+        return parse_mechanism(spec).gated
+    except ConfigError:
+        return False
+
+
 def summarise_side(side: Side, ids: Sequence[str], *, seed: int = 0) -> SideSummary:
     """One side's numbers over ``ids`` (ids must be in ``side.final``; a missing base row counts as an error)."""
     finals = [side.final[i] for i in ids]
@@ -290,7 +299,7 @@ def summarise_side(side: Side, ids: Sequence[str], *, seed: int = 0) -> SideSumm
         tokens=sum(f.tokens for f in finals), dollars=_dollars(side.costs), costs=side.costs,
         errors=sum(1 for b, f in pairs if b is None or b.error is not None or f.error is not None),
         reviewer_calls_per_item=_mean([f.reviewer_calls for f in finals]),
-        gated_share=_mean([float(g) for g in gated]) if side.mechanism.startswith("gate+") and gated else None)
+        gated_share=_mean([float(g) for g in gated]) if _gated(side.mechanism) and gated else None)
 
 
 def matched_ids(a: Side, b: Side) -> list[str]:
@@ -513,7 +522,7 @@ def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
         notes.append("A and B have identical instructions: differences are noise (or cache hits)")
     if not mechanism.needs_reviewer:
         notes.append(f"mechanism {mechanism.spec!r} does not use the reviewer prompt")
-    if re.search(r"(?:^|\+)[sg]\d", mechanism.spec):
+    if mechanism.candidates:
         notes.append("s<N>/g<N> candidates are generated in A's pass and reused (cached) by B, so A's cost "
                      "includes them and B's does not")
     return notes

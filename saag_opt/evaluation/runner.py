@@ -75,11 +75,11 @@ class EvaluateConfig(BaseModel):
     base: str
     """Base agent model spec (``gpt-4o``, ``local``, ``openai/<m>@URL``, ``fake@URL``)."""
     reviewer: str | None = None
-    """Reviewer model spec; required by r<N>/s<N>/g<N>/gate+ mechanisms."""
+    """Reviewer model spec; required by a mechanism that calls the reviewer (``Mechanism.needs_reviewer``)."""
     prompt: str = "reviewer@v2"
     """Reviewer prompt reference (``reviewer@v2``, an alias, or a path)."""
     mechanism: str = "r2"
-    """none | binary | saag | r<N> | s<N> | g<N> | gate+<r|s|g><N>."""
+    """A registered mechanism spec (``agents.mechanism_names()``: none, saag, r2, s5, gate+r2, ...)."""
     saag_informed: bool = False
     """Experimental: the review predictor also sees the gold-free SAAG report."""
     dataset: str = "shipped:bfcl"
@@ -429,5 +429,5 @@ def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0)
                                overhead_x=final_s / base_s if base_s and final_s is not None else None),
         reviewer_calls_per_item=_mean([f.reviewer_calls for f in final]),
         agent_calls_per_item=_mean([f.agent_calls for f in final]),
-        gated_share=_mean([float(g) for g in gated]) if setup.mechanism.spec.startswith("gate+") and gated else None,
+        gated_share=_mean([float(g) for g in gated]) if setup.mechanism.gated and gated else None,
         costs=setup.ledger.to_dict())

@@ -7,7 +7,6 @@ from saag_opt.optimize.budget import (
     auto_metric_calls,
     estimate_cost,
     resolve_metric_calls,
-    reviews_per_rollout,
 )
 from saag_opt.optimize.feedback import (
     OutcomeClass,
@@ -28,7 +27,7 @@ from saag_opt.optimize.gepa_run import (
     compile_gepa,
     run_optimize,
 )
-from saag_opt.optimize.program import ReviewerProgram, RolloutContext, components_for, to_dspy_examples
+from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 
 __all__ = [
     "ArtifactWriter",
@@ -49,11 +48,9 @@ __all__ = [
     "build_gepa",
     "classify_outcome",
     "compile_gepa",
-    "components_for",
     "estimate_cost",
     "metric",
     "resolve_metric_calls",
-    "reviews_per_rollout",
     "run_optimize",
     "to_dspy_examples",
     "view_outcome",

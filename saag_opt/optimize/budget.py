@@ -113,24 +113,6 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
                         tokens=tokens, dollars=round(dollars, 4), assumptions=note)
 
 
-def reviews_per_rollout(family: str, n: int, reject_rate: float = 0.5) -> tuple[float, float]:
-    """Expected (reviewer calls, base revision calls) per rollout for a mechanism family.
-
-    ``rN``: review k+1 happens only after k rejections (geometric); every rejection costs one
-    revision. ``sN``/``gN``: N-1 extra base candidates (the first is cached) and one selector call
-    (s) or N grader calls (g). ``gate+``: assume every example reaches the LLM reviewer (upper end).
-    """
-    if family in ("r", "binary", "gate+r"):
-        reviews = sum(reject_rate**k for k in range(n))
-        revisions = sum(reject_rate**k for k in range(1, n + 1))
-        return reviews, revisions
-    if family in ("s", "gate+s"):
-        return 1.0, float(max(n - 1, 0))
-    if family in ("g", "gate+g"):
-        return float(n), float(max(n - 1, 0))
-    return 0.0, 0.0
-
-
 class CostStopper:
     """gepa stop callback: stop at an iteration boundary once spend would pass ``max_cost``.
 
@@ -167,4 +149,4 @@ class CostStopper:
 
 
 __all__ = ["AUTO_CANDIDATES", "BudgetName", "CostEstimate", "CostStopper", "Price", "auto_metric_calls",
-           "estimate_cost", "minimum_metric_calls", "resolve_metric_calls", "reviews_per_rollout"]
+           "estimate_cost", "minimum_metric_calls", "resolve_metric_calls"]

@@ -55,7 +55,7 @@ class OptimizeConfig(BaseModel):
     prompt: str = "reviewer@v2"
     """Seed prompt reference."""
     mechanism: str = "r2"
-    """Review mechanism the reviewer is optimized for (rN, sN, gN, gate+rN)."""
+    """Review mechanism the reviewer is optimized for; it must call the reviewer (r2, s5, gate+r2, ...)."""
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag_opt.data.load_dataset``)."""
     budget: BudgetName | None = None
@@ -97,10 +97,11 @@ class OptimizeConfig(BaseModel):
     @field_validator("mechanism")
     @classmethod
     def _mechanism(cls, value: str) -> str:
-        from saag_opt.optimize.program import COMPONENTS_BY_FAMILY, mechanism_family
+        from saag_opt.agents.mechanisms import mechanism_names, parse_mechanism
 
-        if mechanism_family(value) not in COMPONENTS_BY_FAMILY:
-            raise ValueError(f"{value!r} has no LLM reviewer to optimize; use rN, sN, gN or gate+rN (e.g. r2)")
+        if not parse_mechanism(value).components:
+            raise ValueError(f"{value!r} never calls the LLM reviewer, so there is no reviewer prompt to optimize; "
+                             f"use one of {', '.join(mechanism_names(reviewer_only=True))} (e.g. r2)")
         return value
 
     @model_validator(mode="after")
@@ -401,7 +402,7 @@ def build_world(config: OptimizeConfig) -> _World:
     from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism
     from saag_opt.artifacts.store import PromptStore
     from saag_opt.lm import CostLedger, open_lm, parse_model_spec
-    from saag_opt.optimize.program import RolloutContext, components_for
+    from saag_opt.optimize.program import RolloutContext
 
     ledger = CostLedger()
     base_spec = parse_model_spec(config.base)
@@ -418,7 +419,7 @@ def build_world(config: OptimizeConfig) -> _World:
     mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()))
     context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
     return _World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
-                  components_for(mechanism))
+                  mechanism.components)
 
 
 def build_reviewer(world: _World, instructions: Mapping[str, str]) -> Any:
@@ -513,16 +514,12 @@ def estimate_run(config: OptimizeConfig, world: _World, examples: Sequence[Any],
     """Up-front estimate from the examples' prompt sizes and the models' prices."""
     from saag_opt.agents.reviewer import render_conversation, render_tool_docs
     from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
-    from saag_opt.optimize.budget import Price, estimate_cost, reviews_per_rollout
-    from saag_opt.optimize.program import mechanism_family
+    from saag_opt.optimize.budget import Price, estimate_cost
 
     sample = list(examples)[:20]
     prompt = sum(len(render_conversation(e)) + len(render_tool_docs(e)) for e in sample) / max(1, len(sample)) / 4
     instr = sum(len(t) for t in world.seed.instructions.values()) / 4
-    spec = config.mechanism.lower()
-    n = int("".join(ch for ch in spec if ch.isdigit()) or 1)
-    reviews, revisions = reviews_per_rollout(mechanism_family(spec) if not spec.startswith("gate+") else
-                                             "gate+" + mechanism_family(spec), n)
+    reviews, revisions = world.mechanism.calls_per_example()
 
     def price(text: str) -> Price:
         model = parse_model_spec(text)

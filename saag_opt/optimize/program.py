@@ -10,9 +10,9 @@ base-output cache live in ``RolloutContext``, referenced (not owned) by the stud
 * the base agent's first answer comes from the evaluation cache, so a rollout pays only for the
   review loop.
 
-The student also narrows ``named_predictors()`` to the predictors its mechanism calls (``review``
-for ``rN``, ``select`` for ``sN``, ``grade`` for ``gN``): a component that is never called has no
-trace, and gepa's round-robin selector would waste an iteration on it.
+The student also narrows ``named_predictors()`` to the predictors its mechanism calls
+(``Mechanism.components``): a component that is never called has no trace, and gepa's round-robin
+selector would waste an iteration on it.
 """
 
 from __future__ import annotations
@@ -27,36 +27,8 @@ import dspy
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.model import Example
 
-COMPONENTS_BY_FAMILY: dict[str, tuple[str, ...]] = {
-    "r": ("review",), "binary": ("review",), "s": ("select",), "g": ("grade",),
-}
-"""Reviewer predictors each mechanism family calls (``gate+X`` calls what ``X`` calls)."""
-
 RunFn = Callable[[Example, Any], Any]
 """``(example, reviewer) -> MechanismOutcome``: one rollout with a given reviewer module."""
-
-
-def mechanism_family(spec: str) -> str:
-    """``gate+r2`` -> ``r``; ``s5`` -> ``s``; ``binary`` -> ``binary``; ``saag`` -> ``saag``."""
-    text = spec.strip().lower().removeprefix("gate+")
-    return text.rstrip("0123456789") or text
-
-
-def components_for(mechanism: Any) -> tuple[str, ...]:
-    """Reviewer predictor names a mechanism calls; a mechanism may declare ``components`` itself.
-
-    Raises:
-        ConfigError: the mechanism has no LLM reviewer (``none``, ``saag``), so nothing to optimize.
-    """
-    declared = getattr(mechanism, "components", None)
-    if declared:
-        return tuple(declared)
-    spec = str(getattr(mechanism, "spec", None) or getattr(mechanism, "name", None) or mechanism)
-    family = mechanism_family(spec)
-    if family not in COMPONENTS_BY_FAMILY:
-        raise ConfigError(f"mechanism: {spec!r} has no LLM reviewer to optimize; use rN, sN, gN or gate+rN "
-                          f"(e.g. r2)")
-    return COMPONENTS_BY_FAMILY[family]
 
 
 class RolloutContext:
@@ -108,6 +80,8 @@ class ReviewerProgram(dspy.Module):
         self.reviewer = reviewer
         self.context = context
         self.components = tuple(components)
+        if not self.components:
+            raise ConfigError("the mechanism never calls the reviewer, so GEPA has no reviewer predictor to evolve")
         missing = [c for c in self.components if c not in dict(self._all_predictors())]
         if missing:
             have = ", ".join(n for n, _ in self._all_predictors())
@@ -174,5 +148,4 @@ def to_dspy_examples(examples: list[Example]) -> list[dspy.Example]:
     return [dspy.Example(item=ex).with_inputs("item") for ex in examples]
 
 
-__all__ = ["COMPONENTS_BY_FAMILY", "ReviewerProgram", "RolloutContext", "components_for",
-           "mechanism_family", "to_dspy_examples"]
+__all__ = ["ReviewerProgram", "RolloutContext", "to_dspy_examples"]

@@ -117,7 +117,7 @@ def cost_table(summary: CompareSummary) -> Table:
 def print_compare_report(console: Console, summary: CompareSummary, run_dir: str | None = None) -> None:
     """Everything ``saag-opt compare`` prints."""
     console.print(legend(summary))
-    if any(s.mechanism.startswith("gate+") for s in (summary.a, summary.b)):
+    if any(s.gated_share is not None for s in (summary.a, summary.b)):
         console.print("[yellow]experimental:[/] a SAAG gate is in use; treat its numbers as exploratory.")
     console.print(accuracy_table(summary))
     console.print(helpharm_table(summary))

@@ -11,6 +11,7 @@ from saag_opt.agents import (
     BasePredictionCache,
     Grade,
     MechanismContext,
+    Progressive,
     Verdict,
     mechanism_names,
     parse_mechanism,
@@ -214,6 +215,33 @@ def test_corrupt_cache_entry_is_recomputed(tmp_path: Path) -> None:
 def test_parse_mechanism_errors_list_the_choices(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_mechanism(spec)
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("r2", (1.5, 0.75)), ("s5", (1.0, 4.0)), ("g5", (5.0, 4.0)), ("gate+r2", (1.5, 0.75)), ("none", (0.0, 0.0)),
+    ("binary", (0.0, 0.5 + 0.25 + 0.125 + 0.0625 + 0.03125))])
+def test_expected_calls_per_example(spec: str, expected: tuple[float, float]) -> None:
+    assert parse_mechanism(spec).calls_per_example(reject_rate=0.5) == expected
+
+
+def test_mechanism_facts() -> None:
+    facts = {s: (m.gated, m.candidates, m.needs_reviewer)
+             for s, m in ((s, parse_mechanism(s)) for s in ("none", "saag", "r2", "s3", "gate+g4"))}
+    assert facts == {"none": (False, 0, False), "saag": (False, 0, False), "r2": (False, 0, True),
+                     "s3": (False, 3, True), "gate+g4": (True, 4, True)}
+
+
+def test_a_registered_mechanism_parses_and_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.agents import mechanisms
+
+    monkeypatch.setattr(mechanisms, "_MECHANISMS", dict(mechanisms._MECHANISMS))
+    mechanisms.register_mechanism("twice", lambda n, max_repairs: Progressive(2 * n), "r<2N>", numbered=True)
+    assert parse_mechanism("twice3").spec == "r6" and parse_mechanism("gate+twice1").gated
+    assert "twice<N>" in mechanism_names() and "gate+twice<N>" in mechanism_names()
+    with pytest.raises(ConfigError, match="unknown mechanism 'twice'"):
+        parse_mechanism("twice")
+    with pytest.raises(ConfigError, match="lowercase letters"):
+        mechanisms.register_mechanism("x2", lambda max_repairs: Progressive(1), "bad")
 
 
 def test_parse_mechanism_forms() -> None:

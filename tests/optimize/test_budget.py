@@ -11,7 +11,6 @@ from saag_opt.optimize.budget import (
     auto_metric_calls,
     estimate_cost,
     resolve_metric_calls,
-    reviews_per_rollout,
 )
 
 
@@ -26,12 +25,6 @@ def test_resolve_requires_exactly_one_budget() -> None:
     with pytest.raises(ConfigError, match="use at least 14"):
         resolve_metric_calls(None, 13, n_components=1, n_val=4, minibatch=3)
     assert resolve_metric_calls(None, 14, n_components=1, n_val=4, minibatch=3) == 14
-
-
-def test_progressive_review_expectation() -> None:
-    assert reviews_per_rollout("r", 2, reject_rate=0.5) == (1.5, 0.75)
-    assert reviews_per_rollout("s", 5) == (1.0, 4.0)
-    assert reviews_per_rollout("g", 5) == (5.0, 4.0)
 
 
 def test_estimate_counts_reflection_and_prices() -> None:

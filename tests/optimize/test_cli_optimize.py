@@ -29,6 +29,16 @@ def test_budget_and_max_metric_calls_are_exclusive(tmp_path: Path, capsys) -> No
     assert "give either budget or max_metric_calls, not both" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mechanism", ["binary", "saag"])
+def test_mechanism_without_reviewer_is_one_line_exit_2(tmp_path: Path, capsys, mechanism: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["optimize", "--mechanism", mechanism, "--runs-dir", str(tmp_path / "runs")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: mechanism: '{mechanism}' never calls the LLM reviewer")
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.integration
 def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) -> None:
     dataset, prompts = world.write_world(tmp_path)

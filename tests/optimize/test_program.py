@@ -18,7 +18,8 @@ from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.gepa_run import ArtifactWriter, GepaSettings, build_gepa, compile_gepa
 from saag_opt.errors import ConfigError
-from saag_opt.optimize.program import ReviewerProgram, RolloutContext, components_for, to_dspy_examples
+from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as scripted
 
@@ -90,14 +91,22 @@ def test_only_the_mechanism_components_are_gepa_predictors() -> None:
 
 
 @pytest.mark.parametrize(("spec", "expected"), [("r2", ("review",)), ("gate+r3", ("review",)), ("s5", ("select",)),
-                                                ("g5", ("grade",)), ("binary", ("review",))])
-def test_components_for_mechanism_specs(spec: str, expected: tuple[str, ...]) -> None:
-    assert components_for(spec) == expected
+                                                ("g5", ("grade",)), ("binary", ()), ("saag", ()), ("none", ())])
+def test_mechanism_components_are_the_predictors_it_calls(spec: str, expected: tuple[str, ...]) -> None:
+    assert parse_mechanism(spec).components == expected
 
 
-def test_mechanism_without_reviewer_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="'saag' has no LLM reviewer to optimize"):
-        components_for("saag")
+@pytest.mark.parametrize("spec", ["binary", "saag", "none"])
+def test_mechanism_without_reviewer_is_rejected(spec: str) -> None:
+    from pydantic import ValidationError
+
+    from saag_opt.optimize.gepa_run import OptimizeConfig
+
+    with pytest.raises(ValidationError, match=f"'{spec}' never calls the LLM reviewer"):
+        OptimizeConfig(mechanism=spec, workers=1)
+    with pytest.raises(ConfigError, match="no reviewer predictor to evolve"):
+        ReviewerProgram(Reviewer.from_prompt({"review": "x", "select": "x", "grade": "x"}),
+                        RolloutContext(_standin_r1), parse_mechanism(spec).components)
 
 
 def test_build_program_copy_shares_lm_and_context_but_not_signatures() -> None:
