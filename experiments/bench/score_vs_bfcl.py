@@ -2,7 +2,7 @@
 
 1,000 predictions (fixed seed) drawn from BFCL non-live gold-bearing categories: the gold call(s)
 and perturbations of it (saag_opt.data.perturb). "Ours" is what ``saag-opt score`` does per
-prediction (without JSON output): ``diagnose`` (the cascade on every call) plus ``check_truth``;
+prediction (without JSON output): ``diagnose_with_gold`` (the cascade on every call) plus ``check_truth``;
 "BFCL" is one ``ast_checker``. The cascade builds its psi correction texts on first read and score
 never reads them, so "ours" does not either; the cost of reading them all is printed for
 information. Inputs are prepared outside the timed loops, each in its checker's own format.
@@ -32,7 +32,7 @@ from typing import Any
 from saag_opt.data.bfcl import load_bfcl
 from saag_opt.data.perturb import perturbed_calls
 from saag_opt.model import Example, ToolCall
-from saag_opt.saag import clear_caches, diagnose
+from saag_opt.saag import clear_caches, diagnose_with_gold
 from saag_opt.saag.truth import check_truth
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
@@ -114,17 +114,17 @@ def main() -> None:
 
     def ours() -> None:  # what score_predictions does per prediction
         for example, calls in items:
-            diagnose(calls, example)
+            diagnose_with_gold(calls, example)
             check_truth(calls, example)
 
     def with_corrections() -> None:  # as if the texts were built eagerly
         for example, calls in items:
-            diagnose(calls, example).corrections  # noqa: B018 - reading builds them
+            diagnose_with_gold(calls, example).corrections  # noqa: B018 - reading builds them
             check_truth(calls, example)
 
     def cascade_only() -> None:
         for example, calls in items:
-            diagnose(calls, example)
+            diagnose_with_gold(calls, example)
 
     def truth_only() -> None:
         for example, calls in items:
@@ -140,14 +140,14 @@ def main() -> None:
     n, n_calls = len(items), sum(len(calls) for _, calls in items)
     print(f"predictions={n} tool_calls={n_calls} categories={','.join(CATEGORIES)} seed={args.seed} "
           f"reps={args.reps} (best rep, alternating; ours cold = clear_caches() before each rep)")
-    print(f"diagnose alone, cold: {n / best['cascade']:,.0f} predictions/s "
+    print(f"diagnose_with_gold alone, cold: {n / best['cascade']:,.0f} predictions/s "
           f"({best['cascade'] / n_calls * 1e6:.1f} us/call)")
     print(f"check_truth alone, cold: {n / best['truth']:,.0f} predictions/s ({best['bfcl'] / best['truth']:.2f}x BFCL)")
-    print(f"ours = diagnose + check_truth, warm (info only): {n / best['warm']:,.0f} predictions/s "
+    print(f"ours = diagnose_with_gold + check_truth, warm (info only): {n / best['warm']:,.0f} predictions/s "
           f"({best['bfcl'] / best['warm']:.2f}x BFCL)")
     print(f"ours + reading every correction text, cold (info only): {n / best['corrections']:,.0f} predictions/s "
           f"({best['bfcl'] / best['corrections']:.2f}x BFCL)")
-    print(f"ours = diagnose + check_truth, cold: {n / best['ours']:,.0f} predictions/s")
+    print(f"ours = diagnose_with_gold + check_truth, cold: {n / best['ours']:,.0f} predictions/s")
     print(f"BFCL ast_checker: {n / best['bfcl']:,.0f} predictions/s")
     print(f"ratio={best['bfcl'] / best['ours']:.2f}")
 

@@ -37,12 +37,12 @@ from saag_opt.evaluation.results import (
     RecordWriter,
     read_records,
 )
+from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.runner import (
     EvaluateConfig,
     EvaluationEvent,
     EvaluationResult,
     run_evaluation,
-    summarise_condition,
 )
 from saag_opt.runfiles import (
     RunHeader,
@@ -260,10 +260,6 @@ class CompareSummary(BaseModel):
 # -- pure comparison --------------------------------------------------------------------------------
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def _dollars(costs: Mapping[str, Any] | None) -> float | None:
     if not costs:
         return None
@@ -284,22 +280,14 @@ def _gated(spec: str) -> bool:
 
 def summarise_side(side: Side, ids: Sequence[str], *, seed: int = 0) -> SideSummary:
     """One side's numbers over ``ids`` (ids must be in ``side.final``; a missing base row counts as an error)."""
-    finals = [side.final[i] for i in ids]
-    pairs = [(side.base.get(i), side.final[i]) for i in ids]
-    ok = [(b, f) for b, f in pairs if b is not None and b.error is None and f.error is None]
-    base_s, final_s = _mean([b.seconds for b, _ in ok]), _mean([f.seconds for _, f in ok])
-    gated = [f.gated for _, f in ok]
+    paired = summarise_pairs(side.condition, [(side.base.get(i), side.final[i]) for i in ids],
+                             gated=_gated(side.mechanism), seed=seed)
     return SideSummary(
         key=side.key, label=side.label, condition=side.condition, mechanism=side.mechanism, source=side.source,
-        run_dir=str(side.run_dir) if side.run_dir else None,
-        accuracy=summarise_condition(side.condition, finals),
-        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed).to_dict(),
-        latency=LatencySummary(base_mean_seconds=base_s, final_mean_seconds=final_s,
-                               overhead_x=final_s / base_s if base_s and final_s is not None else None),
-        tokens=sum(f.tokens for f in finals), dollars=_dollars(side.costs), costs=side.costs,
-        errors=sum(1 for b, f in pairs if b is None or b.error is not None or f.error is not None),
-        reviewer_calls_per_item=_mean([f.reviewer_calls for f in finals]),
-        gated_share=_mean([float(g) for g in gated]) if _gated(side.mechanism) and gated else None)
+        run_dir=str(side.run_dir) if side.run_dir else None, accuracy=paired.reviewed, help_harm=paired.help_harm,
+        latency=paired.latency, tokens=paired.tokens, dollars=_dollars(side.costs), costs=side.costs,
+        errors=paired.errors, reviewer_calls_per_item=paired.reviewer_calls_per_item,
+        gated_share=paired.gated_share)
 
 
 def matched_ids(a: Side, b: Side) -> list[str]:

@@ -86,7 +86,7 @@ class ExampleRecord(BaseModel):
     truth_reason: str | None = None
     """Machine-readable reason from the truth check."""
     saag: dict[str, Any] | None = None
-    """Evaluation-side SAAG report of the final prediction (``diagnose``, gold-aware applicability)."""
+    """Evaluation-side SAAG report of the final prediction (``diagnose_with_gold``, gold-aware applicability)."""
     base: CallRecord | None = None
     """Round-0 base prediction (mechanism rows)."""
     base_saag: dict[str, Any] | None = None

@@ -39,19 +39,17 @@ from saag_opt.agents import (
 )
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
-from saag_opt.evaluation.helpharm import HelpHarm
-from saag_opt.evaluation.score import CategoryScore, relevance_suite
+from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
     CandidateRecord,
-    ConditionSummary,
     EvaluationSummary,
     ExampleRecord,
-    LatencySummary,
     RecordWriter,
     RoundRecord,
 )
 from saag_opt.model import Example, Prediction
+from saag_opt.saag import diagnose_with_gold, judge_with_gold
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
@@ -345,37 +343,30 @@ def call_record(prediction: Prediction) -> CallRecord:
     return CallRecord(calls=[c.to_dict() for c in prediction.calls], raw=raw, status=prediction.status)
 
 
-def _judge(prediction: Prediction, example: Example) -> tuple[bool, str, dict[str, Any]]:
-    from saag_opt.saag import diagnose
-    from saag_opt.saag.truth import check_truth
-
-    truth = check_truth(prediction.calls, example)
-    return truth.correct, truth.reason, diagnose(prediction.calls, example).to_dict()
-
-
 def _common(setup: _Setup, example: Example, condition: str) -> dict[str, Any]:
     return {"run_id": setup.run_id, "example_id": example.id, "category": example.category,
             "split": example.split, "condition": condition}
 
 
 def _base_record(setup: _Setup, example: Example, base: Proposal) -> ExampleRecord:
-    correct, reason, saag = _judge(base.prediction, example)
-    return ExampleRecord(**_common(setup, example, "base"), final=call_record(base.prediction), correct=correct,
-                         truth_reason=reason, saag=saag, seconds=base.seconds,
+    verdict = judge_with_gold(base.prediction.calls, example)
+    return ExampleRecord(**_common(setup, example, "base"), final=call_record(base.prediction),
+                         correct=verdict.correct, truth_reason=verdict.reason, saag=verdict.cascade.to_dict(),
+                         seconds=base.seconds,
                          tokens=0 if base.cached else base.tokens, cached=base.cached)
 
 
 def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome, tokens: int) -> ExampleRecord:
-    correct, reason, saag = _judge(outcome.final, example)
-    base_saag = _judge(outcome.base.prediction, example)[2]
+    verdict = judge_with_gold(outcome.final.calls, example)
+    base_saag = diagnose_with_gold(outcome.base.prediction.calls, example).to_dict()
     rounds = [RoundRecord(index=r.index, reviewer=r.reviewer, verdict=r.verdict, tentative=call_record(r.tentative),
                           feedback=r.feedback, revised=call_record(r.revised) if r.revised else None, note=r.note)
               for r in outcome.rounds]
     cands = [CandidateRecord(index=c.index, temperature=c.temperature, prediction=call_record(c.prediction),
                              score=c.score, rationale=c.rationale) for c in outcome.candidates]
     return ExampleRecord(
-        **_common(setup, example, outcome.mechanism), final=call_record(outcome.final), correct=correct,
-        truth_reason=reason, saag=saag, base=call_record(outcome.base.prediction), base_saag=base_saag,
+        **_common(setup, example, outcome.mechanism), final=call_record(outcome.final), correct=verdict.correct,
+        truth_reason=verdict.reason, saag=verdict.cascade.to_dict(), base=call_record(outcome.base.prediction), base_saag=base_saag,
         rounds=rounds, candidates=cands, selected=outcome.selected, reviewer_calls=outcome.reviewer_calls,
         agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, tokens=tokens,
         cached=outcome.base.cached, notes=list(outcome.notes))
@@ -388,46 +379,16 @@ def _failed_record(setup: _Setup, example: Example, condition: str, message: str
 # -- summary ---------------------------------------------------------------------------------------
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def summarise_condition(condition: str, records: Sequence[ExampleRecord]) -> ConditionSummary:
-    """Accuracy per category, relevance-suite mean and irrelevance for one condition's records."""
-    totals: dict[str, list[int]] = {}
-    for record in records:
-        cell = totals.setdefault(record.category, [0, 0])
-        cell[0] += 1
-        cell[1] += record.correct
-    categories = {cat: CategoryScore(n=n, correct=c, accuracy=c / n) for cat, (n, c) in sorted(totals.items())}
-    irrelevant = [(n, c) for cat, (n, c) in totals.items() if "irrelevance" in cat]
-    irr_n = sum(n for n, _ in irrelevant)
-    correct = sum(r.correct for r in records)
-    return ConditionSummary(
-        condition=condition, n=len(records), correct=correct, accuracy=correct / len(records) if records else None,
-        categories=categories, relevance_suite=relevance_suite(categories),
-        irrelevance=sum(c for _, c in irrelevant) / irr_n if irr_n else None,
-        errors=sum(r.error is not None for r in records),
-        mean_seconds=_mean([r.seconds for r in records if r.error is None]))
-
-
 def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0) -> EvaluationSummary:
     """``summary.json`` content from the records of both conditions (records sorted base-first per example)."""
     base = [r for r in records if r.condition == "base"]
     final = [r for r in records if r.condition != "base"]
-    ok = [(b, f) for b, f in zip(base, final) if b.error is None and f.error is None]
-    base_s, final_s = _mean([b.seconds for b, _ in ok]), _mean([f.seconds for _, f in ok])
-    gated = [f.gated for _, f in ok]
+    paired = summarise_pairs(setup.mechanism.spec, list(zip(base, final)), gated=setup.mechanism.gated, seed=seed)
     return EvaluationSummary(
         run_id=setup.run_id, mechanism=setup.mechanism.spec,
         experimental=setup.mechanism.experimental or setup.config.saag_informed,
         prompt=setup.config.prompt if setup.reviewer is not None else None, n_examples=len(final),
-        errors=sum(b.error is not None or f.error is not None for b, f in zip(base, final)),
-        base=summarise_condition("base", base), reviewed=summarise_condition(setup.mechanism.spec, final),
-        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed).to_dict(),
-        latency=LatencySummary(base_mean_seconds=base_s, final_mean_seconds=final_s,
-                               overhead_x=final_s / base_s if base_s and final_s is not None else None),
-        reviewer_calls_per_item=_mean([f.reviewer_calls for f in final]),
-        agent_calls_per_item=_mean([f.agent_calls for f in final]),
-        gated_share=_mean([float(g) for g in gated]) if setup.mechanism.gated and gated else None,
+        errors=paired.errors, base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm,
+        latency=paired.latency, reviewer_calls_per_item=paired.reviewer_calls_per_item,
+        agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
         costs=setup.ledger.to_dict())

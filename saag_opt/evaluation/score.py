@@ -29,8 +29,7 @@ from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
 from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
-from saag_opt.saag import CascadeStats, PredictionReport, aggregate, diagnose
-from saag_opt.saag.truth import check_truth
+from saag_opt.saag import CascadeStats, PredictionReport, aggregate, judge_with_gold
 
 __all__ = [
     "AbstentionCounts", "CategoryScore", "PredictionRow", "Rejection", "RelevanceSuite", "ScoreResult",
@@ -237,11 +236,10 @@ def _prediction(row: PredictionRow) -> Prediction:
 
 
 def _score(prediction_id: str, prediction: Prediction, example: Example) -> ScoredPrediction:
-    report = diagnose(prediction.calls, example)
-    truth = check_truth(prediction.calls, example)
+    verdict = judge_with_gold(prediction.calls, example)
     return ScoredPrediction(id=prediction_id, example_id=example.id, category=example.category,
-                            correct=truth.correct, cascade=report, prediction=prediction,
-                            truth_reason=truth.reason, expect=example.expect)
+                            correct=verdict.correct, cascade=verdict.cascade, prediction=prediction,
+                            truth_reason=verdict.reason, expect=example.expect)
 
 
 def _json_message(message: str) -> str:

@@ -185,10 +185,10 @@ def _prev(view: RolloutView, i: int) -> tuple[ToolCall, ...]:
 def describe_saag(calls: Sequence[ToolCall], example: Example) -> list[str]:
     """SAAG lines for the base call: stage reached and the stage diagnostics (gold-free)."""
     try:
-        from saag_opt.saag import diagnose
+        from saag_opt.saag import diagnose_with_gold
     except ImportError:  # pragma: no cover - the cascade is part of the package
         return []
-    report = diagnose(list(calls), example)
+    report = diagnose_with_gold(list(calls), example)
     if not getattr(report, "applicable", True):
         return ["SAAG cascade: not applicable (the gold says no call is correct; only the truth check decides)."]
     stage = getattr(report, "stage_reached", None)

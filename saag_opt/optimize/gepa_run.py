@@ -30,6 +30,7 @@ from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.optimize.budget import BudgetName, CostStopper
 from saag_opt.runfiles import (
     atomic_write_json,
+    atomic_write_jsonl,
     create_run_dir,
     finish_header,
     guarded_run,
@@ -537,68 +538,31 @@ def estimate_run(config: OptimizeConfig, world: _World, examples: Sequence[Any],
 
 def evaluate_test(config: OptimizeConfig, world: _World, run_dir: Path, best: str,
                   sink: EventSink | None) -> dict[str, Any]:
-    """Seed vs best on TEST through the evaluation runner (base outputs cached); the comparison table."""
-    from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
+    """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
 
-    versions = [world.seed.version] + ([best] if best != world.seed.version else [])
-    results = {}
-    for version in versions:
-        emit(sink, "evaluating", f"evaluating {world.seed.program}@{version} on test", version=version)
-        ref = str(Path(world.store.root) / world.seed.program / f"{version}.json")  # DESIGN section 8 layout
-        eval_config = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref,
-                                     mechanism=config.mechanism, dataset=config.dataset, split="test",
-                                     limit=config.test_limit, workers=config.workers, seed=config.seed,
-                                     runs_dir=run_dir / "test")
-        results[version] = run_evaluation(eval_config)
-    _collect_records(run_dir, results, config.mechanism)
-    return comparison_table(results, world.seed.version, best)
+    Returns ``{"seed", "best", "compare_run", "comparison"}``; ``comparison`` is the compare run's
+    ``CompareSummary``. The compare run's rows are copied into this run's ``records.jsonl``.
+    """
+    from saag_opt.evaluation.compare import CompareConfig, compare_prompts
+    from saag_opt.evaluation.results import read_records
+    from saag_opt.evaluation.runner import EvaluateConfig
 
-
-def _collect_records(run_dir: Path, results: Mapping[str, Any], mechanism: str) -> None:
-    """``records.jsonl`` of the optimize run: base rows once, reviewed rows as ``<mechanism>@<version>``."""
-    from saag_opt.evaluation.results import RecordWriter
-
-    path = run_dir / "records.jsonl"
-    path.unlink(missing_ok=True)  # a resumed run re-evaluates; keep one copy
-    writer = RecordWriter(path)
-    try:
-        for i, (version, res) in enumerate(results.items()):
-            for record in res.records:
-                if record.condition == "base" and i > 0:
-                    continue
-                condition = "base" if record.condition == "base" else f"{mechanism}@{version}"
-                writer.write(record.model_copy(update={"run_id": run_dir.name, "condition": condition}))
-    finally:
-        writer.close()
-
-
-def comparison_table(results: Mapping[str, Any], seed: str, best: str) -> dict[str, Any]:
-    """Per-category accuracy, help/harm vs base, McNemar seed-vs-best, cost: the final table's data."""
-    from saag_opt.evaluation.helpharm import mcnemar_exact
-
-    rows: dict[str, Any] = {}
-    finals: dict[str, dict[str, bool]] = {}
-    for version, res in results.items():
-        summary = res.summary
-        rows[version] = {
-            "run_dir": str(res.run_dir), "accuracy": summary.reviewed.accuracy,
-            "base_accuracy": summary.base.accuracy,
-            "categories": {c: s.accuracy for c, s in summary.reviewed.categories.items()},
-            "base_categories": {c: s.accuracy for c, s in summary.base.categories.items()},
-            "help_harm": summary.help_harm, "dollars": summary.costs.get("roles", summary.costs)
-            .get("total", {}).get("dollars"), "n": summary.n_examples}
-        finals[version] = {r.example_id: r.correct for r in res.records if r.condition != "base"}
-    table: dict[str, Any] = {"seed": seed, "best": best, "versions": rows}
-    if best != seed:
-        both = finals[seed].keys() & finals[best].keys()
-        gained = sum(1 for k in both if finals[best][k] and not finals[seed][k])
-        lost = sum(1 for k in both if finals[seed][k] and not finals[best][k])
-        table["best_vs_seed"] = {"n": len(both), "best_only_right": gained, "seed_only_right": lost,
-                                 "mcnemar_p": mcnemar_exact(gained, lost)}
-    return table
+    seed = world.seed.version
+    emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
+    ref = {v: str(Path(world.store.root) / world.seed.program / f"{v}.json") for v in (seed, best)}  # DESIGN 8
+    evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
+                                dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
+                                seed=config.seed)
+    compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
+                                             runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best])
+    rows = read_records(compared.run_dir / "records.jsonl")  # a resumed run re-evaluates; keep one copy
+    atomic_write_jsonl(run_dir / "records.jsonl",
+                       [r.model_copy(update={"run_id": run_dir.name}).model_dump(mode="json") for r in rows])
+    return {"seed": seed, "best": best, "compare_run": str(compared.run_dir),
+            "comparison": compared.summary.model_dump(mode="json")}
 
 
 __all__ = ["ADDITIONAL_INSTRUCTIONS", "ArtifactWriter", "CostStopper", "FatalStopper", "GepaSettings",
            "OptimizeConfig", "OptimizeEvent", "OptimizeResult", "build_gepa", "build_reviewer", "build_world",
-           "comparison_table", "compile_gepa", "emit",
+           "compile_gepa", "emit",
            "estimate_run", "evaluate_test", "load_splits", "open_run", "run_optimize"]

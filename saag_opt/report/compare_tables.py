@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, ci_points, delta, num, pct, points, ratio
+from saag_opt.report.format import cached_reviews, ci_points, delta, num, pct, points
+from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.compare import CompareSummary, SideSummary
@@ -35,59 +36,48 @@ def legend(summary: CompareSummary) -> str:
     return f"{one(summary.a)}\n{one(summary.b)}\n{matched}"
 
 
-def accuracy_table(summary: CompareSummary) -> Table:
-    """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows."""
-    base, a, b = summary.base, summary.a.accuracy, summary.b.accuracy
-    table = Table(title="Accuracy: base vs A vs B")
-    for col in ("category", "n", "base %", "A %", "B %", "B - A"):
+def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A vs B", a: str = "A",
+                   b: str = "B") -> Table:
+    """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows (``a``/``b`` name the columns)."""
+    base, acc_a, acc_b = summary.base, summary.a.accuracy, summary.b.accuracy
+    table = Table(title=title)
+    for col in ("category", "n", "base %", f"{a} %", f"{b} %", f"{b} - {a}"):
         table.add_column(col, justify="left" if col == "category" else "right")
-    for cat in sorted(set(base.categories) | set(a.categories) | set(b.categories)):
-        cells = [s.categories.get(cat) for s in (base, a, b)]
+    for cat in sorted(set(base.categories) | set(acc_a.categories) | set(acc_b.categories)):
+        cells = [s.categories.get(cat) for s in (base, acc_a, acc_b)]
         acc = [c.accuracy if c else None for c in cells]
         n = next((c.n for c in cells if c is not None), 0)
         table.add_row(escape(cat), str(n), pct(acc[0]), pct(acc[1]), pct(acc[2]), delta(acc[1], acc[2]))
-    suites = [s.relevance_suite.mean if s.relevance_suite else None for s in (base, a, b)]
+    suites = [s.relevance_suite.mean if s.relevance_suite else None for s in (base, acc_a, acc_b)]
     complete = bool(base.relevance_suite and base.relevance_suite.complete)
     table.add_section()
     table.add_row("relevance suite" + ("" if complete else " (partial)"), "", *map(pct, suites),
                   delta(suites[1], suites[2]))
-    irr = [base.irrelevance, a.irrelevance, b.irrelevance]
+    irr = [base.irrelevance, acc_a.irrelevance, acc_b.irrelevance]
     table.add_row("irrelevance", "", *map(pct, irr), delta(irr[1], irr[2]))
-    overall = [base.accuracy, a.accuracy, b.accuracy]
+    overall = [base.accuracy, acc_a.accuracy, acc_b.accuracy]
     table.add_row("[bold]overall[/]", str(base.n), *map(pct, overall), delta(overall[1], overall[2]))
     return table
 
 
-def helpharm_table(summary: CompareSummary) -> Table:
+def versions_helpharm_table(summary: CompareSummary, *, title: str = "Help / harm vs base (paired, examples "
+                            "without errors)", a: str = "A", b: str = "B") -> Table:
     """Each version against the base agent alone (paired, conditional rates)."""
-    table = Table(title="Help / harm vs base (paired, examples without errors)")
-    table.add_column("measure")
-    table.add_column("A", justify="right")
-    table.add_column("B", justify="right")
-    hh = [summary.a.help_harm, summary.b.help_harm]
-    table.add_row("fixed (base wrong -> right)", *(str(h["fixed"]) for h in hh))
-    table.add_row("broken (base right -> wrong)", *(str(h["broken"]) for h in hh))
-    table.add_row("helpfulness %", *(pct(h["helpfulness"]) for h in hh))
-    table.add_row("harmfulness %", *(pct(h["harmfulness"]) for h in hh))
-    table.add_row("benefit-to-risk ratio", *(ratio(h["ratio"]) for h in hh))
-    table.add_row("net change vs base (pts)", *("-" if h["net_change"] is None else f"{100 * h['net_change']:+.1f}"
-                                               for h in hh))
-    table.add_row("McNemar p vs base", *(f"{h['mcnemar_p']:.4g}" for h in hh))
-    return table
+    return helpharm_table(title, {a: summary.a.help_harm, b: summary.b.help_harm})
 
 
-def paired_table(summary: CompareSummary) -> Table:
+def paired_table(summary: CompareSummary, *, a: str = "A", b: str = "B") -> Table:
     """The A-vs-B 2x2 table, net change B - A, McNemar exact p and the bootstrap CI."""
     p = summary.paired
-    table = Table(title=f"B vs A (paired, n = {p.n})")
+    table = Table(title=f"{b} vs {a} (paired, n = {p.n})")
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("both right", str(p.both_right))
-    table.add_row("only B right (A wrong -> B right)", str(p.b_only_right))
-    table.add_row("only A right (A right -> B wrong)", str(p.a_only_right))
+    table.add_row(f"only {b} right ({a} wrong -> {b} right)", str(p.b_only_right))
+    table.add_row(f"only {a} right ({a} right -> {b} wrong)", str(p.a_only_right))
     table.add_row("both wrong", str(p.both_wrong))
     table.add_section()
-    table.add_row("net accuracy change B - A", points(p.net_change))
+    table.add_row(f"net accuracy change {b} - {a}", points(p.net_change))
     table.add_row("bootstrap 95% CI", ci_points(p.net_change_ci95))
     table.add_row("McNemar exact p (discordant pairs)", f"{p.mcnemar_p:.4g}")
     return table
@@ -120,7 +110,7 @@ def print_compare_report(console: Console, summary: CompareSummary, run_dir: str
     if any(s.gated_share is not None for s in (summary.a, summary.b)):
         console.print("[yellow]experimental:[/] a SAAG gate is in use; treat its numbers as exploratory.")
     console.print(accuracy_table(summary))
-    console.print(helpharm_table(summary))
+    console.print(versions_helpharm_table(summary))
     console.print(paired_table(summary))
     console.print(cost_table(summary))
     base_dollars = (summary.base_costs or {}).get("roles", {}).get("total", {}).get("dollars")
@@ -132,4 +122,4 @@ def print_compare_report(console: Console, summary: CompareSummary, run_dir: str
         console.print(f"run directory: {escape(str(run_dir))}")
 
 
-__all__ = ["accuracy_table", "cost_table", "helpharm_table", "legend", "paired_table", "print_compare_report"]
+__all__ = ["accuracy_table", "cost_table", "legend", "paired_table", "print_compare_report", "versions_helpharm_table"]

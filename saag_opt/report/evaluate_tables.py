@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, ci_points, delta, pct, points, ratio
+from saag_opt.report.format import cached_reviews, delta, pct
+from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
@@ -46,25 +47,6 @@ def accuracy_table(summary: EvaluationSummary) -> Table:
 
 
 
-def helpharm_table(help_harm: dict[str, Any]) -> Table:
-    """The paired 2x2 table and the derived rates (conditional denominators)."""
-    table = Table(title="Help / harm (paired, examples without errors)")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    table.add_row("both right", str(help_harm["both_right"]))
-    table.add_row("fixed (base wrong -> right)", str(help_harm["fixed"]))
-    table.add_row("broken (base right -> wrong)", str(help_harm["broken"]))
-    table.add_row("both wrong", str(help_harm["both_wrong"]))
-    table.add_section()
-    table.add_row("helpfulness = fixed / base wrong", pct(help_harm["helpfulness"]) + " %")
-    table.add_row("harmfulness = broken / base right", pct(help_harm["harmfulness"]) + " %")
-    table.add_row("benefit-to-risk ratio", ratio(help_harm["ratio"]))
-    table.add_row("net accuracy change", points(help_harm.get("net_change")))
-    table.add_row("bootstrap 95% CI", ci_points(help_harm.get("net_change_ci95")))
-    table.add_row("McNemar exact p (fixed vs broken)", f"{help_harm['mcnemar_p']:.4g}")
-    return table
-
-
 def overhead_table(summary: EvaluationSummary) -> Table:
     """Latency overhead, reviewer calls per item and cost per role."""
     table = Table(title="Latency and cost")
@@ -93,7 +75,7 @@ def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir:
         console.print("[yellow]experimental:[/] this configuration uses a SAAG gate or the SAAG-informed "
                       "reviewer; treat its numbers as exploratory.")
     console.print(accuracy_table(summary))
-    console.print(helpharm_table(summary.help_harm))
+    console.print(helpharm_table("Help / harm (paired, examples without errors)", {"value": summary.help_harm}))
     console.print(overhead_table(summary))
     if summary.errors:
         console.print(f"[red]{summary.errors} example(s) failed[/] (recorded with an error; see records.jsonl)")

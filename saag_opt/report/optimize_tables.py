@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from saag_opt.report.format import num, pct, ratio
+from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
+from saag_opt.report.format import num
+
+if TYPE_CHECKING:
+    from saag_opt.evaluation.compare import CompareSummary
+
+
+def _test_comparison(test: Mapping[str, Any]) -> tuple[CompareSummary, str, str]:
+    """The TEST phase is a compare run (A = seed, B = best); its summary and the two column names."""
+    from saag_opt.evaluation.compare import CompareSummary
+
+    return CompareSummary.model_validate(test["comparison"]), f"seed ({test['seed']})", f"best ({test['best']})"
 
 
 def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
@@ -17,36 +28,20 @@ def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
     Transposed on purpose: BFCL has up to 13 categories, conditions are at most three, so this
     fits an 80-column terminal where a row per condition would not.
     """
-    versions = test["versions"]
-    seed = versions[test["seed"]]
-    labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
-    table = Table(title="TEST accuracy %: base vs seed vs best")
-    table.add_column("category")
-    table.add_column("base", justify="right")
-    for version, role in labels:
-        table.add_column(f"{role} ({version})", justify="right")
-    for cat in sorted(seed["categories"]):
-        table.add_row(cat, pct(seed["base_categories"].get(cat)),
-                      *[pct(versions[v]["categories"].get(cat)) for v, _ in labels])
-    table.add_section()
-    table.add_row("[bold]overall[/]", pct(seed["base_accuracy"]), *[pct(versions[v]["accuracy"]) for v, _ in labels])
-    return table
+    summary, seed, best = _test_comparison(test)
+    return accuracy_table(summary, title="TEST accuracy %: base vs seed vs best", a=seed, b=best)
 
 
 def help_harm_table(test: Mapping[str, Any]) -> Table:
-    """Per version: help, harm, ratio and McNemar p against the base agent alone, and test cost."""
-    versions = test["versions"]
-    labels = [(test["seed"], "seed")] + ([(test["best"], "best")] if test["best"] != test["seed"] else [])
-    table = Table(title="TEST: help / harm vs the base agent alone")
-    for name, justify in (("condition", "left"), ("help %", "right"), ("harm %", "right"), ("ratio", "right"),
-                          ("McNemar p", "right"), ("cost $", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for version, role in labels:
-        row = versions[version]
-        hh = row["help_harm"]
-        table.add_row(f"{role} ({version})", pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
-                      ratio(hh.get("ratio")), num(hh.get("mcnemar_p")), num(row.get("dollars"), ".4f"))
-    return table
+    """Seed and best against the base agent alone on TEST (the same rows as evaluate and compare)."""
+    summary, seed, best = _test_comparison(test)
+    return versions_helpharm_table(summary, title="TEST: help / harm vs the base agent alone", a=seed, b=best)
+
+
+def best_vs_seed_table(test: Mapping[str, Any]) -> Table:
+    """Best against seed on the same TEST examples: the discordant pairs, McNemar p and the CI."""
+    summary, seed, best = _test_comparison(test)
+    return paired_table(summary, a=seed, b=best)
 
 
 def candidates_table(summary: Mapping[str, Any]) -> Table:
@@ -63,7 +58,7 @@ def candidates_table(summary: Mapping[str, Any]) -> Table:
 
 def cost_table(costs: Mapping[str, Any]) -> Table:
     """Spend per role: calls, cache hits, tokens, dollars, seconds."""
-    table = Table(title="Cost by role, GEPA phase (test evaluations: cost $ column above)")
+    table = Table(title="Cost by role, GEPA phase (the test comparison has its own costs.json)")
     for name in ("role", "calls", "cache hits", "tokens", "$", "seconds"):
         table.add_column(name, justify="left" if name == "role" else "right")
     for role, acct in (costs.get("roles") or {}).items():
@@ -79,13 +74,12 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
     if summary.get("test"):
         console.print(seed_vs_best_table(summary["test"]))
         console.print(help_harm_table(summary["test"]))
-        vs = summary["test"].get("best_vs_seed")
-        if vs:
-            console.print(f"best vs seed on test: {vs['best_only_right']} examples only best got right, "
-                          f"{vs['seed_only_right']} only seed; McNemar p = {num(vs['mcnemar_p'])}")
+        console.print(best_vs_seed_table(summary["test"]))
+        console.print(f"test comparison run: {summary['test'].get('compare_run')}")
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
 
 
-__all__ = ["candidates_table", "cost_table", "help_harm_table", "print_optimize_report", "seed_vs_best_table"]
+__all__ = ["best_vs_seed_table", "candidates_table", "cost_table", "help_harm_table", "print_optimize_report",
+           "seed_vs_best_table"]

@@ -17,10 +17,11 @@ from saag_opt.saag.cascade import (
     aggregate,
     check_calls,
     correction_for,
-    diagnose,
+    diagnose_with_gold,
     run_cascade,
 )
 from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
+from saag_opt.saag.judgement import GoldJudgement, judge_with_gold
 from saag_opt.saag.grounding import GroundingResult, check_grounding, exact_match, query_context
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.structure import DRIFT_THRESHOLD, StructureResult, check_structure, split_call
@@ -29,6 +30,7 @@ __all__ = [
     "DRIFT_THRESHOLD",
     "CascadeReport",
     "CascadeStats",
+    "GoldJudgement",
     "GroundingResult",
     "MetricMean",
     "PredictionReport",
@@ -40,9 +42,10 @@ __all__ = [
     "clear_caches",
     "closest_span",
     "correction_for",
-    "diagnose",
+    "diagnose_with_gold",
     "exact_match",
     "fnem",
+    "judge_with_gold",
     "ncs",
     "psi1",
     "psi2",

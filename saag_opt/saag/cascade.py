@@ -16,7 +16,7 @@ Predictions (DESIGN section 3):
 * when the example expects no call (irrelevance), the cascade is not applicable
   (``applicable=False``, ``passed=None``, no call reports): the truth check decides.
 
-``diagnose`` reads ``example.expect``, which comes from the gold. Anything an agent or reviewer
+``diagnose_with_gold`` reads ``example.expect``, which comes from the gold. Anything an agent or reviewer
 sees must use ``check_calls`` (registry and query only) instead, or it learns the gold.
 
 Speed: reports are built in one step and their psi ``corrections`` on first read
@@ -48,7 +48,7 @@ from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_par
 
 __all__ = [
     "CascadeStats", "MetricMean", "PredictionReport", "aggregate", "check_calls", "correction_for",
-    "diagnose", "run_cascade",
+    "diagnose_with_gold", "run_cascade",
 ]
 
 _STAGE_ORDER: dict[Any, int] = {1: 1, 2: 2, 3: 3, "passed": 4}
@@ -236,7 +236,7 @@ def _call_items(calls: Any) -> Sequence[Any]:
     return (raw,) if isinstance(raw, (ToolCall, Mapping)) else tuple(raw or ())
 
 
-def diagnose(calls: Sequence[ToolCall] | None, example: Example, *, corrections: bool = True) -> PredictionReport:
+def diagnose_with_gold(calls: Sequence[ToolCall] | None, example: Example, *, corrections: bool = True) -> PredictionReport:
     """Evaluation-side cascade over a prediction: not applicable when the gold expects no call.
 
     "any_call" (live relevance) is treated like "calls": a call is expected, so an abstention is

@@ -84,7 +84,7 @@ def test_rendering_never_depends_on_gold_over_the_whole_dataset() -> None:
 
 def test_blind_cascade_ignores_expectation() -> None:
     irrelevant = replace(weather_example(), gold=None, expect="no_call")
-    assert blind_cascade(Prediction(), irrelevant).applicable  # gold-aware diagnose would say "not applicable"
+    assert blind_cascade(Prediction(), irrelevant).applicable  # gold-aware diagnose_with_gold would say "not applicable"
     assert blind_cascade(GOOD, weather_example()).clean
     report = blind_cascade(BAD_NAME, weather_example())
     assert not report.passed and "get_weather" in render_saag_report(report)

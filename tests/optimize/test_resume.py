@@ -45,6 +45,8 @@ def test_sigkill_then_resume_completes_without_duplicate_versions(tmp_path: Path
                       "--max-metric-calls", "40", "--workers", "2", "--runs-dir", str(runs), "--no-test"], env)
         try:
             _wait_for(runs, first)
+            while not any(runs.iterdir()):  # runs/ is made a moment before the run directory inside it
+                time.sleep(0.02)
             _wait_for(next(runs.iterdir()) / "artifacts.json", first)  # a candidate was accepted and saved
         finally:
             first.send_signal(signal.SIGKILL)

@@ -6,7 +6,7 @@ import random
 
 from saag_opt.data.bfcl import load_bfcl
 from saag_opt.data.perturb import perturbed_calls
-from saag_opt.saag import clear_caches, conformance, diagnose, grounding, structure, truth
+from saag_opt.saag import clear_caches, conformance, diagnose_with_gold, grounding, structure, truth
 from saag_opt.saag.truth import check_truth
 
 
@@ -18,7 +18,7 @@ def _sample() -> list[tuple[object, list[object]]]:
 def test_clear_caches_empties_every_cache() -> None:
     items = _sample()
     for example, calls in items:
-        diagnose(calls, example)  # type: ignore[arg-type]
+        diagnose_with_gold(calls, example)  # type: ignore[arg-type]
         check_truth(calls, example)  # type: ignore[arg-type]
     conformance.ncs("get_wether", items[0][0].registry)  # type: ignore[attr-defined]
     assert grounding.query_context.cache_info().currsize > 0 and truth._PLANS
@@ -32,6 +32,6 @@ def test_clear_caches_empties_every_cache() -> None:
 def test_results_are_the_same_cold_and_warm() -> None:
     items = _sample()
     clear_caches()
-    cold = [(diagnose(c, ex).to_dict(), check_truth(c, ex)) for ex, c in items]  # type: ignore[arg-type]
-    warm = [(diagnose(c, ex).to_dict(), check_truth(c, ex)) for ex, c in items]  # type: ignore[arg-type]
+    cold = [(diagnose_with_gold(c, ex).to_dict(), check_truth(c, ex)) for ex, c in items]  # type: ignore[arg-type]
+    warm = [(diagnose_with_gold(c, ex).to_dict(), check_truth(c, ex)) for ex, c in items]  # type: ignore[arg-type]
     assert cold == warm and any(not t.correct for _, t in cold) and any(t.correct for _, t in cold)

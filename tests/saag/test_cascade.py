@@ -7,7 +7,7 @@ import json
 import pytest
 
 from saag_opt.model import CascadeReport, Example, Prediction, Registry, ToolCall
-from saag_opt.saag import aggregate, check_calls, correction_for, diagnose, run_cascade
+from saag_opt.saag import aggregate, check_calls, correction_for, diagnose_with_gold, run_cascade
 
 REGISTRY = Registry.from_dicts([
     {"name": "get_weather", "parameters": {"type": "dict", "required": ["location"], "properties": {
@@ -30,7 +30,7 @@ ROUNDS = [
 
 def test_saag_worked_example_one_correction_per_round() -> None:
     """papers.md 1.3 (B): fabricated name -> drifted + spurious -> numeric hallucination -> pass."""
-    reports = [diagnose([call], EXAMPLE) for call in ROUNDS]
+    reports = [diagnose_with_gold([call], EXAMPLE) for call in ROUNDS]
     messages = [correction_for(r) for r in reports]
     assert [r.stage_reached for r in reports] == [1, 2, 3, "passed"]
     assert [r.passed for r in reports] == [False, False, False, True]
@@ -90,7 +90,7 @@ def test_aggregate_is_stage_conditional() -> None:
 def test_aggregate_of_nothing_and_of_prediction_reports() -> None:
     empty = aggregate([])
     assert empty.n_calls == 0 and empty.metrics["vhr"].mean is None
-    both = aggregate([diagnose(ROUNDS[:2], EXAMPLE), diagnose([], Example(
+    both = aggregate([diagnose_with_gold(ROUNDS[:2], EXAMPLE), diagnose_with_gold([], Example(
         "n", "irrelevance", EXAMPLE.messages, REGISTRY, None, expect="no_call"))])
     assert both.n_calls == 2  # the not-applicable prediction contributes no call
 
@@ -98,7 +98,7 @@ def test_aggregate_of_nothing_and_of_prediction_reports() -> None:
 def test_abstention_when_a_call_is_expected_is_fnem_minus_one() -> None:
     for expect in ("calls", "any_call"):
         example = Example("a", "x", EXAMPLE.messages, REGISTRY, EXAMPLE.gold, expect=expect)  # type: ignore[arg-type]
-        report = diagnose([], example)
+        report = diagnose_with_gold([], example)
         assert report.applicable and report.passed is False and report.stage_reached == 1
         assert len(report.calls) == 1 and report.calls[0].fnem == -1 and report.calls[0].ncs is None
         assert str(correction_for(report)).startswith("No parsable function call was found.")
@@ -107,7 +107,7 @@ def test_abstention_when_a_call_is_expected_is_fnem_minus_one() -> None:
 def test_cascade_does_not_apply_when_no_call_is_expected() -> None:
     example = Example("n", "irrelevance", EXAMPLE.messages, REGISTRY, None, expect="no_call")
     for calls in ([], ROUNDS[:1]):
-        report = diagnose(calls, example)
+        report = diagnose_with_gold(calls, example)
         assert (report.applicable, report.passed, report.calls, report.stage_reached) == (False, None, (), None)
         assert correction_for(report) is None and not report.clean
 
@@ -142,7 +142,7 @@ def test_corrections_can_be_skipped_for_metrics_only_runs() -> None:
         bare = run_cascade(call, REGISTRY, QUERY, corrections=False)
         assert bare.corrections == () and bare.to_dict() == {**full.to_dict(), "corrections": []}
     assert check_calls(ROUNDS[:2], REGISTRY, QUERY, corrections=False).corrections == ()
-    assert diagnose([], EXAMPLE, corrections=False).corrections == ()
+    assert diagnose_with_gold([], EXAMPLE, corrections=False).corrections == ()
 
 
 def test_malformed_arguments_fail_stage_two_even_without_required_params() -> None:
@@ -166,7 +166,7 @@ def test_openai_safe_names_and_non_string_queries() -> None:
 
 
 def test_reports_are_json_able_and_hashable() -> None:
-    report = diagnose(ROUNDS[1:3], EXAMPLE)
+    report = diagnose_with_gold(ROUNDS[1:3], EXAMPLE)
     payload = json.loads(json.dumps(report.to_dict()))
     assert payload["calls"][0]["drifted"] == {"lcoation": "location"}
     assert payload["stage_reached"] == 2

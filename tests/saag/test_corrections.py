@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from saag_opt.model import Example, Registry, ToolCall, ToolSpec
-from saag_opt.saag import correction_for, diagnose, run_cascade
+from saag_opt.saag import correction_for, diagnose_with_gold, run_cascade
 from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
 
 REGISTRY = Registry.from_dicts([
@@ -166,9 +166,9 @@ def test_corrections_never_carry_gold_over_whole_bfcl_categories() -> None:
             other = Example(example.id, example.category, example.messages, example.registry,
                             ({"unrelated": {"p": ["zz"]}},))
             for calls in _mutations(example):
-                text = correction_for(diagnose(calls, example)) or ""
+                text = correction_for(diagnose_with_gold(calls, example)) or ""
                 # Same corrections whatever the gold says: the builders never see it.
-                assert text == (correction_for(diagnose(calls, other)) or "")
+                assert text == (correction_for(diagnose_with_gold(calls, other)) or "")
                 seen = json.dumps([c.to_dict() for c in calls]).casefold()
                 leaked = [v for v in secret if v in text.casefold() and v not in seen]
                 assert not leaked, (example.id, leaked, text)
@@ -194,7 +194,7 @@ def test_corrections_never_carry_gold_over_the_whole_shipped_dataset(dataset: st
         secret = {v for v in _leakable_gold_values(example) if v not in visible}
         candidates = [calls for _, calls in perturbed_calls(example, rng)] + list(_mutations(example))
         for calls in candidates:
-            text = correction_for(diagnose(calls, example)) or ""
+            text = correction_for(diagnose_with_gold(calls, example)) or ""
             seen = json.dumps([c.to_dict() for c in calls], default=str, ensure_ascii=False).casefold()
             leaked = [v for v in secret if v in text.casefold() and v not in seen]
             assert not leaked, (example.id, leaked, text)

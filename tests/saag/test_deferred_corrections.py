@@ -10,7 +10,7 @@ import pytest
 
 import saag_opt.saag.cascade as cascade_module
 from saag_opt.model import CascadeReport, Example, Registry, ToolCall
-from saag_opt.saag import PredictionReport, check_calls, correction_for, diagnose, run_cascade
+from saag_opt.saag import PredictionReport, check_calls, correction_for, diagnose_with_gold, run_cascade
 
 REGISTRY = Registry.from_dicts([
     {"name": "get_weather", "parameters": {"type": "dict", "required": ["location"], "properties": {
@@ -47,7 +47,7 @@ def test_psi_texts_are_not_built_until_read(monkeypatch: pytest.MonkeyPatch) -> 
         original = getattr(cascade_module, name)
         monkeypatch.setattr(cascade_module, name,
                             lambda *a, _f=original, _n=name: built.append(_n) or _f(*a))  # type: ignore[misc]
-    reports = [diagnose([call], Example("e", "simple", ({"role": "user", "content": QUERY},), REGISTRY,
+    reports = [diagnose_with_gold([call], Example("e", "simple", ({"role": "user", "content": QUERY},), REGISTRY,
                                         ({"get_weather": {"location": ["Paris"]}},))) for call in CALLS[:3]]
     assert built == []  # scoring reads metrics only
     assert [r.calls[0].stage_reached for r in reports] == [1, 2, 3]

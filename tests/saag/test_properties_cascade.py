@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from saag_opt.model import Example, Registry, ToolCall
-from saag_opt.saag import aggregate, check_calls, correction_for, diagnose, run_cascade
+from saag_opt.saag import aggregate, check_calls, correction_for, diagnose_with_gold, run_cascade
 
 HUGE_INTS = st.builds(pow, st.just(10), st.integers(4400, 5000))  # too many digits for str()
 SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10 ** 30) | HUGE_INTS
@@ -76,7 +76,7 @@ def test_diagnose_correction_and_aggregate_never_raise(calls: list[tuple[Any, An
     gold = ({"get_weather": {"location": ["Paris"]}},) if expect == "calls" else None
     example = Example("p", "x", ({"role": "user", "content": query},), REGISTRY, gold, expect=expect)  # type: ignore[arg-type]
     tool_calls = [_call(n, a) for n, a in calls]
-    report = diagnose(tool_calls, example)
+    report = diagnose_with_gold(tool_calls, example)
     json.dumps(report.to_dict(), allow_nan=True)
     message = correction_for(report)
     if report.applicable:
