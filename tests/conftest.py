@@ -13,6 +13,8 @@ from saag_opt.paths import models_dir  # noqa: E402  (stdlib only)
 
 os.environ.setdefault("SAAG_OPT_MODELS", str(models_dir()))
 os.environ["SAAG_OPT_CACHE"] = tempfile.mkdtemp(prefix="saag-opt-cache-")
+# The default prompt store lives under the user data dir: a private one, so no test writes the real one.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="saag-opt-data-")
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.pop("OPENAI_API_KEY", None) if not os.environ.get("SAAG_OPT_TEST_KEEP_KEY") else None
 

@@ -1,6 +1,6 @@
 """Immutable, content-hashed prompt versions on disk (DESIGN.md section 8).
 
-Layout under the store root (default ``./prompts``, or ``$SAAG_OPT_PROMPTS``)::
+Layout under the store root (``$SAAG_OPT_PROMPTS``, else the user's data dir, see ``saag_opt.paths``)::
 
     <root>/aliases.json                 {"reviewer": {"production": "v2", "best": "v3-gepa"}}
     <root>/<program>/<version>.json     one PromptVersion (the source of truth)
@@ -20,6 +20,11 @@ Decisions:
 * Every write is atomic (tmp file + ``os.replace``) and made under one ``filelock`` per store, so
   concurrent processes never corrupt the store, never lose an alias update, and ``save_new``
   allocates unique names. Readers take no lock: they only ever see whole files.
+* The seeds (``reviewer@v1``, ``reviewer@v2`` and the ``production`` alias) ship with the package
+  (``paths.shipped("prompts")``) and every store sees them, read-only, below its own files: new
+  versions and aliases are always written to the store root, numbered after the seeds
+  (``v3-gepa``), with the seeds as parents. A store's own file of the same name wins (a private
+  test world, or a store made before the seeds were built in); the seeds folder is never written.
 * Names (program, version, alias) match ``[A-Za-z0-9._-]+`` without a leading dot, so a name can
   never escape its directory (optuna artifacts/_filesystem.py checks ids the same way).
 """
@@ -43,13 +48,11 @@ from rapidfuzz import fuzz, process
 
 from saag_opt.errors import ArtifactError
 from saag_opt.model import canonical_json
+from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
 from saag_opt.runfiles import atomic_write_text, utc_now
 
 SCHEMA_VERSION = 1
 """Bump when PromptVersion's fields change meaning; migrate old files in a before-validator."""
-
-PROMPTS_ENV = "SAAG_OPT_PROMPTS"
-"""Environment variable that overrides the default store root."""
 
 ALIASES_FILE = "aliases.json"
 LOCK_FILE = ".lock"
@@ -156,10 +159,10 @@ class PromptVersion(BaseModel):
 
 
 def default_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """The store root: the argument, else ``$SAAG_OPT_PROMPTS``, else ``./prompts``."""
+    """The store root: the argument, else ``$SAAG_OPT_PROMPTS``, else ``<user data dir>/prompts``."""
     if root is not None:
-        return Path(root)
-    return Path(os.environ.get(PROMPTS_ENV) or "prompts")
+        return Path(root).expanduser()
+    return prompts_dir()
 
 
 def load_version_file(path: str | os.PathLike[str]) -> PromptVersion:
@@ -196,7 +199,7 @@ def nearest(name: str, choices: list[str], limit: int = 3) -> list[str]:
     return [hit[0] for hit in hits]
 
 
-def _not_found(ref: str, what: str, name: str, choices: list[str], where: Path) -> ArtifactError:
+def _not_found(ref: str, what: str, name: str, choices: list[str], where: Path | str) -> ArtifactError:
     near = nearest(name, choices)
     hint = f" Did you mean: {', '.join(near)}?" if near else ""
     have = f" Available: {', '.join(choices)}." if choices else " The store is empty."
@@ -206,6 +209,23 @@ def _not_found(ref: str, what: str, name: str, choices: list[str], where: Path) 
 _Versions = list[PromptVersion]
 _Names = list[str]
 _Aliases = dict[str, dict[str, str]]
+
+
+def _read_aliases(path: Path) -> _Aliases:
+    """One ``aliases.json`` (``{}`` when absent).
+
+    Raises:
+        ArtifactError: unreadable or of the wrong shape (names the file).
+    """
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{path}: unreadable aliases file ({exc})") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ArtifactError(f"{path}: expected {{program: {{alias: version}}}}")
+    return {prog: dict(table) for prog, table in data.items()}
 
 
 class PromptStore:
@@ -219,11 +239,36 @@ class PromptStore:
         * All failures a user can cause raise ``ArtifactError`` with the offending name or path.
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str] | None = None, *,
+                 seeds: str | os.PathLike[str] | None | Literal["shipped"] = "shipped") -> None:
         self.root = default_root(root)
+        """Where this store's own versions and aliases live (and every write goes)."""
+        where = shipped("prompts") if seeds == "shipped" else (Path(seeds) if seeds is not None else None)
+        same = where is not None and where.resolve() == self.root.resolve()
+        self.seeds: Path | None = None if same else where
+        """The read-only seed versions every store sees (None: a store of its own files only)."""
 
     def __repr__(self) -> str:
-        return f"PromptStore({str(self.root)!r})"
+        return f"PromptStore({str(self.root)!r}, seeds={str(self.seeds) if self.seeds else None!r})"
+
+    @property
+    def location(self) -> str:
+        """For messages and titles: the root, plus the seeds folder when there is one."""
+        return f"{self.root} (+ built-in seeds)" if self.seeds is not None else str(self.root)
+
+    def _layers(self) -> list[Path]:
+        """Folders read in order: the store's own root first, then the seeds."""
+        return [self.root] + ([self.seeds] if self.seeds is not None else [])
+
+    def _file(self, program: str, version: str) -> Path | None:
+        """The JSON file of ``program@version`` in the first layer that has it."""
+        relative = Path(validate_name(program, "program")) / f"{validate_name(version)}.json"
+        return next((layer / relative for layer in self._layers() if (layer / relative).is_file()), None)
+
+    def is_seed(self, program: str, version: str) -> bool:
+        """True if ``program@version`` is read from the built-in seeds (not from this store's root)."""
+        found = self._file(program, version)
+        return found is not None and self.seeds is not None and found.parent.parent == self.seeds
 
     # -- paths and locking --------------------------------------------------------------------
 
@@ -246,22 +291,20 @@ class PromptStore:
     # -- reading --------------------------------------------------------------------------------
 
     def programs(self) -> _Names:
-        """Program names that have a directory in the store."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _NAME_RE.fullmatch(p.name))
+        """Program names that have a directory in the store or among the seeds."""
+        return sorted({p.name for layer in self._layers() if layer.is_dir()
+                       for p in layer.iterdir() if p.is_dir() and _NAME_RE.fullmatch(p.name)})
 
     def version_names(self, program: str) -> _Names:
-        """Version names of a program in natural order (tmp files and non-names skipped)."""
-        folder = self.root / validate_name(program, "program")
-        if not folder.is_dir():
-            return []
-        names = [p.stem for p in folder.glob("*.json") if _NAME_RE.fullmatch(p.stem)]
+        """Version names of a program (own and seeds) in natural order (tmp files and non-names skipped)."""
+        validate_name(program, "program")
+        names = {p.stem for layer in self._layers() for p in (layer / program).glob("*.json")
+                 if _NAME_RE.fullmatch(p.stem)}
         return sorted(names, key=version_sort_key)
 
     def exists(self, program: str, version: str) -> bool:
-        """True if ``program/version.json`` exists."""
-        return self._path(program, version).is_file()
+        """True if ``program@version`` is in the store or among the seeds."""
+        return self._file(program, version) is not None
 
     def get(self, program: str, version: str) -> PromptVersion:
         """Load one version by exact name.
@@ -269,10 +312,10 @@ class PromptStore:
         Raises:
             ArtifactError: unknown version (with the nearest names), or an invalid file.
         """
-        path = self._path(program, version)
-        if not path.is_file():
+        path = self._file(program, version)
+        if path is None:
             raise _not_found(f"{program}@{version}", "version", version, self.version_names(program),
-                             self.root / program)
+                             f"{self.location} for {program}")
         loaded = load_version_file(path)
         if (loaded.program, loaded.version) != (program, version):
             raise ArtifactError(f"{path}: file says {loaded.ref}, expected {program}@{version}")
@@ -292,19 +335,15 @@ class PromptStore:
         return found
 
     def aliases(self, program: str | None = None) -> _Aliases:
-        """All aliases (``{program: {alias: version}}``), or only ``program``'s."""
-        path = self.root / ALIASES_FILE
-        if not path.is_file():
-            return {}
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ArtifactError(f"{path}: unreadable aliases file ({exc})") from exc
-        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-            raise ArtifactError(f"{path}: expected {{program: {{alias: version}}}}")
+        """All aliases (``{program: {alias: version}}``), or only ``program``'s; the store's own
+        aliases win over the seeds' (e.g. a moved ``production``)."""
+        merged: _Aliases = {}
+        for layer in reversed(self._layers()):
+            for prog, table in _read_aliases(layer / ALIASES_FILE).items():
+                merged.setdefault(prog, {}).update(table)
         if program is not None:
-            return {program: dict(data.get(program, {}))}
-        return {prog: dict(table) for prog, table in data.items()}
+            return {program: dict(merged.get(program, {}))}
+        return merged
 
     def resolve(self, ref: str) -> PromptVersion:
         """Resolve ``program@version``, ``program@alias`` or a path to a version JSON.
@@ -329,14 +368,14 @@ class PromptStore:
         validate_name(program, "program")
         validate_name(name, "version or alias")
         if program not in self.programs():
-            raise _not_found(ref, "program", program, self.programs(), self.root)
+            raise _not_found(ref, "program", program, self.programs(), self.location)
         if self.exists(program, name):
             return self.get(program, name)
         table = self.aliases(program).get(program, {})
         if name in table:
             return self.get(program, table[name])
         choices = self.version_names(program) + sorted(table)
-        raise _not_found(ref, "version or alias", name, choices, self.root / program)
+        raise _not_found(ref, "version or alias", name, choices, f"{self.location} for {program}")
 
     def lineage(self, program: str, version: str) -> _Versions:
         """Ancestors of a version, nearest first (parents, then grandparents), each once.
@@ -373,6 +412,10 @@ class PromptStore:
             if not path.with_suffix(".md").is_file():  # a crash between the two writes
                 atomic_write_text(path.with_suffix(".md"), render_markdown(existing), fsync=True)
             return existing
+        if self.is_seed(version.program, version.version):
+            seed = self.get(version.program, version.version)
+            if seed.sha256 == version.sha256:
+                return seed  # a built-in is never copied into the store
         missing = [p for p in version.parents if not self.exists(version.program, p)]
         if missing:
             raise ArtifactError(f"{version.ref}: parent version(s) {', '.join(missing)} not found in "
@@ -391,16 +434,20 @@ class PromptStore:
             ArtifactError: the file is invalid, or a parent is neither stored here nor beside it.
         """
         version = load_version_file(path)
-        if self.exists(version.program, version.version):
-            return self.save(version)  # same content: no-op; other content: the usual error
         for parent in version.parents:
-            if not self.exists(version.program, parent):
-                beside = Path(path).parent / f"{parent}.json"
-                if not beside.is_file():
-                    raise ArtifactError(f"{path}: parent version {parent!r} is neither in {self.root / version.program} "
-                                        f"nor beside the file ({beside}); copy it there or save it first")
-                self.adopt(beside)
-        return self.save(version)
+            beside = Path(path).parent / f"{parent}.json"
+            if beside.is_file():
+                if not self._holds(load_version_file(beside)):  # missing, or a seed of the same name
+                    self.adopt(beside)                         # differs: the file's own parent wins
+            elif not self.exists(version.program, parent):
+                raise ArtifactError(f"{path}: parent version {parent!r} is neither in {self.location} "
+                                    f"nor beside the file ({beside}); copy it there or save it first")
+        return self.save(version)  # same content: no-op; other content in this store: the usual error
+
+    def _holds(self, version: PromptVersion) -> bool:
+        """True if the store resolves ``version``'s name to exactly its content."""
+        return (self.exists(version.program, version.version)
+                and self.get(version.program, version.version).sha256 == version.sha256)
 
     def save(self, version: PromptVersion) -> PromptVersion:
         """Store ``version`` under its own name; returns what is on disk afterwards.
@@ -456,11 +503,11 @@ class PromptStore:
             if self.exists(program, alias):
                 raise ArtifactError(f"alias {alias!r} would shadow version {program}@{alias}; pick another name")
             self.get(program, version)
-            table = self.aliases()
-            table.setdefault(program, {})[alias] = version
-            ordered = {prog: dict(sorted(t.items())) for prog, t in sorted(table.items())}
+            own = _read_aliases(self.root / ALIASES_FILE)  # the seeds' aliases stay where they are
+            own.setdefault(program, {})[alias] = version
+            ordered = {prog: dict(sorted(t.items())) for prog, t in sorted(own.items())}
             atomic_write_text(self.root / ALIASES_FILE, json.dumps(ordered, indent=2) + "\n", fsync=True)
-            return ordered
+            return self.aliases()
 
     def list(self, program: str | None = None) -> _Versions:
         """All versions of ``program`` (or of every program) in natural order.
@@ -469,7 +516,7 @@ class PromptStore:
             ArtifactError: ``program`` is given but has no directory (nearest names suggested).
         """
         if program and program not in self.programs():
-            raise _not_found(program, "program", program, self.programs(), self.root)
+            raise _not_found(program, "program", program, self.programs(), self.location)
         programs = [program] if program else self.programs()
         return [self.get(prog, name) for prog in programs for name in self.version_names(prog)]
 

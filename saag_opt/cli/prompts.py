@@ -30,7 +30,9 @@ prompts_app = typer.Typer(help="Inspect, compare, export and alias prompt versio
 
 RootOpt = Annotated[
     Path | None,
-    typer.Option("--root", envvar=PROMPTS_ENV, help="Prompt store directory (default ./prompts)."),
+    typer.Option("--store", "--root", envvar=PROMPTS_ENV, show_default=False,
+                 help="Your prompt store (default ~/.local/share/saag-opt/prompts); the built-in seeds "
+                      "reviewer@v1 and reviewer@v2 are visible from every store."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -59,16 +61,17 @@ def list_cmd(
         return
     several = len({v.program for v in versions}) > 1
     columns = ["program"] * several + ["version", "sha256", "parents", "source", "created", "scores", "aliases"]
-    table = Table(title=f"prompt versions in {store.root}", box=box.SIMPLE_HEAD, pad_edge=False,
+    table = Table(title=f"prompt versions in {store.location}", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     for name in columns:
         table.add_column(name, no_wrap=name in ("version", "sha256", "created"), overflow="fold")
     for v in versions:
         names = sorted(a for a, target in aliases.get(v.program, {}).items() if target == v.version)
-        row = [v.version, v.sha256[:12], ", ".join(v.parents), v.source, v.created[:10],
+        source = f"{v.source} (built-in)" if store.is_seed(v.program, v.version) else v.source
+        row = [v.version, v.sha256[:12], ", ".join(v.parents), source, v.created[:10],
                _fmt_scores(v.scores), ", ".join(names)]
         table.add_row(*([v.program] * several + row))
-    _console().print(table if versions else f"no prompt versions in {store.root}")
+    _console().print(table if versions else f"no prompt versions in {store.location}")
 
 
 @prompts_app.command("show")

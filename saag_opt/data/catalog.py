@@ -31,6 +31,7 @@ from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.model import Example
+from saag_opt.paths import shipped
 
 BFCL_GROUPS: dict[str, tuple[str, ...]] = {
     "non_live": ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"),
@@ -62,9 +63,9 @@ class DatasetInfo:
 
 
 def shipped_dir() -> Path:
-    """``$SAAG_OPT_DATASETS`` if set, else the repository's ``datasets/`` directory."""
+    """``$SAAG_OPT_DATASETS`` if set, else the shipped ``datasets/`` (package data, ``paths.shipped``)."""
     env = os.environ.get("SAAG_OPT_DATASETS")
-    return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "datasets"
+    return Path(env).expanduser() if env else shipped("datasets")
 
 
 def _bfcl_categories() -> list[str]:

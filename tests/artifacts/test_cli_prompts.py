@@ -48,8 +48,15 @@ def test_list_json_and_env_root(root: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert data["aliases"] == {"reviewer": {"production": "v2"}}
 
 
-def test_list_empty_store_and_unknown_program(tmp_path: Path, root: Path) -> None:
-    assert "no prompt versions" in _run("list", "--root", str(tmp_path / "empty"))
+def test_an_empty_store_lists_the_built_in_seeds(tmp_path: Path) -> None:
+    data = json.loads(_run("list", "--json", "--store", str(tmp_path / "empty")))
+    assert [v["version"] for v in data["versions"]] == ["v1", "v2"]
+    assert data["aliases"] == {"reviewer": {"production": "v2"}}
+    assert "(built-in)" in _run("list", "--store", str(tmp_path / "empty"))
+    assert not (tmp_path / "empty").exists()  # reading never creates the store
+
+
+def test_unknown_program(root: Path) -> None:
     result = runner.invoke(prompts_app, ["list", "--program", "reviewr", "--root", str(root)])
     assert isinstance(result.exception, ArtifactError)
     assert "no program 'reviewr'" in str(result.exception) and "Did you mean: reviewer" in str(result.exception)

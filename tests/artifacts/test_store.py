@@ -23,6 +23,7 @@ from saag_opt.artifacts import (
     validate_name,
 )
 from saag_opt.errors import ArtifactError, SaagOptError
+from saag_opt.paths import shipped
 
 REPO_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 PREDICTORS = {"review", "select", "grade"}
@@ -193,7 +194,8 @@ class TestAliasesAndRefs:
 
     def test_root_from_argument_env_or_default(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv("SAAG_OPT_PROMPTS", raising=False)
-        assert default_root() == Path("prompts")
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        assert default_root() == tmp_path / "data" / "saag-opt" / "prompts"
         monkeypatch.setenv("SAAG_OPT_PROMPTS", str(tmp_path / "elsewhere"))
         assert PromptStore().root == tmp_path / "elsewhere"
         assert default_root(tmp_path) == tmp_path
@@ -251,7 +253,7 @@ class TestLineageAndDiff:
 
 
 def _save_many(root: str, worker: int, count: int, barrier: Any) -> None:
-    store = PromptStore(root)
+    store = PromptStore(root, seeds=None)
     barrier.wait()
     for i in range(count):
         store.save_new("reviewer", {"review": f"worker {worker} prompt {i}"}, parents=["v1"], source="gepa")
@@ -261,7 +263,7 @@ def _save_many(root: str, worker: int, count: int, barrier: Any) -> None:
 def test_two_processes_saving_at_once_keep_every_version(tmp_path: Path) -> None:
     """Real processes racing on save_new and alias: unique names, valid files, no lost alias."""
     root = tmp_path / "prompts"
-    PromptStore(root).save(_v("v1", "root"))
+    PromptStore(root, seeds=None).save(_v("v1", "root"))
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_save_many, args=(str(root), w, 20, barrier)) for w in (0, 1)]
@@ -270,7 +272,7 @@ def test_two_processes_saving_at_once_keep_every_version(tmp_path: Path) -> None
     for p in procs:
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0, 0]
-    store = PromptStore(root)
+    store = PromptStore(root, seeds=None)
     names = store.version_names("reviewer")
     assert len(names) == 41 and names[-1] == "v41-gepa"
     texts = {json.loads((root / "reviewer" / f"{n}.json").read_text())["instructions"]["review"] for n in names}
@@ -328,4 +330,56 @@ def test_adopt_brings_a_version_file_and_its_ancestors_from_beside_it(tmp_path: 
     lonely.mkdir()
     (lonely / "v2.json").write_bytes((tmp_path / "elsewhere" / "reviewer" / "v2.json").read_bytes())
     with pytest.raises(ArtifactError, match=r"parent version 'v1' is neither in .* nor beside the file"):
-        PromptStore(tmp_path / "third").adopt(lonely / "v2.json")
+        PromptStore(tmp_path / "third", seeds=None).adopt(lonely / "v2.json")
+
+
+class TestSeeds:
+    """The shipped seeds are read-only built-ins every store sees; new versions go to the store."""
+
+    @staticmethod
+    def _snapshot(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    def test_an_empty_store_sees_the_seeds_and_writes_only_its_own_root(self, tmp_path: Path) -> None:
+        store = PromptStore(tmp_path / "mine")
+        assert store.seeds == shipped("prompts") and store.seeds != store.root
+        before = self._snapshot(store.seeds)
+        assert store.resolve("reviewer@production") == store.get("reviewer", "v2") == load_version_file(
+            shipped("prompts") / "reviewer" / "v2.json")
+        assert store.is_seed("reviewer", "v2") and [v.version for v in store.list()] == ["v1", "v2"]
+        new = store.save_new("reviewer", {"review": "mine"}, parents=["v2"], source="gepa")
+        assert new.version == "v3-gepa" and not store.is_seed("reviewer", "v3-gepa")
+        assert store.lineage("reviewer", "v3-gepa") == [store.get("reviewer", "v2"), store.get("reviewer", "v1")]
+        store.alias("reviewer", "best", "v3-gepa")
+        assert store.aliases() == {"reviewer": {"best": "v3-gepa", "production": "v2"}}
+        assert json.loads((store.root / "aliases.json").read_text()) == {"reviewer": {"best": "v3-gepa"}}
+        assert sorted(p.name for p in (store.root / "reviewer").iterdir()) == ["v3-gepa.json", "v3-gepa.md"]
+        assert self._snapshot(store.seeds) == before
+
+    def test_saving_a_seed_unchanged_copies_nothing(self, tmp_path: Path) -> None:
+        store = PromptStore(tmp_path / "mine")
+        seed = store.get("reviewer", "v2")
+        assert store.save(seed) == seed and not (tmp_path / "mine" / "reviewer").exists()
+
+    def test_an_alias_of_the_store_moves_a_seed_alias_without_touching_the_seeds(self, tmp_path: Path) -> None:
+        store = PromptStore(tmp_path / "mine")
+        store.alias("reviewer", "production", "v1")
+        assert store.resolve("reviewer@production").version == "v1"
+        assert PromptStore(tmp_path / "other").resolve("reviewer@production").version == "v2"
+
+    def test_the_store_own_file_wins_over_a_seed_of_the_same_name(self, store: PromptStore) -> None:
+        assert store.get("reviewer", "v2").instructions == {"review": "Review the call.\nTool-only responses are complete."}
+        assert not store.is_seed("reviewer", "v2")
+
+    def test_adopt_takes_the_parent_beside_the_file_when_it_differs_from_the_seed(self, tmp_path: Path) -> None:
+        elsewhere = PromptStore(tmp_path / "elsewhere", seeds=None)
+        elsewhere.save(_v("v1", "Other root."))
+        elsewhere.save(_v("v2", "Other child.", parents=["v1"]))
+        here = PromptStore(tmp_path / "here")
+        here.adopt(tmp_path / "elsewhere" / "reviewer" / "v2.json")
+        assert here.lineage("reviewer", "v2")[0].instructions == {"review": "Other root."}
+        assert not here.is_seed("reviewer", "v1")
+
+    def test_a_store_at_the_seeds_folder_is_one_layer(self) -> None:
+        store = PromptStore(shipped("prompts"))
+        assert store.seeds is None and store.location == str(shipped("prompts"))
