@@ -57,6 +57,10 @@ def optimize(
     = Accept.strict,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = Path("runs"),
+    prompts_dir: Annotated[Optional[Path], typer.Option(
+        "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
+        help="Prompt store that receives the new versions (the built-in seeds are visible from any store).")]
+    = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
                                                      help="Also write the summary JSON here.")] = None,
 ) -> None:
@@ -71,7 +75,8 @@ def optimize(
         budget=budget.value if budget else None, accept=accept.value, max_metric_calls=max_metric_calls,
         max_cost=max_cost,
         workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
-        evaluate_test=not no_test, runs_dir=str(runs_dir), resume=str(resume) if resume else None)
+        evaluate_test=not no_test, runs_dir=str(runs_dir), prompts_dir=str(prompts_dir) if prompts_dir else None,
+        resume=str(resume) if resume else None)
     try:
         config = OptimizeConfig(**values)
     except ValueError as exc:

@@ -91,7 +91,7 @@ class OptimizeConfig(BaseModel):
     runs_dir: str = "runs"
     """Where ``<timestamp>-optimize/`` is created."""
     prompts_dir: str | None = None
-    """Prompt store root (None = ``$SAAG_OPT_PROMPTS`` or ``./prompts``)."""
+    """Prompt store root (None = ``$SAAG_OPT_PROMPTS``, else the user data dir; see ``saag_opt.paths``)."""
     resume: str | None = None
     """Run directory to resume; its stored config wins except for the fields in ``overrides``."""
 

@@ -42,7 +42,6 @@ def test_mechanism_without_reviewer_is_one_line_exit_2(tmp_path: Path, capsys, m
 @pytest.mark.integration
 def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) -> None:
     dataset, prompts = world.write_world(tmp_path)
-    monkeypatch.setenv("SAAG_OPT_PROMPTS", prompts)
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "200")  # rich wraps narrower tables
     with ScriptedOpenAIServer(world.handler) as server:
@@ -50,10 +49,11 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
         with pytest.raises(SystemExit) as exit_info:
             main(["optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", "r1",
                   "--max-metric-calls", "30", "--workers", "2", "--runs-dir", str(tmp_path / "runs"),
-                  "--json", str(tmp_path / "summary.json")])
+                  "--store", prompts, "--json", str(tmp_path / "summary.json")])
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr()
     assert "TEST accuracy %: base vs seed vs best" in out.out and "best (v3-gepa)" in out.out and "seed (v2)" in out.out
     assert "TEST: help / harm" in out.out
     assert "estimate" in out.err and "LM calls" in out.err
     assert (tmp_path / "summary.json").is_file()
+    assert (Path(prompts) / "reviewer" / "v3-gepa.json").is_file()  # --store received the new version

@@ -138,7 +138,7 @@ def _neutral_reflection(request: dict) -> object:
 def test_a_tie_enters_the_pool_only_with_accept_equal(tmp_path: Path, accept: str, new_version: bool) -> None:
     with ScriptedOpenAIServer(_neutral_reflection) as srv:
         result = run_optimize(_config(tmp_path, srv, accept=accept, evaluate_test=False))
-    store = PromptStore(tmp_path / "prompts")
+    store = PromptStore(tmp_path / "prompts", seeds=None)  # the run's own versions only
     versions = store.version_names("reviewer")
     if new_version:
         assert "v3-gepa" in versions
