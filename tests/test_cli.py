@@ -16,6 +16,7 @@ import saag_opt.evaluation.score
 from saag_opt import __version__
 from saag_opt.cli import app, main
 from saag_opt.errors import DatasetError
+from tests.conftest import requires
 
 FIXTURES = Path(__file__).parent / "fixtures" / "predictions"
 DATASET = FIXTURES / "dataset.jsonl"
@@ -153,8 +154,7 @@ def _scalar_gold(row: dict[str, Any]) -> bool:
                for params in gold.values() for values in params.values())
 
 
-@pytest.mark.skipif(not SHIPPED_BFCL.is_file(), reason="datasets/bfcl.jsonl is not built yet")
-@pytest.mark.skipif(not CONSOLE_SCRIPT.is_file(), reason="the saag-opt console script is not installed")
+@requires(None if CONSOLE_SCRIPT.is_file() else "the saag-opt console script is not installed (pip install -e .)")
 def test_console_script_scores_against_the_shipped_bfcl_dataset(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in SHIPPED_BFCL.read_text(encoding="utf-8").splitlines() if line.strip()]
     simple = [r for r in rows if r["category"] == "simple_python" and _scalar_gold(r)][:3]

@@ -24,6 +24,7 @@ from saag_opt.data.bfcl import (
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.model import ToolCall
 from saag_opt.saag.truth import check_truth
+from tests.conftest import requires
 
 FUNC = {"name": "math.hypot", "description": "Hypotenuse.",
         "parameters": {"type": "dict", "properties": {"x": {"type": "float"}, "y": {"type": "float"}},
@@ -196,7 +197,7 @@ def test_fetch_failure_is_a_dataset_error_with_pip_output(no_installed_data: Pat
         fetch_bfcl(no_installed_data)
 
 
-@pytest.mark.skipif(not INSTALLED, reason="bfcl-eval not installed")
+@requires(None if INSTALLED else "bfcl-eval not installed (pip install --no-deps bfcl-eval, see README)")
 @pytest.mark.parametrize("category, count", [("simple_python", 400), ("multiple", 200), ("parallel", 200),
                                              ("parallel_multiple", 200), ("irrelevance", 240),
                                              ("live_simple", 258), ("live_multiple", 1053),

@@ -18,6 +18,7 @@ from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.model import Example
+from tests.conftest import requires
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -31,7 +32,7 @@ def _bfcl_pinned() -> bool:
         return False
 
 
-needs_bfcl = pytest.mark.skipif(not bfcl_available(), reason="bfcl-eval data not installed")
+needs_bfcl = requires(None if bfcl_available() else "bfcl-eval data not installed (pip install --no-deps bfcl-eval)")
 
 
 def test_shipped_bfcl_has_30_per_category() -> None:
@@ -64,7 +65,7 @@ def test_shipped_bfcl_rows_keep_bfcl_types() -> None:
     assert "float" in types and "number" not in types
 
 
-@pytest.mark.skipif(not _bfcl_pinned(), reason=f"needs bfcl-eval=={BFCL_VERSION}")
+@requires(None if _bfcl_pinned() else f"needs bfcl-eval=={BFCL_VERSION} (pip install --no-deps)")
 def test_build_script_reproduces_the_shipped_files(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("build_shipped", ROOT / "experiments" / "build_shipped.py")
     assert spec is not None and spec.loader is not None

@@ -47,4 +47,18 @@ def test_evaluate_r2_on_three_shipped_examples_offline(local_spec: str, tmp_path
     assert costs["roles"]["base"]["calls"] >= 3 and costs["roles"]["reviewer"]["calls"] >= 3
     assert costs["roles"]["total"]["dollars"] == 0.0  # local models are free, but tokens and seconds count
     assert costs["roles"]["total"]["prompt_tokens"] > 0 and costs["roles"]["total"]["seconds"] > 0
-    assert summary
+
+    # The summary (what --json hands to a user) is the records, counted: not just "something".
+    assert summary == json.loads((run_dir / "summary.json").read_text())
+    assert (summary["mechanism"], summary["prompt"], summary["n_examples"], summary["errors"]) == ("r2", "reviewer@v2", 3, 0)
+    base = {r["example_id"]: r["correct"] for r in rows if r["condition"] == "base"}
+    final = {r["example_id"]: r["correct"] for r in reviewed}
+    assert (summary["base"]["n"], summary["base"]["correct"]) == (3, sum(base.values()))
+    assert (summary["reviewed"]["n"], summary["reviewed"]["correct"]) == (3, sum(final.values()))
+    pairs = [(base[i], final[i]) for i in base]
+    hh = summary["help_harm"]
+    assert (hh["n"], hh["both_right"], hh["fixed"], hh["broken"], hh["both_wrong"]) == (
+        3, pairs.count((True, True)), pairs.count((False, True)), pairs.count((True, False)), pairs.count((False, False)))
+    assert summary["reviewer_calls_per_item"] == pytest.approx(sum(r["reviewer_calls"] for r in reviewed) / 3)
+    assert summary["reviewer_calls_per_item"] >= 1  # every example was reviewed at least once
+    assert summary["costs"]["roles"]["reviewer"]["calls"] == costs["roles"]["reviewer"]["calls"]

@@ -13,6 +13,7 @@ import pytest
 from saag_opt.model import Example, Registry, ToolCall, ToolSpec
 from saag_opt.saag import correction_for, diagnose_with_gold, run_cascade
 from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
+from tests.conftest import requires
 
 REGISTRY = Registry.from_dicts([
     {"name": "get_weather", "parameters": {"type": "dict", "required": ["location"], "properties": {
@@ -156,7 +157,7 @@ def _leakable_gold_values(example: Example) -> set[str]:
     return values
 
 
-@pytest.mark.skipif(_bfcl_dir() is None, reason="bfcl-eval data not installed")
+@requires(None if _bfcl_dir() else "bfcl-eval data not installed (pip install --no-deps bfcl-eval, see README)")
 def test_corrections_never_carry_gold_over_whole_bfcl_categories() -> None:
     checked = 0
     for category in ("simple_python", "multiple", "parallel", "live_simple"):

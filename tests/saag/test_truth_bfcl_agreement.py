@@ -30,15 +30,15 @@ from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag.truth import check_truth
 
+from saag_opt.data.bfcl import BFCL_VERSION
 from tests.bfcl_stub import MODEL_NAME, load_ast_checker  # noqa: E402
+from tests.conftest import requires
 
 _LOADED = load_ast_checker()
-if _LOADED is None:
-    pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)",
-                allow_module_level=True)
-AST_CHECKER, LANGUAGE = _LOADED
-
-from bfcl_eval.utils import is_empty_output  # noqa: E402 - needs the stub installed first
+pytestmark = requires(None if _LOADED else f"bfcl-eval is not installed (pip install --no-deps bfcl-eval=={BFCL_VERSION})")
+if _LOADED is not None:
+    AST_CHECKER, LANGUAGE = _LOADED
+    from bfcl_eval.utils import is_empty_output  # noqa: E402 - needs the stub installed first
 
 NON_LIVE = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
 LIVE = ["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance"]
