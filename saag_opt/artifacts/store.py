@@ -35,7 +35,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from hashlib import sha256
@@ -59,6 +59,8 @@ LOCK_FILE = ".lock"
 LOCK_TIMEOUT_S = 60.0
 
 Source = Literal["manual", "gepa", "optuna"]
+Split = Literal["train", "val", "test"]
+SPLIT_NAMES: tuple[Split, ...] = ("train", "val", "test")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # always fullmatch: "$" accepts a trailing \n
 _NUMBERED_RE = re.compile(r"^v(\d+)(?:$|[-._])")
@@ -107,6 +109,10 @@ class PromptVersion(BaseModel):
     """Dataset it was optimised or scored on, if any."""
     split_hash: str | None = None
     """Hash of the train/val split, so scores are comparable only on the same split."""
+    trained_on: list[Split] = Field(default_factory=list)
+    """Splits of ``dataset`` whose examples shaped the instructions (GEPA: rollouts and reflection)."""
+    selected_on: list[Split] = Field(default_factory=list)
+    """Splits of ``dataset`` the version was chosen on (GEPA: the val scores)."""
     scores: dict[str, Any] = Field(default_factory=dict)
     """Metric name -> value (JSON values), e.g. ``{"val_accuracy": 0.925}``."""
     cost: dict[str, Any] = Field(default_factory=dict)
@@ -156,6 +162,15 @@ class PromptVersion(BaseModel):
     def ref(self) -> str:
         """``program@version``, the reference that resolves back to this version."""
         return f"{self.program}@{self.version}"
+
+    def contaminated(self, splits: Iterable[str]) -> list[Split]:
+        """Which of ``splits`` this version was trained or selected on (train, val, test order).
+
+        Why: a score on such a split is not a held-out result. Splits are assigned by a hash of the
+        example id, the same for every dataset, so the split name alone is what can overlap.
+        """
+        seen = set(self.trained_on) | set(self.selected_on)
+        return [s for s in SPLIT_NAMES if s in seen and s in set(splits)]
 
 
 def default_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -265,6 +280,18 @@ class PromptStore:
         relative = Path(validate_name(program, "program")) / f"{validate_name(version)}.json"
         return next((layer / relative for layer in self._layers() if (layer / relative).is_file()), None)
 
+    def path_of(self, program: str, version: str) -> Path:
+        """The JSON file ``program@version`` is read from (the store's own, else the seed's).
+
+        Raises:
+            ArtifactError: unknown version.
+        """
+        found = self._file(program, version)
+        if found is None:
+            raise _not_found(f"{program}@{version}", "version", version, self.version_names(program),
+                             f"{self.location} for {program}")
+        return found
+
     def is_seed(self, program: str, version: str) -> bool:
         """True if ``program@version`` is read from the built-in seeds (not from this store's root)."""
         found = self._file(program, version)
@@ -312,10 +339,7 @@ class PromptStore:
         Raises:
             ArtifactError: unknown version (with the nearest names), or an invalid file.
         """
-        path = self._file(program, version)
-        if path is None:
-            raise _not_found(f"{program}@{version}", "version", version, self.version_names(program),
-                             f"{self.location} for {program}")
+        path = self.path_of(program, version)
         loaded = load_version_file(path)
         if (loaded.program, loaded.version) != (program, version):
             raise ArtifactError(f"{path}: file says {loaded.ref}, expected {program}@{version}")
@@ -554,6 +578,7 @@ def render_markdown(version: PromptVersion) -> str:
         ("version", version.version), ("program", version.program), ("sha256", f"`{version.sha256}`"),
         ("parents", version.parents), ("source", version.source), ("created", version.created),
         ("models", version.models), ("dataset", version.dataset), ("split hash", version.split_hash),
+        ("trained on", version.trained_on), ("selected on", version.selected_on),
         ("scores", version.scores), ("cost", version.cost),
     ]
     lines = [f"# {version.ref}", "", "<!-- generated from the .json by saag-opt; do not edit by hand -->", "",
@@ -568,7 +593,7 @@ def render_markdown(version: PromptVersion) -> str:
 
 
 _DIFF_FIELDS = ("program", "sha256", "parents", "source", "created", "models", "dataset", "split_hash",
-                "scores", "cost", "notes")
+                "trained_on", "selected_on", "scores", "cost", "notes")
 
 
 def diff_versions(a: PromptVersion, b: PromptVersion) -> str:

@@ -224,6 +224,8 @@ class SideSummary(BaseModel):
     """Mean LLM reviewer calls per example."""
     gated_share: float | None
     """gate+ mechanisms: share of examples passed by the SAAG gate."""
+    contaminated: list[str] = Field(default_factory=list)
+    """Prompts mode: evaluated splits this version was trained or selected on (not held out)."""
 
 
 class CompareSummary(BaseModel):
@@ -553,6 +555,8 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         summary = compare_sides(a, b, mode="prompts", seed=config.seed)
         summary = summary.model_copy(update={
             "run_id": run_dir.name, "base_costs": base.summary.costs,
+            "a": summary.a.model_copy(update={"contaminated": results["a"].summary.contaminated}),
+            "b": summary.b.model_copy(update={"contaminated": results["b"].summary.contaminated}),
             "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
         dataset = read_header(base.run_dir).dataset
         _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)

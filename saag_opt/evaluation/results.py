@@ -202,6 +202,8 @@ class EvaluationSummary(BaseModel):
     """gate+ mechanisms: share of examples the SAAG gate passed without an LLM review."""
     costs: dict[str, Any] = Field(default_factory=dict)
     """Cost ledger per role (calls, tokens, dollars, seconds)."""
+    contaminated: list[str] = Field(default_factory=list)
+    """Evaluated splits the reviewer prompt was trained or selected on (``["val"]``): not held out."""
 
 
 class RunContents(BaseModel):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -59,6 +59,9 @@ from saag_opt.runfiles import (
     new_header,
     write_header,
 )
+
+if TYPE_CHECKING:
+    from saag_opt.artifacts import PromptVersion
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +192,8 @@ class _Setup:
     ledger: Any
     reviewer_lm: Any
     run_id: str
+    prompt_version: PromptVersion | None = None
+    """The reviewer's prompt version (None without a reviewer): what it was trained/selected on."""
 
 
 def _emit(on_event: EventHandler | None, event: EvaluationEvent) -> None:
@@ -210,19 +215,20 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Set
     if config.request_timeout is not None:
         options["timeout"] = config.request_timeout
     agent = BaseAgent(open_lm(parse_model_spec(config.base), role="base", ledger=ledger, **options), ledger=ledger)
-    reviewer, reviewer_lm = None, None
+    reviewer, reviewer_lm, version = None, None, None
     if mechanism.needs_reviewer:
         if config.reviewer is None:
             raise ConfigError(f"reviewer: mechanism {mechanism.spec!r} needs --reviewer")
         from saag_opt.artifacts import resolve_ref
 
         cls = SaagInformedReviewer if config.saag_informed else Reviewer
-        reviewer = cls.from_prompt(resolve_ref(config.prompt))
+        version = resolve_ref(config.prompt)
+        reviewer = cls.from_prompt(version)
         reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
         reviewer.set_lm(reviewer_lm)
     cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
     ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs)
-    return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id)
+    return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id, version)
 
 
 def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
@@ -391,4 +397,6 @@ def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0)
         errors=paired.errors, base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm,
         latency=paired.latency, reviewer_calls_per_item=paired.reviewer_calls_per_item,
         agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
-        costs=setup.ledger.to_dict())
+        costs=setup.ledger.to_dict(),
+        contaminated=setup.prompt_version.contaminated({e.split for e in setup.examples})
+        if setup.prompt_version is not None else [])

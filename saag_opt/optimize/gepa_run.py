@@ -507,7 +507,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
 
 def _artifact_metadata(config: OptimizeConfig, split: str) -> dict[str, Any]:
     return {"models": {"base": config.base, "reviewer": config.reviewer, "reflection": config.reflection_spec},
-            "dataset": config.dataset, "split_hash": split,
+            "dataset": config.dataset, "split_hash": split, "trained_on": ["train"], "selected_on": ["val"],
             "notes": f"GEPA ({config.mechanism}) from {config.prompt}; val = the dataset's val split"}
 
 
@@ -549,7 +549,7 @@ def evaluate_test(config: OptimizeConfig, world: _World, run_dir: Path, best: st
 
     seed = world.seed.version
     emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
-    ref = {v: str(Path(world.store.root) / world.seed.program / f"{v}.json") for v in (seed, best)}  # DESIGN 8
+    ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
     evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
                                 dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
                                 seed=config.seed)

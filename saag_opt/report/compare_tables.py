@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, ci_points, delta, num, pct, points
+from saag_opt.report.format import cached_reviews, ci_points, contamination_warning, delta, num, pct, points
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
@@ -40,7 +40,9 @@ def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A
                    b: str = "B") -> Table:
     """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows (``a``/``b`` name the columns)."""
     base, acc_a, acc_b = summary.base, summary.a.accuracy, summary.b.accuracy
-    table = Table(title=title)
+    warnings = "".join(contamination_warning(f"{name} ({side.label})", side.contaminated)
+                       for side, name in ((summary.a, a), (summary.b, b)))
+    table = Table(title=title + warnings)
     for col in ("category", "n", "base %", f"{a} %", f"{b} %", f"{b} - {a}"):
         table.add_column(col, justify="left" if col == "category" else "right")
     for cat in sorted(set(base.categories) | set(acc_a.categories) | set(acc_b.categories)):

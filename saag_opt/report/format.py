@@ -59,3 +59,13 @@ def num(value: Any, fmt: str = ".3f") -> str:
     if value is None:
         return "-"
     return "inf" if is_inf(value) else format(float(value), fmt)
+
+
+def contamination_warning(prompt: str | None, splits: list[str]) -> str:
+    """A second title line when a reviewer prompt was trained or selected on an evaluated split."""
+    if not splits:
+        return ""
+    from rich.markup import escape
+
+    return (f"\n[bold red]WARNING: {escape(prompt or 'the prompt')} was trained or selected on "
+            f"{escape(', '.join(splits))}: not a held-out result[/]")
