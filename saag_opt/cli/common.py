@@ -23,6 +23,10 @@ SplitOpt = Annotated[str, typer.Option(
 LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
+StoreOpt = Annotated[Optional[Path], typer.Option(
+    "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
+    help="Your prompt store: prompt references resolve there and new versions go there; the built-in "
+         "seeds (reviewer@v1, reviewer@v2) are visible from any store.")]
 
 
 def explicit_params(ctx: typer.Context) -> set[str]:

@@ -16,6 +16,7 @@ from saag_opt.cli.common import (
     DatasetOpt,
     LimitOpt,
     RunsDirOpt,
+    StoreOpt,
     SplitOpt,
     WorkersOpt,
     passed_values,
@@ -41,6 +42,7 @@ def compare(
     workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     runs_dir: RunsDirOpt = Path("runs"),
+    prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
                                                      help="Also write the full comparison JSON here.")] = None,
 ) -> None:
@@ -54,7 +56,7 @@ def compare(
 
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset,
                                   split=split_filter(split), limit=limit, workers=workers, seed=seed,
-                                  runs_dir=runs_dir)
+                                  runs_dir=runs_dir, prompts_dir=prompts_dir)
     try:  # model options matter only when prompts are evaluated now; two runs need none of them
         settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
         config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)

@@ -14,6 +14,7 @@ from saag_opt.cli.common import (
     DatasetOpt,
     LimitOpt,
     RunsDirOpt,
+    StoreOpt,
     SplitOpt,
     WorkersOpt,
     passed_values,
@@ -44,6 +45,7 @@ def evaluate(
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
     runs_dir: RunsDirOpt = Path("runs"),
+    prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
@@ -56,7 +58,7 @@ def evaluate(
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, prompt=prompt, mechanism=mechanism,
                                   saag_informed=saag_informed, dataset=dataset, split=split_filter(split),
                                   limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
-                                  fail_on_error=fail_on_error, runs_dir=runs_dir)
+                                  fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir)
     try:
         config = EvaluateConfig(**values)
     except ValueError as exc:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.cli.common import DatasetOpt, RunsDirOpt, WorkersOpt, explicit_params
+from saag_opt.cli.common import DatasetOpt, RunsDirOpt, StoreOpt, WorkersOpt, explicit_params
 from saag_opt.errors import ConfigError
 
 
@@ -57,10 +57,7 @@ def optimize(
     = Accept.strict,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = Path("runs"),
-    prompts_dir: Annotated[Optional[Path], typer.Option(
-        "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
-        help="Prompt store that receives the new versions (the built-in seeds are visible from any store).")]
-    = None,
+    prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
                                                      help="Also write the summary JSON here.")] = None,
 ) -> None:

@@ -533,7 +533,7 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
     if settings is None:
         raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
                           "(--base, --reviewer, --mechanism, --dataset)")
-    version_a, version_b = resolve_ref(ref_a), resolve_ref(ref_b)
+    version_a, version_b = resolve_ref(ref_a, settings.prompts_dir), resolve_ref(ref_b, settings.prompts_dir)
     labels = {"a": _label(version_a, version_b), "b": _label(version_b, version_a)}
     if labels["a"] == labels["b"]:
         labels = {"a": f"{labels['a']}-A", "b": f"{labels['b']}-B"}

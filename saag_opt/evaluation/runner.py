@@ -97,6 +97,8 @@ class EvaluateConfig(BaseModel):
     """Seed for the bootstrap CI (LM calls are deterministic through the cache)."""
     runs_dir: Path = Path("runs")
     """Where ``<timestamp>-evaluate/`` is created."""
+    prompts_dir: Path | None = None
+    """Prompt store ``prompt`` resolves in (None = ``$SAAG_OPT_PROMPTS``, else the user's; see ``saag_opt.paths``)."""
     cache_dir: Path | None = None
     """Base-prediction cache; default ``<saag-opt cache>/base-predictions``."""
     fail_on_error: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -222,7 +224,7 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Set
         from saag_opt.artifacts import resolve_ref
 
         cls = SaagInformedReviewer if config.saag_informed else Reviewer
-        version = resolve_ref(config.prompt)
+        version = resolve_ref(config.prompt, config.prompts_dir)
         reviewer = cls.from_prompt(version)
         reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
         reviewer.set_lm(reviewer_lm)

@@ -104,12 +104,11 @@ def test_evaluate_and_compare_tables_warn_about_contamination(tmp_path: Path, mo
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     dataset, prompts = world.write_world(tmp_path, 2, 2, 2)
     _gepa_version(PromptStore(prompts))
-    monkeypatch.setenv("SAAG_OPT_PROMPTS", prompts)
     monkeypatch.setenv("COLUMNS", "200")
     with ScriptedOpenAIServer(world.handler) as server:
         spec = f"fake@{server.url}"
         common = ["--base", spec, "--reviewer", spec, "--mechanism", "r1", "--dataset", dataset, "--workers", "1",
-                  "--runs-dir", str(tmp_path / "runs")]
+                  "--runs-dir", str(tmp_path / "runs"), "--store", prompts]
         for argv in (["evaluate", "--prompt", "reviewer@v3-gepa", "--split", "val", "--json", str(tmp_path / "e.json")],
                      ["compare", "reviewer@v2", "reviewer@v3-gepa", "--split", "val", "--json", str(tmp_path / "c.json")],
                      ["evaluate", "--prompt", "reviewer@v3-gepa", "--split", "test"]):
