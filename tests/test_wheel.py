@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (purelib / "_saag_opt_test_deps.pth").write_text("".join(f"{p}\n" for p in sorted(deps)))
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
           str(wheel)], cwd=root)
+    shutil.copy2(wheel, venv / wheel.name)  # kept for the content check
     return venv / "bin"
+
+
+def test_every_file_of_the_package_and_the_shipped_folders_is_in_the_wheel(installed: Path) -> None:
+    """Templates or other data a module adds under saag_opt/ ship without anyone editing pyproject."""
+    (wheel,) = installed.parent.glob("saag_opt-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = {p.relative_to(REPO).as_posix() for p in (REPO / "saag_opt").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and "_shipped" not in p.parts}
+    shipped = {f"saag_opt/_shipped/{p.relative_to(REPO).as_posix()}" for folder in ("datasets", "prompts")
+               for p in (REPO / folder).rglob("*") if p.is_file() and p.name != ".lock"}
+    assert package - names == set() and shipped - names == set()
+    assert {"saag_opt/_shipped/prompts/reviewer/v2.json", "saag_opt/_shipped/datasets/bfcl.jsonl"} <= names
 
 
 @pytest.fixture

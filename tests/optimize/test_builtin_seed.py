@@ -1,0 +1,33 @@
+"""optimize from a built-in seed in an empty store: the new version lands in the store, the seed stays
+built in, and the test phase finds both (the seed is not a file in the store root)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from saag_opt.artifacts.store import PromptStore
+from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.paths import shipped
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from tests.optimize import optimize_world as world
+
+pytestmark = pytest.mark.integration
+
+
+def test_optimize_from_the_built_in_seed_into_an_empty_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+    dataset, _ = world.write_world(tmp_path)
+    store = tmp_path / "empty-store"
+    with ScriptedOpenAIServer(world.handler) as server:
+        spec = f"fake@{server.url}"
+        result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompt="reviewer@production",
+                                             prompts_dir=str(store), runs_dir=str(tmp_path / "runs"),
+                                             max_metric_calls=40, workers=2, mechanism="r1"))
+    assert (result.seed_version, result.best_version) == ("v2", "v3-gepa")
+    prompts = PromptStore(store)
+    assert prompts.is_seed("reviewer", "v2") and prompts.get("reviewer", "v3-gepa").parents == ["v2"]
+    assert sorted(p.name for p in (store / "reviewer").iterdir()) == ["v3-gepa.json", "v3-gepa.md"]
+    assert not (shipped("prompts") / "reviewer" / "v3-gepa.json").exists()
+    assert result.test is not None and result.test["seed"] == "v2" and result.test["best"] == "v3-gepa"
