@@ -3,7 +3,8 @@
 cli -> (optimize, evaluation, artifacts, report) -> agents -> (lm, saag, data, model); nothing imports
 cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
 run time too. ``runfiles`` (atomic writes, run.json) sits beside ``errors`` at the bottom: every layer
-above the pure core may write through it, it imports nothing but ``errors``.
+above the pure core may write through it, it imports nothing but ``errors``; ``events`` (the one run
+event type) imports nothing from the package.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
 FORBIDDEN: dict[str, set[str]] = {
-    "saag": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "testing", "runfiles"},
-    "model": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "runfiles"},
+    "saag": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "testing", "runfiles",
+             "events"},
+    "model": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "runfiles",
+              "events"},
     "runfiles": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
-                 "testing", "paths"},
+                 "testing", "paths", "events"},
+    "events": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
+               "testing", "paths", "runfiles", "errors"},
     "data": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm"},
     "lm": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "data", "saag"},
     "agents": {"cli", "optimize", "evaluation", "report"},

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
 import subprocess
 import sys
 import zipfile

@@ -11,9 +11,6 @@ from saag_opt.evaluation.results import (
 from saag_opt.evaluation.runner import (
     EvaluateConfig,
     EvaluationResult,
-    ExampleFinished,
-    RunFinished,
-    RunStarted,
     run_evaluation,
 )
 from saag_opt.evaluation.score import (
@@ -37,11 +34,8 @@ __all__ = [
     "EvaluateConfig",
     "EvaluationResult",
     "EvaluationSummary",
-    "ExampleFinished",
     "ExampleRecord",
     "HelpHarm",
-    "RunFinished",
-    "RunStarted",
     "bootstrap_net_change_ci",
     "mcnemar_exact",
     "read_records",

@@ -21,14 +21,15 @@ either side are left out of every paired table (as the runner does).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from saag_opt.errors import ConfigError
+from saag_opt.events import EventSink, emit
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import (
     ConditionSummary,
@@ -40,7 +41,6 @@ from saag_opt.evaluation.results import (
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.runner import (
     EvaluateConfig,
-    EvaluationEvent,
     EvaluationResult,
     run_evaluation,
 )
@@ -388,18 +388,6 @@ def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
 # -- run directory ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CompareStage:
-    """Emitted before each evaluate pass of prompts mode (``base``, then ``a``, then ``b``)."""
-
-    stage: Literal["base", "a", "b"]
-    label: str
-
-
-CompareEvent = Union[CompareStage, EvaluationEvent]
-CompareEventHandler = Callable[[CompareEvent], None]
-
-
 @dataclass
 class CompareResult:
     """What ``run_compare`` returns."""
@@ -499,7 +487,7 @@ def _label(version: PromptVersion, other: PromptVersion) -> str:
     return str(version.version)
 
 
-def _evaluate(settings: EvaluateConfig, on_event: CompareEventHandler | None, **update: Any) -> EvaluationResult:
+def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, **update: Any) -> EvaluationResult:
     return run_evaluation(settings.model_copy(update=update), on_event=on_event)
 
 
@@ -518,7 +506,7 @@ def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
     return notes
 
 
-def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: CompareEventHandler | None = None,
+def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: EventSink | None = None,
                     args_passed: dict[str, Any] | None = None) -> CompareResult:
     """Evaluate both prompt versions on the same examples, the base agent paid once.
 
@@ -545,11 +533,11 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
                                  {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
     with guarded_run(run_dir, header):
         common = {"seed": config.seed}
-        _emit(on_event, CompareStage("base", "base"))
+        emit(on_event, "stage", "evaluating the base agent alone", stage="base", label="base")
         base = _evaluate(settings, on_event, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base", **common)
         results = {}
         for key, ref in (("a", ref_a), ("b", ref_b)):
-            _emit(on_event, CompareStage(key, labels[key]))  # type: ignore[arg-type]
+            emit(on_event, "stage", f"evaluating {key.upper()} = {labels[key]}", stage=key, label=labels[key])
             results[key] = _evaluate(settings, on_event, prompt=ref, runs_dir=run_dir / key, **common)
         a, b = (_prompt_side(k, labels[k], results[k], prompts[k]) for k in ("a", "b"))  # type: ignore[arg-type]
         summary = compare_sides(a, b, mode="prompts", seed=config.seed)
@@ -570,18 +558,7 @@ def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dic
                               run_dir=result.run_dir)
 
 
-def _emit(on_event: CompareEventHandler | None, event: CompareEvent) -> None:
-    if on_event is None:
-        return
-    try:
-        on_event(event)
-    except Exception:  # an observer must never stop a run
-        import logging
-
-        logging.getLogger(__name__).exception("event handler failed on %s", type(event).__name__)
-
-
-def run_compare(config: CompareConfig, *, on_event: CompareEventHandler | None = None,
+def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
                 args_passed: dict[str, Any] | None = None) -> CompareResult:
     """``saag-opt compare A B``: two prompt refs (evaluated now) or two run dirs (no LM calls).
 
@@ -598,10 +575,8 @@ def run_compare(config: CompareConfig, *, on_event: CompareEventHandler | None =
 __all__ = [
     "COMPARE_SCHEMA_VERSION",
     "CompareConfig",
-    "CompareEvent",
     "CompareMode",
     "CompareResult",
-    "CompareStage",
     "CompareSummary",
     "PairedComparison",
     "RunRef",

@@ -7,8 +7,8 @@ Per example, two conditions are recorded: ``base`` (the base agent alone) and th
 Failure policy (STYLE practice 9): an LM call that fails after retries, or any other error inside
 one example, becomes a record with ``error`` (scored incorrect); no example is ever lost. Systemic
 faults raise before work starts (bad config, missing key) or after it (``fail_on_error`` rate).
-Progress and cost are reported through typed events; an observer that raises is logged, never
-allowed to stop the run (STYLE practice 16).
+Progress and cost are reported through ``saag_opt.events`` (``run_started``, ``example_finished``,
+``run_finished``); an observer that raises is logged, never allowed to stop the run.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import hashlib
 import logging
 import threading
 from contextlib import nullcontext
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -38,6 +38,7 @@ from saag_opt.agents import (
     parse_mechanism,
 )
 from saag_opt.errors import ConfigError, RunError
+from saag_opt.events import EventSink, emit
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
@@ -141,39 +142,6 @@ class EvaluateConfig(BaseModel):
         return value
 
 
-@dataclass(frozen=True)
-class RunStarted:
-    """Emitted once the run directory exists and examples are loaded."""
-
-    run_dir: Path
-    total: int
-
-
-@dataclass(frozen=True)
-class ExampleFinished:
-    """Emitted after each example; ``costs`` is a ledger snapshot (role -> calls/tokens/$/s)."""
-
-    done: int
-    total: int
-    example_id: str
-    base_correct: bool
-    final_correct: bool
-    error: str | None
-    costs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    """Emitted after ``summary.json`` is written."""
-
-    run_dir: Path
-    summary: EvaluationSummary
-
-
-EvaluationEvent = Union[RunStarted, ExampleFinished, RunFinished]
-EventHandler = Callable[[EvaluationEvent], None]
-
-
 @dataclass
 class EvaluationResult:
     """What ``run_evaluation`` returns."""
@@ -196,15 +164,6 @@ class _Setup:
     run_id: str
     prompt_version: PromptVersion | None = None
     """The reviewer's prompt version (None without a reviewer): what it was trained/selected on."""
-
-
-def _emit(on_event: EventHandler | None, event: EvaluationEvent) -> None:
-    if on_event is None:
-        return
-    try:
-        on_event(event)
-    except Exception:  # an observer must never stop a run
-        log.exception("event handler failed on %s", type(event).__name__)
 
 
 def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Setup:
@@ -251,7 +210,7 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
                  "ids_hash": ids, "split_hash": split_hash(examples)})
 
 
-def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = None,
+def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
                    args_passed: dict[str, Any] | None = None) -> EvaluationResult:
     """Evaluate ``config`` and write ``runs/<timestamp>-evaluate/``.
 
@@ -271,14 +230,14 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventHandler | None = No
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
         setup = _build(config, run_dir.name, examples)
-        _emit(on_event, RunStarted(run_dir, len(examples)))
+        emit(on_event, "run_started", f"run directory {run_dir}", run_dir=str(run_dir), total=len(examples))
         records = _run_all(setup, run_dir, on_event)
         summary = summarise(records, setup, seed=config.seed)
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
         atomic_write_json(run_dir / "costs.json", setup.ledger.to_dict())
         _check_error_rate(config, summary)
     finish_header(run_dir, header)
-    _emit(on_event, RunFinished(run_dir, summary))
+    emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return EvaluationResult(run_dir, summary, records)
 
 
@@ -291,7 +250,7 @@ def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> Non
                        f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
 
 
-def _run_all(setup: _Setup, run_dir: Path, on_event: EventHandler | None) -> list[ExampleRecord]:
+def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None) -> list[ExampleRecord]:
     writer = RecordWriter(run_dir / "records.jsonl")
     records: list[ExampleRecord] = []
     lock, done, total = threading.Lock(), 0, len(setup.examples)
@@ -305,8 +264,9 @@ def _run_all(setup: _Setup, run_dir: Path, on_event: EventHandler | None) -> lis
                 with lock:
                     records.extend(pair)
                     done += 1
-                _emit(on_event, ExampleFinished(done, total, pair[0].example_id, pair[0].correct, pair[1].correct,
-                                                pair[1].error, setup.ledger.snapshot()))
+                emit(on_event, "example_finished", f"{done}/{total} {pair[0].example_id}", done=done, total=total,
+                     example_id=pair[0].example_id, base_correct=pair[0].correct, final_correct=pair[1].correct,
+                     error=pair[1].error, costs=setup.ledger.snapshot())
     finally:
         writer.close()
     order = {ex.id: i for i, ex in enumerate(setup.examples)}

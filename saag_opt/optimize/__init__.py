@@ -6,6 +6,7 @@ from saag_opt.optimize.budget import (
     Price,
     auto_metric_calls,
     estimate_cost,
+    estimate_run,
     resolve_metric_calls,
 )
 from saag_opt.optimize.feedback import (
@@ -17,25 +18,19 @@ from saag_opt.optimize.feedback import (
     metric,
     view_outcome,
 )
-from saag_opt.optimize.gepa_run import (
-    ArtifactWriter,
-    GepaSettings,
-    OptimizeConfig,
-    OptimizeEvent,
-    OptimizeResult,
-    build_gepa,
-    compile_gepa,
-    run_optimize,
-)
+from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.run import OptimizeResult, run_optimize
+from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 
 __all__ = [
     "ArtifactWriter",
     "CostEstimate",
     "CostStopper",
+    "FatalStopper",
     "GepaSettings",
     "OptimizeConfig",
-    "OptimizeEvent",
     "OptimizeResult",
     "OutcomeClass",
     "Price",
@@ -49,6 +44,7 @@ __all__ = [
     "classify_outcome",
     "compile_gepa",
     "estimate_cost",
+    "estimate_run",
     "metric",
     "resolve_metric_calls",
     "run_optimize",

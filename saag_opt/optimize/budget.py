@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from saag_opt.optimize.config import OptimizeConfig
+    from saag_opt.optimize.world import World
 
 BudgetName = Literal["light", "medium", "heavy"]
 
@@ -113,6 +117,32 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
                         tokens=tokens, dollars=round(dollars, 4), assumptions=note)
 
 
+def estimate_run(config: OptimizeConfig, world: World, examples: Sequence[Any], rollouts: int) -> Any:
+    """Up-front estimate from the examples' prompt sizes and the models' prices."""
+    from saag_opt.agents.reviewer import render_conversation, render_tool_docs
+    from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
+    from saag_opt.optimize.budget import Price, estimate_cost
+
+    sample = list(examples)[:20]
+    prompt = sum(len(render_conversation(e)) + len(render_tool_docs(e)) for e in sample) / max(1, len(sample)) / 4
+    instr = sum(len(t) for t in world.seed.instructions.values()) / 4
+    reviews, revisions = world.mechanism.calls_per_example()
+
+    def price(text: str) -> Price:
+        model = parse_model_spec(text)
+        per_in, per_out = price_call(model, 1_000_000, 0), price_call(model, 0, 1_000_000)
+        return Price(per_in or 0.0, per_out or 0.0)
+
+    think = 1500 if is_reasoning_model(parse_model_spec(config.reviewer)) else 0
+    reflect_in = config.minibatch * (prompt + 400) + instr + 600
+    return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
+                         review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
+                         reflection_tokens=(reflect_in, config.max_chars / 4 + 2000), minibatch=config.minibatch,
+                         reviewer_price=price(config.reviewer), base_price=price(config.base),
+                         reflection_price=price(config.reflection_spec))
+
+
+
 class CostStopper:
     """gepa stop callback: stop at an iteration boundary once spend would pass ``max_cost``.
 
@@ -149,4 +179,4 @@ class CostStopper:
 
 
 __all__ = ["AUTO_CANDIDATES", "BudgetName", "CostEstimate", "CostStopper", "Price", "auto_metric_calls",
-           "estimate_cost", "minimum_metric_calls", "resolve_metric_calls"]
+           "estimate_cost", "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]

@@ -15,7 +15,7 @@ from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
-    from saag_opt.evaluation.runner import EvaluationEvent
+    from saag_opt.events import RunEvent
 
 
 
@@ -105,15 +105,13 @@ class EvaluateProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def __call__(self, event: EvaluationEvent) -> None:
+    def __call__(self, event: RunEvent) -> None:
         """Runner event handler."""
-        from saag_opt.evaluation.runner import ExampleFinished, RunStarted
-
-        if isinstance(event, RunStarted):
-            self.task = self.progress.add_task("evaluate", total=event.total, costs="")
-        elif isinstance(event, ExampleFinished) and self.task is not None:
-            costs = {"total": _sum_roles(event.costs)}
-            self.progress.update(self.task, completed=event.done, costs=_cost_line(costs))
+        if event.kind == "run_started":
+            self.task = self.progress.add_task("evaluate", total=event.data["total"], costs="")
+        elif event.kind == "example_finished" and self.task is not None:
+            costs = {"total": _sum_roles(event.data["costs"])}
+            self.progress.update(self.task, completed=event.data["done"], costs=_cost_line(costs))
 
 
 def _sum_roles(snapshot: dict[str, Any]) -> dict[str, Any]:

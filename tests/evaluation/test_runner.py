@@ -13,7 +13,7 @@ import pytest
 from saag_opt.data import load_dataset
 from saag_opt.errors import RunError
 from saag_opt.evaluation.results import read_run
-from saag_opt.evaluation.runner import EvaluateConfig, ExampleFinished, RunFinished, RunStarted, run_evaluation
+from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
 from tests.evaluation.scripted_replies import chat, right, wrong
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
@@ -119,9 +119,9 @@ def test_run_writes_the_run_dir_and_exact_help_harm(world, tmp_path: Path, examp
     assert run.summary is not None and run.summary.latency.overhead_x is not None
     assert run.summary.base.relevance_suite is not None
 
-    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
-    done = [e for e in events if isinstance(e, ExampleFinished)]
-    assert [e.done for e in done] == list(range(1, len(examples) + 1)) and "base" in done[-1].costs
+    assert events[0].kind == "run_started" and events[-1].kind == "run_finished"
+    done = [e.data for e in events if e.kind == "example_finished"]
+    assert [e["done"] for e in done] == list(range(1, len(examples) + 1)) and "base" in done[-1]["costs"]
 
 
 def test_base_predictions_are_reused_across_mechanisms(world, tmp_path: Path, examples: list[Example]) -> None:  # noqa: ANN001

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.artifacts.store import PromptStore
-from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.paths import shipped
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world

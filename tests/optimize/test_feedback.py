@@ -82,7 +82,7 @@ def test_view_outcome_reads_reviewer_failed_as_no_objection() -> None:
 
 def test_gold_never_reaches_the_reviewer_inputs(tmp_path, monkeypatch) -> None:
     """Every reviewer request of a whole optimize run is free of gold-only values."""
-    from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+    from saag_opt.optimize import OptimizeConfig, run_optimize
     from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 
     secret = "Zanzibar-7"  # an acceptable gold value that no query, tool doc or base call contains

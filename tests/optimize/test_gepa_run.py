@@ -11,7 +11,7 @@ import pytest
 from tests.optimize import optimize_world as world
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ConfigError, ModelUnavailableError
-from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,7 @@ def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_p
     assert best.scores["val_accuracy"] == 1.0 and result.val_scores[0] == 0.5
     assert store.aliases("reviewer")["reviewer"]["best"] == "v3-gepa"
     kinds = [e.kind for e in events]
-    assert kinds.index("estimate") < kinds.index("candidate") < kinds.index("done")
+    assert kinds.index("estimate") < kinds.index("candidate") < kinds.index("run_finished")
     test = result.test
     assert (test["seed"], test["best"]) == ("v2", "v3-gepa")
     comparison = test["comparison"]  # the test phase is a compare run: A = seed, B = best

@@ -16,7 +16,8 @@ from saag_opt.agents.reviewer import Reviewer
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.optimize.feedback import metric
-from saag_opt.optimize.gepa_run import ArtifactWriter, GepaSettings, build_gepa, compile_gepa
+from saag_opt.optimize.callbacks import ArtifactWriter
+from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.errors import ConfigError
 from saag_opt.agents.mechanisms import parse_mechanism
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
@@ -100,7 +101,7 @@ def test_mechanism_components_are_the_predictors_it_calls(spec: str, expected: t
 def test_mechanism_without_reviewer_is_rejected(spec: str) -> None:
     from pydantic import ValidationError
 
-    from saag_opt.optimize.gepa_run import OptimizeConfig
+    from saag_opt.optimize.config import OptimizeConfig
 
     with pytest.raises(ValidationError, match=f"'{spec}' never calls the LLM reviewer"):
         OptimizeConfig(mechanism=spec, workers=1)

@@ -13,7 +13,8 @@ from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.cli import main
 from saag_opt.data import load_dataset, split_hash
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
-from saag_opt.optimize.gepa_run import OptimizeConfig, OptimizeEvent, run_optimize
+from saag_opt.events import RunEvent
+from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.testing.scripted_server import RecordedRequest, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
@@ -52,7 +53,7 @@ def test_gepa_rollouts_and_reflection_never_see_a_test_example(tmp_path: Path) -
         spec = f"fake@{server.url}"
         gepa_requests: list[int] = []  # the log's length when the test phase starts
 
-        def on_event(event: OptimizeEvent) -> None:
+        def on_event(event: RunEvent) -> None:
             if event.kind == "evaluating" and not gepa_requests:
                 gepa_requests.append(len(server.chat_requests))
 

@@ -1,0 +1,53 @@
+"""Progress events of a run (evaluate, compare, optimize): one type, one way to send it.
+
+Observers (the CLI's progress bar and log lines, a notebook, a test) get ``RunEvent``s through
+``emit``. An observer that raises is logged and ignored (STYLE practice 16): a broken progress bar
+must never stop a paid run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EventKind = Literal[
+    "run_started",       # data: run_dir, total (evaluate: examples to do)
+    "resumed",           # optimize --resume; data: run_dir
+    "example_finished",  # data: done, total, example_id, base_correct, final_correct, error, costs
+    "stage",             # compare: an evaluate pass begins; data: stage (base | a | b), label
+    "estimate",          # optimize: the up-front cost estimate (CostEstimate.to_dict)
+    "warning",
+    "candidate",         # optimize: a GEPA candidate became a prompt version
+    "stopped",           # optimize: --max-cost stopped GEPA; data: usd
+    "gepa_done",         # optimize: GEPA returned; data: best, stopped_by
+    "evaluating",        # optimize: the seed-vs-best test comparison begins
+    "run_finished",      # data: run_dir
+]
+
+EventSink = Callable[["RunEvent"], None]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """What happened (``kind``), a line a person can read, and JSON-friendly details."""
+
+    kind: EventKind
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def emit(sink: EventSink | None, kind: EventKind, message: str, **data: Any) -> None:
+    """Send an event to ``sink`` (if any); an observer that raises is logged, never propagated."""
+    if sink is None:
+        return
+    try:
+        sink(RunEvent(kind, message, data))
+    except Exception:  # observers are best effort
+        log.warning("event observer failed on %s", kind, exc_info=True)
+
+
+__all__ = ["EventKind", "EventSink", "RunEvent", "emit"]

@@ -1,0 +1,87 @@
+"""GEPA callbacks: save each accepted candidate as a prompt version; stop on a systemic fault.
+
+(The ``--max-cost`` stopper is ``budget.CostStopper``, beside the estimate it shares assumptions with.)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from saag_opt.events import EventSink, emit
+from saag_opt.runfiles import atomic_write_json
+
+
+class ArtifactWriter:
+    """gepa callback: each candidate added to the pool becomes a prompt version.
+
+    ``on_valset_evaluated`` fires for the seed (index 0, already an artifact) and for every accepted
+    or merged candidate, with its full val score and parents. The candidate index -> version map is
+    persisted (atomically) in ``<run>/artifacts.json``, so a resumed run knows the versions of
+    candidates found before the crash; ``PromptStore.save_new(dedupe=True)`` makes re-accepting an
+    identical candidate after a crash return the saved version instead of a duplicate.
+    """
+
+    def __init__(self, store: Any, *, seed_version: Any, map_path: Path, metadata: Mapping[str, Any],
+                 spent: Callable[[], float], sink: EventSink | None = None) -> None:
+        self.store = store
+        self.seed = seed_version
+        self.map_path = map_path
+        self.metadata = dict(metadata)
+        self._spent = spent
+        self._sink = sink
+        self._lock = threading.Lock()
+        self.metric_calls = 0
+        self.errors: list[str] = []
+        self.versions: dict[int, str] = {0: seed_version.version}
+        if map_path.is_file():
+            saved = json.loads(map_path.read_text(encoding="utf-8"))
+            self.versions.update({int(k): v for k, v in saved.get("versions", {}).items()})
+
+    def on_budget_updated(self, event: Mapping[str, Any]) -> None:
+        """Remember the cumulative rollout count (recorded as the candidate's discovery cost)."""
+        self.metric_calls = int(event.get("metric_calls_used", self.metric_calls))
+
+    def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
+        """Save a prompt version for a new pool member (never raises: errors are kept for the run)."""
+        idx = int(event["candidate_idx"])
+        if idx == 0:
+            return
+        try:
+            self._save(idx, event)
+        except Exception as exc:  # noqa: BLE001 - reported by run_optimize after GEPA returns
+            self.errors.append(f"candidate {idx}: {type(exc).__name__}: {exc}")
+
+    def _save(self, idx: int, event: Mapping[str, Any]) -> None:
+        parents = [self.versions[p] for p in event.get("parent_ids") or () if p is not None and p in self.versions]
+        instructions = dict(self.seed.instructions)
+        instructions.update({k.removeprefix("reviewer."): v for k, v in event["candidate"].items()})
+        scores = {"val_accuracy": round(float(event["average_score"]), 6),
+                  "val_examples": int(event.get("num_examples_evaluated", 0)), "gepa_candidate": idx,
+                  "gepa_iteration": int(event.get("iteration", 0))}
+        cost = {"usd_so_far": round(self._spent(), 6), "metric_calls_so_far": self.metric_calls}
+        with self._lock:
+            version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
+                                          source="gepa", scores=scores, cost=cost, **self.metadata)
+            self.versions[idx] = version.version
+            atomic_write_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())}})
+        emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
+             candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
+
+
+class FatalStopper:
+    """gepa stop callback: end the run when a rollout hit a systemic fault (missing key, dead server)."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def __call__(self, gepa_state: Any) -> bool:
+        """True once the context recorded a fatal error."""
+        return self.context.fatal is not None
+
+
+
+__all__ = ["ArtifactWriter", "FatalStopper"]

@@ -1,0 +1,41 @@
+"""Seed vs best on the held-out TEST split: a ``compare_prompts`` run inside the optimize run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from saag_opt.events import EventSink, emit
+from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.world import World
+from saag_opt.runfiles import atomic_write_jsonl
+
+
+def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str,
+                  sink: EventSink | None) -> dict[str, Any]:
+    """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
+
+    Returns ``{"seed", "best", "compare_run", "comparison"}``; ``comparison`` is the compare run's
+    ``CompareSummary``. The compare run's rows are copied into this run's ``records.jsonl``.
+    """
+    from saag_opt.evaluation.compare import CompareConfig, compare_prompts
+    from saag_opt.evaluation.results import read_records
+    from saag_opt.evaluation.runner import EvaluateConfig
+
+    seed = world.seed.version
+    emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
+    ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
+    evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
+                                dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
+                                seed=config.seed)
+    compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
+                                             runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best])
+    rows = read_records(compared.run_dir / "records.jsonl")  # a resumed run re-evaluates; keep one copy
+    atomic_write_jsonl(run_dir / "records.jsonl",
+                       [r.model_copy(update={"run_id": run_dir.name}).model_dump(mode="json") for r in rows])
+    return {"seed": seed, "best": best, "compare_run": str(compared.run_dir),
+            "comparison": compared.summary.model_dump(mode="json")}
+
+
+
+__all__ = ["evaluate_test"]

@@ -1,0 +1,177 @@
+"""``saag-opt optimize``: GEPA over the reviewer's instructions via dspy.GEPA (DESIGN sections 7, 8, 10).
+
+Flow of ``run_optimize``: open (or re-open) ``runs/<ts>-optimize/``; load TRAIN and VAL splits (TEST is
+never shown to GEPA); build the student (``program.ReviewerProgram``) around the seed prompt; emit a
+cost estimate; run ``dspy.GEPA`` with ``log_dir=<run>/gepa`` and cloudpickle; every candidate that
+enters GEPA's pool becomes a prompt artifact (``reviewer@v3-gepa``...) with its parents and val
+score; the best is aliased ``best``; then seed and best are compared on TEST with
+``compare_prompts`` (``holdout``) and the comparison is written to ``summary.json``.
+
+Resume (``--resume RUN_DIR``) reloads the stored config, reuses the same gepa ``log_dir`` (gepa's
+``max_metric_calls`` is cumulative, and 0.1.4 re-evaluates the seed on val once per resume; those
+rollouts hit the LM cache) and the candidate->version map, so no candidate is saved twice (the store
+also dedupes by content hash).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from saag_opt.errors import RunError
+from saag_opt.events import EventSink, emit
+from saag_opt.optimize.budget import CostStopper, estimate_run
+from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+from saag_opt.optimize.config import RESUMABLE_OVERRIDES, OptimizeConfig
+from saag_opt.optimize.holdout import evaluate_test
+from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
+from saag_opt.optimize.world import build_reviewer, build_world, load_splits
+from saag_opt.paths import configure_lm_cache
+from saag_opt.runfiles import (
+    atomic_write_json,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_header,
+    write_header,
+)
+
+
+@dataclass
+class OptimizeResult:
+    """What ``run_optimize`` returns (and writes to ``summary.json``)."""
+
+    run_dir: Path
+    status: str
+    seed_version: str
+    best_version: str
+    versions: dict[int, str]
+    val_scores: list[float]
+    metric_calls: int
+    stopped_by: str | None
+    estimate: dict[str, Any]
+    costs: dict[str, Any]
+    test: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary."""
+        return {"run_dir": str(self.run_dir), "status": self.status, "seed_version": self.seed_version,
+                "best_version": self.best_version, "versions": {str(k): v for k, v in self.versions.items()},
+                "val_scores": self.val_scores, "metric_calls": self.metric_calls, "stopped_by": self.stopped_by,
+                "estimate": self.estimate, "costs": self.costs, "test": self.test}
+
+
+def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = frozenset()
+             ) -> tuple[Path, OptimizeConfig, Any]:
+    """Create ``runs/<ts>-optimize/`` or re-open ``config.resume``; returns (dir, effective config, header).
+
+    Raises:
+        RunError: the resume directory is not an optimize run.
+    """
+    if config.resume:
+        run_dir = Path(config.resume)
+        try:
+            header = read_header(run_dir)
+        except RunError as exc:
+            raise RunError(f"--resume {exc}") from exc
+        if header.verb != "optimize":
+            raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an optimize run")
+        stored = header.config | {k: getattr(config, k) for k in overrides if k in RESUMABLE_OVERRIDES}
+        effective = OptimizeConfig.model_validate(stored | {"resume": str(run_dir)})
+        header.status, header.finished, header.error = "started", None, None
+        header.config = effective.model_dump(mode="json", exclude={"resume"})
+        return run_dir, effective, header
+    run_dir = create_run_dir(Path(config.runs_dir), "optimize")
+    header = new_header(run_dir, "optimize", config=config.model_dump(mode="json", exclude={"resume"}),
+                        args_passed={k: getattr(config, k) for k in overrides},
+                        models={"base": config.base, "reviewer": config.reviewer,
+                                "reflection": config.reflection_spec},
+                        plugins={"mechanism": {"spec": config.mechanism}})
+    return run_dir, config, header
+
+
+def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
+                 overrides: frozenset[str] | set[str] = frozenset()) -> OptimizeResult:
+    """Optimize the reviewer's instructions with GEPA; see the module docstring.
+
+    Raises:
+        ConfigError, ModelUnavailableError, ArtifactError, DatasetError: bad input (run.json says error).
+        RunError: the run directory cannot be created/resumed, or a candidate could not be saved.
+    """
+    run_dir, config, header = open_run(config, overrides)
+    write_header(run_dir, header)
+    emit(on_event, "resumed" if config.resume else "run_started", f"run directory {run_dir}", run_dir=str(run_dir))
+    with guarded_run(run_dir, header):
+        result = _run(config, run_dir, header, on_event)
+    finish_header(run_dir, header, status=result.status)
+    return result
+
+
+
+def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | None) -> OptimizeResult:
+    """The body of ``run_optimize`` once the run directory exists."""
+    from saag_opt.data.splits import split_hash
+    from saag_opt.optimize.budget import resolve_metric_calls
+    from saag_opt.optimize.feedback import metric
+    from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
+
+    configure_lm_cache()
+    world = build_world(config)
+    if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
+        header.plugins["seed_prompt_given"] = config.prompt
+        header.config["prompt"] = world.seed.ref
+    train, val = load_splits(config)
+    header.dataset = {"spec": config.dataset, "train": len(train), "val": len(val),
+                      "split_hash": split_hash(train + val)}
+    write_header(run_dir, header)
+    calls = resolve_metric_calls(config.budget_name, config.max_metric_calls, n_components=len(world.components),
+                                 n_val=len(val), minibatch=config.minibatch)
+    estimate = estimate_run(config, world, train + val, calls)
+    emit(sink, "estimate", f"about {estimate.lm_calls} LM calls and ${estimate.dollars:.2f} for {calls} rollouts "
+         f"(an estimate; {estimate.assumptions})", **estimate.to_dict())
+    student = ReviewerProgram(build_reviewer(world, world.seed.instructions), world.context, world.components)
+    writer = ArtifactWriter(world.store, seed_version=world.seed, map_path=run_dir / "artifacts.json",
+                            metadata=_artifact_metadata(config, header.dataset["split_hash"]),
+                            spent=world.ledger.total_dollars, sink=sink)
+    stoppers: list[Any] = [FatalStopper(world.context)]
+    cost_stopper = None
+    if config.max_cost is not None:
+        cost_stopper = CostStopper(config.max_cost, world.ledger.total_dollars, on_stop=lambda usd: emit(
+            sink, "stopped", f"stopping: spend ${usd:.4f} would pass --max-cost ${config.max_cost:.2f}", usd=usd))
+        stoppers.append(cost_stopper)
+    settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
+                            minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers,
+                            seed=config.seed, accept=config.accept, stoppers=stoppers, callbacks=[writer])
+    details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+    if world.context.fatal is not None:
+        raise world.context.fatal
+    if writer.errors:
+        raise RunError("could not save GEPA candidates as prompt versions: " + "; ".join(writer.errors))
+    best = writer.versions.get(details.best_idx, world.seed.version)
+    world.store.alias(world.seed.program, "best", best)
+    stopped_by = "max_cost" if cost_stopper is not None and cost_stopper.stopped else (
+        "max_metric_calls" if details.total_metric_calls >= calls else "stop_file")
+    emit(sink, "gepa_done", f"GEPA finished ({stopped_by}): best {world.seed.program}@{best} "
+         f"(val {max(details.val_aggregate_scores):.3f}, seed {details.val_aggregate_scores[0]:.3f})",
+         best=best, stopped_by=stopped_by)
+    test = evaluate_test(config, world, run_dir, best, sink) if config.evaluate_test else None
+    costs = world.ledger.to_dict()
+    atomic_write_json(run_dir / "costs.json", costs)
+    result = OptimizeResult(run_dir, "success", world.seed.version, best, dict(writer.versions),
+                            [float(x) for x in details.val_aggregate_scores], int(details.total_metric_calls),
+                            stopped_by, estimate.to_dict(), costs, test)
+    atomic_write_json(run_dir / "summary.json", result.to_dict())
+    emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
+    return result
+
+
+def _artifact_metadata(config: OptimizeConfig, split: str) -> dict[str, Any]:
+    return {"models": {"base": config.base, "reviewer": config.reviewer, "reflection": config.reflection_spec},
+            "dataset": config.dataset, "split_hash": split, "trained_on": ["train"], "selected_on": ["val"],
+            "notes": f"GEPA ({config.mechanism}) from {config.prompt}; val = the dataset's val split"}
+
+
+
+__all__ = ["OptimizeResult", "open_run", "run_optimize"]

@@ -1,0 +1,81 @@
+"""dspy.GEPA with the project's fixed choices, and the call that runs it (DESIGN section 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import dspy
+
+from saag_opt.errors import RunError
+
+
+@dataclass
+class GepaSettings:
+    """The dspy.GEPA knobs run_optimize sets (kept separate so tests and the bench reuse them)."""
+
+    max_metric_calls: int
+    log_dir: Path
+    reflection_lm: dspy.LM
+    minibatch: int = 3
+    max_chars: int = 4000
+    workers: int = 4
+    seed: int = 0
+    accept: Literal["strict", "equal"] = "strict"
+    stoppers: list[Any] = field(default_factory=list)
+    callbacks: list[Any] = field(default_factory=list)
+
+
+ADDITIONAL_INSTRUCTIONS = (
+    "The assistant is a REVIEWER of another agent's tool calls, not the agent itself. Write instructions for "
+    "deciding whether tentative calls contain an error and for writing feedback that lets the agent fix them. "
+    "Keep the instruction general: do not copy example-specific values, function names or expected answers "
+    "into it. Rejecting a correct call is as harmful as approving a wrong one."
+)
+
+
+ACCEPTANCE = {"strict": "strict_improvement", "equal": "improvement_or_equal"}
+"""``--accept`` -> gepa's ``acceptance_criterion``."""
+
+
+def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
+    """dspy.GEPA with the project's fixed choices (see anchors.md sections 1-2 for why each)."""
+    from dspy.teleprompt.gepa import InstructionProposer
+
+    return dspy.GEPA(
+        metric=metric,
+        max_metric_calls=settings.max_metric_calls,
+        reflection_minibatch_size=settings.minibatch,
+        candidate_selection_strategy="pareto",
+        reflection_lm=settings.reflection_lm,
+        instruction_proposer=InstructionProposer(additional_instructions=ADDITIONAL_INSTRUCTIONS,
+                                                 max_chars=settings.max_chars),
+        use_merge=False,
+        num_threads=settings.workers,
+        log_dir=str(settings.log_dir),
+        track_stats=True,
+        warn_on_score_mismatch=False,
+        seed=settings.seed,
+        gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
+                     "acceptance_criterion": ACCEPTANCE[settings.accept],
+                     "stop_callbacks": list(settings.stoppers), "callbacks": list(settings.callbacks)},
+    )
+
+
+def compile_gepa(gepa: dspy.GEPA, student: dspy.Module, trainset: Sequence[dspy.Example],
+                 valset: Sequence[dspy.Example]) -> Any:
+    """Run GEPA (train for reflection, val for selection) and return ``detailed_results``.
+
+    Raises:
+        RunError: an empty split.
+    """
+    if not trainset or not valset:
+        raise RunError(f"GEPA needs non-empty train and val splits (got {len(trainset)} train, {len(valset)} val)")
+    program = gepa.compile(student, trainset=list(trainset), valset=list(valset))
+    return program.detailed_results
+
+
+
+__all__ = ["ACCEPTANCE", "ADDITIONAL_INSTRUCTIONS", "GepaSettings", "build_gepa", "compile_gepa"]

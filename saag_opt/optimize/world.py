@@ -1,0 +1,90 @@
+"""What an optimize process builds once: LMs on one ledger, the frozen base agent, the mechanism, the seed.
+
+Also the TRAIN/VAL splits GEPA sees (TEST is loaded only by ``holdout``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from saag_opt.errors import RunError
+from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.paths import base_predictions_dir
+
+
+@dataclass
+class World:
+    """Everything a rollout needs, built once per process."""
+
+    ledger: Any
+    agent: Any
+    mechanism: Any
+    mech_ctx: Any
+    reviewer_lm: Any
+    reflection_lm: Any
+    store: Any
+    seed: Any
+    context: Any
+    components: tuple[str, ...]
+
+
+def build_world(config: OptimizeConfig) -> World:
+    """Open the LMs (one ledger), the frozen base agent, the mechanism and the seed prompt.
+
+    Raises:
+        ModelUnavailableError: a model cannot be used (missing key points to ``--base local``).
+        ArtifactError: the seed prompt reference does not resolve.
+    """
+    from saag_opt.agents.base import BaseAgent, BasePredictionCache
+    from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism
+    from saag_opt.artifacts.store import PromptStore
+    from saag_opt.lm import CostLedger, open_lm, parse_model_spec
+    from saag_opt.optimize.program import RolloutContext
+
+    ledger = CostLedger()
+    base_spec = parse_model_spec(config.base)
+    open_lm(base_spec, role="base", ledger=ledger)  # fail fast (missing key) before any work
+    reviewer_lm = open_lm(config.reviewer, role="reviewer", ledger=ledger)
+    reflection_lm = open_lm(config.reflection_spec, role="reflection", ledger=ledger, temperature=1.0,
+                            max_tokens=config.reflection_max_tokens)
+    store = PromptStore(config.prompts_dir)
+    seed = store.resolve(config.prompt)
+    if not store.exists(seed.program, seed.version):  # a seed given as a file path: lineage needs it stored
+        seed = store.adopt(config.prompt)
+    mechanism = parse_mechanism(config.mechanism)
+    agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
+    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()))
+    context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
+    return World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
+                  mechanism.components)
+
+
+def build_reviewer(world: World, instructions: Mapping[str, str]) -> Any:
+    """A Reviewer carrying ``instructions`` whose predictors all talk to the reviewer LM."""
+    from saag_opt.agents.reviewer import Reviewer
+
+    reviewer = Reviewer.from_prompt(dict(instructions))
+    reviewer.set_lm(world.reviewer_lm)
+    return reviewer
+
+
+def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
+    """TRAIN and VAL examples (TEST is loaded only for the final comparison).
+
+    Raises:
+        RunError: a split is empty.
+    """
+    from saag_opt.data import load_dataset
+
+    train = load_dataset(config.dataset, split="train", limit=config.train_limit)
+    val = load_dataset(config.dataset, split="val", limit=config.val_limit)
+    if not train or not val:
+        raise RunError(f"dataset {config.dataset!r} has {len(train)} train and {len(val)} val examples; "
+                       "GEPA needs both (lower --train-limit/--val-limit or use a larger dataset)")
+    return train, val
+
+
+
+__all__ = ["World", "build_reviewer", "build_world", "load_splits"]
