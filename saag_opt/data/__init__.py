@@ -2,13 +2,15 @@
 
 from saag_opt.data.bfcl import bfcl_categories, example_from_bfcl_row, fetch_bfcl, load_bfcl
 from saag_opt.data.catalog import (
-    FILE_READERS,
     DatasetInfo,
     DatasetLoader,
+    LoaderInfo,
     dataset_names,
     iter_dataset,
     list_datasets,
     load_dataset,
+    loaders,
+    register_loader,
 )
 from saag_opt.data.glaive import (
     iter_glaive,
@@ -32,10 +34,10 @@ from saag_opt.data.registry_bench import build_registry_benchmark, function_pool
 from saag_opt.data.splits import SPLITS, assign_splits, base_id, split_hash, split_of
 
 __all__ = [
-    "FILE_READERS",
     "SPLITS",
     "DatasetInfo",
     "DatasetLoader",
+    "LoaderInfo",
     "RowResult",
     "assign_splits",
     "base_id",
@@ -59,8 +61,10 @@ __all__ = [
     "load_glaive",
     "load_glaive_sharegpt",
     "load_jsonl",
+    "loaders",
     "mean_similarity",
     "parse_function_call",
+    "register_loader",
     "split_hash",
     "split_of",
     "write_bfcl_rows",

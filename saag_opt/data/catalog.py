@@ -45,10 +45,8 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "registry-10": ("registry-10.jsonl", "single-call shipped BFCL examples, registry of 10 tools"),
     "registry-15": ("registry-15.jsonl", "single-call shipped BFCL examples, registry of 15 tools"),
 }
-FILE_PREFIXES: dict[str, str] = {
-    "glaive": "raw Glaive function-calling v2 file (JSON array or JSONL)",
-    "glaive-sharegpt": "Glaive v2 in LLaMA-Factory's ShareGPT format (JSON array or JSONL)",
-}
+RESERVED_PREFIXES = frozenset({"bfcl", "shipped"})
+"""Spec prefixes the catalog resolves itself (BFCL package categories, shipped files)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +76,7 @@ def dataset_names() -> list[str]:
     """Every name ``load_dataset`` accepts, file templates last."""
     names = [f"bfcl:{c}" for c in _bfcl_categories()] + [f"bfcl:{g}" for g in BFCL_GROUPS]
     names += [f"shipped:{s}" for s in SHIPPED]
-    names += [f"{p}:<path>" for p in FILE_PREFIXES] + ["<path>.jsonl"]
+    names += [f"{i.name}:<path>" for i in _LOADERS.values() if i.prefix] + ["<path>.jsonl"]
     return names
 
 
@@ -100,30 +98,8 @@ def _bfcl_rows(names: Iterable[str]) -> Iterator[RowResult]:
             yield 0, example
 
 
-def detect_file_format(path: Path) -> str:
-    """``bfcl`` | ``examples`` | ``glaive`` | ``glaive-sharegpt`` from the keys of the first record.
-
-    Raises:
-        DatasetError: missing file, no records, or a record of no known shape.
-    """
-    if not path.is_file():
-        raise DatasetError("no such dataset file", path=str(path))
-    for line, value in glaive.iter_records(path):
-        if isinstance(value, DatasetError):
-            raise value
-        keys = set(value) if isinstance(value, dict) else set()
-        for fmt, needed in (("bfcl", jsonl.BFCL_KEYS), ("examples", jsonl.EXAMPLE_KEYS),
-                            ("glaive-sharegpt", {"conversations"}), ("glaive", {"system", "chat"})):
-            if needed <= keys:
-                return fmt
-        raise DatasetError(f"cannot tell the dataset format from keys {sorted(keys)}; expected BFCL rows "
-                           "(question, function), saag-opt rows (messages, tools), Glaive (system, chat) "
-                           "or ShareGPT (conversations, tools)", path=str(path), line=line)
-    raise DatasetError("no records found", path=str(path))
-
-
 class DatasetLoader(Protocol):
-    """Reads one file format into examples; the plug point behind ``FILE_READERS``.
+    """Reads one file format into examples; the plug point behind ``register_loader``.
 
     Contract: ``loader(path)`` yields ``(line, Example | DatasetError)`` in file order, where line is
     the 1-based line the record starts on (one record may yield several examples). A bad record is
@@ -137,12 +113,65 @@ class DatasetLoader(Protocol):
         ...
 
 
-FILE_READERS: dict[str, DatasetLoader] = {
-    "bfcl": jsonl.iter_bfcl_jsonl,
-    "examples": jsonl.iter_examples_jsonl,
-    "glaive": glaive.iter_glaive,
-    "glaive-sharegpt": glaive.iter_glaive_sharegpt,
-}
+@dataclass(frozen=True, slots=True)
+class LoaderInfo:
+    """A registered file format."""
+
+    name: str
+    read: DatasetLoader
+    description: str
+    keys: frozenset[str]
+    """Keys of the first record that identify the format (empty: never auto-detected)."""
+    prefix: bool
+    """``name:<path>`` is a dataset spec."""
+
+
+_LOADERS: dict[str, LoaderInfo] = {}
+
+
+def register_loader(name: str, read: DatasetLoader, description: str, *, keys: Iterable[str] = (),
+                    prefix: bool = True) -> None:
+    """Make a file format loadable: as ``name:<path>`` (``prefix``) and auto-detected by ``keys``.
+
+    A new format is one module with its reader plus this call. Detection tries formats in
+    registration order, so register a format with more specific keys before a looser one.
+
+    Raises:
+        ConfigError: a prefix the catalog reserves (``bfcl``, ``shipped``).
+    """
+    if prefix and name in RESERVED_PREFIXES:
+        raise ConfigError(f"dataset loader {name!r}: the prefix is reserved ({', '.join(sorted(RESERVED_PREFIXES))})")
+    _LOADERS[name] = LoaderInfo(name, read, description, frozenset(keys), prefix)
+
+
+def loaders() -> list[LoaderInfo]:
+    """Registered file formats, in detection order."""
+    return list(_LOADERS.values())
+
+
+def detect_file_format(path: Path) -> str:
+    """The registered format whose keys the first record has (see ``register_loader``).
+
+    Raises:
+        DatasetError: missing file, no records, or a record of no known shape.
+    """
+    if not path.is_file():
+        raise DatasetError("no such dataset file", path=str(path))
+    for line, value in glaive.iter_records(path):
+        if isinstance(value, DatasetError):
+            raise value
+        keys = set(value) if isinstance(value, dict) else set()
+        for info in _LOADERS.values():
+            if info.keys and info.keys <= keys:
+                return info.name
+        known = "; ".join(f"{i.name} ({', '.join(sorted(i.keys))})" for i in _LOADERS.values() if i.keys)
+        raise DatasetError(f"cannot tell the dataset format from keys {sorted(keys)}; expected one of: {known}",
+                           path=str(path), line=line)
+    raise DatasetError("no records found", path=str(path))
+
+
+def _read(path: Path, fmt: str | None = None) -> Iterator[RowResult]:
+    return _LOADERS[fmt or detect_file_format(path)].read(path)
 
 
 def iter_dataset(spec: str) -> Iterator[RowResult]:
@@ -166,15 +195,16 @@ def iter_dataset(spec: str) -> Iterator[RowResult]:
         if not path.is_file():
             raise DatasetError("shipped dataset file is missing; regenerate it with "
                                "`python experiments/build_shipped.py`", path=str(path))
-        return FILE_READERS[detect_file_format(path)](path)
-    if sep and prefix in FILE_PREFIXES:
+        return _read(path)
+    info = _LOADERS.get(prefix) if sep else None
+    if info is not None and info.prefix:
         path = Path(rest).expanduser()
         if not path.is_file():
             raise DatasetError("no such dataset file", path=str(path))
-        return FILE_READERS[prefix](path)
+        return _read(path, prefix)
     path = Path(spec).expanduser()
     if path.suffix in (".jsonl", ".json") or path.is_file():
-        return FILE_READERS[detect_file_format(path)](path)
+        return _read(path)
     raise _unknown(spec)
 
 
@@ -268,8 +298,19 @@ def list_datasets() -> list[DatasetInfo]:
         path = shipped_dir() / filename
         infos.append(DatasetInfo(f"shipped:{name}", description, _count_lines(path) if path.is_file() else None,
                                  path.is_file(), str(path)))
-    for prefix, description in FILE_PREFIXES.items():
-        infos.append(DatasetInfo(f"{prefix}:<path>", description, None, True, "a file you provide"))
+    for info in _LOADERS.values():
+        if info.prefix:
+            infos.append(DatasetInfo(f"{info.name}:<path>", info.description, None, True, "a file you provide"))
     infos.append(DatasetInfo("<path>.jsonl", "BFCL-format rows or saag-opt example rows (auto-detected)", None,
                              True, "a file you provide"))
     return infos
+
+
+register_loader("bfcl", jsonl.iter_bfcl_jsonl, "BFCL-format rows (question, function)", keys=jsonl.BFCL_KEYS,
+                prefix=False)
+register_loader("examples", jsonl.iter_examples_jsonl, "saag-opt example rows (messages, tools)",
+                keys=jsonl.EXAMPLE_KEYS, prefix=False)
+register_loader("glaive-sharegpt", glaive.iter_glaive_sharegpt,
+                "Glaive v2 in LLaMA-Factory's ShareGPT format (JSON array or JSONL)", keys={"conversations"})
+register_loader("glaive", glaive.iter_glaive, "raw Glaive function-calling v2 file (JSON array or JSONL)",
+                keys={"system", "chat"})

@@ -1,6 +1,8 @@
-"""Model backends: how each kind of ``ModelSpec`` turns into an OpenAI-compatible endpoint.
+"""Model backends: each parses its own spec form and turns it into an OpenAI-compatible endpoint.
 
-One tiny registry per plug point (STYLE section 5): ``register``, ``get_backend``, ``backend_names``.
+One tiny registry per plug point (STYLE section 5): ``register_backend``, ``get_backend``,
+``backend_names``. ``parse_model_spec`` asks the backends in registration order; the first whose
+``parse`` claims the text wins, so a new backend is one class plus one ``register_backend`` call.
 Every backend ends in the same place, ``dspy.LM("openai/<model>", api_base=..., api_key=...)``, so
 the local model, test servers and OpenAI share one code path, one cache and one cost path.
 """
@@ -9,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from rapidfuzz import process
+
 from saag_opt.errors import ConfigError, ModelUnavailableError
-from saag_opt.lm.specs import ModelKind, ModelSpec
+from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES, ModelSpec, parse_server_url
 
 if TYPE_CHECKING:
     from saag_opt.testing.scripted_server import ScriptedOpenAIServer
@@ -41,24 +46,76 @@ class Endpoint:
 
 
 class ModelBackend(Protocol):
-    """Resolves a spec to an endpoint.
+    """Parses its spec form and resolves a spec to an endpoint.
 
-    Contract: ``endpoint`` does no inference; it may start a local server (idempotent, one per
-    model per process). It raises ``ModelUnavailableError`` with one actionable line for a missing
-    key, runtime, weights or an unreachable server, and never returns a half-ready endpoint.
+    Contract: ``parse`` returns None for text that is not its form (another backend may claim it),
+    a ``ModelSpec`` whose ``kind`` is the name it is registered under, or raises ``ConfigError``
+    for its own form with a bad part; ``parse(spec_text(spec)) == spec``. ``endpoint`` does no
+    inference; it may start a local server (idempotent, one per model per process). It raises
+    ``ModelUnavailableError`` with one actionable line for a missing key, runtime, weights or an
+    unreachable server, and never returns a half-ready endpoint.
     """
+
+    @property
+    def form(self) -> str | None:
+        """The spec form for error messages (None: not advertised, e.g. test servers)."""
+        ...
+
+    @property
+    def native_tools(self) -> bool:
+        """``tool_choice="auto"`` returns real ``tool_calls``."""
+        ...
+
+    @property
+    def serial(self) -> bool:
+        """The server answers one request at a time (default workers drop to 1)."""
+        ...
+
+    def parse(self, text: str) -> ModelSpec | None:
+        """The spec if ``text`` is this backend's form, else None."""
+        ...
+
+    def spec_text(self, spec: ModelSpec) -> str:
+        """The canonical text of ``spec``."""
+        ...
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
         """Return a ready endpoint for ``spec``."""
         ...
 
 
+class BackendFacts:
+    """Defaults for a backend of a remote OpenAI-style server (override what differs)."""
+
+    form: str | None = None
+    native_tools = True
+    serial = False
+
+
 def _namespace(url: str) -> int:
     return int(hashlib.sha256(url.encode()).hexdigest()[:12], 16)
 
 
-class OpenAIBackend:
+_OPENAI_NAME = re.compile(r"^(?:gpt-|chatgpt-|o\d|ft:|davinci|babbage|text-|computer-use)", re.IGNORECASE)
+
+
+class OpenAIBackend(BackendFacts):
     """api.openai.com; the key must be in ``OPENAI_API_KEY`` (checked before any network)."""
+
+    form = "an OpenAI model (gpt-4o, gpt-5-mini)"
+
+    def parse(self, text: str) -> ModelSpec | None:
+        """``gpt-4o``, ``o4-mini``, ``openai/<model>`` (no ``@URL``: that is a compatible server)."""
+        if "@" in text:
+            return None
+        model = text.split("/", 1)[1] if text.lower().startswith("openai/") else text
+        if text.lower().startswith("openai/") or _OPENAI_NAME.match(model):
+            return ModelSpec("openai", model) if model else None
+        return None
+
+    def spec_text(self, spec: ModelSpec) -> str:
+        """The bare model name."""
+        return spec.model
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
         key = os.environ.get("OPENAI_API_KEY", "").strip()
@@ -67,8 +124,24 @@ class OpenAIBackend:
         return Endpoint(f"openai/{spec.model}", None, key)
 
 
-class CompatibleBackend:
+class CompatibleBackend(BackendFacts):
     """Any OpenAI-compatible server at ``spec.base_url`` (vLLM, llama.cpp, LM Studio, a proxy)."""
+
+    form = "openai/<model>@http://host:port/v1 for a compatible server"
+
+    def parse(self, text: str) -> ModelSpec | None:
+        """``[openai/]<model>@<url>``."""
+        model, at, url = text.partition("@")
+        if not at:
+            return None
+        model = model.split("/", 1)[1] if model.lower().startswith("openai/") else model
+        if not model:
+            raise ConfigError(f"model spec {text!r} has no model name before '@'")
+        return ModelSpec("compatible", model, parse_server_url(url, text))
+
+    def spec_text(self, spec: ModelSpec) -> str:
+        """``openai/<model>@<url>``."""
+        return f"openai/{spec.model}@{spec.base_url}"
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
         if not spec.base_url:
@@ -77,8 +150,29 @@ class CompatibleBackend:
         return Endpoint(f"openai/{spec.model}", spec.base_url, key, _namespace(spec.base_url))
 
 
-class LocalBackend:
+class LocalBackend(BackendFacts):
     """The embedded llama.cpp model (started on first use) or ``$SAAG_OPT_LOCAL_URL``."""
+
+    form = "local / local:<name>"
+    native_tools = False  # llama.cpp's default chat template does not return tool_calls
+    serial = True  # one request at a time: more workers only queue and break its prompt cache
+
+    def parse(self, text: str) -> ModelSpec | None:
+        """``local`` or ``local:<name>`` (a known embedded model)."""
+        lowered = text.lower()
+        if lowered != "local" and not lowered.startswith("local:"):
+            return None
+        name = text.split(":", 1)[1].strip().lower() if ":" in text else DEFAULT_LOCAL_MODEL
+        if name not in LOCAL_MODEL_NAMES:
+            near = process.extractOne(name, LOCAL_MODEL_NAMES)
+            hint = f" (did you mean local:{near[0]}?)" if near and near[1] >= 60 else ""
+            choices = ", ".join(f"local:{n}" for n in LOCAL_MODEL_NAMES)
+            raise ConfigError(f"unknown local model {name!r}{hint}; choices: {choices}")
+        return ModelSpec("local", name)
+
+    def spec_text(self, spec: ModelSpec) -> str:
+        """``local:<name>``."""
+        return f"local:{spec.model}"
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
         from saag_opt.lm.embedded import get_local_model, local_base_url
@@ -89,8 +183,19 @@ class LocalBackend:
         return Endpoint(f"openai/{model.alias}", url, "local", namespace)
 
 
-class FakeBackend:
+class FakeBackend(BackendFacts):
     """A scripted server: ``fake@URL`` uses that server, bare ``fake`` an in-process echo server."""
+
+    def parse(self, text: str) -> ModelSpec | None:
+        """``fake`` or ``fake@<url>``."""
+        lowered = text.lower()
+        if lowered != "fake" and not lowered.startswith("fake@"):
+            return None
+        return ModelSpec("fake", "fake", parse_server_url(text.split("@", 1)[1], text) if "@" in text else None)
+
+    def spec_text(self, spec: ModelSpec) -> str:
+        """``fake`` or ``fake@<url>``."""
+        return "fake" if spec.base_url is None else f"fake@{spec.base_url}"
 
     def __init__(self) -> None:
         self._server: ScriptedOpenAIServer | None = None
@@ -113,11 +218,26 @@ _BACKENDS: dict[str, ModelBackend] = {}
 
 
 def register_backend(kind: str, backend: ModelBackend) -> None:
-    """Add or replace the backend for a spec kind."""
+    """Add or replace the backend for a spec kind (a new kind is asked before the ones registered earlier)."""
+    _BACKENDS.pop(kind, None)
     _BACKENDS[kind] = backend
 
 
-def get_backend(kind: ModelKind | str) -> ModelBackend:
+def claim_spec(text: str) -> ModelSpec | None:
+    """The spec of the most recently registered backend that claims ``text`` (None if none does)."""
+    for backend in reversed(_BACKENDS.values()):
+        spec = backend.parse(text)
+        if spec is not None:
+            return spec
+    return None
+
+
+def backend_forms() -> list[str]:
+    """The advertised spec forms, for error messages."""
+    return [b.form for b in _BACKENDS.values() if b.form]
+
+
+def get_backend(kind: str) -> ModelBackend:
     """Registry lookup; a miss names the choices."""
     try:
         return _BACKENDS[kind]
@@ -126,13 +246,14 @@ def get_backend(kind: ModelKind | str) -> ModelBackend:
 
 
 def backend_names() -> list[str]:
+    """Registered backend kinds."""
     return sorted(_BACKENDS)
 
 
 register_backend("openai", OpenAIBackend())
-register_backend("compatible", CompatibleBackend())
+register_backend("compatible", CompatibleBackend())  # asked before openai: it claims <model>@<url>
 register_backend("local", LocalBackend())
-register_backend("fake", FakeBackend())
+register_backend("fake", FakeBackend())  # asked before compatible: it claims fake@<url>
 
 if TYPE_CHECKING:
     _openai: ModelBackend = OpenAIBackend()
@@ -142,13 +263,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MISSING_KEY_MESSAGE",
+    "BackendFacts",
     "CompatibleBackend",
     "Endpoint",
     "FakeBackend",
     "LocalBackend",
     "ModelBackend",
     "OpenAIBackend",
+    "backend_forms",
     "backend_names",
+    "claim_spec",
     "get_backend",
     "register_backend",
 ]

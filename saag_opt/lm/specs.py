@@ -1,6 +1,6 @@
 """Model specs: the strings users type after --base/--reviewer/--reflection (DESIGN section 9).
 
-Accepted forms:
+Accepted forms (each parsed by its backend in ``lm.backends``; a new backend brings its own form):
 
 * ``gpt-4o``, ``gpt-5-mini``, ``o4-mini``, ``openai/<model>``: OpenAI (key from ``OPENAI_API_KEY``).
 * ``openai/<model>@http://host:port/v1`` (or ``<model>@http://...``): any OpenAI-compatible server.
@@ -13,20 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import urlparse
 
-from rapidfuzz import process
-
 from saag_opt.errors import ConfigError
-
-ModelKind = Literal["openai", "compatible", "local", "fake"]
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 # Names only; the registry with packages and hashes lives in embedded.py (kept import-light here).
 LOCAL_MODEL_NAMES = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
-_OPENAI_NAME = re.compile(r"^(?:gpt-|chatgpt-|o\d|ft:|davinci|babbage|text-|computer-use)", re.IGNORECASE)
 _REASONING = re.compile(
     r"^(?:o[1-9](?:-[a-z0-9-]+)?|gpt-5(?:\.\d+)*(?:-(?!chat)[a-z0-9.-]+)?)$",
     re.IGNORECASE,
@@ -39,88 +33,74 @@ class ModelSpec:
     """A parsed model reference; rebuildable from ``.text``.
 
     Attributes:
-        kind: "openai" | "compatible" | "local" | "fake".
+        kind: the name of the backend that parsed it (``openai``, ``compatible``, ``local``, ``fake``, ...).
         model: the model id sent to the server (local: the registry name, e.g. qwen2.5-coder-0.5b).
         base_url: the server's ``/v1`` URL for compatible/fake servers, else None.
     """
 
-    kind: ModelKind
+    kind: str
     model: str
     base_url: str | None = None
 
     @property
     def label(self) -> str:
         """Short, filename-safe name for run dirs and artifacts (``gpt-4o``, ``local-qwen2.5-coder-1.5b``)."""
-        if self.kind == "local":
-            return f"local-{self.model}"
-        if self.kind == "openai" or self.base_url is None:
-            return _UNSAFE.sub("-", self.model)
+        if self.base_url is None:
+            return _UNSAFE.sub("-", self.text)
         netloc = urlparse(self.base_url).netloc
         return _UNSAFE.sub("-", f"{self.model}-at-{netloc}").strip("-")
 
     @property
     def text(self) -> str:
-        """The canonical spec string; ``parse_model_spec(spec.text) == spec``."""
-        if self.kind == "local":
-            return f"local:{self.model}"
-        if self.kind == "fake":
-            return "fake" if self.base_url is None else f"fake@{self.base_url}"
-        if self.kind == "compatible":
-            return f"openai/{self.model}@{self.base_url}"
-        return self.model
+        """The canonical spec string (its backend writes it); ``parse_model_spec(spec.text) == spec``."""
+        from saag_opt.lm.backends import get_backend
+
+        return get_backend(self.kind).spec_text(self)
 
     @property
     def native_tools(self) -> bool:
         """Whether ``tool_choice="auto"`` returns real ``tool_calls`` (llama.cpp's default template does not)."""
-        return self.kind != "local"
+        from saag_opt.lm.backends import get_backend
+
+        return get_backend(self.kind).native_tools
+
+    @property
+    def serial(self) -> bool:
+        """The server answers one request at a time (an embedded model), so extra workers only queue."""
+        from saag_opt.lm.backends import get_backend
+
+        return get_backend(self.kind).serial
 
     def __str__(self) -> str:
         return self.text
 
 
 def parse_model_spec(text: str | ModelSpec) -> ModelSpec:
-    """Parse a model reference (see the module docstring).
+    """Parse a model reference: the first registered backend that claims the text parses it.
 
     Raises:
-        ConfigError: empty text, a bad URL, an unknown local model, or an unrecognised name.
+        ConfigError: empty text, a bad URL, an unknown local model, or a form no backend claims.
     """
+    from saag_opt.lm.backends import backend_forms, claim_spec
+
     if isinstance(text, ModelSpec):
         return text
     raw = (text or "").strip()
     if not raw:
         raise ConfigError("model spec is empty: use e.g. gpt-4o, local, or openai/<model>@http://host:port/v1")
-    lowered = raw.lower()
-    if lowered == "local" or lowered.startswith("local:"):
-        return _parse_local(raw)
-    if lowered == "fake" or lowered.startswith("fake@"):
-        return ModelSpec("fake", "fake", _parse_url(raw.split("@", 1)[1], raw) if "@" in raw else None)
-    model, at, url_text = raw.partition("@")
-    url = url_text if at else None
-    if model.lower().startswith("openai/"):
-        model = model.split("/", 1)[1]
-    if not model:
-        raise ConfigError(f"model spec {raw!r} has no model name before '@'")
-    if url is not None:
-        return ModelSpec("compatible", model, _parse_url(url, raw))
-    if raw.lower().startswith("openai/") or _OPENAI_NAME.match(model):
-        return ModelSpec("openai", model)
-    raise ConfigError(
-        f"unknown model {raw!r}: use an OpenAI model (gpt-4o, gpt-5-mini), "
-        "openai/<model>@http://host:port/v1 for a compatible server, or local / local:<name>"
-    )
+    spec = claim_spec(raw)
+    if spec is None:
+        forms = backend_forms()
+        raise ConfigError(f"unknown model {raw!r}: use {', '.join(forms[:-1])}, or {forms[-1]}")
+    return spec
 
 
-def _parse_local(raw: str) -> ModelSpec:
-    name = raw.split(":", 1)[1].strip().lower() if ":" in raw else DEFAULT_LOCAL_MODEL
-    if name not in LOCAL_MODEL_NAMES:
-        near = process.extractOne(name, LOCAL_MODEL_NAMES)
-        hint = f" (did you mean local:{near[0]}?)" if near and near[1] >= 60 else ""
-        choices = ", ".join(f"local:{n}" for n in LOCAL_MODEL_NAMES)
-        raise ConfigError(f"unknown local model {name!r}{hint}; choices: {choices}")
-    return ModelSpec("local", name)
+def parse_server_url(url: str, raw: str) -> str:
+    """``http(s)://host[:port]/...`` without a trailing slash, for specs that name a server.
 
-
-def _parse_url(url: str, raw: str) -> str:
+    Raises:
+        ConfigError: not an http(s) URL with a host.
+    """
     parsed = urlparse(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ConfigError(f"model spec {raw!r}: server URL must look like http://host:port/v1, got {url!r}")
@@ -130,8 +110,6 @@ def _parse_url(url: str, raw: str) -> str:
 def is_reasoning_model(spec: ModelSpec | str) -> bool:
     """OpenAI reasoning families (gpt-5* except *-chat*, o1/o3/o4...) need temperature 1 and >=16k tokens."""
     model = spec.model if isinstance(spec, ModelSpec) else str(spec)
-    if isinstance(spec, ModelSpec) and spec.kind == "local":
-        return False
     return _REASONING.match(model.rsplit("/", 1)[-1]) is not None
 
 
@@ -145,7 +123,7 @@ def default_workers(*specs: ModelSpec | str | None) -> int:
         if spec is None:
             continue
         try:
-            if parse_model_spec(spec).kind == "local":
+            if parse_model_spec(spec).serial:
                 return 1
         except ConfigError:
             continue  # a bad spec is reported where it is opened, with its flag name
@@ -156,8 +134,8 @@ __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "default_workers",
     "LOCAL_MODEL_NAMES",
-    "ModelKind",
     "ModelSpec",
     "is_reasoning_model",
     "parse_model_spec",
+    "parse_server_url",
 ]

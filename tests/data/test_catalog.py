@@ -13,7 +13,9 @@ import pytest
 
 from saag_opt.data import list_datasets, load_dataset
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
-from saag_opt.data.catalog import FILE_READERS, detect_file_format
+from saag_opt.data.catalog import detect_file_format, loaders
+
+READERS = {info.name: info.read for info in loaders()}
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
@@ -186,16 +188,16 @@ def _contract_file(fmt: str, tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fmt", sorted(FILE_READERS))
+@pytest.mark.parametrize("fmt", sorted(READERS))
 def test_every_loader_honours_the_contract(fmt: str, tmp_path: Path) -> None:
     path = _contract_file(fmt, tmp_path)
     assert detect_file_format(path) == fmt
-    first = list(FILE_READERS[fmt](path))
+    first = list(READERS[fmt](path))
 
     def comparable(rows: list) -> list:
         return [(line, item if isinstance(item, Example) else str(item)) for line, item in rows]
 
-    assert comparable(first) == comparable(list(FILE_READERS[fmt](path)))  # deterministic
+    assert comparable(first) == comparable(list(READERS[fmt](path)))  # deterministic
     lines = [line for line, _ in first]
     assert lines == sorted(lines) and all(line >= 1 for line in lines)
     errors = [item for _, item in first if isinstance(item, DatasetError)]
@@ -217,3 +219,26 @@ def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> Non
     # growing the limit only adds examples
     assert set(e.id for e in head) <= set(e.id for e in load_dataset("shipped:bfcl", limit=11))
     assert stratified_head(examples, 1000) == examples
+
+
+def test_a_registered_loader_is_a_prefix_and_auto_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.data import catalog
+
+    monkeypatch.setattr(catalog, "_LOADERS", dict(catalog._LOADERS))
+    source = ROOT / "datasets" / "registry-5.jsonl"
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()[:2]]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps({"payload": row}) for row in rows) + "\n", encoding="utf-8")
+
+    def read_mine(p: Path):  # noqa: ANN202 - a user's loader: unwrap and reuse the examples reader
+        inner = tmp_path / "inner.jsonl"
+        inner.write_text("\n".join(json.dumps(json.loads(line)["payload"]) for line in p.read_text().splitlines()),
+                         encoding="utf-8")
+        return catalog.jsonl.iter_examples_jsonl(inner)
+
+    catalog.register_loader("mine", read_mine, "wrapped example rows", keys={"payload"})
+    assert [e.id for e in load_dataset(f"mine:{path}")] == [r["id"] for r in rows]
+    assert [e.id for e in load_dataset(str(path))] == [r["id"] for r in rows]  # detected by its keys
+    assert "mine:<path>" in catalog.dataset_names()
+    with pytest.raises(ConfigError, match="reserved"):
+        catalog.register_loader("shipped", read_mine, "no")

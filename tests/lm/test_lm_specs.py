@@ -79,3 +79,28 @@ def test_default_workers_is_one_with_an_embedded_model_else_four() -> None:
     assert default_workers("gpt-4o", "local") == 1
     assert default_workers("local:qwen2.5-coder-0.5b", None) == 1
     assert default_workers("not a model", None) == 4
+
+
+def test_a_registered_backend_parses_its_own_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.lm import backends
+
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+
+    class Ollama(backends.BackendFacts):
+        form = "ollama:<model>"
+
+        def parse(self, text: str) -> ModelSpec | None:
+            return ModelSpec("ollama", text.split(":", 1)[1]) if text.startswith("ollama:") else None
+
+        def spec_text(self, spec: ModelSpec) -> str:
+            return f"ollama:{spec.model}"
+
+        def endpoint(self, spec: ModelSpec) -> backends.Endpoint:
+            return backends.Endpoint(f"openai/{spec.model}", "http://127.0.0.1:11434/v1", "ollama")
+
+    backends.register_backend("ollama", Ollama())
+    spec = parse_model_spec("ollama:llama3")
+    assert (spec.kind, spec.model, spec.text, spec.label) == ("ollama", "llama3", "ollama:llama3", "ollama-llama3")
+    assert parse_model_spec(spec.text) == spec and parse_model_spec("gpt-4o").kind == "openai"
+    with pytest.raises(ConfigError, match="or ollama:<model>"):
+        parse_model_spec("claude-3-opus")
