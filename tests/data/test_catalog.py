@@ -19,7 +19,6 @@ READERS = {info.name: info.read for info in loaders()}
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
-from saag_opt.model import Example
 from tests.conftest import requires
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,21 +189,11 @@ def _contract_file(fmt: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("fmt", sorted(READERS))
 def test_every_loader_honours_the_contract(fmt: str, tmp_path: Path) -> None:
+    from saag_opt.testing.contracts.loader import check_loader
+
     path = _contract_file(fmt, tmp_path)
     assert detect_file_format(path) == fmt
-    first = list(READERS[fmt](path))
-
-    def comparable(rows: list) -> list:
-        return [(line, item if isinstance(item, Example) else str(item)) for line, item in rows]
-
-    assert comparable(first) == comparable(list(READERS[fmt](path)))  # deterministic
-    lines = [line for line, _ in first]
-    assert lines == sorted(lines) and all(line >= 1 for line in lines)
-    errors = [item for _, item in first if isinstance(item, DatasetError)]
-    examples = [item for _, item in first if isinstance(item, Example)]
-    assert errors and all(str(e).startswith(f"{path}:{e.line}: ") for e in errors)
-    assert any(line > errors[0].line for line, item in first if isinstance(item, Example))  # kept reading
-    assert len({e.id for e in examples}) == len(examples)
+    assert check_loader(READERS[fmt], path)
 
 
 def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> None:
