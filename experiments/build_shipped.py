@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from saag_opt.data.bfcl import BFCL_VERSION, load_bfcl
-from saag_opt.data.bfcl import bfcl_data_dir
+from saag_opt.data.bfcl import BFCL_VERSION, bfcl_data_dir, load_bfcl
 from saag_opt.data.catalog import BFCL_GROUPS
 from saag_opt.data.jsonl import load_bfcl_jsonl, write_bfcl_rows, write_examples
 from saag_opt.data.registry_bench import build_registry_benchmark, function_pool, is_single_call

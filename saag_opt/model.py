@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 BFCL_TO_JSON_SCHEMA: dict[str, str] = {
     "integer": "integer",
@@ -321,6 +321,9 @@ Deferred = tuple[Callable[..., tuple[str, ...]], tuple[Any, ...]]
 """``(function, args)`` that builds a report's correction texts when they are first read."""
 
 
+_Report = TypeVar("_Report", bound="DeferredCorrections")
+
+
 class DeferredCorrections:
     """Mixin for frozen, unslotted report dataclasses whose ``corrections`` may be built lazily.
 
@@ -335,7 +338,7 @@ class DeferredCorrections:
     __slots__ = ()
 
     @classmethod
-    def _from_fields(cls, fields: dict[str, Any], deferred: Deferred | None = None) -> Any:
+    def _from_fields(cls: type[_Report], fields: dict[str, Any], deferred: Deferred | None = None) -> _Report:
         """A report from a dict of its fields, without ``__init__`` (the cascade's hot path).
 
         ``fields`` holds every field, or every one but ``corrections`` when ``deferred`` builds

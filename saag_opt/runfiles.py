@@ -64,7 +64,8 @@ def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = Fal
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o644)
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": "\n"})) as handle:
+        handle: IO[Any] = os.fdopen(fd, "wb") if mode == "wb" else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with handle:
             yield handle
             if fsync:
                 handle.flush()

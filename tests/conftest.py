@@ -19,11 +19,10 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.pop("OPENAI_API_KEY", None) if not os.environ.get("SAAG_OPT_TEST_KEEP_KEY") else None
 
 import importlib.util  # noqa: E402
-from typing import NoReturn  # noqa: E402
 from importlib import metadata  # noqa: E402
+from typing import NoReturn  # noqa: E402
 
 import pytest  # noqa: E402
-
 
 # ---------------------------------------------------------------- optional dependencies: skip or fail
 

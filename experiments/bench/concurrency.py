@@ -77,7 +77,7 @@ def handler(request: dict) -> Reply:
 
 
 def _profile_workers() -> list[Any]:
-    """cProfile inside every worker thread (the main thread only waits): wrap the per-example function."""
+    """CProfile inside every worker thread (the main thread only waits): wrap the per-example function."""
     import cProfile
 
     from saag_opt.evaluation import runner

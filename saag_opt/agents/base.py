@@ -223,7 +223,7 @@ def _resolved(example: Example, name: Any) -> str | None:
 def _read_tool_calls(example: Example, raw_calls: Sequence[Mapping[str, Any]], text: str | None) -> Prediction:
     calls = []
     for raw in raw_calls:
-        fn = raw.get("function") if isinstance(raw.get("function"), Mapping) else raw
+        fn = raw["function"] if isinstance(raw.get("function"), Mapping) else raw
         try:
             call = ToolCall.from_dict({"name": fn.get("name"), "arguments": fn.get("arguments") or {}})
         except (ValueError, TypeError):

@@ -164,7 +164,11 @@ class MechanismFacts:
     components: tuple[str, ...] = ()
     experimental: bool = False
     gated: bool = False
-    candidates: int = 0
+
+    @property
+    def candidates(self) -> int:
+        """No round-0 candidates beyond the base call."""
+        return 0
 
     @property
     def needs_reviewer(self) -> bool:

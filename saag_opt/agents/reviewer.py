@@ -35,7 +35,8 @@ PREDICTOR_NAMES = ("review", "select", "grade")
 class ReviewSignature(dspy.Signature):
     """Review the tentative tool call(s) a tool-calling agent proposes before they are executed.
     Decide whether they contain an error (wrong function, wrong or missing arguments, a call when no
-    function fits, or no call when one is needed) and, if so, give concise feedback to fix it."""
+    function fits, or no call when one is needed) and, if so, give concise feedback to fix it.
+    """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     conversation: str = dspy.InputField(desc="the conversation so far")
     tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
@@ -47,14 +48,16 @@ class ReviewSignature(dspy.Signature):
 class SaagReviewSignature(ReviewSignature):
     """Review the tentative tool call(s) a tool-calling agent proposes before they are executed,
     using the automatic SAAG checks (registry, structure, grounding in the request) as evidence.
-    Decide whether they contain an error and, if so, give concise feedback to fix it."""
+    Decide whether they contain an error and, if so, give concise feedback to fix it.
+    """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     saag_report: str = dspy.InputField(desc="automatic SAAG cascade diagnostics of the tentative calls")
 
 
 class SelectSignature(dspy.Signature):
     """Several candidate responses of a tool-calling agent are listed with indices. Pick the index of
-    the candidate whose tool calls best serve the request."""
+    the candidate whose tool calls best serve the request.
+    """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     conversation: str = dspy.InputField(desc="the conversation so far")
     tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
@@ -64,7 +67,8 @@ class SelectSignature(dspy.Signature):
 
 class GradeSignature(dspy.Signature):
     """Grade one candidate response of a tool-calling agent: how likely are its tool calls exactly
-    right for the request? 1.0 = certainly correct, 0.0 = certainly wrong."""
+    right for the request? 1.0 = certainly correct, 0.0 = certainly wrong.
+    """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     conversation: str = dspy.InputField(desc="the conversation so far")
     tool_docs: str = dspy.InputField(desc="JSON documentation of the available functions")
@@ -157,7 +161,7 @@ class Grade:
 
 
 def _is_format_failure(exc: Exception) -> bool:
-    """dspy adapter parse failures are per-call data; transport failures propagate."""
+    """Dspy adapter parse failures are per-call data; transport failures propagate."""
     from dspy.utils.exceptions import AdapterParseError
 
     return isinstance(exc, (AdapterParseError, ValueError, TypeError)) and not _is_transport(exc)

@@ -37,6 +37,7 @@ class TextExporter:
     """Plain instructions; one block per predictor, headed ``[name]`` when there are several."""
 
     def export(self, version: PromptVersion) -> str:
+        """Instructions as plain text."""
         items = list(version.instructions.items())
         if len(items) == 1:
             return items[0][1].rstrip("\n") + "\n"
@@ -47,6 +48,7 @@ class MarkdownExporter:
     """The same page as the store's rendered ``.md``."""
 
     def export(self, version: PromptVersion) -> str:
+        """The rendered Markdown page."""
         return render_markdown(version)
 
 
@@ -54,6 +56,7 @@ class JsonExporter:
     """The artifact itself (identical to the stored ``.json``)."""
 
     def export(self, version: PromptVersion) -> str:
+        """The artifact JSON."""
         return version.model_dump_json(indent=2) + "\n"
 
 
@@ -83,6 +86,7 @@ class DspyExporter:
     """
 
     def export(self, version: PromptVersion) -> str:
+        """DSPy ``Module.save`` state JSON."""
         state: dict[str, Any] = {
             name: {"traces": [], "train": [], "demos": [],
                    "signature": {"instructions": text, "fields": []}, "lm": None}
@@ -98,6 +102,7 @@ class OpenAIMessagesExporter:
     """Chat messages per predictor: ``{name: [{"role": "system", "content": instructions}]}``."""
 
     def export(self, version: PromptVersion) -> str:
+        """OpenAI chat messages per predictor (JSON)."""
         messages = {name: [{"role": "system", "content": text}] for name, text in version.instructions.items()}
         return json.dumps(messages, indent=2, ensure_ascii=False) + "\n"
 
@@ -115,6 +120,7 @@ class MlflowExporter:
     """
 
     def export(self, version: PromptVersion) -> str:
+        """``mlflow.genai.register_prompt`` keyword arguments (JSON list)."""
         tags = {
             "saag_opt.program": version.program, "saag_opt.version": version.version,
             "saag_opt.sha256": version.sha256, "saag_opt.source": version.source,

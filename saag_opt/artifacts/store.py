@@ -359,8 +359,10 @@ class PromptStore:
         return found
 
     def aliases(self, program: str | None = None) -> _Aliases:
-        """All aliases (``{program: {alias: version}}``), or only ``program``'s; the store's own
-        aliases win over the seeds' (e.g. a moved ``production``)."""
+        """All aliases (``{program: {alias: version}}``), or only ``program``'s.
+
+        The store's own aliases win over the seeds' (e.g. a moved ``production``).
+        """
         merged: _Aliases = {}
         for layer in reversed(self._layers()):
             for prog, table in _read_aliases(layer / ALIASES_FILE).items():
@@ -488,8 +490,10 @@ class PromptStore:
         return validate_name(f"v{number}-{suffix}" if suffix else f"v{number}")
 
     def next_version(self, program: str, suffix: str = "gepa") -> str:
-        """The name ``save_new`` would pick now (``v<max+1>-<suffix>``). Advisory only: use
-        ``save_new`` to allocate a name atomically."""
+        """The name ``save_new`` would pick now (``v<max+1>-<suffix>``).
+
+        Advisory only: use ``save_new`` to allocate a name atomically.
+        """
         return self._next_name(program, suffix)
 
     def save_new(self, program: str, instructions: Mapping[str, str], *, suffix: str = "gepa",

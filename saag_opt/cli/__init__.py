@@ -1,5 +1,7 @@
-"""The ``saag-opt`` command line: thin typer commands that parse flags, call one library function and
-hand the result to ``saag_opt.report``.
+"""The ``saag-opt`` command line.
+
+Thin typer commands that parse flags, call one library function and hand the result to
+``saag_opt.report``.
 
 One module per command (``score``, ``evaluate``, ``optimize``, ``compare``) or noun group
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.

@@ -14,8 +14,8 @@ from saag_opt.cli.common import (
     DatasetOpt,
     LimitOpt,
     RunsDirOpt,
-    StoreOpt,
     SplitOpt,
+    StoreOpt,
     WorkersOpt,
     passed_values,
     split_filter,
@@ -28,7 +28,8 @@ def evaluate(
     base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
                                       help="Base agent model: gpt-4o, local, openai/<m>@URL.")] = "gpt-4o",
     reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
-                                                    help="Reviewer model (needed by mechanisms that call a reviewer, e.g. r2).")] = None,
+                                                    help="Reviewer model (needed by mechanisms that call a "
+                                                         "reviewer, e.g. r2).")] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
     = "reviewer@v2",
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, "

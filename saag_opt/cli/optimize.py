@@ -38,7 +38,8 @@ def optimize(
     reflection: Annotated[Optional[str], typer.Option("--reflection", show_default="same as --reviewer",
                                                       help="Reflection LM that proposes new instructions.")] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Seed prompt reference.")] = "reviewer@v2",
-    mechanism: Annotated[str, typer.Option("--mechanism", help="A mechanism that calls the reviewer, e.g. r2, s5, g5, gate+r2.")] = "r2",
+    mechanism: Annotated[str, typer.Option(
+        "--mechanism", help="A mechanism that calls the reviewer, e.g. r2, s5, g5, gate+r2.")] = "r2",
     dataset: DatasetOpt = "shipped:bfcl",
     budget: Annotated[Optional[Budget], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
     max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,

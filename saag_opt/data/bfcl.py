@@ -22,8 +22,8 @@ import jsonlines
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from saag_opt.errors import ConfigError, DatasetError
-from saag_opt.paths import cache_dir as default_cache_dir
 from saag_opt.model import Example, Expectation, Registry
+from saag_opt.paths import cache_dir as default_cache_dir
 
 __all__ = [
     "BFCL_VERSION",

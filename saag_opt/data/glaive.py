@@ -1,6 +1,6 @@
-"""Glaive function-calling v2, in its raw form and in LLaMA-Factory's ShareGPT conversion.
+r"""Glaive function-calling v2, in its raw form and in LLaMA-Factory's ShareGPT conversion.
 
-* **Raw** (``glaiveai/glaive-function-calling-v2``): ``{"system": "SYSTEM: ... -\\n{schema}\\n\\n{schema}",
+* **Raw** (``glaiveai/glaive-function-calling-v2``): ``{"system": "SYSTEM: ... -\n{schema}\n\n{schema}",
   "chat": "USER: ... ASSISTANT: <functioncall> {...} <|endoftext|> FUNCTION RESPONSE: ..."}``. The
   call's ``arguments`` is usually a JSON object wrapped in *single quotes*
   (``"arguments": '{"a": "it's"}'``), which is neither JSON nor a Python literal when the text

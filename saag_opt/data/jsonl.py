@@ -100,7 +100,8 @@ class _LineCounter:
         self.line = 0
 
     def __iter__(self) -> Iterator[str]:
-        for self.line, text in enumerate(self._lines, start=1):
+        for number, text in enumerate(self._lines, start=1):
+            self.line = number
             yield text
 
 

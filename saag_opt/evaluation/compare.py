@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from saag_opt.errors import ConfigError
-from saag_opt.events import EventSink, emit
 from saag_opt.evaluation.helpharm import HelpHarm
+from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.results import (
     ConditionSummary,
     ExampleRecord,
@@ -38,12 +38,12 @@ from saag_opt.evaluation.results import (
     RecordWriter,
     read_records,
 )
-from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.runner import (
     EvaluateConfig,
     EvaluationResult,
     run_evaluation,
 )
+from saag_opt.events import EventSink, emit
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from contextlib import nullcontext
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +38,6 @@ from saag_opt.agents import (
     parse_mechanism,
 )
 from saag_opt.errors import ConfigError, RunError
-from saag_opt.events import EventSink, emit
-from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
@@ -49,8 +47,9 @@ from saag_opt.evaluation.results import (
     RecordWriter,
     RoundRecord,
 )
+from saag_opt.events import EventSink, emit
 from saag_opt.model import Example, Prediction
-from saag_opt.saag import diagnose_with_gold, judge_with_gold
+from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
@@ -60,6 +59,7 @@ from saag_opt.runfiles import (
     new_header,
     write_header,
 )
+from saag_opt.saag import diagnose_with_gold, judge_with_gold
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion
@@ -334,7 +334,8 @@ def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome
                              score=c.score, rationale=c.rationale) for c in outcome.candidates]
     return ExampleRecord(
         **_common(setup, example, outcome.mechanism), final=call_record(outcome.final), correct=verdict.correct,
-        truth_reason=verdict.reason, saag=verdict.cascade.to_dict(), base=call_record(outcome.base.prediction), base_saag=base_saag,
+        truth_reason=verdict.reason, saag=verdict.cascade.to_dict(), base=call_record(outcome.base.prediction),
+        base_saag=base_saag,
         rounds=rounds, candidates=cands, selected=outcome.selected, reviewer_calls=outcome.reviewer_calls,
         agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, tokens=tokens,
         cached=outcome.base.cached, notes=list(outcome.notes))
@@ -360,5 +361,5 @@ def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0)
         latency=paired.latency, reviewer_calls_per_item=paired.reviewer_calls_per_item,
         agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
         costs=setup.ledger.to_dict(),
-        contaminated=setup.prompt_version.contaminated({e.split for e in setup.examples})
+        contaminated=list(setup.prompt_version.contaminated({e.split for e in setup.examples if e.split}))
         if setup.prompt_version is not None else [])

@@ -243,7 +243,7 @@ def _score(prediction_id: str, prediction: Prediction, example: Example) -> Scor
 
 
 def _json_message(message: str) -> str:
-    """jsonlines' wording, minus the decoder's position (it counts lines inside one JSONL line)."""
+    """Jsonlines' wording, minus the decoder's position (it counts lines inside one JSONL line)."""
     message = message.replace("line contains invalid json: ", "invalid JSON: ")
     return _POSITION.sub(r" (at character \1)", message)
 

@@ -35,6 +35,7 @@ class RoleAccount:
     models: list[str] = field(default_factory=list)
 
     def add(self, other: RoleAccount) -> None:
+        """Add another account's counts into this one."""
         for name in ("calls", "cache_hits", "errors", "retries", "prompt_tokens", "completion_tokens",
                      "cached_prompt_tokens", "dollars", "seconds", "unpriced_calls"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -112,6 +113,7 @@ class CostLedger:
         return out
 
     def total_dollars(self) -> float:
+        """Dollars spent so far over every role."""
         with self._lock:
             return sum(a.dollars for a in self._accounts.values())
 

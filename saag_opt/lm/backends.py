@@ -118,6 +118,7 @@ class OpenAIBackend(BackendFacts):
         return spec.model
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
+        """api.openai.com with the key from ``OPENAI_API_KEY``."""
         key = os.environ.get("OPENAI_API_KEY", "").strip()
         if not key:
             raise ModelUnavailableError(MISSING_KEY_MESSAGE)
@@ -144,6 +145,7 @@ class CompatibleBackend(BackendFacts):
         return f"openai/{spec.model}@{spec.base_url}"
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
+        """The server at ``spec.base_url`` (key from ``OPENAI_API_KEY`` if set)."""
         if not spec.base_url:
             raise ConfigError(f"model spec {spec.text!r} needs a server URL: openai/<model>@http://host:port/v1")
         key = os.environ.get("OPENAI_API_KEY", "").strip() or "none"
@@ -175,6 +177,7 @@ class LocalBackend(BackendFacts):
         return f"local:{spec.model}"
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
+        """The embedded server (started on first use) or ``$SAAG_OPT_LOCAL_URL``."""
         from saag_opt.lm.embedded import get_local_model, local_base_url
 
         model = get_local_model(spec.model)
@@ -202,6 +205,7 @@ class FakeBackend(BackendFacts):
         self._lock = threading.Lock()
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
+        """The scripted server at ``spec.base_url``, or an in-process echo server."""
         url = spec.base_url or self._default_server_url()
         return Endpoint(f"openai/{spec.model}", url, "fake", _namespace(url))
 

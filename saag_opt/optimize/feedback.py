@@ -229,7 +229,8 @@ def _call_diagnostics(rep: Any) -> list[str]:
     if isinstance(h, Mapping):
         ungrounded = [p for p, v in h.items() if v]
         if ungrounded:
-            out.append(f"ungrounded values (not found in the request): {', '.join(ungrounded)}; VHR={_num(getattr(rep, 'vhr', None))}")
+            vhr = _num(getattr(rep, "vhr", None))
+            out.append(f"ungrounded values (not found in the request): {', '.join(ungrounded)}; VHR={vhr}")
     return out
 
 

@@ -56,8 +56,11 @@ class RolloutContext:
         raise TypeError("RolloutContext holds live LM clients and is not picklable; it is rebuilt on resume")
 
     def run(self, example: Example, reviewer: Any) -> Any:
-        """One rollout; a systemic fault is recorded and re-raised, anything else is re-raised too
-        (the adapter turns it into ``failure_score`` for that example)."""
+        """One rollout with ``reviewer``.
+
+        A systemic fault is recorded and re-raised; anything else is re-raised too (the adapter
+        turns it into ``failure_score`` for that example).
+        """
         with self._lock:
             self.rollouts += 1
         try:

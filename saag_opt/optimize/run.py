@@ -142,7 +142,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
             sink, "stopped", f"stopping: spend ${usd:.4f} would pass --max-cost ${config.max_cost:.2f}", usd=usd))
         stoppers.append(cost_stopper)
     settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
-                            minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers,
+                            minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
                             seed=config.seed, accept=config.accept, stoppers=stoppers, callbacks=[writer])
     details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
     if world.context.fatal is not None:

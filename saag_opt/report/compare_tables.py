@@ -1,5 +1,8 @@
-"""Terminal tables for ``saag-opt compare``: base vs A vs B accuracy, help/harm per version, the paired
-A-vs-B test, and latency/cost per version. Rich lives here and in the CLI only."""
+"""Terminal tables for ``saag-opt compare``.
+
+Base vs A vs B accuracy, help/harm per version, the paired A-vs-B test, and latency/cost per
+version. Rich lives here and in the CLI only.
+"""
 
 from __future__ import annotations
 

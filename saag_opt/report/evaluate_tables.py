@@ -1,5 +1,8 @@
-"""Terminal tables for ``saag-opt evaluate``: accuracy base vs reviewed, help/harm, latency, cost,
-plus the live progress bar driven by the runner's events. Rich lives here and in the CLI only."""
+"""Terminal tables for ``saag-opt evaluate``.
+
+Accuracy base vs reviewed, help/harm, latency, cost, plus the live progress bar driven by the
+runner's events. Rich lives here and in the CLI only.
+"""
 
 from __future__ import annotations
 

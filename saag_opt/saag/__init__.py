@@ -20,10 +20,10 @@ from saag_opt.saag.cascade import (
     diagnose_with_gold,
     run_cascade,
 )
-from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
-from saag_opt.saag.judgement import GoldJudgement, judge_with_gold
-from saag_opt.saag.grounding import GroundingResult, check_grounding, exact_match, query_context
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
+from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
+from saag_opt.saag.grounding import GroundingResult, check_grounding, exact_match, query_context
+from saag_opt.saag.judgement import GoldJudgement, judge_with_gold
 from saag_opt.saag.structure import DRIFT_THRESHOLD, StructureResult, check_structure, split_call
 
 __all__ = [

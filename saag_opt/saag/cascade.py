@@ -41,9 +41,9 @@ from saag_opt.model import (
     ToolCall,
     ToolSpec,
 )
+from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.corrections import psi1_message, psi2_message, psi3_message
 from saag_opt.saag.grounding import ground_arguments, query_context
-from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [
@@ -97,7 +97,7 @@ def _unregistered(name: Any, registry: Registry, corrections: bool) -> CascadeRe
     """Stage-1 failure: FNEM 0 (with NCS and the nearest name) or -1."""
     score = fnem(name, registry)
     ncs_value, nearest = ncs(name, registry) if score == 0 else (None, None)
-    fields = {
+    fields: dict[str, Any] = {
         "stage_reached": 1, "passed": False, "fnem": score, "ncs": ncs_value, "nearest_name": nearest,
         "rpr": None, "missing_required": (), "pds": {}, "drifted": {}, "spurious": (), "spr": None,
         "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": ()}

@@ -22,8 +22,8 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from saag_opt.model import CascadeReport, Registry, ToolSpec
-from saag_opt.saag.grounding import ground_value, query_context, schema_enum
 from saag_opt.saag.conformance import resolve_tool
+from saag_opt.saag.grounding import ground_value, query_context, schema_enum
 from saag_opt.saag.structure import split_call
 
 __all__ = [

@@ -61,6 +61,7 @@ def split_call(call: Any) -> tuple[Any, dict[str, Any], bool]:
     arguments and ``malformed=True``, so stage 2 reports the missing parameters instead of raising.
     The arguments are returned without a copy when they already are a dict with string keys.
     """
+    raw: Any
     if type(call) is ToolCall:
         name, raw = call.name, call.arguments
     elif isinstance(call, Mapping):
@@ -100,8 +101,11 @@ def _shape(tool: ToolSpec) -> tuple[tuple[str, ...], Mapping[str, Any]]:
 
 
 def allowed_params(tool: ToolSpec) -> Mapping[str, Any]:
-    """``tool.properties``, skipping its ``isinstance(..., Mapping)`` (an ABC check, slow on the hot
-    path) when the schema holds a plain dict, as every loaded schema does."""
+    """``tool.properties``, fast.
+
+    Skips its ``isinstance(..., Mapping)`` (an ABC check, slow on the hot path) when the schema
+    holds a plain dict, as every loaded schema does.
+    """
     props = tool.parameters.get("properties")
     return props if type(props) is dict else tool.properties
 

@@ -142,8 +142,11 @@ def _dict_ok(value: Any, gold: _DictGold | None) -> bool:
 
 
 class _Param:
-    """One parameter of one gold call. Cheap to build; the standardised gold is computed on first use,
-    so a gold call checked once costs about what BFCL spends, and one checked again costs less."""
+    """One parameter of one gold call.
+
+    Cheap to build; the standardised gold is computed on first use, so a gold call checked once
+    costs about what BFCL spends, and one checked again costs less.
+    """
 
     __slots__ = ("name", "btype", "pytype", "nested", "values", "gold_type", "_strings", "_lists", "_dicts",
                  "_list_dicts")
@@ -206,7 +209,7 @@ def _bfcl_type(schema: Any) -> str | None:
     return btype if type(btype) is str or isinstance(btype, str) else None
 
 
-def _nested_ok(value: list[Any], param: _Param) -> bool:
+def _nested_ok(value: Any, param: _Param) -> bool:
     """BFCL's one-level element type check: some acceptable value must admit every element."""
     for item in param.values:
         if type(item) is not list:
@@ -303,8 +306,11 @@ def _compile_param(name: str, vals: Any, schema: Any) -> CompiledParam:
 
 
 def _standardised_in(value: str, param: CompiledParam) -> bool:
-    """BFCL ``string_checker`` for a value that equals no gold string as it is (equal strings
-    standardise equally, so the caller accepts those first); the gold is standardised once."""
+    """BFCL ``string_checker`` for a value that equals no gold string as it is.
+
+    Equal strings standardise equally, so the caller accepts those first; the gold is
+    standardised once.
+    """
     standardised = param[3]
     if standardised is None:
         standardised = param[3] = frozenset(standardize_string(v) for v in param[1] if type(v) is str)

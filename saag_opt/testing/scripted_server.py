@@ -157,6 +157,7 @@ class ScriptedOpenAIServer:
 
     @property
     def port(self) -> int:
+        """The bound port (raises when not running)."""
         if self._httpd is None:
             raise RuntimeError("ScriptedOpenAIServer is not running; use start() or a with block")
         return int(self._httpd.server_address[1])
@@ -188,10 +189,12 @@ class ScriptedOpenAIServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
+        """Recorded ``/chat/completions`` requests."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
     @property
     def pending_faults(self) -> int:
+        """Injected faults not yet served."""
         with self._lock:
             return len(self._faults)
 

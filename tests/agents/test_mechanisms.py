@@ -19,7 +19,16 @@ from saag_opt.agents import (
     spread_temperatures,
 )
 from saag_opt.errors import ConfigError
-from tests.agents.agent_fakes import BAD_NAME, GOOD, UNGROUNDED, FakeAgent, FakeReviewer, NeverCalledReviewer, call, weather_example
+from tests.agents.agent_fakes import (
+    BAD_NAME,
+    GOOD,
+    UNGROUNDED,
+    FakeAgent,
+    FakeReviewer,
+    NeverCalledReviewer,
+    call,
+    weather_example,
+)
 
 REJECT = Verdict(True, "Use the city the user named.")
 APPROVE = Verdict(False, "")

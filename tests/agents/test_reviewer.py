@@ -23,7 +23,6 @@ from saag_opt.agents import (
 from saag_opt.data import load_dataset
 from saag_opt.errors import ArtifactError
 from saag_opt.model import Example, Prediction, ToolCall
-
 from tests.agents.agent_fakes import BAD_NAME, GOOD, weather_example
 
 SENTINEL = "GOLDSENTINEL"

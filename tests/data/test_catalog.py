@@ -14,12 +14,12 @@ import pytest
 from saag_opt.data import list_datasets, load_dataset
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
 from saag_opt.data.catalog import detect_file_format, loaders
-
-READERS = {info.name: info.read for info in loaders()}
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
 from tests.conftest import requires
+
+READERS = {info.name: info.read for info in loaders()}
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

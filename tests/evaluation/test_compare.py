@@ -26,8 +26,8 @@ from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig
 from saag_opt.model import Example
-from tests.evaluation.scripted_replies import chat, right, wrong
 from saag_opt.testing import Reply, ScriptedOpenAIServer
+from tests.evaluation.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
 

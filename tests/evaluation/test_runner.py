@@ -15,8 +15,8 @@ from saag_opt.errors import RunError
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
-from tests.evaluation.scripted_replies import chat, right, wrong
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
+from tests.evaluation.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,8 @@ SCHEMA = {"type": "object", "properties": {"name": {"const": "f"}}}
 
 
 def test_rewrite_converts_only_json_schema() -> None:
-    body = json.dumps({"messages": [], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}})
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}
+    body = json.dumps({"messages": [], "response_format": schema})
     assert json.loads(rewrite_body(body.encode()))["response_format"] == {"type": "json_object", "schema": SCHEMA}
     for untouched in (b'{"response_format": {"type": "json_object"}}', b'{"messages": []}', b"not json", b"[1]"):
         assert rewrite_body(untouched) == untouched

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.optimize import optimize_world as world
 from saag_opt.cli import main
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from tests.optimize import optimize_world as world
 
 
 def test_missing_key_is_one_line_pointing_to_local(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -7,11 +7,11 @@ import json
 import dspy
 import pytest
 
-from tests.optimize import optimize_world as world
 from saag_opt.agents.base import Proposal
 from saag_opt.agents.mechanisms import MechanismOutcome, ReviewRound
 from saag_opt.model import Prediction, ToolCall
 from saag_opt.optimize.feedback import classify_outcome, metric, view_outcome
+from tests.optimize import optimize_world as world
 
 EX = world.make_examples(1, "train")[0]  # "What is the weather in Paris?"
 RIGHT = Prediction(calls=(ToolCall("get_weather", {"city": "Paris"}),))

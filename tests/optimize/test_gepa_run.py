@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.optimize import optimize_world as world
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
 

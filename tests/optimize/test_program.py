@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
-import copy
-import threading
-
 import pytest
 
+from saag_opt.agents.mechanisms import parse_mechanism
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.artifacts.store import PromptStore
-from saag_opt.model import Example, Prediction, ToolCall
-from saag_opt.optimize.feedback import metric
-from saag_opt.optimize.callbacks import ArtifactWriter
-from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.errors import ConfigError
-from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.model import Example, Prediction, ToolCall
+from saag_opt.optimize.callbacks import ArtifactWriter
+from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
+from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as scripted
 

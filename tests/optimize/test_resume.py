@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.optimize import optimize_world as world
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
 

@@ -25,12 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from saag_opt.data.bfcl import load_bfcl
+from saag_opt.data.bfcl import BFCL_VERSION, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag.truth import check_truth
-
-from saag_opt.data.bfcl import BFCL_VERSION
 from tests.bfcl_stub import MODEL_NAME, load_ast_checker  # noqa: E402
 from tests.conftest import requires
 

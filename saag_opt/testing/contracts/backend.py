@@ -1,5 +1,8 @@
-"""The ``ModelBackend`` contract: its spec form round-trips, a missing key is one clear line, and the
-client retries transient faults through it (on the scripted server)."""
+"""The ``ModelBackend`` contract.
+
+Its spec form round-trips, a missing key is one clear line, and the client retries transient
+faults through it (on the scripted server).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The ``Mechanism`` contract: one outcome per example, inputs untouched, reviewer failure kept as data,
-gold never read, facts consistent with behaviour."""
+"""The ``Mechanism`` contract.
+
+One outcome per example, inputs untouched, reviewer failure kept as data, gold never read, facts
+consistent with behaviour.
+"""
 
 from __future__ import annotations
 
