@@ -20,18 +20,25 @@ class DatasetError(SaagOptError, ValueError):
         super().__init__(f"{where}{message}")
 
 
+def validation_message(exc: Exception, *, whole: str = "config") -> str:
+    """A pydantic ``ValidationError`` as one line naming each bad field (``field: message; ...``).
+
+    ``whole`` names a problem with the object as a whole (no field). Any other exception: its text.
+    """
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or whole}: "
+                     f"{str(e.get('msg', '')).removeprefix('Value error, ')}" for e in errors())
+
+
 class ConfigError(SaagOptError, ValueError):
     """A flag or config field has a bad value; the message names the field."""
 
     @classmethod
     def from_validation(cls, exc: Exception) -> ConfigError:
         """A pydantic ``ValidationError`` as one line naming each bad field (``field: message``)."""
-        errors = getattr(exc, "errors", None)
-        if not callable(errors):
-            return cls(str(exc))
-        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or 'config'}: "
-                 f"{str(e.get('msg', '')).removeprefix('Value error, ')}" for e in errors()]
-        return cls("; ".join(parts))
+        return cls(validation_message(exc))
 
 
 class ModelUnavailableError(SaagOptError, RuntimeError):

@@ -46,7 +46,7 @@ import filelock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from rapidfuzz import fuzz, process
 
-from saag_opt.errors import ArtifactError
+from saag_opt.errors import ArtifactError, validation_message
 from saag_opt.model import canonical_json
 from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
 from saag_opt.runfiles import atomic_write_text, utc_now
@@ -194,12 +194,7 @@ def load_version_file(path: str | os.PathLike[str]) -> PromptVersion:
     try:
         return PromptVersion.model_validate_json(text)
     except ValidationError as exc:
-        raise ArtifactError(f"{path}: invalid prompt version: {_problems(exc)}") from exc
-
-
-def _problems(exc: ValidationError) -> str:
-    """One line per pydantic error, joined: ``field: message; ...`` (CLI errors are one line)."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
+        raise ArtifactError(f"{path}: invalid prompt version: {validation_message(exc, whole='file')}") from exc
 
 
 def version_sort_key(name: str) -> tuple[int, str]:
@@ -515,7 +510,7 @@ class PromptStore:
             try:
                 version = PromptVersion(version=name, program=program, instructions=dict(instructions), **metadata)
             except ValidationError as exc:
-                raise ArtifactError(f"{program}@{name}: invalid prompt version: {_problems(exc)}") from exc
+                raise ArtifactError(f"{program}@{name}: invalid prompt version: {validation_message(exc, whole='file')}") from exc
             except TypeError as exc:
                 raise ArtifactError(f"{program}@{name}: invalid prompt version: {exc}") from exc
             return self._write(version)

@@ -17,6 +17,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from saag_opt.report.format import num
+
 if TYPE_CHECKING:
     from saag_opt.data import DatasetInfo
     from saag_opt.evaluation.score import Rejection, ScoreResult, ScoreSummary
@@ -45,10 +47,6 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def funnel_table(stats: CascadeStats) -> Table:
     """Calls that reached and passed each stage; % of all calls, and pass rate within the stage."""
     table = Table(title=f"SAAG stage funnel over {stats.n_calls} calls", title_justify="left")
@@ -72,7 +70,7 @@ def metrics_table(stats: CascadeStats) -> Table:
         metric = stats.metrics.get(key)
         if metric is None:
             continue
-        table.add_row(label, _num(metric.mean), escape(f"{metric.n} {metric.over}"))
+        table.add_row(label, num(metric.mean), escape(f"{metric.n} {metric.over}"))
     return table
 
 
