@@ -16,12 +16,13 @@ and ``lm`` can use it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import subprocess
 import tempfile
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
@@ -205,9 +206,32 @@ def read_header(run_dir: Path) -> RunHeader:
         raise RunError(f"{run_dir}: cannot read run.json ({str(exc).splitlines()[0]})") from exc
 
 
+RunFinishedHook = Callable[[Path], None]
+_FINISH_HOOKS: list[RunFinishedHook] = []
+
+
+def on_run_finished(hook: RunFinishedHook) -> Callable[[], None]:
+    """Call ``hook(run_dir)`` whenever a run ends (any status), after ``run.json`` is final.
+
+    How a higher layer reacts to runs ending without this low layer importing it: the CLI registers
+    the HTML report writer here for the duration of a command. A hook that raises is logged and never
+    changes the run's outcome. Registering a hook twice is a no-op. Returns a function that
+    unregisters it.
+    """
+    if hook not in _FINISH_HOOKS:
+        _FINISH_HOOKS.append(hook)
+
+    def remove() -> None:
+        if hook in _FINISH_HOOKS:
+            _FINISH_HOOKS.remove(hook)
+
+    return remove
+
+
 def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = None,
                   status: str = "success") -> None:
-    """Rewrite ``run.json`` with the final status; every verb ends its run through here.
+    """Rewrite ``run.json`` with the final status; every verb ends its run through here, so the
+    ``on_run_finished`` hooks run here too.
 
     A failure records its message (and a traceback unless it is a user error); Ctrl-C is ``cancelled``.
     """
@@ -218,6 +242,11 @@ def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = 
         tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
         update |= {"status": "error", "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}
     write_header(run_dir, header.model_copy(update=update))
+    for hook in list(_FINISH_HOOKS):
+        try:
+            hook(run_dir)
+        except Exception:  # a report that cannot be drawn must not fail a finished run
+            logging.getLogger(__name__).warning("run-finished hook %r failed for %s", hook, run_dir, exc_info=True)
 
 
 @contextmanager
@@ -233,6 +262,7 @@ def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
 __all__ = [
     "SCHEMA_VERSION",
     "RunErrorInfo",
+    "RunFinishedHook",
     "RunHeader",
     "RunStatus",
     "atomic_file",
@@ -244,6 +274,7 @@ __all__ = [
     "git_revision",
     "guarded_run",
     "new_header",
+    "on_run_finished",
     "package_versions",
     "read_header",
     "utc_now",

@@ -3,7 +3,7 @@
 Thin typer commands that parse flags, call one library function and hand the result to
 ``saag_opt.report``.
 
-One module per command (``score``, ``evaluate``, ``optimize``, ``compare``) or noun group
+One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``) or noun group
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2; any other
@@ -24,6 +24,7 @@ from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
 from saag_opt.cli.optimize import optimize
 from saag_opt.cli.prompts import prompts_app
+from saag_opt.cli.report import REPORT_HELP, report, write_run_report
 from saag_opt.cli.score import SCORE_HELP, datasets_app, score
 from saag_opt.errors import SaagOptError
 
@@ -41,6 +42,7 @@ app.command(name="score", help=SCORE_HELP)(score)
 app.command(name="evaluate")(evaluate)
 app.command(name="optimize")(optimize)
 app.command(name="compare")(compare)
+app.command(name="report", help=REPORT_HELP)(report)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 
@@ -51,12 +53,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune"})
+"""Commands that create run directories: each finished run gets report.html (DESIGN section 13)."""
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Measure and improve the reviewer of a tool-calling LLM agent."""
+    if ctx.invoked_subcommand in RUN_COMMANDS:  # imported here: the run machinery is heavy for --help
+        from saag_opt.runfiles import on_run_finished
+
+        on_run_finished(write_run_report)
 
 
 def main(argv: list[str] | None = None) -> None:

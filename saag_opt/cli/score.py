@@ -14,7 +14,7 @@ JsonOutOpt = Annotated[Optional[Path], typer.Option(
     "--json", metavar="OUT", show_default=False, dir_okay=False,
     help="Write machine-readable results to OUT (JSONL, one row per item) and the summary beside it: "
          "OUT's .jsonl/.json suffix is replaced by .summary.json (scores.jsonl -> scores.summary.json); "
-         "any other name gets .summary.json appended.")]
+         "any other name gets .summary.json appended; an HTML report goes beside them (scores.report.html).")]
 
 datasets_app = typer.Typer(help="List the known datasets and fetch the ones that need a download.",
                            no_args_is_help=True)
@@ -46,8 +46,11 @@ def score(
     console = Console()
     print_score_report(console, result)
     if json_out is not None:
+        from saag_opt.report.html import write_report
+
         rows_path, summary = write_score_json(result, json_out)
-        console.print(f"wrote {len(result.rows)} rows to {rows_path} and the summary to {summary}")
+        page = write_report(rows_path)
+        console.print(f"wrote {len(result.rows)} rows to {rows_path}, the summary to {summary} and the report to {page}")
     if result.rejections:
         raise typer.Exit(EXIT_USER_ERROR)
 

@@ -1,6 +1,6 @@
 """Evaluation: score saved predictions offline (SAAG cascade + BFCL truth); runs and help/harm live beside it."""
 
-from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_net_change_ci, mcnemar_exact
+from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_net_change_ci, bootstrap_rate_ci, mcnemar_exact
 from saag_opt.evaluation.results import (
     ConditionSummary,
     EvaluationSummary,
@@ -37,6 +37,7 @@ __all__ = [
     "ExampleRecord",
     "HelpHarm",
     "bootstrap_net_change_ci",
+    "bootstrap_rate_ci",
     "mcnemar_exact",
     "read_records",
     "read_run",

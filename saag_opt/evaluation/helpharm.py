@@ -82,6 +82,24 @@ def bootstrap_net_change_ci(
     return (lo, hi)
 
 
+def bootstrap_rate_ci(successes: int, n: int, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of a rate ``successes / n`` (helpfulness over the base errors,
+    harmfulness over the base-correct answers); each resample is one binomial draw. None when n = 0.
+
+    Raises:
+        ValueError: counts out of range.
+    """
+    if not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return None
+    rng = random.Random(seed)
+    rates = sorted(_binomial(rng, n, successes / n) / n for _ in range(resamples))
+    alpha = (1.0 - level) / 2.0
+    return (rates[int(math.floor(alpha * (resamples - 1)))], rates[int(math.ceil((1.0 - alpha) * (resamples - 1)))])
+
+
 @dataclass(frozen=True, slots=True)
 class HelpHarm:
     """Paired 2x2 table of base-vs-final correctness with the paper's derived rates.

@@ -22,7 +22,9 @@ class ArtifactWriter:
     or merged candidate, with its full val score and parents. The candidate index -> version map is
     persisted (atomically) in ``<run>/artifacts.json``, so a resumed run knows the versions of
     candidates found before the crash; ``PromptStore.save_new(dedupe=True)`` makes re-accepting an
-    identical candidate after a crash return the saved version instead of a duplicate.
+    identical candidate after a crash return the saved version instead of a duplicate. Beside the
+    map it keeps each candidate's per-example val scores (``val_scores``), from which the HTML
+    report marks GEPA's Pareto front.
     """
 
     def __init__(self, store: Any, *, seed_version: Any, map_path: Path, metadata: Mapping[str, Any],
@@ -37,9 +39,11 @@ class ArtifactWriter:
         self.metric_calls = 0
         self.errors: list[str] = []
         self.versions: dict[int, str] = {0: seed_version.version}
+        self.val_scores: dict[int, dict[str, float]] = {}
         if map_path.is_file():
             saved = json.loads(map_path.read_text(encoding="utf-8"))
             self.versions.update({int(k): v for k, v in saved.get("versions", {}).items()})
+            self.val_scores.update({int(k): v for k, v in saved.get("val_scores", {}).items()})
 
     def on_budget_updated(self, event: Mapping[str, Any]) -> None:
         """Remember the cumulative rollout count (recorded as the candidate's discovery cost)."""
@@ -48,6 +52,8 @@ class ArtifactWriter:
     def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
         """Save a prompt version for a new pool member (never raises: errors are kept for the run)."""
         idx = int(event["candidate_idx"])
+        with self._lock:  # per-example val scores (persisted with the next version): the report's Pareto marks
+            self.val_scores[idx] = {str(k): float(v) for k, v in (event.get("scores_by_val_id") or {}).items()}
         if idx == 0:
             return
         try:
@@ -67,7 +73,8 @@ class ArtifactWriter:
             version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
                                           source="gepa", scores=scores, cost=cost, **self.metadata)
             self.versions[idx] = version.version
-            atomic_write_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())}})
+            atomic_write_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())},
+                                              "val_scores": {str(k): v for k, v in sorted(self.val_scores.items())}})
         emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
 

@@ -18,6 +18,7 @@ from saag_opt.saag.cascade import (
     check_calls,
     correction_for,
     diagnose_with_gold,
+    metric_values,
     run_cascade,
 )
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
@@ -46,6 +47,7 @@ __all__ = [
     "exact_match",
     "fnem",
     "judge_with_gold",
+    "metric_values",
     "ncs",
     "psi1",
     "psi2",

@@ -48,7 +48,7 @@ from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_par
 
 __all__ = [
     "CascadeStats", "MetricMean", "PredictionReport", "aggregate", "check_calls", "correction_for",
-    "diagnose_with_gold", "run_cascade",
+    "diagnose_with_gold", "metric_values", "run_cascade",
 ]
 
 _STAGE_ORDER: dict[Any, int] = {1: 1, 2: 2, 3: 3, "passed": 4}
@@ -322,16 +322,31 @@ def _flatten(reports: Iterable[CascadeReport | PredictionReport]) -> Iterable[Ca
 
 def aggregate(reports: Iterable[CascadeReport | PredictionReport]) -> CascadeStats:
     """Funnel and stage-conditional means; PredictionReports contribute their call reports."""
-    values: dict[str, list[float]] = {k: [] for k in _CONDITIONS}
+    calls = list(_flatten(reports))
     reached = {1: 0, 2: 0, 3: 0}
     passed = {1: 0, 2: 0, 3: 0}
     fnem_counts = {-1: 0, 0: 0, 1: 0}
-    for report in _flatten(reports):
+    for report in calls:
         stage = _STAGE_ORDER.get(report.stage_reached, 1)
         for k in (1, 2, 3):
             reached[k] += stage >= k
             passed[k] += stage > k
         fnem_counts[report.fnem] = fnem_counts.get(report.fnem, 0) + 1
+    values = metric_values(calls)
+    metrics = {k: MetricMean(sum(v) / len(v) if v else None, len(v), _CONDITIONS[k]) for k, v in values.items()}
+    return CascadeStats(n_calls=reached[1], reached=reached, passed=passed, fnem_counts=fnem_counts,
+                        metrics=metrics)
+
+
+def metric_values(reports: Iterable[CascadeReport | PredictionReport]) -> dict[str, list[float]]:
+    """Each metric's per-call (``pds``: per-parameter) values, stage-conditional as in ``aggregate``.
+
+    The one definition of which calls a metric is over, so a distribution drawn from these values
+    and the mean in ``aggregate`` always describe the same population.
+    """
+    values: dict[str, list[float]] = {k: [] for k in _CONDITIONS}
+    for report in _flatten(reports):
+        stage = _STAGE_ORDER.get(report.stage_reached, 1)
         values["fnem"].append(1.0 if report.fnem == 1 else 0.0)
         if report.fnem == 0 and report.ncs is not None:
             values["ncs"].append(report.ncs)
@@ -344,6 +359,4 @@ def aggregate(reports: Iterable[CascadeReport | PredictionReport]) -> CascadeSta
                 value = getattr(report, key)
                 if value is not None:
                     values[key].append(value)
-    metrics = {k: MetricMean(sum(v) / len(v) if v else None, len(v), _CONDITIONS[k]) for k, v in values.items()}
-    return CascadeStats(n_calls=reached[1], reached=reached, passed=passed, fnem_counts=fnem_counts,
-                        metrics=metrics)
+    return values

@@ -101,3 +101,17 @@ def test_bootstrap_is_fast_on_large_tables() -> None:
     start = time.perf_counter()
     bootstrap_net_change_ci(8000, 900, 300, 800)
     assert time.perf_counter() - start < 5.0
+
+
+def test_bootstrap_rate_ci_brackets_the_rate_and_narrows_with_n() -> None:
+    from saag_opt.evaluation.helpharm import bootstrap_rate_ci
+
+    small = bootstrap_rate_ci(3, 10, seed=1)
+    large = bootstrap_rate_ci(300, 1000, seed=1)
+    assert small is not None and large is not None
+    assert small[0] <= 0.3 <= small[1] and large[0] <= 0.3 <= large[1]
+    assert large[1] - large[0] < small[1] - small[0]
+    assert bootstrap_rate_ci(0, 0) is None
+    assert bootstrap_rate_ci(5, 5) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="successes <= n"):
+        bootstrap_rate_ci(6, 5)

@@ -1,0 +1,41 @@
+"""``saag-opt report``: one self-contained HTML page for one or more finished runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+REPORT_HELP = (
+    "Write one self-contained HTML report (inline SVG charts, no network) for run directories or "
+    "`score --json` outputs.\n\nEvery run already writes report.html into its own directory when it finishes; "
+    "use this to redraw one, or to put several runs on one page.")
+"""Help text of ``saag-opt report``."""
+
+
+def report(
+    runs: Annotated[list[Path], typer.Argument(
+        show_default=False, metavar="RUN_DIR...",
+        help="Run directories (runs/<ts>-evaluate, -compare, -optimize, -tune) or a score --json output file.")],
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", dir_okay=False,
+        help="Where to write the page (default: RUN_DIR/report.html for one run, report.html for several).")] = None,
+) -> None:
+    """Render the runs into one HTML file and print its path and size."""
+    from saag_opt.report.html import REPORT_NAME, render_report, write_html
+
+    if out is None:
+        out = runs[0] / REPORT_NAME if len(runs) == 1 and runs[0].is_dir() else Path(REPORT_NAME)
+    path = write_html(render_report(runs), out)
+    typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes)")
+
+
+def write_run_report(run_dir: Path) -> None:
+    """``records.on_run_finished`` hook: every finished run gets ``report.html`` (lazy: jinja2 loads on first use)."""
+    from saag_opt.report.html import write_report
+
+    write_report(run_dir)
+
+
+__all__ = ["REPORT_HELP", "report", "write_run_report"]
