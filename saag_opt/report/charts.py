@@ -44,7 +44,7 @@ def hbars(groups: Sequence[Mapping[str, Any]], series: Sequence[Mapping[str, str
     value draws no bar and the text ``n/a``.
     """
     bar_h, gap, group_gap, top = 14, 3, 12, 34
-    plot_w = width - LABEL_W - 90
+    plot_w = width - LABEL_W - 170
     values = [v for g in groups for v in g["values"].values() if v is not None]
     values += [hi for g in groups for ci in (g.get("cis") or {}).values() if ci for hi in ci[1:]]
     top_value = vmax if vmax is not None else (max(values) if values else 1.0) or 1.0

@@ -1,0 +1,71 @@
+"""Session fixtures: real evaluate/compare/optimize runs against the scripted server, made once.
+
+Each runner finishes through ``records.finish_header``, with the report writer registered as the
+CLI registers it, so these runs also show that a finished run writes its own report.html.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from saag_opt.data import load_dataset
+from saag_opt.evaluation.compare import CompareConfig, run_compare
+from saag_opt.evaluation.records import on_run_finished
+from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
+from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.report.html import write_report
+from saag_opt.testing import ScriptedOpenAIServer
+from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
+from tests.optimize import optimize_world
+from tests.report import runs
+
+
+@pytest.fixture(scope="session")
+def report_hook() -> Iterator[None]:
+    """``write_report`` registered as a run-finished hook, as the CLI does."""
+    remove = on_run_finished(write_report)
+    yield
+    remove()
+
+
+@pytest.fixture(scope="session")
+def eval_runs(tmp_path_factory: pytest.TempPathFactory, report_hook: None) -> dict[str, Path]:
+    """An r2 evaluate run and a prompts-mode compare run (v1 approves everything, v2 fixes and breaks)."""
+    root = tmp_path_factory.mktemp("eval-runs")
+    v1, v2 = runs.prompt_files(root / "prompts", MARKER)
+    examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
+    with ScriptedOpenAIServer(World(examples)) as server:
+        settings = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
+                                  prompt=v2, dataset=DATASET, split=SPLIT, limit=LIMIT, workers=4,
+                                  runs_dir=root / "runs", cache_dir=root / "cache", retry_base_delay=0.01)
+        evaluate = run_evaluation(settings).run_dir
+        compare = run_compare(CompareConfig(a=v1, b=v2, evaluation=settings, runs_dir=root / "runs")).run_dir
+    return {"evaluate": evaluate, "compare": compare}
+
+
+@pytest.fixture(scope="session")
+def optimize_run(tmp_path_factory: pytest.TempPathFactory, report_hook: None) -> Path:
+    """A GEPA run over the scripted weather world (seed v2 -> v3-gepa, compared on TEST)."""
+    root = tmp_path_factory.mktemp("optimize-run")
+    dataset, prompts = optimize_world.write_world(root)
+    with ScriptedOpenAIServer(optimize_world.handler) as server:
+        spec = f"fake@{server.url}"
+        result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
+                                             runs_dir=str(root / "runs"), max_metric_calls=40, workers=2,
+                                             mechanism="r1"))
+    return result.run_dir
+
+
+@pytest.fixture(scope="session")
+def big_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic 1,000-example evaluate run (size budget)."""
+    return runs.synthetic_evaluate_run(tmp_path_factory.mktemp("big-run"))
+
+
+@pytest.fixture(scope="session")
+def tune_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded tune fixture."""
+    return runs.tune_run(tmp_path_factory.mktemp("tune-run"))
