@@ -67,7 +67,7 @@ def _root(
     if ctx.invoked_subcommand in RUN_COMMANDS:  # imported here: the run machinery is heavy for --help
         from saag_opt.runfiles import on_run_finished
 
-        on_run_finished(write_run_report)
+        ctx.call_on_close(on_run_finished(write_run_report))  # unregistered when the command ends
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,127 @@
+"""The report in a real browser: Debian's headless Chromium opens the file from disk (no server).
+
+Checks what a reader relies on: no console error or uncaught exception, no request leaving the
+file, every chart drawn with a non-zero size, the example browser's filters changing the visible
+rows, a row expanding into its details. A screenshot of each page is saved in the test's tmp folder.
+Under CI=true a missing Chromium fails the test instead of skipping it (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from saag_opt.report.html import REPORT_NAME, write_report
+from tests.report.browser import Browser, Page, require_chromium
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    with Browser(require_chromium(), tmp_path_factory.mktemp("chromium-profile")) as browser:
+        tab = browser.page()
+        yield tab
+        tab.close()
+
+
+def _open(page: Page, html: Path) -> None:
+    page.errors.clear()
+    page.requests.clear()
+    page.goto(html.resolve().as_uri())
+
+
+def _charts(page: Page) -> list[list]:
+    return page.evaluate("""Array.from(document.querySelectorAll("main svg")).map(function (s) {
+        var r = s.getBoundingClientRect();
+        return [s.getAttribute("class"), r.width, r.height, s.querySelectorAll("rect, circle, path, line").length];
+    })""")
+
+
+def _visible(page: Page, table: str) -> int:
+    return page.evaluate(f"document.querySelectorAll('{table} tbody tr:not(.detail):not([hidden])').length")
+
+
+def _choose(page: Page, form: str, field: str, value: str) -> str:
+    return page.evaluate(f"""(function () {{
+        var f = document.querySelector('{form}');
+        f.elements['{field}'].value = {value!r};
+        f.elements['{field}'].dispatchEvent(new Event('change', {{bubbles: true}}));
+        return f.querySelector('output.count').textContent;
+    }})()""")
+
+
+def _only_the_file(page: Page, html: Path) -> None:
+    assert page.errors == [], page.errors
+    assert all(url.startswith("file://") for url in page.requests), page.requests
+
+
+def test_evaluate_report_draws_filters_and_expands(page: Page, eval_runs: dict[str, Path], tmp_path: Path) -> None:
+    html = eval_runs["evaluate"] / REPORT_NAME
+    _open(page, html)
+    charts = _charts(page)
+    assert {c[0] for c in charts} == {"hbars", "histogram"}
+    assert all(w > 0 and h > 0 and shapes > 0 for _, w, h, shapes in charts), charts
+    table = "#run0-browser"
+    total = _visible(page, table)
+    assert total == 12
+    count = _choose(page, "form.filters", "outcome", "fixed")
+    fixed = _visible(page, table)
+    assert 0 < fixed < total and count == f"{fixed} of {total} examples shown"
+    assert page.evaluate(f"""Array.from(document.querySelectorAll('{table} tbody tr:not([hidden])'))
+        .every(function (r) {{ return r.children[2].textContent === 'fixed'; }})""")
+    _choose(page, "form.filters", "outcome", "")
+    assert _visible(page, table) == total
+    _choose(page, "form.filters", "stage", "passed")
+    assert _visible(page, table) < total
+    _choose(page, "form.filters", "stage", "")
+    page.evaluate(f"document.querySelector('{table} tbody tr button.expand').click()")
+    detail = page.evaluate(f"document.querySelector('{table} tr.detail').textContent")
+    assert "Query" in detail and "Base call" in detail and "review:" in detail and "Correctness" in detail
+    page.drain()
+    _only_the_file(page, html)
+    shot = page.screenshot(tmp_path / "evaluate-report.png")
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
+
+
+def test_compare_optimize_and_tune_reports_draw_without_errors(page: Page, eval_runs: dict[str, Path],
+                                                               optimize_run: Path, tune_run: Path,
+                                                               tmp_path: Path) -> None:
+    expected = {"compare": {"hbars", "histogram"}, "optimize": {"dag", "scatter", "hbars"},
+                "tune": {"scatter", "hbars"}}
+    pages = {"compare": eval_runs["compare"] / REPORT_NAME, "optimize": optimize_run / REPORT_NAME,
+             "tune": write_report(tune_run)}
+    for name, html in pages.items():
+        _open(page, html)
+        charts = _charts(page)
+        assert {c[0] for c in charts} == expected[name], (name, charts)
+        assert all(w > 0 and h > 0 and shapes > 0 for _, w, h, shapes in charts), (name, charts)
+        _only_the_file(page, html)
+        page.screenshot(tmp_path / f"{name}-report.png")
+    # the compare page's browser filters too (categories of the 12 matched examples)
+    _open(page, pages["compare"])
+    before = _visible(page, "#run0-browser")
+    _choose(page, "form.filters", "category", "irrelevance")
+    assert 0 < _visible(page, "#run0-browser") < before
+
+
+def test_1000_example_report_filters_in_the_browser(page: Page, big_run: Path, tmp_path: Path) -> None:
+    html = write_report(big_run)
+    _open(page, html)
+    assert _visible(page, "#run0-browser") == 1000
+    _choose(page, "form.filters", "category", "multiple")
+    multiple = _visible(page, "#run0-browser")
+    _choose(page, "form.filters", "outcome", "broken")
+    both = _visible(page, "#run0-browser")
+    assert 0 < both < multiple < 1000
+    page.evaluate("document.querySelector('#run0-browser thead th').click()")  # sort by example id
+    first = page.evaluate("document.querySelector('#run0-browser tbody tr:not([hidden])').children[0].textContent")
+    ids = page.evaluate("Array.from(document.querySelectorAll('#run0-browser tbody tr:not([hidden])'))"
+                        ".map(function (r) { return r.children[0].textContent; })")
+    assert first == sorted(ids)[0] and len(ids) == both
+    page.drain()
+    _only_the_file(page, html)
+    page.screenshot(tmp_path / "evaluate-1000-report.png")
