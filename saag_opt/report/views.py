@@ -24,6 +24,7 @@ from saag_opt.evaluation.helpharm import bootstrap_rate_ci
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.evaluation.results import read_records as _read_records_file
 from saag_opt.report import charts
+from saag_opt.report.format import ci_points, pct, points, ratio
 from saag_opt.runfiles import RunHeader, read_header
 
 METRICS: dict[str, str] = {
@@ -196,8 +197,8 @@ def accuracy_section(categories: Mapping[str, Mapping[str, Any]], series: Sequen
     for cat, cells in sorted(categories.items()):
         groups.append({"label": cat, "values": {k: (cells.get(k) or {}).get("accuracy") for k in keys}})
         n = next((c.get("n") for c in cells.values() if c and c.get("n") is not None), None)
-        rows.append([cat, n if n is not None else "-"] + [_pct1((cells.get(k) or {}).get("accuracy")) for k in keys])
-    rows.append(["all", sum(r[1] for r in rows if isinstance(r[1], int))] + [_pct1(overall.get(k)) for k in keys])
+        rows.append([cat, n if n is not None else "-"] + [pct((cells.get(k) or {}).get("accuracy")) for k in keys])
+    rows.append(["all", sum(r[1] for r in rows if isinstance(r[1], int))] + [pct(overall.get(k)) for k in keys])
     chart = charts.hbars(groups, [{"key": k, "label": label} for k, label in series], vmax=1.0)
     return {"id": f"{part.anchor}-accuracy", "title": title,
             "intro": "Ground-truth accuracy (BFCL semantics) per dataset category.",
@@ -214,11 +215,11 @@ def help_harm_rows(label: str, hh: Mapping[str, Any], seed: int = 0) -> tuple[di
     harm_ci = bootstrap_rate_ci(int(hh.get("broken", 0)), base_right, seed=seed)
     group = {"label": label, "values": {"help": hh.get("helpfulness"), "harm": hh.get("harmfulness")},
              "cis": {"help": help_ci, "harm": harm_ci},
-             "texts": {"help": f"help {_pct1(hh.get('helpfulness'))}% ({hh.get('fixed', 0)}/{base_wrong})",
-                       "harm": f"harm {_pct1(hh.get('harmfulness'))}% ({hh.get('broken', 0)}/{base_right})"}}
-    row = [label, hh.get("n", "-"), hh.get("fixed", "-"), hh.get("broken", "-"), _pct1(hh.get("helpfulness")),
-           _ci(help_ci), _pct1(hh.get("harmfulness")), _ci(harm_ci), _ratio(hh.get("ratio")),
-           _points(hh.get("net_change")), _ci(hh.get("net_change_ci95"), points=True), _p(hh.get("mcnemar_p"))]
+             "texts": {"help": f"help {pct(hh.get('helpfulness'))}% ({hh.get('fixed', 0)}/{base_wrong})",
+                       "harm": f"harm {pct(hh.get('harmfulness'))}% ({hh.get('broken', 0)}/{base_right})"}}
+    row = [label, hh.get("n", "-"), hh.get("fixed", "-"), hh.get("broken", "-"), pct(hh.get("helpfulness")),
+           _ci(help_ci), pct(hh.get("harmfulness")), _ci(harm_ci), ratio(hh.get("ratio")),
+           points(hh.get("net_change")), ci_points(hh.get("net_change_ci95")), _p(hh.get("mcnemar_p"))]
     return group, row
 
 
@@ -523,31 +524,7 @@ def _compare_part(run_dir: Path, header: RunHeader, index: int) -> Part:
                                      (f"A {la}", [r.saag for r in by_cond.get(cond_a, [])]),
                                      (f"B {lb}", [r.saag for r in by_cond.get(cond_b, [])])], part)
     if summary:
-        cats = _merge_categories({"base": (summary.get("base") or {}).get("categories", {}),
-                                  "a": (a.get("accuracy") or {}).get("categories", {}),
-                                  "b": (b.get("accuracy") or {}).get("categories", {})})
-        part.sections.append(accuracy_section(
-            cats, [("base", "base"), ("a", f"A {la}"), ("b", f"B {lb}")], part,
-            {"base": (summary.get("base") or {}).get("accuracy"), "a": (a.get("accuracy") or {}).get("accuracy"),
-             "b": (b.get("accuracy") or {}).get("accuracy")}, "Truth accuracy per category: base, A, B"))
-        paired = summary.get("paired") or {}
-        paired_hh = {"n": paired.get("n"), "fixed": paired.get("b_only_right", 0),
-                     "broken": paired.get("a_only_right", 0), "both_right": paired.get("both_right", 0),
-                     "both_wrong": paired.get("both_wrong", 0), "net_change": paired.get("net_change"),
-                     "net_change_ci95": paired.get("net_change_ci95"), "mcnemar_p": paired.get("mcnemar_p")}
-        paired_hh |= _rates(paired_hh)
-        seed = int(header.config.get("seed") or 0)
-        part.sections.append(help_harm_section([(f"base -> A {la}", a.get("help_harm") or {}),
-                                                (f"base -> B {lb}", b.get("help_harm") or {}),
-                                                (f"A {la} -> B {lb} (paired)", paired_hh)], part, seed))
-        latency = [[f"{k.upper()} {s.get('label')}", _sec((s.get("latency") or {}).get("base_mean_seconds")),
-                    _sec((s.get("latency") or {}).get("final_mean_seconds")),
-                    _x((s.get("latency") or {}).get("overhead_x")), _num(s.get("reviewer_calls_per_item"), 2)]
-                   for k, s in (("a", a), ("b", b))]
-        ledgers = [("shared base pass", summary.get("base_costs"))] if summary.get("base_costs") else []
-        ledgers += [(f"A {la}", a.get("costs")), (f"B {lb}", b.get("costs"))]
-        _append(part, cost_section(ledgers, latency, part))
-        _append(part, unusable_section(_unusable(summary, {"a": f"A {la}", "b": f"B {lb}"}), part))
+        part.sections += compare_sections(summary, f"A {la}", f"B {lb}", part, seed=int(header.config.get("seed") or 0))
     spec = header.dataset.get("spec") or ((header.plugins.get("sources") or {}).get("a") or {}).get("dataset")
     queries, why = load_queries(spec, {r.example_id for r in records})
     if why and records:
@@ -556,6 +533,46 @@ def _compare_part(run_dir: Path, header: RunHeader, index: int) -> Part:
         _append(part, browser_section(records, [("base", "base"), (cond_a, f"A {la}"), (cond_b, f"B {lb}")],
                                       (cond_a, cond_b), queries, part))
     return part
+
+
+def compare_sections(summary: Mapping[str, Any], label_a: str, label_b: str, part: Part, *, seed: int = 0,
+                     prefix: str = "") -> list[dict[str, Any]]:
+    """Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
+    cost, reviewer-unusable counts, from a compare ``summary.json`` (also optimize's TEST phase)."""
+    a, b = summary.get("a") or {}, summary.get("b") or {}
+    base = summary.get("base") or {}
+    cats = _merge_categories({"base": base.get("categories", {}), "a": (a.get("accuracy") or {}).get("categories", {}),
+                              "b": (b.get("accuracy") or {}).get("categories", {})})
+    accuracy = accuracy_section(cats, [("base", "base"), ("a", label_a), ("b", label_b)], part,
+                                {"base": base.get("accuracy"), "a": (a.get("accuracy") or {}).get("accuracy"),
+                                 "b": (b.get("accuracy") or {}).get("accuracy")},
+                                f"{prefix}Truth accuracy per category: base, {label_a}, {label_b}")
+    paired = summary.get("paired") or {}
+    paired_hh = {"n": paired.get("n"), "fixed": paired.get("b_only_right", 0), "broken": paired.get("a_only_right", 0),
+                 "both_right": paired.get("both_right", 0), "both_wrong": paired.get("both_wrong", 0),
+                 "net_change": paired.get("net_change"), "net_change_ci95": paired.get("net_change_ci95"),
+                 "mcnemar_p": paired.get("mcnemar_p")}
+    paired_hh |= _rates(paired_hh)
+    helpharm = help_harm_section([(f"base -> {label_a}", a.get("help_harm") or {}),
+                                  (f"base -> {label_b}", b.get("help_harm") or {}),
+                                  (f"{label_a} -> {label_b} (paired)", paired_hh)], part, seed)
+    helpharm["title"] = f"{prefix}Help and harm"
+    latency = [[label, _sec((s.get("latency") or {}).get("base_mean_seconds")),
+                _sec((s.get("latency") or {}).get("final_mean_seconds")), _x((s.get("latency") or {}).get("overhead_x")),
+                _num(s.get("reviewer_calls_per_item"), 2)] for label, s in ((label_a, a), (label_b, b))]
+    ledgers = [("shared base pass", summary.get("base_costs"))] if summary.get("base_costs") else []
+    ledgers += [(label_a, a.get("costs")), (label_b, b.get("costs"))]
+    out = [accuracy, helpharm]
+    for section in (cost_section(ledgers, latency, part), unusable_section(_unusable(summary, {"a": label_a,
+                                                                                             "b": label_b}), part)):
+        if section is not None:
+            out.append(section)
+    if prefix:
+        for section in out:
+            section["id"] += "-test"
+            if not section["title"].startswith(prefix):
+                section["title"] = prefix + section["title"]
+    return out
 
 
 def _rates(hh: Mapping[str, Any]) -> dict[str, Any]:
@@ -620,11 +637,11 @@ def _optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
                               [[n["idx"], n["id"], ", ".join(n["parents"]) or "-", _num(n["val"]),
                                 "-" if n["calls"] is None else n["calls"], "yes" if n["best"] else "",
                                 "yes" if n["pareto"] else ""] for n in nodes], numeric=[0, 3, 4])]})
-        points = [{"x": n["calls"], "y": n["val"], "shape": "best" if n["best"] else "dot", "label": n["id"],
-                   "title": f"{n['id']}: val {_num(n['val'])} after {n['calls']} metric calls"}
-                  for n in nodes if n["calls"] is not None and n["val"] is not None]
-        if points:
-            ordered = sorted(points, key=lambda p: p["x"])
+        dots = [{"x": n["calls"], "y": n["val"], "shape": "best" if n["best"] else "dot", "label": n["id"],
+                 "title": f"{n['id']}: val {_num(n['val'])} after {n['calls']} metric calls"}
+                for n in nodes if n["calls"] is not None and n["val"] is not None]
+        if dots:
+            ordered = sorted(dots, key=lambda p: p["x"])
             line, running = [], None
             for p in ordered:
                 running = p["y"] if running is None else max(running, p["y"])
@@ -638,13 +655,18 @@ def _optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
                 "id": f"{part.anchor}-progress", "title": "Val score against metric calls",
                 "intro": "Each point is a version, placed at the cumulative metric calls when it was found; the "
                          "step line is the best val score so far.",
-                "charts": [dict(charts.scatter(points, x_label="metric calls (cumulative)", y_label="val score",
+                "charts": [dict(charts.scatter(dots, x_label="metric calls (cumulative)", y_label="val score",
                                                lines=[line], y_range=(0.0, 1.0)), kind="scatter",
                                 title="Val score vs metric calls")]})
         part.sections.append(_prompts_section(loaded, part, diff_versions))
-    test = summary.get("test")
-    if test:
-        part.sections.append(_test_table_section(test, header, part))
+    test = summary.get("test") or {}
+    if test.get("comparison"):
+        seed_label, best_label = f"seed {test.get('seed')}", f"best {test.get('best')}"
+        sections = compare_sections(test["comparison"], seed_label, best_label, part,
+                                    seed=int(header.config.get("seed") or 0), prefix="TEST: ")
+        sections[0]["intro"] = ("Seed vs best on the TEST split, which GEPA never saw: reported numbers come from here, "
+                                "not from val. " + sections[0]["intro"])
+        part.sections += sections
     records = read_records(run_dir)
     if records:
         reviewed = _conditions(records)
@@ -693,38 +715,6 @@ def _diff_kind(line: str) -> str:
     return {"+": "add", "-": "del", "~": "meta"}.get(line[:1], "ctx")
 
 
-def _test_table_section(test: Mapping[str, Any], header: RunHeader, part: Part) -> dict[str, Any]:
-    seed, best = test.get("seed"), test.get("best")
-    versions = test.get("versions") or {}
-    order = [v for v in (seed, best) if v in versions] + [v for v in versions if v not in (seed, best)]
-    first = versions.get(order[0], {}) if order else {}
-    cats = sorted(set(first.get("base_categories") or {}) | {c for v in versions.values() for c in v.get("categories") or {}})
-    rows = []
-    for cat in cats:
-        rows.append([cat, _pct1((first.get("base_categories") or {}).get(cat))]
-                    + [_pct1((versions[v].get("categories") or {}).get(cat)) for v in order])
-    rows.append(["all", _pct1(first.get("base_accuracy"))] + [_pct1(versions[v].get("accuracy")) for v in order])
-    label = {seed: f"seed {seed}", best: f"best {best}"}
-    tables = [_table("TEST accuracy per category (%)", ["category", "base"] + [label.get(v, v) for v in order], rows,
-                     numeric=list(range(1, 2 + len(order))))]
-    hh_rows = [help_harm_rows(f"base -> {label.get(v, v)}", versions[v].get("help_harm") or {},
-                              int(header.config.get("seed") or 0))[1] for v in order]
-    tables.append(_table("TEST help and harm vs the base agent", HELP_HARM_COLUMNS, hh_rows, numeric=list(range(1, 12))))
-    vs = test.get("best_vs_seed")
-    if vs:
-        tables.append(_table("best vs seed on TEST (paired)", ["n", "best only right", "seed only right", "McNemar p"],
-                             [[vs.get("n"), vs.get("best_only_right"), vs.get("seed_only_right"),
-                               _p(vs.get("mcnemar_p"))]], numeric=[0, 1, 2, 3]))
-    groups = [{"label": cat, "values": {"base": (first.get("base_categories") or {}).get(cat),
-                                        **{v: (versions[v].get("categories") or {}).get(cat) for v in order}}}
-              for cat in cats]
-    series = [{"key": "base", "label": "base"}] + [{"key": v, "label": label.get(v, v)} for v in order]
-    return {"id": f"{part.anchor}-test", "title": "Seed vs best on TEST",
-            "intro": "The split GEPA never saw. Reported numbers come from here, not from val.",
-            "charts": [dict(charts.hbars(groups, series, vmax=1.0), kind="hbars", title="TEST accuracy per category")],
-            "tables": tables}
-
-
 # -- tune ------------------------------------------------------------------------------------------
 
 
@@ -737,33 +727,33 @@ def _tune_part(run_dir: Path, header: RunHeader, index: int) -> Part:
     names = list((summary.get("objectives") or {"help": "maximize", "harm": "minimize"}).keys())
     rows = [_trial_view(t, names) for t in trials]
     tested = {int(p["number"]): p for p in summary.get("pareto") or [] if isinstance(p, Mapping) and "number" in p}
-    points: list[dict[str, Any]] = []
+    dots: list[dict[str, Any]] = []
     links: list[list[tuple[float, float]]] = []
     for t in rows:
         if t["help"] is None or t["harm"] is None:
             continue
         shape = "pareto" if t["pareto"] else ("dot" if t["feasible"] is not False else "cross")
-        points.append({"x": t["harm"], "y": t["help"], "shape": shape, "label": f"#{t['number']}",
-                       "title": f"trial {t['number']}: help {_pct1(t['help'])}%, harm {_pct1(t['harm'])}%"
+        dots.append({"x": t["harm"], "y": t["help"], "shape": shape, "label": f"#{t['number']}",
+                       "title": f"trial {t['number']}: help {pct(t['help'])}%, harm {pct(t['harm'])}%"
                                 f"{'' if t['feasible'] is not False else ' (infeasible)'}{' Pareto' if t['pareto'] else ''}"})
         test = (tested.get(t["number"]) or {}).get("test") or {}
         test_help, test_harm = _test_rate(test, "help"), _test_rate(test, "harm")
         if test_help is not None and test_harm is not None:
-            points.append({"x": test_harm, "y": test_help, "shape": "test", "label": "",
-                           "title": f"trial {t['number']} re-evaluated on TEST: help {_pct1(test_help)}%, "
-                                    f"harm {_pct1(test_harm)}%"})
+            dots.append({"x": test_harm, "y": test_help, "shape": "test", "label": "",
+                           "title": f"trial {t['number']} re-evaluated on TEST: help {pct(test_help)}%, "
+                                    f"harm {pct(test_harm)}%"})
             links.append([(t["harm"], t["help"]), (test_harm, test_help)])
     front = sorted((t["harm"], t["help"]) for t in rows if t["pareto"] and t["help"] is not None)
-    if points:
+    if dots:
         part.sections.append({
             "id": f"{part.anchor}-pareto", "title": "Help vs harm: the Pareto front",
             "intro": "Each trial on the tuning split: ● feasible, ✕ infeasible (violates a constraint), ◎ Pareto-optimal "
                      "among the feasible trials (joined by the dashed front), ◇ the same configuration re-evaluated "
                      "on TEST (which no trial saw), linked to its tuning point by a dotted line. Up and to the left "
                      "is better.",
-            "charts": [dict(charts.scatter(points, x_label="harmfulness (lower is better)",
+            "charts": [dict(charts.scatter(dots, x_label="harmfulness (lower is better)",
                                            y_label="helpfulness (higher is better)", x_range=(0.0, max(
-                                               0.1, max(p["x"] for p in points))), y_range=(0.0, 1.0),
+                                               0.1, max(p["x"] for p in dots))), y_range=(0.0, 1.0),
                                            lines=[front] if len(front) > 1 else [], links=links,
                                            x_fmt="{:.1%}", y_fmt="{:.0%}",
                                            legend=[("dot", "feasible"), ("cross", "infeasible"),
@@ -772,7 +762,7 @@ def _tune_part(run_dir: Path, header: RunHeader, index: int) -> Part:
     if rows:
         params = sorted({k for t in rows for k in t["params"]})
         table_rows = [[t["number"], t["state"]] + [_fmt_param(t["params"].get(k)) for k in params]
-                      + [_pct1(t["help"]), _pct1(t["harm"]), _cost(t["cost"]),
+                      + [pct(t["help"]), pct(t["harm"]), _cost(t["cost"]),
                          {True: "yes", False: "no", None: "-"}[t["feasible"]], "yes" if t["pareto"] else "",
                          "yes" if t["repeat"] else ""] for t in rows]
         part.sections.append({
@@ -787,8 +777,8 @@ def _tune_part(run_dir: Path, header: RunHeader, index: int) -> Part:
         test = item.get("test") or {}
         hh = test.get("help_harm") or test
         pareto_rows.append([number, ", ".join(f"{k}={_fmt_param(v)}" for k, v in (item.get("params") or {}).items()),
-                            _pct1(test.get("accuracy")), _pct1(hh.get("helpfulness")), _pct1(hh.get("harmfulness")),
-                            _ratio(hh.get("ratio")), _p(hh.get("mcnemar_p")), _ci(hh.get("net_change_ci95"), points=True),
+                            pct(test.get("accuracy")), pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
+                            ratio(hh.get("ratio")), _p(hh.get("mcnemar_p")), ci_points(hh.get("net_change_ci95")),
                             _cost(test.get("cost_per_item_usd")), _sec(test.get("mean_seconds"))])
     if pareto_rows:
         part.sections.append({"id": f"{part.anchor}-tunetest", "title": "Pareto configurations on TEST",
@@ -848,7 +838,7 @@ def _effects_section(rows: Sequence[Mapping[str, Any]], params: Sequence[str], p
         for (_, value), items in sorted(cells.items(), key=lambda kv: kv[0][0]):
             mean_help = sum(t["help"] for t in items) / len(items)
             mean_harm = sum(t["harm"] for t in items) / len(items)
-            table_rows.append([value, len(items), _pct1(mean_help), _pct1(mean_harm)])
+            table_rows.append([value, len(items), pct(mean_help), pct(mean_harm)])
             groups.append({"label": f"{value} (n={len(items)})", "values": {"help": mean_help, "harm": mean_harm}})
         chart = dict(charts.hbars(groups, [{"key": "help", "label": "mean helpfulness"},
                                            {"key": "harm", "label": "mean harmfulness"}], vmax=1.0),
@@ -886,7 +876,7 @@ def _score_part(rows_path: Path, summary_file: Path, *, index: int) -> Part:
     part = _new_part("score", f"Score {rows_path.name}: SAAG diagnostics and ground truth", index)
     part.meta = [("predictions scored", str(summary.get("n_predictions", len(rows)))),
                  ("rejected rows", str(summary.get("n_rejected", 0))), ("rows file", rows_path.name),
-                 ("accuracy", f"{_pct1(summary.get('accuracy'))}%")]
+                 ("accuracy", f"{pct(summary.get('accuracy'))}%")]
     part.sections += funnel_section([("predictions", [r.get("cascade") for r in rows])], part)
     cats = _merge_categories({"score": summary.get("categories") or {}})
     if cats:
@@ -944,10 +934,6 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}" if whole else "-"
 
 
-def _pct1(value: Any) -> str:
-    return "-" if value is None else f"{100 * float(value):.1f}"
-
-
 def _num(value: Any, digits: int = 3) -> str:
     return "-" if value is None else f"{float(value):.{digits}f}"
 
@@ -964,22 +950,11 @@ def _p(value: Any) -> str:
     return "-" if value is None else f"{float(value):.3g}"
 
 
-def _ci(ci: Any, points: bool = False) -> str:
+def _ci(ci: Any) -> str:
+    """A rate's CI in percent (accuracy *changes* use ``format.ci_points``)."""
     if not ci or ci[0] is None or ci[1] is None:
         return "-"
-    if points:
-        return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts"
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
-
-
-def _points(value: Any) -> str:
-    return "-" if value is None else f"{100 * float(value):+.1f} pts"
-
-
-def _ratio(value: Any) -> str:
-    from saag_opt.report.format import ratio
-
-    return ratio(value)
 
 
 def _cost(value: Any) -> str:

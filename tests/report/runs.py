@@ -24,7 +24,7 @@ from saag_opt.data.perturb import gold_calls
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import CallRecord, ExampleRecord, RecordWriter, RoundRecord
 from saag_opt.runfiles import RunHeader, atomic_write_json, utc_now, write_header
-from saag_opt.evaluation.runner import summarise_condition
+from saag_opt.evaluation.paired import summarise_condition
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag import judge_with_gold
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from saag_opt.cli import app
 from saag_opt.errors import RunError
-from saag_opt.evaluation.records import ExampleRecord, RunHeader, finish_header, on_run_finished, write_header
+from saag_opt.evaluation.results import ExampleRecord
+from saag_opt.runfiles import RunHeader, finish_header, on_run_finished, write_header
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
 from saag_opt.report.views import outcome
 from tests.optimize import optimize_world
@@ -70,7 +71,7 @@ def test_compare_run_shows_base_a_b_and_the_paired_test(eval_runs: dict[str, Pat
     paired = summary["paired"]
     assert rows[2][2:4] == [str(paired["b_only_right"]), str(paired["a_only_right"])]
     assert rows[2][-1] == f"{paired['mcnemar_p']:.3g}"
-    assert table_rows(html, "Truth accuracy per category: base, A, B")[-1][2:] == [
+    assert table_rows(html, "Truth accuracy per category: base, A v1, B v2")[-1][2:] == [
         f"{100 * summary['base']['accuracy']:.1f}", f"{100 * summary['a']['accuracy']['accuracy']:.1f}",
         f"{100 * summary['b']['accuracy']['accuracy']:.1f}"]
     assert len(data["runs"][0]["examples"]) == summary["matched"]
@@ -83,7 +84,8 @@ def test_compare_run_shows_base_a_b_and_the_paired_test(eval_runs: dict[str, Pat
 def test_optimize_run_shows_lineage_diffs_and_the_test_table(optimize_run: Path) -> None:
     html = _page(optimize_run)
     check_page(html)
-    assert section_ids(html) == ["run0-lineage", "run0-progress", "run0-prompts", "run0-test", "run0-examples"]
+    assert section_ids(html) == ["run0-lineage", "run0-progress", "run0-prompts", "run0-accuracy-test",
+                                 "run0-helpharm-test", "run0-costs-test", "run0-examples"]
     versions = table_rows(html, "Prompt versions")
     assert versions == [["0", "v2", "-", "0.500", "0", "", "yes"], ["1", "v3-gepa", "v2", "1.000", "13", "yes", "yes"]]
     dag = re.search(r'<svg class="dag".*?</svg>', html, re.S).group(0)
@@ -91,8 +93,11 @@ def test_optimize_run_shows_lineage_diffs_and_the_test_table(optimize_run: Path)
     assert '<g class="node best pareto">' in dag and "★ v3-gepa" in dag
     assert f'<span class="d-add">+{escape(optimize_world.PROPOSED_INSTRUCTION)}</span>' in html
     assert f'<span class="d-del">-{escape(optimize_world.SEED_INSTRUCTION)}</span>' in html
-    assert table_rows(html, "TEST accuracy per category (%)")[-1] == ["all", "50.0", "50.0", "100.0"]
-    assert table_rows(html, "best vs seed on TEST (paired)")[0][:3] == ["4", "2", "0"]
+    assert "TEST split, which GEPA never saw" in html
+    accuracy = table_rows(html, "TEST: Truth accuracy per category: base, seed v2, best v3-gepa")
+    assert accuracy[-1] == ["all", "4", "50.0", "50.0", "100.0"]
+    paired = table_rows(html, "Help and harm")[2]  # seed -> best on the same TEST examples
+    assert paired[:4] == ["seed v2 -> best v3-gepa (paired)", "4", "2", "0"]
 
 
 def test_tune_fixture_renders_pareto_trials_and_effects(tune_run: Path) -> None:
@@ -232,6 +237,6 @@ def test_the_evaluate_command_leaves_report_html_in_its_run_directory(tmp_path: 
     data = check_page((run_dir / REPORT_NAME).read_text(encoding="utf-8"))
     assert len(data["runs"][0]["examples"]) == 4
     from saag_opt.cli.report import write_run_report
-    from saag_opt.evaluation.records import _FINISH_HOOKS
+    from saag_opt.runfiles import _FINISH_HOOKS
 
     assert write_run_report not in _FINISH_HOOKS  # the command unregistered its hook when it ended
