@@ -50,7 +50,8 @@ def score(
 
         rows_path, summary = write_score_json(result, json_out)
         page = write_report(rows_path)
-        console.print(f"wrote {len(result.rows)} rows to {rows_path}, the summary to {summary} and the report to {page}")
+        console.print(f"wrote {len(result.rows)} rows to {rows_path}, the summary to {summary} "
+                      f"and the report to {page}")
     if result.rejections:
         raise typer.Exit(EXIT_USER_ERROR)
 

@@ -22,7 +22,7 @@ import jinja2
 
 from saag_opt import __version__
 from saag_opt.errors import RunError
-from saag_opt.report.views import Part, build_part
+from saag_opt.report.pages import Part, build_part
 
 REPORT_NAME = "report.html"
 """File name of the report inside a run directory."""

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from markupsafe import escape
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 from typer.testing import CliRunner
 
 from saag_opt.cli import app
 from saag_opt.errors import RunError
 from saag_opt.evaluation.results import ExampleRecord
-from saag_opt.runfiles import RunHeader, finish_header, on_run_finished, write_header
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
-from saag_opt.report.views import outcome
+from saag_opt.report.pages import outcome
+from saag_opt.runfiles import RunHeader, finish_header, on_run_finished, write_header
 from tests.optimize import optimize_world
 from tests.report.checks import check_page, section_ids, table_rows
 

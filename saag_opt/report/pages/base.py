@@ -1,0 +1,130 @@
+"""The pieces every page part is made of: ``Part``, reading a run's files, tables and cell formats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+
+from saag_opt.errors import RunError
+from saag_opt.evaluation.results import ExampleRecord
+from saag_opt.evaluation.results import read_records as _read_records_file
+from saag_opt.runfiles import RunHeader
+
+
+@dataclass
+class Part:
+    """One run's share of the page."""
+
+    kind: str
+    title: str
+    anchor: str
+    meta: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path}: cannot read: {str(exc).splitlines()[0]}") from exc
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    with jsonlines.open(path) as reader:
+        for line, row in enumerate(reader, start=1):
+            if not isinstance(row, dict):
+                raise RunError(f"{path}:{line}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
+def read_records(run_dir: Path) -> list[ExampleRecord]:
+    """``records.jsonl`` rows of any verb ([] before the first row is written)."""
+    path = run_dir / "records.jsonl"
+    return _read_records_file(path) if path.is_file() else []
+
+
+
+def header_meta(header: RunHeader) -> list[tuple[str, str]]:
+    rows = [("run", header.run_id), ("command", header.verb), ("status", header.status),
+            ("started", header.created), ("finished", header.finished or "-")]
+    rows += [(f"{role} model", spec) for role, spec in header.models.items()]
+    dataset = header.dataset
+    if dataset:
+        rows.append(("dataset", ", ".join(f"{k}={v}" for k, v in dataset.items() if v is not None and k != "ids_hash")))
+    if header.git_revision:
+        rows.append(("git revision", header.git_revision[:12]))
+    return rows
+
+
+def new_part(kind: str, title: str, index: int) -> Part:
+    return Part(kind=kind, title=title, anchor=f"run{index}")
+
+
+def table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+           numeric: Sequence[int] = ()) -> dict[str, Any]:
+    return {"caption": caption, "columns": list(columns), "rows": [[cell(c) for c in r] for r in rows],
+            "numeric": set(numeric)}
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def append(part: Part, section: dict[str, Any] | None) -> None:
+    if section is not None:
+        part.sections.append(section)
+
+
+def share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}" if whole else "-"
+
+
+def num(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{float(value):.{digits}f}"
+
+
+def sec(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
+
+
+def times(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}x"
+
+
+def p_value(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.3g}"
+
+
+def rate_ci(ci: Any) -> str:
+    """A rate's CI in percent (accuracy *changes* use ``format.ci_points``)."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return "-"
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def usd(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.5f}"
+
+
+def param_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)

@@ -1,0 +1,259 @@
+"""Sections shared by several run kinds: SAAG funnel and metric distributions, accuracy per
+category, help and harm with bootstrap CIs, latency and cost, reviewer-unusable counts, and the
+whole block a compare summary yields (compare runs and optimize's TEST phase)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from saag_opt.evaluation.helpharm import bootstrap_rate_ci
+from saag_opt.evaluation.results import ExampleRecord
+from saag_opt.report import charts
+from saag_opt.report.format import ci_points, pct, points, ratio
+from saag_opt.report.pages.base import Part, num, p_value, rate_ci, sec, share, table, times
+
+METRICS: dict[str, str] = {
+    "fnem": "FNEM function name exact match", "ncs": "NCS nearest-name similarity",
+    "rpr": "RPR required-parameter recall", "pds": "PDS parameter drift score",
+    "spr": "SPR spurious-parameter rate", "avem": "AVEM argument value exact match",
+    "qslo": "QSLO query-span overlap", "vhr": "VHR value hallucination rate",
+}
+"""The eight SAAG metrics in cascade order (stage 1: fnem, ncs; 2: rpr, pds, spr; 3: avem, qslo, vhr)."""
+
+
+def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
+    """Call reports (``CascadeReport``) of a stored PredictionReport dict; [] when not applicable."""
+    from saag_opt.model import CascadeReport
+
+    if not report or not report.get("applicable", True):
+        return []
+    out = []
+    for call in report.get("calls") or []:
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in call.items()
+                  if k in CascadeReport.__dataclass_fields__}
+        out.append(CascadeReport(**fields))
+    return out
+
+
+def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | None]]], part: Part) -> list[dict]:
+    """Stage funnel and metric distributions of each condition's final predictions."""
+    from saag_opt.saag import aggregate, metric_values
+
+    groups, rows, panels = [], [], []
+    series = [{"key": "reached", "label": "reached the stage"}, {"key": "passed", "label": "passed the stage"}]
+    for label, reports in conditions:
+        calls = [c for r in reports for c in _cascade(r)]
+        if not calls:
+            continue
+        stats = aggregate(calls)
+        values = metric_values(calls)
+        for stage, name in ((1, "registry (name)"), (2, "structure (params)"), (3, "grounding (values)")):
+            reached, passed = stats.reached[stage], stats.passed[stage]
+            groups.append({"label": f"{label}: {stage} {name}",
+                           "values": {"reached": reached, "passed": passed},
+                           "texts": {"reached": f"{reached} reached", "passed": f"{passed} passed"}})
+            rows.append([label, f"{stage} {name}", reached, passed, share(passed, stats.n_calls),
+                         share(passed, reached)])
+        metric_panels = []
+        for key, title in METRICS.items():
+            mean = stats.metrics[key]
+            metric_panels.append({"key": key, "title": title, "mean": mean.mean, "n": mean.n, "over": mean.over,
+                                  "hist": charts.histogram(values[key])})
+        panels.append({"label": label, "n_calls": stats.n_calls, "panels": metric_panels})
+    if not groups:
+        return []
+    top = max(max(g["values"].values()) for g in groups) or 1
+    funnel = {"id": f"{part.anchor}-funnel", "title": "SAAG stage funnel",
+              "intro": "Calls of the final predictions that reached and passed each cascade stage (strict: a call "
+                       "that fails a stage never reaches the next). Abstentions where a call was expected count "
+                       "as calls failing stage 1; examples whose gold expects no call are not applicable.",
+              "charts": [dict(charts.hbars(groups, series, vmax=top, fmt="{:.0f}", ticks_fmt="{:.0f}"),
+                              kind="hbars", title="Calls reaching / passing each stage")],
+              "tables": [table("Stage funnel", ["condition", "stage", "reached", "passed", "passed, % of calls",
+                                                 "pass rate at stage"], rows, numeric=[2, 3, 4, 5])]}
+    metrics = {"id": f"{part.anchor}-metrics", "title": "SAAG metric distributions (stage-conditional)",
+               "intro": "Each histogram is over the calls that reached the metric's stage only (named under it), "
+                        "so means of different stages are over different calls and must not be compared as if "
+                        "they were over the same population. PDS is per out-of-schema parameter.",
+               "panels": panels,
+               "tables": [table("Metric means (stage-conditional)", ["condition", "metric", "mean", "n", "over"],
+                                 [[p["label"], m["title"], num(m["mean"]), m["n"], m["over"]]
+                                  for p in panels for m in p["panels"]], numeric=[2, 3])]}
+    return [funnel, metrics]
+
+
+def accuracy_section(categories: Mapping[str, Mapping[str, Any]], series: Sequence[tuple[str, str]],
+                     part: Part, overall: Mapping[str, float | None], title: str) -> dict[str, Any]:
+    """Per-category truth accuracy for one or more conditions (``categories[cat][key] = {n, accuracy}``)."""
+    keys = [k for k, _ in series]
+    groups, rows = [], []
+    for cat, cells in sorted(categories.items()):
+        groups.append({"label": cat, "values": {k: (cells.get(k) or {}).get("accuracy") for k in keys}})
+        n = next((c.get("n") for c in cells.values() if c and c.get("n") is not None), None)
+        rows.append([cat, n if n is not None else "-"] + [pct((cells.get(k) or {}).get("accuracy")) for k in keys])
+    rows.append(["all", sum(r[1] for r in rows if isinstance(r[1], int))] + [pct(overall.get(k)) for k in keys])
+    chart = charts.hbars(groups, [{"key": k, "label": label} for k, label in series], vmax=1.0)
+    return {"id": f"{part.anchor}-accuracy", "title": title,
+            "intro": "Ground-truth accuracy (BFCL semantics) per dataset category.",
+            "charts": [dict(chart, kind="hbars", title=title)],
+            "tables": [table(title, ["category", "n"] + [f"{label} accuracy %" for _, label in series], rows,
+                              numeric=list(range(1, 2 + len(series))))]}
+
+
+def help_harm_rows(label: str, hh: Mapping[str, Any], seed: int = 0) -> tuple[dict, list]:
+    """A chart group (help and harm rates with bootstrap CIs) and a table row for one comparison."""
+    base_wrong = int(hh.get("fixed", 0)) + int(hh.get("both_wrong", 0))
+    base_right = int(hh.get("broken", 0)) + int(hh.get("both_right", 0))
+    help_ci = bootstrap_rate_ci(int(hh.get("fixed", 0)), base_wrong, seed=seed)
+    harm_ci = bootstrap_rate_ci(int(hh.get("broken", 0)), base_right, seed=seed)
+    group = {"label": label, "values": {"help": hh.get("helpfulness"), "harm": hh.get("harmfulness")},
+             "cis": {"help": help_ci, "harm": harm_ci},
+             "texts": {"help": f"help {pct(hh.get('helpfulness'))}% ({hh.get('fixed', 0)}/{base_wrong})",
+                       "harm": f"harm {pct(hh.get('harmfulness'))}% ({hh.get('broken', 0)}/{base_right})"}}
+    row = [label, hh.get("n", "-"), hh.get("fixed", "-"), hh.get("broken", "-"), pct(hh.get("helpfulness")),
+           rate_ci(help_ci), pct(hh.get("harmfulness")), rate_ci(harm_ci), ratio(hh.get("ratio")),
+           points(hh.get("net_change")), ci_points(hh.get("net_change_ci95")), p_value(hh.get("mcnemar_p"))]
+    return group, row
+
+
+HELP_HARM_COLUMNS = ["comparison", "n", "fixed", "broken", "help %", "help 95% CI", "harm %", "harm 95% CI",
+                     "help:harm", "net change", "net 95% CI", "McNemar p"]
+
+
+def help_harm_section(items: Sequence[tuple[str, Mapping[str, Any]]], part: Part, seed: int = 0) -> dict[str, Any]:
+    """Help and harm bars with bootstrap CIs, plus the 2x2-derived table with McNemar's exact p."""
+    groups, rows = [], []
+    for label, hh in items:
+        group, row = help_harm_rows(label, hh, seed)
+        groups.append(group)
+        rows.append(row)
+    series = [{"key": "help", "label": "helpfulness (fixed / base wrong)"},
+              {"key": "harm", "label": "harmfulness (broken / base right)"}]
+    return {"id": f"{part.anchor}-helpharm", "title": "Help and harm",
+            "intro": "Helpfulness = share of the reference's errors the target fixed; harmfulness = share of its "
+                     "correct answers the target broke. Whiskers: percentile bootstrap 95% CI of each rate "
+                     "(2,000 resamples). McNemar's exact p tests fixed vs broken; the net-change CI is the paired "
+                     "bootstrap from summary.json.",
+            "charts": [dict(charts.hbars(groups, series, vmax=1.0), kind="hbars", title="Help and harm")],
+            "tables": [table("Help and harm", HELP_HARM_COLUMNS, rows, numeric=list(range(1, 12)))]}
+
+
+def cost_section(ledgers: Sequence[tuple[str, Mapping[str, Any] | None]], latency: Sequence[list[Any]],
+                 part: Part) -> dict[str, Any] | None:
+    """Latency per condition and calls/tokens/dollars/seconds per LM role."""
+    rows = []
+    for label, costs in ledgers:
+        roles = (costs or {}).get("roles") or {}
+        for role, acct in roles.items():
+            if not isinstance(acct, Mapping):
+                continue
+            tokens = int(acct.get("prompt_tokens", 0)) + int(acct.get("completion_tokens", 0))
+            dollars = acct.get("dollars")
+            rows.append([label, role, acct.get("calls", 0), acct.get("cache_hits", 0), tokens,
+                         "-" if dollars is None else f"{float(dollars):.4f}",
+                         f"{float(acct.get('seconds', 0.0)):.2f}", acct.get("errors", 0),
+                         ", ".join(acct.get("models") or [])])
+    tables = []
+    if latency:
+        tables.append(table("Latency per example", ["condition", "base mean s", "with review mean s",
+                                                     "overhead x", "reviewer calls / example"], latency,
+                             numeric=[1, 2, 3, 4]))
+    if rows:
+        tables.append(table("Cost per LM role", ["part", "role", "calls", "cache hits", "tokens", "dollars",
+                                                  "seconds", "errors", "models"], rows, numeric=[2, 3, 4, 5, 6, 7]))
+    if not tables:
+        return None
+    return {"id": f"{part.anchor}-costs", "title": "Latency and cost per role",
+            "intro": "From costs.json (the LM ledger of the run). Cache hits cost ~0 s and $0, so a repeated run "
+                     "understates latency; the cache-hit column shows how much was replayed.",
+            "tables": tables}
+
+
+def unusable_section(counts: Mapping[str, Any], part: Part) -> dict[str, Any] | None:
+    """Reviewer-unusable counts per condition, when summary.json carries them."""
+    rows = [[label, value if not isinstance(value, Mapping) else ", ".join(f"{k}: {v}" for k, v in value.items())]
+            for label, value in counts.items() if value is not None]
+    if not rows:
+        return None
+    return {"id": f"{part.anchor}-unusable", "title": "Reviewer output unusable",
+            "intro": "Reviews whose output could not be read (the mechanism fell back as documented).",
+            "tables": [table("Reviewer-unusable counts", ["condition", "unusable reviews"], rows, numeric=[1])]}
+
+
+def reviewed_conditions(records: Sequence[ExampleRecord]) -> list[str]:
+    return list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
+
+
+def unusable_counts(summary: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """``reviewer_unusable`` wherever summary.json keeps it: top level, or per condition/side."""
+    out: dict[str, Any] = {}
+    top = summary.get("reviewer_unusable")
+    if isinstance(top, Mapping):
+        out.update({labels.get(k, k): v for k, v in top.items()})
+    elif top is not None:
+        out[next(iter(labels.values()), "reviewed")] = top
+    for key, label in labels.items():
+        block = summary.get(key)
+        if isinstance(block, Mapping) and block.get("reviewer_unusable") is not None:
+            out[label] = block["reviewer_unusable"]
+    return out
+
+
+def merge_categories(by_key: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, cats in by_key.items():
+        for cat, cell in (cats or {}).items():
+            out.setdefault(cat, {})[key] = cell if isinstance(cell, Mapping) else {"accuracy": cell}
+    return out
+
+
+def compare_sections(summary: Mapping[str, Any], label_a: str, label_b: str, part: Part, *, seed: int = 0,
+                     prefix: str = "") -> list[dict[str, Any]]:
+    """Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
+    cost, reviewer-unusable counts, from a compare ``summary.json`` (also optimize's TEST phase)."""
+    a, b = summary.get("a") or {}, summary.get("b") or {}
+    base = summary.get("base") or {}
+    cats = merge_categories({"base": base.get("categories", {}), "a": (a.get("accuracy") or {}).get("categories", {}),
+                              "b": (b.get("accuracy") or {}).get("categories", {})})
+    accuracy = accuracy_section(cats, [("base", "base"), ("a", label_a), ("b", label_b)], part,
+                                {"base": base.get("accuracy"), "a": (a.get("accuracy") or {}).get("accuracy"),
+                                 "b": (b.get("accuracy") or {}).get("accuracy")},
+                                f"{prefix}Truth accuracy per category: base, {label_a}, {label_b}")
+    paired = summary.get("paired") or {}
+    paired_hh = {"n": paired.get("n"), "fixed": paired.get("b_only_right", 0), "broken": paired.get("a_only_right", 0),
+                 "both_right": paired.get("both_right", 0), "both_wrong": paired.get("both_wrong", 0),
+                 "net_change": paired.get("net_change"), "net_change_ci95": paired.get("net_change_ci95"),
+                 "mcnemar_p": paired.get("mcnemar_p")}
+    paired_hh |= _rates(paired_hh)
+    helpharm = help_harm_section([(f"base -> {label_a}", a.get("help_harm") or {}),
+                                  (f"base -> {label_b}", b.get("help_harm") or {}),
+                                  (f"{label_a} -> {label_b} (paired)", paired_hh)], part, seed)
+    helpharm["title"] = f"{prefix}Help and harm"
+    latency = []
+    for label, side in ((label_a, a), (label_b, b)):
+        lat = side.get("latency") or {}
+        latency.append([label, sec(lat.get("base_mean_seconds")), sec(lat.get("final_mean_seconds")),
+                        times(lat.get("overhead_x")), num(side.get("reviewer_calls_per_item"), 2)])
+    ledgers = [("shared base pass", summary.get("base_costs"))] if summary.get("base_costs") else []
+    ledgers += [(label_a, a.get("costs")), (label_b, b.get("costs"))]
+    out = [accuracy, helpharm]
+    for section in (cost_section(ledgers, latency, part), unusable_section(unusable_counts(summary, {"a": label_a,
+                                                                                             "b": label_b}), part)):
+        if section is not None:
+            out.append(section)
+    if prefix:
+        for section in out:
+            section["id"] += "-test"
+            if not section["title"].startswith(prefix):
+                section["title"] = prefix + section["title"]
+    return out
+
+
+def _rates(hh: Mapping[str, Any]) -> dict[str, Any]:
+    wrong = hh["fixed"] + hh["both_wrong"]
+    right = hh["broken"] + hh["both_right"]
+    helpful = hh["fixed"] / wrong if wrong else None
+    harmful = hh["broken"] / right if right else None
+    ratio = None if not helpful and not harmful else ("inf" if not harmful else (helpful or 0.0) / harmful)
+    return {"helpfulness": helpful, "harmfulness": harmful, "ratio": ratio}
