@@ -26,12 +26,9 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     raw = (high - low) / max(1, count - 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 0.5:
-        ticks.append(round(value, 10))
-        value += step
+    ticks = [round(math.floor(low / step + 1e-9) * step, 10)]
+    while ticks[-1] < high - 1e-9:  # the last tick is the first one at or above ``high``
+        ticks.append(round(ticks[-1] + step, 10))
     return ticks
 
 

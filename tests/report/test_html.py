@@ -240,3 +240,17 @@ def test_the_evaluate_command_leaves_report_html_in_its_run_directory(tmp_path: 
     from saag_opt.runfiles import _FINISH_HOOKS
 
     assert write_run_report not in _FINISH_HOOKS  # the command unregistered its hook when it ended
+
+
+def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    from saag_opt.evaluation.compare import CompareConfig, run_compare
+
+    fresh = eval_runs["compare"]
+    (dir_a,), (dir_b,) = (fresh / "a").iterdir(), (fresh / "b").iterdir()
+    offline = run_compare(CompareConfig(a=str(dir_a), b=str(dir_b), runs_dir=tmp_path / "runs")).run_dir
+    html = _page(offline)  # written when the (LM-free) compare run finished
+    check_page(html)
+    fresh_rows, offline_rows = table_rows(_page(fresh), "Help and harm"), table_rows(html, "Help and harm")
+    assert [r[1:] for r in offline_rows] == [r[1:] for r in fresh_rows]
+    assert "runs" in dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))["mode"]
