@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-LABEL_W = 190
+LABEL_W = 235
 """Width of the category-label column of horizontal bar charts."""
 
 
@@ -33,7 +33,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 def hbars(groups: Sequence[Mapping[str, Any]], series: Sequence[Mapping[str, str]], *, vmax: float | None = None,
-          width: int = 720, fmt: str = "{:.1%}", ticks_fmt: str = "{:.0%}") -> dict[str, Any]:
+          width: int = 780, fmt: str = "{:.1%}", ticks_fmt: str = "{:.0%}") -> dict[str, Any]:
     """Grouped horizontal bars with optional CI whiskers.
 
     ``groups``: ``[{"label": str, "values": {series_key: value | None}, "cis": {series_key: (lo, hi)},

@@ -26,8 +26,8 @@ def test_layered_dag_puts_each_version_one_layer_below_its_deepest_parent() -> N
 
 def test_hbars_scale_values_and_ci_whiskers_to_the_plot() -> None:
     chart = charts.hbars([{"label": "r2", "values": {"help": 0.5, "harm": None}, "cis": {"help": (0.25, 0.75)}}],
-                         [{"key": "help", "label": "help"}, {"key": "harm", "label": "harm"}], vmax=1.0, width=720)
-    plot_w = 720 - charts.LABEL_W - 170
+                         [{"key": "help", "label": "help"}, {"key": "harm", "label": "harm"}], vmax=1.0, width=780)
+    plot_w = 780 - charts.LABEL_W - 170
     help_bar, harm_bar = chart["rows"][0]["bars"]
     assert help_bar["w"] == pytest.approx(plot_w / 2) and help_bar["text"] == "50.0%"
     assert help_bar["ci"]["x1"] == pytest.approx(charts.LABEL_W + plot_w / 4)

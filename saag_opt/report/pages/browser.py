@@ -28,7 +28,10 @@ def _calls(call: Any) -> Any:
     calls = call.calls if hasattr(call, "calls") else call.get("calls", [])
     if not calls:
         status = call.status if hasattr(call, "status") else call.get("status", "empty")
-        return [] if status != "unparsable" else "unparsable output"
+        raw = (call.raw if hasattr(call, "raw") else call.get("raw")) or ""
+        if status == "unparsable":
+            return f"unparsable output: {cut(raw, 200)}" if raw else "unparsable output"
+        return f"no call; the agent answered: {cut(raw, 200)}" if raw.strip() else []
     return [[c.get("name"), _clip(c.get("arguments"))] for c in calls]
 
 

@@ -33,8 +33,7 @@
   function details(example) {
     var box = el("div", null, "detail-body");
     pre(box, "Query", example.query || "(not available)");
-    pre(box, "Base call", typeof example.base === "string" && example.base.indexOf("(") < 0 && example.base.indexOf(":") > 0 ?
-      example.base : callText(example.base));
+    pre(box, "Base call", callText(example.base));
     pre(box, "SAAG report of the base call", saagText(example.base_saag));
     example.conditions.forEach(function (c) {
       var last = example.base;
