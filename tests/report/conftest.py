@@ -7,6 +7,7 @@ CLI registers it, so these runs also show that a finished run writes its own rep
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,21 +24,24 @@ from tests.optimize import optimize_world
 from tests.report import runs
 
 
-@pytest.fixture(scope="session")
-def report_hook() -> Iterator[None]:
-    """``write_report`` registered as a run-finished hook, as the CLI does."""
+@contextmanager
+def reporting() -> Iterator[None]:
+    """``write_report`` registered as a run-finished hook while the runs are made, as the CLI does for
+    one command (kept short: other tests' run directories must not get a report.html)."""
     remove = on_run_finished(write_report)
-    yield
-    remove()
+    try:
+        yield
+    finally:
+        remove()
 
 
 @pytest.fixture(scope="session")
-def eval_runs(tmp_path_factory: pytest.TempPathFactory, report_hook: None) -> dict[str, Path]:
+def eval_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """An r2 evaluate run and a prompts-mode compare run (v1 approves everything, v2 fixes and breaks)."""
     root = tmp_path_factory.mktemp("eval-runs")
     v1, v2 = runs.prompt_files(root / "prompts", MARKER)
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
-    with ScriptedOpenAIServer(World(examples)) as server:
+    with ScriptedOpenAIServer(World(examples)) as server, reporting():
         settings = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
                                   prompt=v2, dataset=DATASET, split=SPLIT, limit=LIMIT, workers=4,
                                   runs_dir=root / "runs", cache_dir=root / "cache", retry_base_delay=0.01)
@@ -47,11 +51,11 @@ def eval_runs(tmp_path_factory: pytest.TempPathFactory, report_hook: None) -> di
 
 
 @pytest.fixture(scope="session")
-def optimize_run(tmp_path_factory: pytest.TempPathFactory, report_hook: None) -> Path:
+def optimize_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A GEPA run over the scripted weather world (seed v2 -> v3-gepa, compared on TEST)."""
     root = tmp_path_factory.mktemp("optimize-run")
     dataset, prompts = optimize_world.write_world(root)
-    with ScriptedOpenAIServer(optimize_world.handler) as server:
+    with ScriptedOpenAIServer(optimize_world.handler) as server, reporting():
         spec = f"fake@{server.url}"
         result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
                                              runs_dir=str(root / "runs"), max_metric_calls=40, workers=2,

@@ -248,7 +248,11 @@ def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs:
 
     fresh = eval_runs["compare"]
     (dir_a,), (dir_b,) = (fresh / "a").iterdir(), (fresh / "b").iterdir()
-    offline = run_compare(CompareConfig(a=str(dir_a), b=str(dir_b), runs_dir=tmp_path / "runs")).run_dir
+    remove = on_run_finished(write_report)
+    try:
+        offline = run_compare(CompareConfig(a=str(dir_a), b=str(dir_b), runs_dir=tmp_path / "runs")).run_dir
+    finally:
+        remove()
     html = _page(offline)  # written when the (LM-free) compare run finished
     check_page(html)
     fresh_rows, offline_rows = table_rows(_page(fresh), "Help and harm"), table_rows(html, "Help and harm")
