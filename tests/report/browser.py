@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -155,13 +154,10 @@ class Page:
 
 
 def require_chromium() -> str:
-    """The Chromium path; skip without one, but fail under CI=true (CI must run the browser test)."""
-    import pytest
+    """The Chromium path; without one the test is skipped, or fails under CI=true (``skip_or_fail``)."""
+    from tests.conftest import skip_or_fail
 
     path = find_chromium()
     if path is None:
-        message = "no chromium on PATH (apt-get install -y chromium)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{message}; CI=true, so the browser test may not be skipped")
-        pytest.skip(message)
+        skip_or_fail("no chromium on PATH (apt-get install -y chromium; .ci/run installs it)")
     return path
