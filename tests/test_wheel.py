@@ -114,6 +114,8 @@ def test_wheel_carries_the_data_and_works_from_any_folder(installed: Path,
     assert "SAAG stage funnel over 3 calls" in scored
     correct = {r["id"]: r["correct"] for r in map(json.loads, (work / "s.jsonl").read_text().splitlines())}
     assert correct == {simple[0]["id"]: True, simple[1]["id"]: True, "wrong": False}
+    page = (work / "s.report.html").read_text(encoding="utf-8")  # the installed templates render
+    assert '<section id="run0-funnel"' in page and '<script type="application/json" id="report-data">' in page
 
     # A version the user makes goes to the user's store (under HOME), never into site-packages.
     _run([saag_opt, "prompts", "alias", "best", "reviewer@v2"], cwd=work, env=env)
@@ -123,4 +125,4 @@ def test_wheel_carries_the_data_and_works_from_any_folder(installed: Path,
     assert [v["version"] for v in listed["versions"]] == ["v1", "v2"]
     assert listed["aliases"] == {"reviewer": {"best": "v2", "production": "v2"}}
     assert _site_packages_files(installed) == before
-    assert sorted(p.name for p in work.iterdir()) == ["p.jsonl", "s.jsonl", "s.summary.json"]
+    assert sorted(p.name for p in work.iterdir()) == ["p.jsonl", "s.jsonl", "s.report.html", "s.summary.json"]
