@@ -258,3 +258,31 @@ def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs:
     fresh_rows, offline_rows = table_rows(_page(fresh), "Help and harm"), table_rows(html, "Help and harm")
     assert [r[1:] for r in offline_rows] == [r[1:] for r in fresh_rows]
     assert "runs" in dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))["mode"]
+
+
+@pytest.mark.parametrize("summary,labels,expected", [
+    ({"reviewer_unusable": {"r2": 3}}, {"reviewed": "r2"}, {"r2": 3}),
+    ({"reviewer_unusable": 2}, {"reviewed": "r2"}, {"r2": 2}),
+    ({"reviewed": {"reviewer_unusable": 1}}, {"reviewed": "r2"}, {"r2": 1}),
+    ({"a": {"reviewer_unusable": 0}, "b": {"reviewer_unusable": 4}}, {"a": "A v1", "b": "B v2"},
+     {"A v1": 0, "B v2": 4}),
+    ({"reviewed": {}}, {"reviewed": "r2"}, {}),
+])
+def test_reviewer_unusable_counts_are_found_wherever_the_summary_keeps_them(summary: dict, labels: dict,
+                                                                              expected: dict) -> None:
+    from saag_opt.report.pages.sections import unusable_counts
+
+    assert unusable_counts(summary, labels) == expected
+
+
+def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(optimize_run: Path,
+                                                                             tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / optimize_run.name
+    shutil.copytree(optimize_run, copy)
+    artifacts = json.loads((copy / "artifacts.json").read_text())
+    (copy / "artifacts.json").write_text(json.dumps({"versions": artifacts["versions"]}))
+    html = render_report([copy])
+    check_page(html)
+    assert "Pareto membership not recorded by this run" in html and "node best pareto" not in html
