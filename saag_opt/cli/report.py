@@ -32,7 +32,7 @@ def report(
 
 
 def write_run_report(run_dir: Path) -> None:
-    """``records.on_run_finished`` hook: every finished run gets ``report.html`` (lazy: jinja2 loads on first use)."""
+    """``runfiles.on_run_finished`` hook: every finished run gets ``report.html`` (lazy: jinja2 loads on first use)."""
     from saag_opt.report.html import write_report
 
     write_report(run_dir)

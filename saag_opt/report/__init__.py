@@ -1,4 +1,7 @@
-"""Reports: terminal tables (rich). Only this package and the CLI import rich."""
+"""Reports: terminal tables (rich) and the self-contained HTML report (``saag_opt.report.html``:
+``write_report(run_dir)``, ``render_report(paths)``; jinja2 templates in ``templates/``).
+
+Only this package and the CLI import rich."""
 
 from saag_opt.report.score_tables import (
     METRIC_LABELS,

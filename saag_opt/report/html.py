@@ -2,7 +2,7 @@
 
 ``render_report(paths)`` turns run directories (or ``score --json`` outputs) into one HTML string;
 ``write_report(run_dir)`` writes ``<run_dir>/report.html`` atomically, which is what every run does
-when it finishes (the CLI registers it with ``records.on_run_finished``). The page loads nothing
+when it finishes (the CLI registers it with ``runfiles.on_run_finished``). The page loads nothing
 from the network: styles, script and data are inline, charts are SVG drawn by jinja2 macros from
 ``saag_opt.report.charts`` geometry, and the data is JSON inside ``<script type="application/json">``
 (escaped by jinja2's ``tojson``, so ``</script>`` in a query cannot end the block). Tables are real

@@ -1,6 +1,6 @@
 """Session fixtures: real evaluate/compare/optimize runs against the scripted server, made once.
 
-Each runner finishes through ``records.finish_header``, with the report writer registered as the
+Each runner finishes through ``runfiles.finish_header``, with the report writer registered as the
 CLI registers it, so these runs also show that a finished run writes its own report.html.
 """
 

@@ -12,14 +12,10 @@ from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.report import charts
 from saag_opt.report.format import ci_points, pct, points, ratio
 from saag_opt.report.pages.base import Part, num, p_value, rate_ci, sec, share, table, times
+from saag_opt.report.score_tables import METRIC_LABELS, STAGE_NAMES
 
-METRICS: dict[str, str] = {
-    "fnem": "FNEM function name exact match", "ncs": "NCS nearest-name similarity",
-    "rpr": "RPR required-parameter recall", "pds": "PDS parameter drift score",
-    "spr": "SPR spurious-parameter rate", "avem": "AVEM argument value exact match",
-    "qslo": "QSLO query-span overlap", "vhr": "VHR value hallucination rate",
-}
-"""The eight SAAG metrics in cascade order (stage 1: fnem, ncs; 2: rpr, pds, spr; 3: avem, qslo, vhr)."""
+METRICS: dict[str, str] = {key: " ".join(label.split()) for key, label in METRIC_LABELS.items()}
+"""The eight SAAG metrics in cascade order, named as the terminal tables name them (one spacing)."""
 
 
 def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
@@ -48,13 +44,12 @@ def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | 
             continue
         stats = aggregate(calls)
         values = metric_values(calls)
-        for stage, name in ((1, "registry (name)"), (2, "structure (params)"), (3, "grounding (values)")):
+        for stage, name in STAGE_NAMES.items():
             reached, passed = stats.reached[stage], stats.passed[stage]
-            groups.append({"label": f"{label}: {stage} {name}",
+            groups.append({"label": f"{label}: {name}",
                            "values": {"reached": reached, "passed": passed},
                            "texts": {"reached": f"{reached} reached", "passed": f"{passed} passed"}})
-            rows.append([label, f"{stage} {name}", reached, passed, share(passed, stats.n_calls),
-                         share(passed, reached)])
+            rows.append([label, name, reached, passed, share(passed, stats.n_calls), share(passed, reached)])
         metric_panels = []
         for key, title in METRICS.items():
             mean = stats.metrics[key]
