@@ -14,8 +14,8 @@ from saag_opt.cli import app
 from saag_opt.errors import RunError
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
-from saag_opt.report.score_tables import METRIC_LABELS
 from saag_opt.report.pages import outcome
+from saag_opt.report.score_tables import METRIC_LABELS
 from saag_opt.runfiles import RunHeader, finish_header, on_run_finished, write_header
 from tests.optimize import optimize_world
 from tests.report.checks import check_page, section_ids, table_rows
@@ -44,7 +44,7 @@ def test_evaluate_run_writes_a_report_with_every_section(eval_runs: dict[str, Pa
     # every stage-conditional metric is labelled with the calls it is over
     metrics = table_rows(html, "Metric means (stage-conditional)")
     assert [r[1].split()[0] for r in metrics[:8]] == ["FNEM", "NCS", "RPR", "PDS", "SPR", "AVEM", "QSLO", "VHR"]
-    assert {r[1] for r in metrics} == {" ".join(label.split()) for label in METRIC_LABELS.values()}  # as in the terminal
+    assert {r[1] for r in metrics} == {" ".join(label.split()) for label in METRIC_LABELS.values()}
     assert any(r[4] == "calls that passed stage 1" for r in metrics)
     assert html.count('<svg class="histogram"') == 16  # 8 metrics x (base, r2)
     # the browser: one row per example, outcomes from the records, details in the embedded JSON
