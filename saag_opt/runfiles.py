@@ -230,10 +230,10 @@ def on_run_finished(hook: RunFinishedHook) -> Callable[[], None]:
 
 def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = None,
                   status: str = "success") -> None:
-    """Rewrite ``run.json`` with the final status; every verb ends its run through here, so the
-    ``on_run_finished`` hooks run here too.
+    """Rewrite ``run.json`` with the final status, then run the ``on_run_finished`` hooks.
 
-    A failure records its message (and a traceback unless it is a user error); Ctrl-C is ``cancelled``.
+    Every verb ends its run through here. A failure records its message (and a traceback unless it
+    is a user error); Ctrl-C is ``cancelled``.
     """
     update: dict[str, Any] = {"finished": utc_now(), "status": status}
     if isinstance(exc, KeyboardInterrupt):

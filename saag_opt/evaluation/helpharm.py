@@ -84,8 +84,10 @@ def bootstrap_net_change_ci(
 
 def bootstrap_rate_ci(successes: int, n: int, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
                       level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of a rate ``successes / n`` (helpfulness over the base errors,
-    harmfulness over the base-correct answers); each resample is one binomial draw. None when n = 0.
+    """Percentile bootstrap CI of a rate ``successes / n``; None when n = 0.
+
+    The rates are helpfulness (over the base errors) and harmfulness (over the base-correct
+    answers); each resample is one binomial draw.
 
     Raises:
         ValueError: counts out of range.

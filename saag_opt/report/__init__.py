@@ -1,7 +1,8 @@
-"""Reports: terminal tables (rich) and the self-contained HTML report (``saag_opt.report.html``:
-``write_report(run_dir)``, ``render_report(paths)``; jinja2 templates in ``templates/``).
+"""Reports: terminal tables (rich) and the self-contained HTML report.
 
-Only this package and the CLI import rich."""
+The HTML report is ``saag_opt.report.html`` (``write_report(run_dir)``, ``render_report(paths)``;
+jinja2 templates in ``templates/``). Only this package and the CLI import rich.
+"""
 
 from saag_opt.report.score_tables import (
     METRIC_LABELS,

@@ -104,8 +104,11 @@ def scatter(points: Sequence[Mapping[str, Any]], *, x_label: str, y_label: str, 
             y_range: tuple[float, float] | None = None, lines: Sequence[Sequence[tuple[float, float]]] = (),
             links: Sequence[Sequence[tuple[float, float]]] = (), legend: Sequence[tuple[str, str]] = (),
             x_fmt: str = "{:g}", y_fmt: str = "{:g}") -> dict[str, Any]:
-    """Points (``{"x", "y", "shape", "label", "title"}``) on linear axes, plus optional polylines
-    (dashed, e.g. a front or a running best), links (dotted, e.g. val -> test) and a shape legend."""
+    """Points (``{"x", "y", "shape", "label", "title"}``) on linear axes.
+
+    Optional extras: polylines (dashed, e.g. a front or a running best), links (dotted, e.g.
+    val -> test) and a legend of the point shapes.
+    """
     left, right, top, bottom = 64, 24, 20, 48
     xs = [p["x"] for p in points] + [x for line in lines for x, _ in line]
     ys = [p["y"] for p in points] + [y for line in lines for _, y in line]

@@ -15,7 +15,7 @@ import pytest
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
-from saag_opt.optimize.gepa_run import OptimizeConfig, run_optimize
+from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished
 from saag_opt.testing import ScriptedOpenAIServer

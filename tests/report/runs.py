@@ -93,7 +93,7 @@ def synthetic_evaluate_run(root: Path, n: int = 1000, seed: int = 7) -> Path:
     write_header(run_dir, header)
     writer = RecordWriter(run_dir / "records.jsonl")
     base_rows, final_rows = [], []
-    for i, example in enumerate(examples):
+    for example in examples:
         base_ok_planned = rng.random() < 0.7
         base_calls = list(gold_calls(example)) if base_ok_planned and example.expect != "no_call" else (
             [] if base_ok_planned else _wrong_calls(example, rng))

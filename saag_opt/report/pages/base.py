@@ -31,6 +31,11 @@ class Part:
 
 
 def read_json(path: Path) -> Any:
+    """JSON of a run file; None when the file does not exist (yet).
+
+    Raises:
+        RunError: the file exists but cannot be read or parsed.
+    """
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -40,6 +45,11 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL run file ([] when absent).
+
+    Raises:
+        RunError: a line that is not a JSON object (file:line).
+    """
     if not path.is_file():
         return []
     rows = []
@@ -59,6 +69,7 @@ def read_records(run_dir: Path) -> list[ExampleRecord]:
 
 
 def header_meta(header: RunHeader) -> list[tuple[str, str]]:
+    """The run's identity for the page's key/value list: id, verb, status, times, models, dataset, git."""
     rows = [("run", header.run_id), ("command", header.verb), ("status", header.status),
             ("started", header.created), ("finished", header.finished or "-")]
     rows += [(f"{role} model", spec) for role, spec in header.models.items()]
@@ -71,16 +82,19 @@ def header_meta(header: RunHeader) -> list[tuple[str, str]]:
 
 
 def new_part(kind: str, title: str, index: int) -> Part:
+    """An empty part whose anchors are unique on a page of several runs (``run<index>``)."""
     return Part(kind=kind, title=title, anchor=f"run{index}")
 
 
 def table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
            numeric: Sequence[int] = ()) -> dict[str, Any]:
+    """A real HTML table's data: caption, header, rows of cell texts, right-aligned ``numeric`` columns."""
     return {"caption": caption, "columns": list(columns), "rows": [[cell(c) for c in r] for r in rows],
             "numeric": set(numeric)}
 
 
 def cell(value: Any) -> str:
+    """One table cell's text (``-`` for missing, floats to three decimals)."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -89,27 +103,33 @@ def cell(value: Any) -> str:
 
 
 def append(part: Part, section: dict[str, Any] | None) -> None:
+    """Add a section that has data (builders return None when a run lacks it)."""
     if section is not None:
         part.sections.append(section)
 
 
 def share(part: int, whole: int) -> str:
+    """``part / whole`` in percent with one decimal; ``-`` when ``whole`` is 0."""
     return f"{100 * part / whole:.1f}" if whole else "-"
 
 
 def num(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals; ``-`` when missing."""
     return "-" if value is None else f"{float(value):.{digits}f}"
 
 
 def sec(value: Any) -> str:
+    """Seconds with two decimals; ``-`` when missing."""
     return "-" if value is None else f"{float(value):.2f}"
 
 
 def times(value: Any) -> str:
+    """A ratio as ``2.50x`` (latency overhead); ``-`` when missing."""
     return "-" if value is None else f"{float(value):.2f}x"
 
 
 def p_value(value: Any) -> str:
+    """A p-value with three significant digits; ``-`` when missing."""
     return "-" if value is None else f"{float(value):.3g}"
 
 
@@ -121,10 +141,12 @@ def rate_ci(ci: Any) -> str:
 
 
 def usd(value: Any) -> str:
+    """Dollars with five decimals (per-item costs are fractions of a cent); ``-`` when missing."""
     return "-" if value is None else f"{float(value):.5f}"
 
 
 def param_text(value: Any) -> str:
+    """A searched parameter's value as text (floats to three significant digits)."""
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)

@@ -1,5 +1,8 @@
-"""The example browser: a real table of examples (filterable by category, outcome and stage of
-failure) and each example's details as compact JSON for the page's script to expand."""
+"""The example browser: a real table of examples, and each example's details as compact JSON.
+
+The table filters by category, outcome and stage of failure; the page's script expands a row from
+the JSON.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +24,11 @@ _TEXT_LIMIT = 400
 
 
 def _calls(call: Any) -> Any:
-    """A prediction for the browser's JSON: ``[[name, arguments], ...]``; ``[]`` = no call; a string
-    says why there is nothing to show (structured, not a JSON string: escaping quotes twice costs ~15%)."""
+    """A prediction for the browser's JSON: ``[[name, arguments], ...]``; ``[]`` = no call.
+
+    A string says why there is nothing to show. Structured rather than a JSON string: escaping
+    quotes twice costs ~15% of the page.
+    """
     if call is None:
         return "no prediction"
     calls = call.calls if hasattr(call, "calls") else call.get("calls", [])
@@ -47,6 +53,7 @@ def _clip(value: Any) -> Any:
 
 
 def cut(text: str | None, limit: int = _TEXT_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (the full text stays in records.jsonl)."""
     if text is None:
         return ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -63,7 +70,7 @@ def stage_of(report: Mapping[str, Any] | None) -> str:
 
 
 def outcome(ref_ok: bool, target_ok: bool, error: bool = False) -> str:
-    """fixed / broken / unchanged-right / unchanged-wrong (or error) from reference to target."""
+    """Fixed / broken / unchanged-right / unchanged-wrong (or error) from reference to target."""
     if error:
         return "error"
     if ref_ok != target_ok:
@@ -72,6 +79,7 @@ def outcome(ref_ok: bool, target_ok: bool, error: bool = False) -> str:
 
 
 def saag_brief(report: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Where a SAAG report stopped and its corrections, as the browser shows them."""
     brief: dict[str, Any] = {"stage": stage_of(report)}
     corrections = [cut(c, 300) for c in (report or {}).get("corrections") or []]
     if corrections:
@@ -80,8 +88,11 @@ def saag_brief(report: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _condition_view(label: str, record: ExampleRecord) -> dict[str, Any]:
-    """One condition of one example; empty fields are left out, and ``final`` only when it is not
-    simply the last call of the chain base -> revisions (the browser's JavaScript fills it in)."""
+    """One condition of one example, empty fields left out.
+
+    ``final`` is kept only when it is not simply the last call of the chain base -> revisions (the
+    browser's JavaScript fills it in).
+    """
     rounds = []
     last = _calls(record.base) if record.base is not None else None
     for r in record.rounds:
@@ -126,7 +137,8 @@ def browser_section(records: Sequence[ExampleRecord], conditions: Sequence[tuple
         by_example.setdefault(record.example_id, {})[record.condition] = record
     ref_key, target_key = pair
     labels = dict(conditions)
-    rows, details = [], []
+    rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
     for example_id, conds in by_example.items():
         ref, target = conds.get(ref_key), conds.get(target_key)
         if target is None:

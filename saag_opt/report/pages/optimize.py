@@ -15,6 +15,7 @@ from saag_opt.runfiles import RunHeader
 
 
 def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
+    """The part of an optimize run: lineage, progress, prompt diffs, the TEST phase, the example browser."""
     from saag_opt.artifacts import PromptStore, diff_versions
 
     summary = read_json(run_dir / "summary.json") or {}
@@ -69,7 +70,8 @@ def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
                 for n in nodes if n["calls"] is not None and n["val"] is not None]
         if dots:
             ordered = sorted(dots, key=lambda p: p["x"])
-            line, running = [], None
+            line: list[tuple[float, float]] = []
+            running = None
             for p in ordered:
                 running = p["y"] if running is None else max(running, p["y"])
                 if line:

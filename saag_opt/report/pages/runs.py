@@ -21,6 +21,7 @@ from saag_opt.runfiles import RunHeader
 
 
 def evaluate_part(run_dir: Path, header: RunHeader, index: int) -> Part:
+    """The part of an evaluate run: funnel, metrics, accuracy, help/harm, cost, unusable reviews, browser."""
     summary = read_json(run_dir / "summary.json") or {}
     records = read_records(run_dir)
     mechanism = summary.get("mechanism") or header.plugins.get("mechanism", {}).get("spec") or "reviewed"
@@ -56,6 +57,7 @@ def evaluate_part(run_dir: Path, header: RunHeader, index: int) -> Part:
 
 
 def compare_part(run_dir: Path, header: RunHeader, index: int) -> Part:
+    """The part of a compare run: base, A and B side by side, the paired A-vs-B test, the browser."""
     summary = read_json(run_dir / "summary.json") or {}
     records = read_records(run_dir)
     a, b = summary.get("a") or {}, summary.get("b") or {}

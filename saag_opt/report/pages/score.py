@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from saag_opt.report.format import pct
 from saag_opt.report.pages.base import Part, new_part, read_json, read_jsonl
@@ -27,6 +28,7 @@ def score_files(path: Path) -> tuple[Path, Path] | None:
 
 
 def score_part(rows_path: Path, summary_file: Path, *, index: int) -> Part:
+    """The part of a ``score --json`` output: funnel, metrics, accuracy per category, prediction browser."""
     summary = read_json(summary_file) or {}
     rows = read_jsonl(rows_path)
     part = new_part("score", f"Score {rows_path.name}: SAAG diagnostics and ground truth", index)
@@ -40,7 +42,8 @@ def score_part(rows_path: Path, summary_file: Path, *, index: int) -> Part:
                                               "Truth accuracy per category"))
     if summary.get("rejections"):
         part.notes.append(f"{len(summary['rejections'])} row(s) rejected; first: {summary['rejections'][0]}")
-    browser_rows, details = [], []
+    browser_rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
     for row in rows:
         stage = stage_of(row.get("cascade"))
         browser_rows.append({"i": len(details), "id": row.get("id"), "category": row.get("category", ""),

@@ -1,6 +1,9 @@
-"""Sections shared by several run kinds: SAAG funnel and metric distributions, accuracy per
-category, help and harm with bootstrap CIs, latency and cost, reviewer-unusable counts, and the
-whole block a compare summary yields (compare runs and optimize's TEST phase)."""
+"""Sections shared by several run kinds.
+
+SAAG funnel and metric distributions, accuracy per category, help and harm with bootstrap CIs,
+latency and cost, reviewer-unusable counts, and the whole block a compare summary yields (compare
+runs and optimize's TEST phase).
+"""
 
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
         return []
     out = []
     for call in report.get("calls") or []:
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in call.items()
-                  if k in CascadeReport.__dataclass_fields__}
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in call.items()
+                                  if k in CascadeReport.__dataclass_fields__}
         out.append(CascadeReport(**fields))
     return out
 
@@ -36,7 +39,9 @@ def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | 
     """Stage funnel and metric distributions of each condition's final predictions."""
     from saag_opt.saag import aggregate, metric_values
 
-    groups, rows, panels = [], [], []
+    groups: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
+    panels: list[dict[str, Any]] = []
     series = [{"key": "reached", "label": "reached the stage"}, {"key": "passed", "label": "passed the stage"}]
     for label, reports in conditions:
         calls = [c for r in reports for c in _cascade(r)]
@@ -177,6 +182,7 @@ def unusable_section(counts: Mapping[str, Any], part: Part) -> dict[str, Any] | 
 
 
 def reviewed_conditions(records: Sequence[ExampleRecord]) -> list[str]:
+    """The reviewed (non-base) conditions of a run's records, in order of first appearance."""
     return list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
 
 
@@ -196,6 +202,7 @@ def unusable_counts(summary: Mapping[str, Any], labels: Mapping[str, str]) -> di
 
 
 def merge_categories(by_key: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{condition: {category: score}}`` turned into ``{category: {condition: score}}``."""
     out: dict[str, dict[str, Any]] = {}
     for key, cats in by_key.items():
         for cat, cell in (cats or {}).items():
@@ -205,8 +212,11 @@ def merge_categories(by_key: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[
 
 def compare_sections(summary: Mapping[str, Any], label_a: str, label_b: str, part: Part, *, seed: int = 0,
                      prefix: str = "") -> list[dict[str, Any]]:
-    """Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
-    cost, reviewer-unusable counts, from a compare ``summary.json`` (also optimize's TEST phase)."""
+    """The sections of a compare ``summary.json`` (a compare run, or optimize's TEST phase).
+
+    Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
+    cost, reviewer-unusable counts.
+    """
     a, b = summary.get("a") or {}, summary.get("b") or {}
     base = summary.get("base") or {}
     cats = merge_categories({"base": base.get("categories", {}), "a": (a.get("accuracy") or {}).get("categories", {}),
