@@ -51,3 +51,7 @@ class ArtifactError(SaagOptError, ValueError):
 
 class RunError(SaagOptError, RuntimeError):
     """A run directory cannot be created, read or resumed."""
+
+
+class CostCapReached(SaagOptError, RuntimeError):
+    """The next LM call could cost more than what is left under ``--max-cost``; the run stops cleanly."""

@@ -20,7 +20,8 @@ EventKind = Literal[
     "estimate",          # optimize: the up-front cost estimate (CostEstimate.to_dict)
     "warning",
     "candidate",         # optimize: a GEPA candidate became a prompt version
-    "stopped",           # optimize: --max-cost stopped GEPA; data: usd
+    "stopped",           # --max-cost stopped a run or its test phase (the message says where and why)
+    "progress",          # optimize: data: rollouts, budget, accepted, best_val, spent, iteration (GEPA callbacks)
     "gepa_done",         # optimize: GEPA returned; data: best, stopped_by
     "evaluating",        # optimize: the seed-vs-best test comparison begins
     "run_finished",      # data: run_dir

@@ -32,12 +32,12 @@ from typing import IO, Any, Literal
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import RunError, SaagOptError
+from saag_opt.errors import CostCapReached, RunError, SaagOptError
 
 SCHEMA_VERSION = 1
 """Version of the run-directory format."""
 
-RunStatus = Literal["started", "success", "error", "cancelled"]
+RunStatus = Literal["started", "success", "error", "cancelled", "stopped"]
 
 _PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
 
@@ -118,7 +118,7 @@ class RunHeader(BaseModel):
     verb: str
     """The command that produced it (``evaluate``)."""
     status: RunStatus = "started"
-    """started -> success | error | cancelled."""
+    """started -> success | error | cancelled | stopped (``--max-cost`` reached; finished work kept)."""
     created: str
     """ISO-8601 UTC start time."""
     finished: str | None = None
@@ -233,11 +233,14 @@ def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = 
     """Rewrite ``run.json`` with the final status, then run the ``on_run_finished`` hooks.
 
     Every verb ends its run through here. A failure records its message (and a traceback unless it
-    is a user error); Ctrl-C is ``cancelled``.
+    is a user error); Ctrl-C is ``cancelled``; the spend cap is ``stopped`` (the run is resumable,
+    its finished work is kept).
     """
     update: dict[str, Any] = {"finished": utc_now(), "status": status}
     if isinstance(exc, KeyboardInterrupt):
         update |= {"status": "cancelled", "error": RunErrorInfo(message="interrupted (KeyboardInterrupt)")}
+    elif isinstance(exc, CostCapReached):
+        update |= {"status": "stopped", "error": RunErrorInfo(message=str(exc))}
     elif exc is not None:
         tb = None if isinstance(exc, SaagOptError) else traceback.format_exc()
         update |= {"status": "error", "error": RunErrorInfo(message=f"{type(exc).__name__}: {exc}", traceback=tb)}

@@ -83,14 +83,21 @@ class MechanismOutcome:
     seconds: float = 0.0
     gated: bool = False
     notes: tuple[str, ...] = ()
+    reviewer_unusable: int = 0
+
+
+OnUnusable = Literal["approve", "reject"]
+"""What an unreadable review means (after its one retry): approve = the call runs as proposed."""
 
 
 @dataclass
 class MechanismContext:
-    """Shared state for mechanism runs: the base-prediction cache and the repair budget."""
+    """Shared state for mechanism runs: the base-prediction cache, the repair budget and the
+    unusable-review policy (``r<N>``; selection and grading fall back as their docs say)."""
 
     cache: BasePredictionCache = field(default_factory=BasePredictionCache)
     max_repairs: int = DEFAULT_MAX_REPAIRS
+    on_unusable: OnUnusable = "approve"
 
     def propose_initial(self, agent: BaseAgent, example: Example, temperature: float | None = None) -> Proposal:
         """A round-0 proposal, from the cache when another run already made it."""
@@ -250,7 +257,9 @@ class Progressive(MechanismFacts):
     """``r<N>``: review; on rejection inject the feedback and revise; at most N reviews.
 
     Stops at the first approval. The revision after the N-th rejection is executed unreviewed
-    (our reading of the paper, as AgentLTL does). Unusable reviewer output counts as approval.
+    (our reading of the paper, as AgentLTL does). A review still unreadable after its retry is
+    recorded (``reviewer_failed``, counted in ``reviewer_unusable``) and then treated as
+    ``ctx.on_unusable`` says: an approval (default) or a rejection with ``DEFAULT_REJECTION``.
     """
 
     n: int
@@ -270,25 +279,27 @@ class Progressive(MechanismFacts):
         """Review-revise loop."""
         rev = _need(reviewer, self.spec)
         base = ctx.propose_initial(agent, example)
-        current, seconds, history, rounds = base.prediction, base.seconds, [], []
+        current, seconds, history, rounds, unusable = base.prediction, base.seconds, [], [], 0
         for index in range(self.n):
             start = time.perf_counter()
             verdict = rev.review_call(example, current)
             seconds += time.perf_counter() - start
-            if verdict.failed:
+            unusable += verdict.failed is not None
+            if verdict.failed and ctx.on_unusable == "approve":
                 rounds.append(ReviewRound(index, current, "reviewer_failed", "llm", note=verdict.failed))
                 break
-            if not verdict.error:
+            if not verdict.failed and not verdict.error:
                 rounds.append(ReviewRound(index, current, "approve", "llm", verdict.feedback or None))
                 break
             text = verdict.feedback or DEFAULT_REJECTION
             history.append(FeedbackTurn(current, text))
             revision = agent.propose(example, feedback=history)
             seconds += revision.seconds
-            rounds.append(ReviewRound(index, current, "reject", "llm", text, revision.prediction))
+            rounds.append(ReviewRound(index, current, "reviewer_failed" if verdict.failed else "reject", "llm",
+                                      text, revision.prediction, note=verdict.failed))
             current = revision.prediction
         return MechanismOutcome(self.spec, base, current, tuple(rounds), reviewer_calls=len(rounds),
-                                agent_calls=len(history), seconds=seconds)
+                                agent_calls=len(history), seconds=seconds, reviewer_unusable=unusable)
 
 
 def spread_temperatures(n: int, low: float = TEMPERATURE_RANGE[0], high: float = TEMPERATURE_RANGE[1]) -> list[float]:
@@ -310,7 +321,8 @@ def _candidates(example: Example, agent: BaseAgent, ctx: MechanismContext, n: in
 class Selection(MechanismFacts):
     """``s<N>``: N candidates at temperatures over 0.3-1.0; the selector picks one index.
 
-    An invalid or unreadable index falls back to the first (lowest-temperature) candidate, noted.
+    An invalid or unreadable index (after one retry) falls back to the first (lowest-temperature)
+    candidate, noted and counted in ``reviewer_unusable``.
     """
 
     n: int
@@ -345,14 +357,16 @@ class Selection(MechanismFacts):
             index = 0
         seconds = sum(c.seconds for c in cands) + took
         return MechanismOutcome(self.spec, base, cands[index].prediction, candidates=tuple(cands), selected=index,
-                                reviewer_calls=1, agent_calls=len(cands), seconds=seconds, notes=tuple(notes))
+                                reviewer_calls=1, agent_calls=len(cands), seconds=seconds, notes=tuple(notes),
+                                reviewer_unusable=len(notes))
 
 
 @dataclass(frozen=True)
 class Grading(MechanismFacts):
     """``g<N>``: the grader scores each candidate (one call each); the best is executed.
 
-    Ties go to the lowest temperature; unreadable grades rank last; all unreadable -> candidate 0.
+    Ties go to the lowest temperature; unreadable grades (after one retry each, counted in
+    ``reviewer_unusable``) rank last; all unreadable -> candidate 0.
     """
 
     n: int
@@ -390,7 +404,7 @@ class Grading(MechanismFacts):
         best = max(scored, key=lambda c: (c.score, -c.temperature)) if scored else graded[0]
         return MechanismOutcome(self.spec, base, best.prediction, candidates=tuple(graded), selected=best.index,
                                 reviewer_calls=len(graded), agent_calls=len(graded), seconds=seconds,
-                                notes=tuple(notes))
+                                notes=tuple(notes), reviewer_unusable=sum(c.score is None for c in graded))
 
 
 @dataclass(frozen=True)
@@ -439,7 +453,8 @@ class Gate:
                                     seconds=base.seconds, gated=True)
         out = self.inner.run(example, agent, reviewer, ctx=ctx)
         return MechanismOutcome(self.spec, out.base, out.final, out.rounds, out.candidates, out.selected,
-                                out.reviewer_calls, out.agent_calls, out.seconds, False, out.notes)
+                                out.reviewer_calls, out.agent_calls, out.seconds, False, out.notes,
+                                out.reviewer_unusable)
 
 
 # -- registry --------------------------------------------------------------------------------------

@@ -229,39 +229,66 @@ class Reviewer(dspy.Module):
                 "tentative_calls": render_calls(prediction)}
 
     def review_call(self, example: Example, prediction: Prediction) -> Verdict:
-        """Approve or reject a tentative prediction; unusable output approves and is recorded."""
-        try:
-            out = self.review(**self.review_inputs(example, prediction))
-        except Exception as exc:
-            if not _is_format_failure(exc):
-                raise
-            return Verdict(False, "", failed=f"{type(exc).__name__}: {str(exc)[:200]}")
-        return Verdict(bool(out.error), str(out.feedback or "").strip())
+        """Approve or reject a tentative prediction; an unreadable reply is retried once, then
+        returned as ``failed`` (the mechanism's ``on_unusable`` policy decides what it means)."""
+        out, failure = ask_twice(self.review, self.review_inputs(example, prediction),
+                                 lambda o: (bool(o.error), str(o.feedback or "").strip()))
+        if out is None:
+            return Verdict(False, "", failed=failure)
+        return Verdict(*out)
 
     def select_candidate(self, example: Example, candidates: Sequence[Prediction]) -> tuple[int | None, str | None]:
-        """The selector's raw index (None if unusable) and a failure note."""
-        try:
-            out = self.select(conversation=render_conversation(example), tool_docs=render_tool_docs(example),
-                              candidates=render_candidates(candidates))
-            return int(out.index), None
-        except Exception as exc:
-            if not _is_format_failure(exc):
-                raise
-            return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        """The selector's index (None if unusable after one retry, out of range included) and a failure note."""
+        def read(out: Any) -> int:
+            index = int(out.index)
+            if not 0 <= index < len(candidates):
+                raise ValueError(f"index {index} is not one of the {len(candidates)} candidates")
+            return index
+
+        return ask_twice(self.select, {"conversation": render_conversation(example),
+                                       "tool_docs": render_tool_docs(example),
+                                       "candidates": render_candidates(candidates)}, read)
 
     def grade_candidate(self, example: Example, candidate: Prediction) -> Grade:
-        """Score one candidate in [0, 1] (clamped); unusable output gives ``score=None``."""
-        try:
-            out = self.grade(conversation=render_conversation(example), tool_docs=render_tool_docs(example),
-                             candidate=render_calls(candidate))
+        """Score one candidate in [0, 1] (clamped); unusable output (after one retry) gives ``score=None``."""
+        def read(out: Any) -> tuple[float, str]:
             score = float(out.score)
+            if math.isnan(score):
+                raise ValueError("score is NaN")
+            return min(1.0, max(0.0, score)), str(out.rationale or "").strip()
+
+        out, failure = ask_twice(self.grade, {"conversation": render_conversation(example),
+                                              "tool_docs": render_tool_docs(example),
+                                              "candidate": render_calls(candidate)}, read)
+        return Grade(None, "", failed=failure) if out is None else Grade(*out)
+
+
+RETRY_CONFIG = {"saag_retry": 1}
+"""Predict ``config`` of the retry: ``SaagLM`` files the retry under its own cache key, so the
+retry is a fresh request the first time and a cache hit on every re-run."""
+
+
+def ask_twice(predictor: Any, inputs: Mapping[str, Any], read: Any) -> tuple[Any, str | None]:
+    """``(read(predictor(**inputs)), None)``, asking once more when the reply cannot be read (as a
+    malformed reply is retried); ``(None, why)`` when the second reply is unreadable too. Transport
+    failures propagate: they are not the reviewer's answer."""
+    failure: str | None = None
+    for attempt in range(2):
+        try:
+            out = predictor(**inputs) if attempt == 0 else predictor(**inputs, config=_retry_config(predictor))
+            return read(out), None
         except Exception as exc:
             if not _is_format_failure(exc):
                 raise
-            return Grade(None, "", failed=f"{type(exc).__name__}: {str(exc)[:200]}")
-        if math.isnan(score):
-            return Grade(None, str(out.rationale or ""), failed="score is NaN")
-        return Grade(min(1.0, max(0.0, score)), str(out.rationale or "").strip())
+            failure = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None, failure
+
+
+def _retry_config(predictor: Any) -> dict[str, Any]:
+    from saag_opt.lm.client import SaagLM
+
+    lm = getattr(predictor, "lm", None) or dspy.settings.lm
+    return dict(RETRY_CONFIG) if isinstance(lm, SaagLM) else {}
 
 
 class SaagInformedReviewer(Reviewer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -27,6 +28,25 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
     help="Your prompt store: prompt references resolve there and new versions go there; the built-in "
          "seeds (reviewer@v1, reviewer@v2) are visible from any store.")]
+MaxCostOpt = Annotated[Optional[float], typer.Option(
+    "--max-cost", min=0.0, metavar="USD", show_default="no cap",
+    help="Hard cap on the run's LM spend (every role): a call that could pass it is never sent; the run "
+         "stops cleanly, keeping finished work.")]
+
+
+class OnUnusable(str, Enum):
+    """What an unreadable review means."""
+
+    approve = "approve"
+    reject = "reject"
+
+
+OnUnusableOpt = Annotated[OnUnusable, typer.Option(
+    "--on-unusable",
+    help="A review still unreadable after one retry: approve (the call runs as proposed) or reject "
+         "(the agent revises). Counted in every table either way.")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the expected LM calls, tokens and dollars by role, and exit without running.")]
 
 
 def explicit_params(ctx: typer.Context) -> set[str]:

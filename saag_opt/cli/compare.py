@@ -14,7 +14,11 @@ import typer
 
 from saag_opt.cli.common import (
     DatasetOpt,
+    DryRunOpt,
     LimitOpt,
+    MaxCostOpt,
+    OnUnusable,
+    OnUnusableOpt,
     RunsDirOpt,
     SplitOpt,
     StoreOpt,
@@ -42,6 +46,9 @@ def compare(
     limit: LimitOpt = None,
     workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    max_cost: MaxCostOpt = None,
+    on_unusable: OnUnusableOpt = OnUnusable.approve,
+    dry_run: DryRunOpt = False,
     runs_dir: RunsDirOpt = Path("runs"),
     prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
@@ -57,13 +64,20 @@ def compare(
 
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset,
                                   split=split_filter(split), limit=limit, workers=workers, seed=seed,
-                                  runs_dir=runs_dir, prompts_dir=prompts_dir)
+                                  runs_dir=runs_dir, prompts_dir=prompts_dir, max_cost=max_cost,
+                                  on_unusable=on_unusable.value)
     try:  # model options matter only when prompts are evaluated now; two runs need none of them
         settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
         config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     console = Console()
+    if dry_run:
+        from saag_opt.evaluation.compare import preflight_compare
+        from saag_opt.report.estimate_tables import print_estimate
+
+        print_estimate(console, preflight_compare(config).to_dict())
+        return
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_compare(config, on_event=progress, args_passed=passed_values(ctx, values | {"ref_a": ref_a,
                                                                                           "ref_b": ref_b}))

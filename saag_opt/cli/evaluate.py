@@ -12,7 +12,11 @@ import typer
 
 from saag_opt.cli.common import (
     DatasetOpt,
+    DryRunOpt,
     LimitOpt,
+    MaxCostOpt,
+    OnUnusable,
+    OnUnusableOpt,
     RunsDirOpt,
     SplitOpt,
     StoreOpt,
@@ -45,6 +49,9 @@ def evaluate(
     fail_on_error: Annotated[Optional[float], typer.Option("--fail-on-error", min=0.0, max=1.0, metavar="RATE",
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
+    max_cost: MaxCostOpt = None,
+    on_unusable: OnUnusableOpt = OnUnusable.approve,
+    dry_run: DryRunOpt = False,
     runs_dir: RunsDirOpt = Path("runs"),
     prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
@@ -59,12 +66,19 @@ def evaluate(
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, prompt=prompt, mechanism=mechanism,
                                   saag_informed=saag_informed, dataset=dataset, split=split_filter(split),
                                   limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
-                                  fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir)
+                                  fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir,
+                                  max_cost=max_cost, on_unusable=on_unusable.value)
     try:
         config = EvaluateConfig(**values)
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     console = Console()
+    if dry_run:
+        from saag_opt.evaluation.runner import preflight
+        from saag_opt.report.estimate_tables import print_estimate
+
+        print_estimate(console, preflight(config).to_dict())
+        return
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_evaluation(config, on_event=progress, args_passed=passed_values(ctx, values))
     print_evaluate_report(console, result.summary, str(result.run_dir))

@@ -11,7 +11,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from saag_opt.cli.common import DatasetOpt, RunsDirOpt, StoreOpt, WorkersOpt, explicit_params
+from saag_opt.cli.common import (
+    DatasetOpt,
+    DryRunOpt,
+    OnUnusable,
+    OnUnusableOpt,
+    RunsDirOpt,
+    StoreOpt,
+    WorkersOpt,
+    explicit_params,
+)
 from saag_opt.errors import ConfigError
 
 
@@ -44,8 +53,12 @@ def optimize(
     budget: Annotated[Optional[Budget], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
     max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
                                                             help="Cumulative cap on rollouts.")] = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0.0, help="Stop before spending more "
-                                                      "than this many USD (all roles, reflection too).")] = None,
+    max_cost: Annotated[Optional[float], typer.Option(
+        "--max-cost", min=0.0, metavar="USD", show_default="no cap",
+        help="Hard cap on the run's spend: every role, reflection and the test phase, summed over resumes. A call "
+             "that could pass it is never sent; the run stops cleanly and --resume continues it.")] = None,
+    on_unusable: OnUnusableOpt = OnUnusable.approve,
+    dry_run: DryRunOpt = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Continue an optimize run directory.")] = None,
     workers: WorkersOpt = None,
@@ -66,12 +79,12 @@ def optimize(
     from rich.console import Console
 
     from saag_opt.optimize import OptimizeConfig, run_optimize
-    from saag_opt.report.optimize_tables import print_optimize_report
+    from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report
 
     values: dict[str, Any] = dict(
         base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism, dataset=dataset,
         budget=budget.value if budget else None, accept=accept.value, max_metric_calls=max_metric_calls,
-        max_cost=max_cost,
+        max_cost=max_cost, on_unusable=on_unusable.value,
         workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
         evaluate_test=not no_test, runs_dir=str(runs_dir), prompts_dir=str(prompts_dir) if prompts_dir else None,
         resume=str(resume) if resume else None)
@@ -80,10 +93,16 @@ def optimize(
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     console = Console(stderr=True)
+    if dry_run:
+        from saag_opt.optimize.preflight import preflight_optimize
+        from saag_opt.report.estimate_tables import print_estimate
+
+        print_estimate(Console(), preflight_optimize(config).to_dict())
+        return
     passed = ({name for name in explicit_params(ctx) if name in OptimizeConfig.model_fields}
               | ({"evaluate_test"} if no_test else set()))
-    result = run_optimize(config, on_event=lambda e: console.print(f"[dim]optimize:[/] {e.message}"),
-                          overrides=passed)
+    with OptimizeProgress(console) as progress:
+        result = run_optimize(config, on_event=progress, overrides=passed)
     summary = result.to_dict()
     print_optimize_report(Console(), summary)
     if json_out is not None:

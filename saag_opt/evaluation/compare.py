@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.results import (
@@ -257,6 +257,9 @@ class CompareSummary(BaseModel):
     """A vs B on the same examples."""
     notes: list[str] = Field(default_factory=list)
     """Caveats worth reading (different datasets, runs that did not finish, ...)."""
+    stopped: str | None = None
+    """Prompts mode: why the passes ended early (``--max-cost`` reached); the tables cover the
+    examples both versions finished. None = complete."""
 
 
 # -- pure comparison --------------------------------------------------------------------------------
@@ -441,7 +444,8 @@ def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, 
     atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     atomic_write_json(run_dir / "costs.json", {"schema_version": 1, "currency": "USD",
                                               "parts": dict(cost_parts), "roles": _sum_roles(cost_parts)})
-    finish_header(run_dir, header if dataset is None else header.model_copy(update={"dataset": dataset}))
+    stopped = CostCapReached(summary.stopped) if summary.stopped else None
+    finish_header(run_dir, header if dataset is None else header.model_copy(update={"dataset": dataset}), stopped)
 
 
 # -- the two modes ----------------------------------------------------------------------------------
@@ -487,8 +491,16 @@ def _label(version: PromptVersion, other: PromptVersion) -> str:
     return str(version.version)
 
 
-def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, **update: Any) -> EvaluationResult:
-    return run_evaluation(settings.model_copy(update=update), on_event=on_event)
+def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, **update: Any) -> EvaluationResult:
+    return run_evaluation(settings.model_copy(update=update), on_event=on_event, ledger=ledger)
+
+
+def compare_ledger(settings: EvaluateConfig) -> Any:
+    """One ledger over the three passes: ``--max-cost`` caps the comparison, not each pass."""
+    from saag_opt.lm import CostLedger
+    from saag_opt.lm.spendcap import SpendCap
+
+    return CostLedger(cap=SpendCap(settings.max_cost) if settings.max_cost is not None else None)
 
 
 def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
@@ -507,8 +519,13 @@ def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
 
 
 def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: EventSink | None = None,
-                    args_passed: dict[str, Any] | None = None) -> CompareResult:
+                    args_passed: dict[str, Any] | None = None, ledger: Any = None) -> CompareResult:
     """Evaluate both prompt versions on the same examples, the base agent paid once.
+
+    ``ledger``: the ledger (and spend cap) of a bigger run this comparison is part of (optimize's
+    test phase); else the comparison's own, capped by ``evaluation.max_cost``. When the cap stops a
+    pass, the comparison covers the examples both versions finished (``summary.stopped``), or
+    raises ``CostCapReached`` when there are none.
 
     Raises:
         ConfigError: missing evaluation settings, bad dataset/mechanism, a mechanism without reviewer.
@@ -533,16 +550,21 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
                                  {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
     with guarded_run(run_dir, header):
         common = {"seed": config.seed}
+        ledger = ledger if ledger is not None else compare_ledger(settings)
         emit(on_event, "stage", "evaluating the base agent alone", stage="base", label="base")
-        base = _evaluate(settings, on_event, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base", **common)
+        base = _evaluate(settings, on_event, ledger, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base",
+                         **common)
         results = {}
         for key, ref in (("a", ref_a), ("b", ref_b)):
             emit(on_event, "stage", f"evaluating {key.upper()} = {labels[key]}", stage=key, label=labels[key])
-            results[key] = _evaluate(settings, on_event, prompt=ref, runs_dir=run_dir / key, **common)
+            results[key] = _evaluate(settings, on_event, ledger, prompt=ref, runs_dir=run_dir / key, **common)
+        stopped = next((r.summary.stopped for r in (base, *results.values()) if r.summary.stopped), None)
         a, b = (_prompt_side(k, labels[k], results[k], prompts[k]) for k in ("a", "b"))  # type: ignore[arg-type]
+        if stopped and not matched_ids(a, b):
+            raise CostCapReached(stopped)  # nothing both versions finished: no table to show
         summary = compare_sides(a, b, mode="prompts", seed=config.seed)
         summary = summary.model_copy(update={
-            "run_id": run_dir.name, "base_costs": base.summary.costs,
+            "run_id": run_dir.name, "base_costs": base.summary.costs, "stopped": stopped,
             "a": summary.a.model_copy(update={"contaminated": results["a"].summary.contaminated}),
             "b": summary.b.model_copy(update={"contaminated": results["b"].summary.contaminated}),
             "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
@@ -556,6 +578,31 @@ def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dic
     records = [r if r.condition == "base" else r.model_copy(update={"condition": condition}) for r in result.records]
     return _side_from_records(key, label, condition, records, source=prompt, costs=result.summary.costs,
                               run_dir=result.run_dir)
+
+
+def preflight_compare(config: CompareConfig) -> Any:
+    """``--dry-run``: the shared base pass plus one pass per prompt version (base calls cached);
+    two finished runs cost nothing.
+
+    Raises:
+        ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.
+    """
+    from saag_opt.data import load_dataset
+    from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
+    from saag_opt.evaluation.runner import prompt_instructions
+
+    mode, side_a, side_b = detect_mode(config.a, config.b)
+    settings = config.evaluation
+    if mode == "runs" or settings is None:
+        return Estimate("compare", 0, assumptions=["two finished runs: no LM call"])
+    examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit)
+    total = estimate_evaluation(examples, base=settings.base, reviewer=None, mechanism="none", command="compare")
+    for ref in (str(side_a), str(side_b)):
+        version = settings.model_copy(update={"prompt": ref})
+        total.merge(estimate_evaluation(examples, base=settings.base, reviewer=settings.reviewer,
+                                        mechanism=settings.mechanism, instructions=prompt_instructions(version),
+                                        max_repairs=settings.max_repairs, base_cached=True))
+    return total
 
 
 def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
@@ -589,6 +636,7 @@ __all__ = [
     "load_run_side",
     "matched_ids",
     "parse_side",
+    "preflight_compare",
     "run_compare",
     "summarise_side",
 ]

@@ -36,6 +36,7 @@ def summarise_condition(condition: str, records: Sequence[ExampleRecord]) -> Con
         categories=categories, relevance_suite=relevance_suite(categories),
         irrelevance=sum(c for _, c in irrelevant) / irr_n if irr_n else None,
         errors=sum(r.error is not None for r in records),
+        reviewer_unusable=sum(r.reviewer_unusable for r in records),
         mean_seconds=_mean([r.seconds for r in records if r.error is None]))
 
 

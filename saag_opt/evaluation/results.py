@@ -111,6 +111,8 @@ class ExampleRecord(BaseModel):
     """The round-0 base prediction came from the base-prediction cache."""
     notes: list[str] = Field(default_factory=list)
     """Fallbacks taken (invalid selector index, unusable grades, ...)."""
+    reviewer_unusable: int = 0
+    """Reviewer replies (review, selection or grade) still unreadable after one retry."""
     error: str | None = None
     """Set when the example failed (LM call failed after retries, ...); the row still counts."""
 
@@ -156,6 +158,8 @@ class ConditionSummary(BaseModel):
     """Accuracy on the ``irrelevance`` categories (pooled), if any."""
     errors: int = 0
     """Examples whose record carries an ``error``."""
+    reviewer_unusable: int = 0
+    """Reviewer replies that stayed unreadable after one retry (``--on-unusable`` decided them)."""
     mean_seconds: float | None = None
     """Mean latency per example (errors excluded)."""
 
@@ -204,6 +208,10 @@ class EvaluationSummary(BaseModel):
     """Cost ledger per role (calls, tokens, dollars, seconds)."""
     contaminated: list[str] = Field(default_factory=list)
     """Evaluated splits the reviewer prompt was trained or selected on (``["val"]``): not held out."""
+    stopped: str | None = None
+    """Why the run ended before every example was evaluated (``--max-cost`` reached); None = complete."""
+    on_unusable: str = "approve"
+    """How unreadable reviews (``reviewed.reviewer_unusable``) were decided: approve or reject."""
 
 
 class RunContents(BaseModel):

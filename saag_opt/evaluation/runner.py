@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -37,7 +37,7 @@ from saag_opt.agents import (
     SaagInformedReviewer,
     parse_mechanism,
 )
-from saag_opt.errors import ConfigError, RunError
+from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
@@ -110,6 +110,11 @@ class EvaluateConfig(BaseModel):
     """First backoff delay in seconds (doubles per attempt, jittered)."""
     request_timeout: float | None = Field(default=None, gt=0.0)
     """Per-request timeout in seconds (None = the client's default)."""
+    max_cost: float | None = Field(default=None, gt=0.0)
+    """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
+    stops cleanly with the finished examples kept (``summary.stopped``)."""
+    on_unusable: Literal["approve", "reject"] = "approve"
+    """What an unreadable review (after one retry) means: approve = the base call runs as proposed."""
 
     @field_validator("mechanism")
     @classmethod
@@ -166,12 +171,22 @@ class _Setup:
     """The reviewer's prompt version (None without a reviewer): what it was trained/selected on."""
 
 
-def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Setup:
+def run_ledger(config: EvaluateConfig, parent: Any = None) -> Any:
+    """This run's ledger: a child of ``parent`` (whose cap covers a bigger run), else its own,
+    capped by ``config.max_cost``."""
+    from saag_opt.lm import CostLedger
+    from saag_opt.lm.spendcap import SpendCap
+
+    if parent is not None:
+        return parent.child()
+    return CostLedger(cap=SpendCap(config.max_cost) if config.max_cost is not None else None)
+
+
+def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger: Any) -> _Setup:
     """Open models and build agent, reviewer and mechanism (raises for systemic faults)."""
-    from saag_opt.lm import CostLedger, open_lm, parse_model_spec
+    from saag_opt.lm import open_lm, parse_model_spec
 
     mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
-    ledger = CostLedger()
     options: dict[str, Any] = {"retries": config.retries, "retry_base_delay": config.retry_base_delay}
     if config.request_timeout is not None:
         options["timeout"] = config.request_timeout
@@ -188,7 +203,7 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example]) -> _Set
         reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
         reviewer.set_lm(reviewer_lm)
     cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
-    ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs)
+    ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs, on_unusable=config.on_unusable)
     return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id, version)
 
 
@@ -211,8 +226,12 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
 
 
 def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
-                   args_passed: dict[str, Any] | None = None) -> EvaluationResult:
+                   args_passed: dict[str, Any] | None = None, ledger: Any = None) -> EvaluationResult:
     """Evaluate ``config`` and write ``runs/<timestamp>-evaluate/``.
+
+    ``ledger``: the ledger (and spend cap) of a bigger run this evaluation is part of (compare's
+    passes, optimize's test phase); the run books into a child of it. When the cap is reached the
+    run ends with ``status="stopped"`` and a summary over the examples that finished.
 
     Raises:
         ConfigError: bad dataset/split/prompt/mechanism, or a mechanism without a reviewer.
@@ -229,16 +248,41 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
     header = _header(config, run_dir, examples, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
-        setup = _build(config, run_dir.name, examples)
+        setup = _build(config, run_dir.name, examples, run_ledger(config, ledger))
         emit(on_event, "run_started", f"run directory {run_dir}", run_dir=str(run_dir), total=len(examples))
-        records = _run_all(setup, run_dir, on_event)
+        records, stopped = _run_all(setup, run_dir, on_event)
         summary = summarise(records, setup, seed=config.seed)
+        if stopped is not None:
+            summary = summary.model_copy(update={"stopped": str(stopped)})
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
         atomic_write_json(run_dir / "costs.json", setup.ledger.to_dict())
         _check_error_rate(config, summary)
-    finish_header(run_dir, header)
+    finish_header(run_dir, header, stopped)
     emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return EvaluationResult(run_dir, summary, records)
+
+
+def preflight(config: EvaluateConfig) -> Any:
+    """``--dry-run``: the expected calls, tokens and dollars by role; loads data, opens no model.
+
+    Raises:
+        ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
+    """
+    from saag_opt.data import load_dataset
+    from saag_opt.evaluation.estimate import estimate_evaluation
+
+    examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
+    return estimate_evaluation(examples, base=config.base, reviewer=config.reviewer, mechanism=config.mechanism,
+                               instructions=prompt_instructions(config), max_repairs=config.max_repairs)
+
+
+def prompt_instructions(config: EvaluateConfig) -> dict[str, str]:
+    """The reviewer prompt's instructions ({} when the mechanism has no reviewer)."""
+    if config.reviewer is None or not parse_mechanism(config.mechanism).needs_reviewer:
+        return {}
+    from saag_opt.artifacts import resolve_ref
+
+    return dict(resolve_ref(config.prompt, config.prompts_dir).instructions)
 
 
 def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> None:
@@ -250,15 +294,26 @@ def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> Non
                        f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
 
 
-def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None) -> list[ExampleRecord]:
+def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None
+             ) -> tuple[list[ExampleRecord], CostCapReached | None]:
+    """Every example's records, or those finished before the spend cap stopped the run (and why)."""
     writer = RecordWriter(run_dir / "records.jsonl")
     records: list[ExampleRecord] = []
+    stopped: CostCapReached | None = None
     lock, done, total = threading.Lock(), 0, len(setup.examples)
     try:
         with ThreadPoolExecutor(max_workers=setup.config.workers, thread_name_prefix="saag-eval") as pool:
             futures = [pool.submit(_evaluate_example, setup, ex) for ex in setup.examples]
             for future in as_completed(futures):
-                pair = future.result()  # _evaluate_example never raises
+                if future.cancelled():
+                    continue
+                try:
+                    pair = future.result()  # _evaluate_example raises only when the spend cap stops the run
+                except CostCapReached as exc:
+                    stopped = stopped or exc
+                    for other in futures:
+                        other.cancel()
+                    continue
                 for record in pair:
                     writer.write(record)
                 with lock:
@@ -271,15 +326,24 @@ def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None) -> list[E
         writer.close()
     order = {ex.id: i for i, ex in enumerate(setup.examples)}
     records.sort(key=lambda r: (order.get(r.example_id, 0), r.condition != "base"))
-    return records
+    return records, stopped
 
 
 def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, ExampleRecord]:
-    """Both records for one example; any failure becomes an ``error`` record (never raises)."""
+    """Both records for one example; any failure becomes an ``error`` record.
+
+    Raises:
+        CostCapReached: the spend cap refused a call; the example is unfinished and not recorded.
+    """
     spec = setup.mechanism.spec
+    cap = setup.ledger.cap
+    if cap is not None and cap.reached:
+        raise CostCapReached(cap.message())
     try:
         base = setup.ctx.propose_initial(setup.agent, example)
         base_record = _base_record(setup, example, base)
+    except CostCapReached:
+        raise
     except Exception as exc:
         message = _error_text(exc)
         return _failed_record(setup, example, "base", message), _failed_record(setup, example, spec, message)
@@ -288,6 +352,8 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
         with lm_scope, dspy.track_usage() as tracker:
             outcome = setup.mechanism.run(example, setup.agent, setup.reviewer, ctx=setup.ctx)
         return base_record, _mechanism_record(setup, example, outcome, _tracker_tokens(tracker))
+    except CostCapReached:
+        raise
     except Exception as exc:
         failed = _failed_record(setup, example, spec, _error_text(exc))
         return base_record, failed.model_copy(update={"base": base_record.final, "base_saag": base_record.saag})
@@ -338,7 +404,7 @@ def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome
         base_saag=base_saag,
         rounds=rounds, candidates=cands, selected=outcome.selected, reviewer_calls=outcome.reviewer_calls,
         agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, tokens=tokens,
-        cached=outcome.base.cached, notes=list(outcome.notes))
+        cached=outcome.base.cached, notes=list(outcome.notes), reviewer_unusable=outcome.reviewer_unusable)
 
 
 def _failed_record(setup: _Setup, example: Example, condition: str, message: str) -> ExampleRecord:
@@ -360,6 +426,6 @@ def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0)
         errors=paired.errors, base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm,
         latency=paired.latency, reviewer_calls_per_item=paired.reviewer_calls_per_item,
         agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
-        costs=setup.ledger.to_dict(),
+        costs=setup.ledger.to_dict(), on_unusable=setup.config.on_unusable,
         contaminated=list(setup.prompt_version.contaminated({e.split for e in setup.examples if e.split}))
         if setup.prompt_version is not None else [])

@@ -11,11 +11,15 @@ labels only, never keys or prompts.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from saag_opt.lm.specs import ModelSpec
+
+if TYPE_CHECKING:
+    from saag_opt.lm.spendcap import SpendCap
 
 
 @dataclass
@@ -43,11 +47,30 @@ class RoleAccount:
 
 
 class CostLedger:
-    """Thread-safe per-role accounts of calls, cache hits, tokens, dollars and seconds."""
+    """Thread-safe per-role accounts of calls, cache hits, tokens, dollars and seconds.
 
-    def __init__(self) -> None:
+    ``cap`` (a ``SpendCap``) makes ``--max-cost`` hard: every LM booking into this ledger first
+    reserves its worst case there. A ``child()`` ledger books into itself *and* its parent and
+    shares the parent's cap, so one run's passes (compare's three evaluations, optimize's test
+    phase) each keep their own accounts while one cap and one total cover them all.
+    """
+
+    def __init__(self, *, cap: SpendCap | None = None, parent: CostLedger | None = None) -> None:
         self._accounts: dict[str, RoleAccount] = {}
         self._lock = threading.Lock()
+        self._cap = cap
+        self._parent = parent
+
+    @property
+    def cap(self) -> SpendCap | None:
+        """The spend cap every call booked here must reserve under (inherited from the parent)."""
+        if self._cap is not None:
+            return self._cap
+        return self._parent.cap if self._parent is not None else None
+
+    def child(self) -> CostLedger:
+        """A ledger for one part of the run: its own accounts, booked into this one too, same cap."""
+        return CostLedger(parent=self)
 
     def record(
         self,
@@ -64,6 +87,10 @@ class CostLedger:
         model: str | None = None,
     ) -> None:
         """Add one logical call (retries included). A cache hit is a call and a hit, with no tokens or dollars."""
+        if self._parent is not None:
+            self._parent.record(role, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                cached_prompt_tokens=cached_prompt_tokens, seconds=seconds, dollars=dollars,
+                                cached=cached, error=error, retries=retries, model=model)
         with self._lock:
             acct = self._accounts.setdefault(role, RoleAccount())
             acct.calls += 1
@@ -94,6 +121,17 @@ class CostLedger:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.Lock()
         self._accounts = {r: RoleAccount(**a) for r, a in state["accounts"].items()}
+        self._cap, self._parent = None, None
+
+    def restore(self, roles: dict[str, dict[str, Any]]) -> None:
+        """Add the per-role accounts of an earlier attempt of the same run (``costs.json`` "roles"),
+        so a resumed run's totals, and its cap, count what was already spent."""
+        with self._lock:
+            for role, values in roles.items():
+                if role == "total" or not isinstance(values, dict):
+                    continue
+                known = {k: v for k, v in values.items() if k in RoleAccount.__dataclass_fields__}
+                self._accounts.setdefault(role, RoleAccount()).add(RoleAccount(**known))
 
     def account(self, role: str) -> RoleAccount:
         """A copy of one role's account (zeros if the role never called)."""
@@ -129,9 +167,22 @@ def _rounded(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """Dollars per token and the most tokens one reply can have (None = unknown)."""
+
+    input: float
+    output: float
+    cached_input: float
+    max_output_tokens: int | None = None
+
+
+FREE = ModelPrice(0.0, 0.0, 0.0)
+"""Local, compatible and fake servers: tokens and seconds are counted, dollars are 0."""
+
+
 @functools.lru_cache(maxsize=64)
-def _rates(model: str) -> tuple[float, float, float] | None:
-    """(input, output, cached-input) dollars per token from dspy's bundled price map, or None."""
+def _openai_price(model: str) -> ModelPrice | None:
     from dspy.clients.model_metadata import model_info
 
     info = model_info("openai", model) or {}
@@ -139,19 +190,53 @@ def _rates(model: str) -> tuple[float, float, float] | None:
     if not isinstance(inp, (int, float)) or not isinstance(out, (int, float)):
         return None
     cached = info.get("cache_read_input_token_cost")
-    return float(inp), float(out), float(cached) if isinstance(cached, (int, float)) else float(inp)
+    limit = info.get("max_output_tokens") or info.get("max_tokens")
+    return ModelPrice(float(inp), float(out), float(cached) if isinstance(cached, (int, float)) else float(inp),
+                      int(limit) if isinstance(limit, (int, float)) else None)
+
+
+def model_price(spec: ModelSpec) -> ModelPrice | None:
+    """The price of ``spec`` from dspy's bundled price map; ``FREE`` off OpenAI, None when unknown."""
+    if spec.kind != "openai":
+        return FREE
+    return _openai_price(spec.model)
 
 
 def price_call(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
     """Dollars for one call; 0 for local/compatible/fake servers, None when OpenAI's price is unknown."""
-    if spec.kind != "openai":
-        return 0.0
-    rates = _rates(spec.model)
-    if rates is None:
+    price = model_price(spec)
+    if price is None:
         return None
-    inp, out, cached_rate = rates
     cached = min(cached_prompt_tokens, prompt_tokens)
-    return (prompt_tokens - cached) * inp + cached * cached_rate + completion_tokens * out
+    return (prompt_tokens - cached) * price.input + cached * price.cached_input + completion_tokens * price.output
+
+
+def prompt_token_bound(*parts: Any) -> int:
+    """An upper bound on the prompt tokens of a request: the UTF-8 bytes of its JSON.
+
+    Why bytes: a BPE token covers at least one byte, and the JSON keys, quotes and escapes more
+    than pay for the chat template's few tokens per message, so no tokenizer is needed.
+    """
+    return len(json.dumps(parts, ensure_ascii=True, default=_schema_or_str).encode())
+
+
+def _schema_or_str(value: Any) -> Any:
+    schema = getattr(value, "model_json_schema", None)  # a pydantic response_format is sent as its schema
+    return schema() if callable(schema) else str(value)
+
+
+def worst_case_dollars(spec: ModelSpec, prompt_tokens: int, max_tokens: int | None, n: int = 1) -> float | None:
+    """The most one call can cost: every prompt token at the full input rate plus ``n`` replies of
+    ``max_tokens`` (the model's own output limit when the request sets none). None = unbounded."""
+    price = model_price(spec)
+    if price is None:
+        return None
+    if price.input == 0 and price.output == 0:
+        return 0.0
+    limit = max_tokens or price.max_output_tokens
+    if limit is None:
+        return None
+    return prompt_tokens * price.input + max(1, n) * limit * price.output
 
 
 def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int]:
@@ -164,4 +249,5 @@ def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int]:
     return int(prompt), int(completion), int(cached)
 
 
-__all__ = ["CostLedger", "RoleAccount", "price_call", "usage_numbers"]
+__all__ = ["FREE", "CostLedger", "ModelPrice", "RoleAccount", "model_price", "price_call", "prompt_token_bound",
+           "usage_numbers", "worst_case_dollars"]

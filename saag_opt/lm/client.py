@@ -16,6 +16,7 @@ Design (DESIGN sections 5, 9, 10):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import json
@@ -23,14 +24,21 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 from dspy.utils.usage_tracker import UsageTracker
 
-from saag_opt.errors import ModelUnavailableError
-from saag_opt.lm.accounting import CostLedger, price_call, usage_numbers
+from saag_opt.errors import ConfigError, ModelUnavailableError, SaagOptError
+from saag_opt.lm.accounting import (
+    CostLedger,
+    price_call,
+    prompt_token_bound,
+    usage_numbers,
+    worst_case_dollars,
+)
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
 from saag_opt.lm.retry import (
     LMCallError,
@@ -41,8 +49,10 @@ from saag_opt.lm.retry import (
     with_retries,
 )
 from saag_opt.lm.specs import ModelSpec, is_reasoning_model, parse_model_spec
+from saag_opt.lm.spendcap import Hold
 
 REASONING_MIN_TOKENS = 16000
+_RETRY_MARK = "#retry"  # in the rollout id of a caller's retry; see SaagLM._salted
 # lm15 says "failed to connect to host:port: [Errno 111] Connection refused"; DNS failures look alike.
 _CONNECT_FAILURE = re.compile(r"failed to connect|connection refused|name or service not known|nodename", re.I)
 _WARNED: set[tuple[str, float]] = set()
@@ -94,8 +104,18 @@ class SaagLM(dspy.LM):
 
     def _warn_zero_temp_rollout(self, temperature: float | None, rollout_id: Any) -> None:
         """Our cache namespace is not a rollout; keep dspy's warning for user-set rollout ids only."""
-        if rollout_id != getattr(self, "cache_namespace", None):
+        ours = rollout_id == getattr(self, "cache_namespace", None) or _RETRY_MARK in str(rollout_id)
+        if not ours:
             super()._warn_zero_temp_rollout(temperature, rollout_id)
+
+    def _salted(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``saag_retry=N`` (a caller's retry of an unreadable answer) becomes part of the cache key:
+        the retry is a new request the first time, and replays from the cache on a re-run."""
+        retry = kwargs.pop("saag_retry", None)
+        if not retry:
+            return kwargs
+        namespace = self.kwargs.get("rollout_id")
+        return {**kwargs, "rollout_id": f"{'' if namespace is None else namespace}{_RETRY_MARK}{retry}"}
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         """The completions only (dspy's ``LM.__call__`` contract)."""
@@ -108,16 +128,18 @@ class SaagLM(dspy.LM):
             ModelUnavailableError: server unreachable or key rejected (systemic).
             LMCallError: still failing after the retry policy (per-example failure).
         """
+        kwargs = self._salted(kwargs)
         probes: list[_UsageProbe] = []
         started = time.monotonic()
 
         def attempt() -> Any:
+            call_kwargs = dict(kwargs)
+            if probes and isinstance(errors[-1], MalformedReplyError):
+                call_kwargs["cache"] = False  # do not replay a cached empty reply
+            hold = self._reserve(prompt, messages, call_kwargs)  # before the probe: a refused call is no call
             probe = _UsageProbe(dspy.settings.usage_tracker)
             probes.append(probe)
-            call_kwargs = dict(kwargs)
-            if len(probes) > 1 and isinstance(errors[-1], MalformedReplyError):
-                call_kwargs["cache"] = False  # do not replay a cached empty reply
-            with dspy.context(usage_tracker=probe):
+            with _settled(hold, probe, self.spec), dspy.context(usage_tracker=probe):
                 outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
             if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                 raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
@@ -129,21 +151,42 @@ class SaagLM(dspy.LM):
                                    max_delay=self.retry.max_delay, retry_on=lambda exc: _should_retry(exc, errors),
                                    on_retry=lambda n, exc, delay: errors.append(exc))
         except Exception as exc:
-            self._book(probes, started, error=True)
+            if probes:
+                self._book(probes, started, error=True)
             raise self._translate(exc, len(probes)) from exc
         return outputs, self._book(probes, started, error=False)
 
+    def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
+        """Hold this attempt's worst-case price under the ledger's spend cap (None when uncapped).
+
+        Raises:
+            CostCapReached: the cap has no room for this call.
+        """
+        cap = self.ledger.cap
+        if cap is None:
+            return None
+        options = {**self.kwargs, **call_kwargs}
+        max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
+        tokens = prompt_token_bound(prompt, messages, options.get("tools"), options.get("tool_choice"),
+                                    options.get("response_format"))
+        worst = worst_case_dollars(self.spec, tokens, max_tokens, int(options.get("n") or 1))
+        if worst is None:  # open_lm refuses such a model under a cap; this guards direct SaagLM users
+            raise ConfigError(f"max_cost: the price of {self.spec.label} is unknown, so its calls cannot be capped")
+        return cap.reserve(worst, what=f"a {self.role} call to {self.spec.label}")
+
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         """Async twin of ``__call__`` (same retries and booking) for ``Predict.acall`` users."""
+        kwargs = self._salted(kwargs)
         probes: list[_UsageProbe] = []
         errors: list[BaseException] = []
         started = time.monotonic()
         for attempt in range(self.retry.attempts):
-            probe = _UsageProbe(dspy.settings.usage_tracker)
-            probes.append(probe)
             call_kwargs = dict(kwargs, cache=False) if errors and isinstance(errors[-1], MalformedReplyError) else kwargs
             try:
-                with dspy.context(usage_tracker=probe):
+                hold = self._reserve(prompt, messages, dict(call_kwargs))
+                probe = _UsageProbe(dspy.settings.usage_tracker)
+                probes.append(probe)
+                with _settled(hold, probe, self.spec), dspy.context(usage_tracker=probe):
                     outputs = await super().acall(prompt, messages=messages, **call_kwargs)
                 if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                     raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
@@ -151,7 +194,8 @@ class SaagLM(dspy.LM):
                 return outputs
             except Exception as exc:
                 if attempt + 1 >= self.retry.attempts or not _should_retry(exc, errors):
-                    self._book(probes, started, error=True)
+                    if probes:
+                        self._book(probes, started, error=True)
                     raise self._translate(exc, len(probes)) from exc
                 errors.append(exc)
                 await asyncio.sleep(backoff_delay(attempt, self.retry, getattr(exc, "retry_after", None)))
@@ -181,9 +225,33 @@ class SaagLM(dspy.LM):
             reason = "connection refused" if "refused" in first.lower() else first.rsplit(": ", 1)[-1]
             where = self.kwargs.get("api_base") or "https://api.openai.com/v1"
             return ModelUnavailableError(f"cannot reach {where}: {reason}")
-        if isinstance(exc, (LMCallError, ModelUnavailableError)):
+        if isinstance(exc, (LMCallError, ModelUnavailableError, SaagOptError)):
             return exc
         return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
+
+
+@contextlib.contextmanager
+def _settled(hold: Hold | None, probe: _UsageProbe, spec: ModelSpec) -> Iterator[None]:
+    """Settle a cap hold with what the attempt inside cost (nothing to do when uncapped)."""
+    if hold is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException as exc:
+        hold.settle(_billed_if_failed(exc, probe, hold.dollars, spec))
+        raise
+    hold.settle(price_call(spec, *probe.numbers()) if probe.called else 0.0)
+
+
+def _billed_if_failed(exc: BaseException, probe: _UsageProbe, worst: float, spec: ModelSpec) -> float:
+    """What a failed attempt may have cost: its usage if the server reported one, nothing for an
+    HTTP error status (providers do not bill refused requests), else (timeouts, resets, unreadable
+    bodies: the server may have generated the reply) its worst case."""
+    if probe.called:
+        return price_call(spec, *probe.numbers()) or 0.0
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    return 0.0 if isinstance(status, int) and 400 <= status < 600 else worst
 
 
 def _has_content(output: Any) -> bool:
@@ -273,6 +341,9 @@ def open_lm(
     endpoint = get_backend(parsed.kind).endpoint(parsed)
     temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
     policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)
+    if ledger is not None and ledger.cap is not None and worst_case_dollars(parsed, 1, max_tokens) is None:
+        raise ConfigError(f"max_cost: {parsed.text} has no known price (or no output limit) in dspy's price map, "
+                          "so its calls cannot be capped; drop --max-cost or use a priced model")
     return SaagLM(endpoint, spec=parsed, role=role, ledger=ledger if ledger is not None else CostLedger(),
                   retry=policy, temperature=temperature, max_tokens=max_tokens, cache=cache, **kwargs)
 

@@ -3,23 +3,22 @@
 A GEPA *metric call* is one program rollout. Our rollouts never re-pay the base agent's first
 answer (it is cached), so a rollout costs the reviewer's calls plus the base agent's revisions
 after a rejection. Reflection calls are outside ``max_metric_calls`` entirely; dspy.GEPA cannot cap
-them (``max_reflection_cost`` is refused), so ``CostStopper`` reads our own ``CostLedger``, which
-counts every role, reflection included.
+them (``max_reflection_cost`` is refused), so ``--max-cost`` is our own ``SpendCap``, which every
+LM call of every role (reflection and the test phase included) reserves under before it is sent.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.errors import ConfigError
 
 if TYPE_CHECKING:
     from saag_opt.optimize.config import OptimizeConfig
-    from saag_opt.optimize.world import World
 
 BudgetName = Literal["light", "medium", "heavy"]
 
@@ -85,6 +84,8 @@ class CostEstimate:
     tokens: int
     dollars: float
     assumptions: str
+    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per role (reviewer, base, reflection): calls, prompt and completion tokens, dollars."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly copy."""
@@ -104,6 +105,11 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
     reviewer_calls = math.ceil(rollouts * reviews_per_rollout)
     base_calls = math.ceil(rollouts * revisions_per_rollout)
     reflection_calls = 2 * math.ceil(rollouts / max(1, 2 * minibatch))
+    roles = {role: {"calls": calls, "prompt_tokens": int(calls * size[0]), "completion_tokens": int(calls * size[1]),
+                    "dollars": round(price.dollars(calls * size[0], calls * size[1]), 4)}
+             for role, calls, size, price in (("reviewer", reviewer_calls, review_tokens, reviewer_price),
+                                              ("base", base_calls, base_tokens, base_price),
+                                              ("reflection", reflection_calls, reflection_tokens, reflection_price))}
     dollars = (reviewer_price.dollars(reviewer_calls * review_tokens[0], reviewer_calls * review_tokens[1])
                + base_price.dollars(base_calls * base_tokens[0], base_calls * base_tokens[1])
                + reflection_price.dollars(reflection_calls * reflection_tokens[0],
@@ -114,19 +120,21 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
             "base first answers cached; reflection calls not capped by max_metric_calls")
     return CostEstimate(rollouts=rollouts, reviewer_calls=reviewer_calls, base_calls=base_calls,
                         reflection_calls=reflection_calls, lm_calls=reviewer_calls + base_calls + reflection_calls,
-                        tokens=tokens, dollars=round(dollars, 4), assumptions=note)
+                        tokens=tokens, dollars=round(dollars, 4), assumptions=note, roles=roles)
 
 
-def estimate_run(config: OptimizeConfig, world: World, examples: Sequence[Any], rollouts: int) -> Any:
-    """Up-front estimate from the examples' prompt sizes and the models' prices."""
+def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], examples: Sequence[Any],
+                 rollouts: int) -> CostEstimate:
+    """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices
+    (needs no open model: ``--dry-run`` calls it too)."""
+    from saag_opt.agents.mechanisms import parse_mechanism
     from saag_opt.agents.reviewer import render_conversation, render_tool_docs
     from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
-    from saag_opt.optimize.budget import Price, estimate_cost
 
     sample = list(examples)[:20]
     prompt = sum(len(render_conversation(e)) + len(render_tool_docs(e)) for e in sample) / max(1, len(sample)) / 4
-    instr = sum(len(t) for t in world.seed.instructions.values()) / 4
-    reviews, revisions = world.mechanism.calls_per_example()
+    instr = sum(len(t) for t in seed_instructions.values()) / 4
+    reviews, revisions = parse_mechanism(config.mechanism).calls_per_example()
 
     def price(text: str) -> Price:
         model = parse_model_spec(text)
@@ -144,38 +152,28 @@ def estimate_run(config: OptimizeConfig, world: World, examples: Sequence[Any], 
 
 
 class CostStopper:
-    """gepa stop callback: stop at an iteration boundary once spend would pass ``max_cost``.
+    """gepa stop callback: end the run at the next iteration boundary once the spend cap refused a call.
 
-    It reads ``spent()`` (the ledger's total over every role, reflection included) and projects
-    the next iteration from the most expensive one so far, so a run ends *before* the iteration
-    that would cross the cap. A cap can still be crossed by one iteration whose cost jumps (a
-    full val eval after an accepted candidate); ``overshoot`` on the result reports it.
+    The cap itself is enforced per LM call (``lm.spendcap.SpendCap``: nothing is sent that could
+    pass ``--max-cost``); this only stops GEPA from starting iterations whose calls would all be
+    refused, and reports the stop once.
     """
 
-    def __init__(self, max_cost: float, spent: Callable[[], float], *,
-                 on_stop: Callable[[float], None] | None = None) -> None:
-        if max_cost <= 0:
-            raise ConfigError(f"max_cost: must be > 0 USD, got {max_cost}")
-        self.max_cost = max_cost
-        self._spent = spent
+    def __init__(self, cap: Any, *, on_stop: Callable[[str], None] | None = None) -> None:
+        self.cap = cap
         self._on_stop = on_stop
-        self._last = spent()
-        self._worst_step = 0.0
         self.stopped = False
         self.stopped_at: float | None = None
 
     def __call__(self, gepa_state: Any) -> bool:
-        """True when the next iteration is projected to cross the cap."""
-        now = self._spent()
-        self._worst_step = max(self._worst_step, now - self._last)
-        self._last = now
-        if now >= self.max_cost or now + self._worst_step > self.max_cost:
-            if not self.stopped:
-                self.stopped, self.stopped_at = True, time.time()
-                if self._on_stop is not None:
-                    self._on_stop(now)
-            return True
-        return False
+        """True once the cap has been reached."""
+        if not self.cap.reached:
+            return False
+        if not self.stopped:
+            self.stopped, self.stopped_at = True, time.time()
+            if self._on_stop is not None:
+                self._on_stop(self.cap.message())
+        return True
 
 
 __all__ = ["AUTO_CANDIDATES", "BudgetName", "CostEstimate", "CostStopper", "Price", "auto_metric_calls",

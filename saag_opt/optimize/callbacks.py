@@ -28,8 +28,11 @@ class ArtifactWriter:
     """
 
     def __init__(self, store: Any, *, seed_version: Any, map_path: Path, metadata: Mapping[str, Any],
-                 spent: Callable[[], float], sink: EventSink | None = None) -> None:
+                 spent: Callable[[], float], sink: EventSink | None = None, cap: Any = None) -> None:
         self.store = store
+        self.cap = cap
+        self.val_means: dict[int, float] = {}
+        self.incomplete: list[int] = []
         self.seed = seed_version
         self.map_path = map_path
         self.metadata = dict(metadata)
@@ -52,8 +55,12 @@ class ArtifactWriter:
     def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
         """Save a prompt version for a new pool member (never raises: errors are kept for the run)."""
         idx = int(event["candidate_idx"])
+        if self.cap is not None and self.cap.reached:  # some rollouts were refused: the score is not real
+            self.incomplete.append(idx)
+            return
         with self._lock:  # per-example val scores (persisted with the next version): the report's Pareto marks
             self.val_scores[idx] = {str(k): float(v) for k, v in (event.get("scores_by_val_id") or {}).items()}
+            self.val_means[idx] = float(event["average_score"])
         if idx == 0:
             return
         try:
@@ -77,6 +84,23 @@ class ArtifactWriter:
                                               "val_scores": {str(k): v for k, v in sorted(self.val_scores.items())}})
         emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
+
+
+    def best_saved(self) -> str:
+        """The saved version with the highest complete val score (the seed when none beats it).
+
+        Scores seen in this process come from GEPA's events; versions saved by an earlier attempt of
+        a resumed run carry theirs in the store.
+        """
+        scores: dict[int, float] = {}
+        for idx, version in self.versions.items():
+            if idx in self.val_means:
+                scores[idx] = self.val_means[idx]
+            elif idx:
+                stored = self.store.get(self.seed.program, version).scores.get("val_accuracy")
+                if isinstance(stored, (int, float)):
+                    scores[idx] = float(stored)
+        return self.versions[max(scores, key=lambda i: (scores[i], -i))] if scores else self.seed.version
 
 
 class FatalStopper:

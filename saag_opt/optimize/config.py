@@ -35,7 +35,10 @@ class OptimizeConfig(BaseModel):
     max_metric_calls: int | None = Field(default=None, gt=0)
     """Cumulative cap on program rollouts (GEPA metric calls)."""
     max_cost: float | None = Field(default=None, gt=0)
-    """Stop at an iteration boundary before spend (all roles, reflection included) passes this (USD)."""
+    """Hard cap in USD on the whole run (every role, reflection and the test phase included, summed
+    over resumes): a call that could pass it is never sent; the run stops cleanly and can resume."""
+    on_unusable: Literal["approve", "reject"] = "approve"
+    """What an unreadable review (after its retry) means, in rollouts and on test."""
     workers: int | None = Field(default=None, ge=1, le=64)
     """Concurrent rollouts; None = 4, or 1 with an embedded model."""
     seed: int = 0

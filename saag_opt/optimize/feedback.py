@@ -24,7 +24,8 @@ import dspy
 
 from saag_opt.model import Example, ToolCall, canonical_json
 
-OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept right", "kept wrong after review"]
+OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept right", "kept wrong after review",
+                       "reviewer error"]
 """How a review changed one example: the paired (base, final) correctness plus whether it objected."""
 
 OUTCOME_ADVICE: dict[str, str] = {
@@ -37,6 +38,9 @@ OUTCOME_ADVICE: dict[str, str] = {
     "kept right": "Correct call approved. Keep this behaviour.",
     "kept wrong after review": "The reviewer objected to a wrong call, but the final call is still wrong: its "
                                "feedback was not specific enough for the agent to fix the call.",
+    "reviewer error": "The reviewer's reply could not be read, even when asked twice, so it took no part in the "
+                      "decision (a fixed policy did). The instruction must make the reviewer answer every time "
+                      "with exactly the requested output fields and value types.",
 }
 
 
@@ -47,6 +51,7 @@ class ReviewStep:
     error: bool
     feedback: str
     revised: tuple[ToolCall, ...] | None
+    unusable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,8 @@ class RolloutView:
     steps: tuple[ReviewStep, ...]
     final_calls: tuple[ToolCall, ...]
     error: str | None = None
+    unusable: int = 0
+    """Reviewer replies that stayed unreadable (reviews, a selection, grades)."""
 
     @property
     def objected(self) -> bool:
@@ -64,8 +71,11 @@ class RolloutView:
         return any(step.error for step in self.steps)
 
 
-def classify_outcome(base_correct: bool, final_correct: bool, objected: bool) -> OutcomeClass:
-    """Name the paired outcome; ``broken`` and ``fixed`` win over verdict-based classes."""
+def classify_outcome(base_correct: bool, final_correct: bool, objected: bool, unusable: bool = False) -> OutcomeClass:
+    """Name the paired outcome; an unreadable reviewer reply wins (it is the reviewer's error whatever
+    the policy made of it), then ``broken`` and ``fixed`` win over verdict-based classes."""
+    if unusable:
+        return "reviewer error"
     if base_correct and not final_correct:
         return "broken"
     if not base_correct and final_correct:
@@ -93,9 +103,12 @@ def view_outcome(outcome: Any) -> RolloutView:
     """
     if isinstance(outcome, RolloutView):
         return outcome
-    steps = [ReviewStep(error=getattr(r, "verdict", "") in ("reject", "saag_fail"),
-                        feedback=str(getattr(r, "feedback", None) or getattr(r, "note", None) or ""),
-                        revised=_calls_of(r.revised) if getattr(r, "revised", None) is not None else None)
+    steps = [ReviewStep(error=getattr(r, "verdict", "") in ("reject", "saag_fail") or (
+                            getattr(r, "verdict", "") == "reviewer_failed" and getattr(r, "revised", None) is not None),
+                        feedback=str((getattr(r, "note", None) if getattr(r, "verdict", "") == "reviewer_failed"
+                                      else None) or getattr(r, "feedback", None) or getattr(r, "note", None) or ""),
+                        revised=_calls_of(r.revised) if getattr(r, "revised", None) is not None else None,
+                        unusable=getattr(r, "verdict", "") == "reviewer_failed")
              for r in getattr(outcome, "rounds", ()) or ()]
     base = _calls_of(getattr(outcome, "base", None))
     final = _calls_of(getattr(outcome, "final", None))
@@ -103,7 +116,8 @@ def view_outcome(outcome: Any) -> RolloutView:
     if candidates:
         steps.append(ReviewStep(error=final != base, feedback=_describe_candidates(outcome), revised=final))
     return RolloutView(base_calls=base, steps=tuple(steps), final_calls=final,
-                       error=getattr(outcome, "error", None))
+                       error=getattr(outcome, "error", None),
+                       unusable=int(getattr(outcome, "reviewer_unusable", 0) or sum(s.unusable for s in steps)))
 
 
 def _describe_candidates(outcome: Any) -> str:
@@ -148,7 +162,7 @@ def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None
                                objective_scores={"help": 0.0, "no_harm": 1.0}, outcome_class="error")
     base_ok = _truth(view.base_calls, example)
     final_ok = base_ok if view.final_calls == view.base_calls else _truth(view.final_calls, example)
-    cls = classify_outcome(base_ok, final_ok, view.objected)
+    cls = classify_outcome(base_ok, final_ok, view.objected, view.unusable > 0)
     objectives = {"help": 1.0 if cls == "fixed" else 0.0, "no_harm": 0.0 if cls == "broken" else 1.0}
     if pred_name is None:
         feedback = f"Outcome: {cls}."
@@ -165,11 +179,21 @@ def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final
     lines.extend(describe_saag(view.base_calls, example))
     for i, step in enumerate(view.steps, start=1):
         verdict = "REJECTED (error=true)" if step.error else "APPROVED (error=false)"
+        if step.unusable:
+            verdict = (f"UNUSABLE: the reply could not be read ({_clip(step.feedback, 160)}); "
+                       f"the run's policy counted it as {'a rejection' if step.error else 'an approval'}")
+            lines.append(f"Review {i}: {verdict}.")
+            if step.revised is not None:
+                lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
+            continue
         lines.append(f"Review {i}: {verdict}." + (f" Reviewer feedback: {_clip(step.feedback)}" if step.feedback else ""))
         if step.revised is not None:
             lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
     if not view.steps:
         lines.append("The reviewer was not consulted for this example.")
+    if view.unusable and not any(step.unusable for step in view.steps):
+        lines.append(f"{view.unusable} reviewer repl{'y' if view.unusable == 1 else 'ies'} (selection or grades) "
+                     "could not be read and fell back to the default candidate or rank.")
     lines.append(f"Final call: {_render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}.")
     lines.append(f"Expected (gold, for your analysis only; never shown to the reviewer): {render_gold(example)}")
     return "\n".join(lines)

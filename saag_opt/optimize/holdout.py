@@ -15,9 +15,12 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
                   sink: EventSink | None) -> dict[str, Any]:
     """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
 
-    Returns ``{"seed", "best", "compare_run", "comparison"}``; ``comparison`` is the compare run's
-    ``CompareSummary``. The compare run's rows are copied into this run's ``records.jsonl``.
+    Returns ``{"seed", "best", "compare_run", "comparison", "stopped"}``; ``comparison`` is the
+    compare run's ``CompareSummary``. The compare run's rows are copied into this run's
+    ``records.jsonl``. The run's spend cap covers the comparison: when it stops it, ``stopped`` says
+    why and ``comparison`` covers the examples both versions finished (None when there are none).
     """
+    from saag_opt.errors import CostCapReached
     from saag_opt.evaluation.compare import CompareConfig, compare_prompts
     from saag_opt.evaluation.results import read_records
     from saag_opt.evaluation.runner import EvaluateConfig
@@ -27,14 +30,21 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
     evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
                                 dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
-                                seed=config.seed)
-    compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
-                                             runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best])
+                                seed=config.seed, on_unusable=config.on_unusable)
+    try:
+        compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
+                                                 runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],
+                                   ledger=world.ledger)  # the run's cap covers the test phase
+    except CostCapReached as exc:
+        emit(sink, "stopped", f"test comparison skipped: {exc}")
+        return {"seed": seed, "best": best, "compare_run": None, "comparison": None, "stopped": str(exc)}
     rows = read_records(compared.run_dir / "records.jsonl")  # a resumed run re-evaluates; keep one copy
     atomic_write_jsonl(run_dir / "records.jsonl",
                        [r.model_copy(update={"run_id": run_dir.name}).model_dump(mode="json") for r in rows])
+    if compared.summary.stopped:
+        emit(sink, "stopped", f"test comparison incomplete: {compared.summary.stopped}")
     return {"seed": seed, "best": best, "compare_run": str(compared.run_dir),
-            "comparison": compared.summary.model_dump(mode="json")}
+            "comparison": compared.summary.model_dump(mode="json"), "stopped": compared.summary.stopped}
 
 
 

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saag_opt.errors import RunError
+from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.budget import CostStopper, estimate_run
 from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
 from saag_opt.optimize.config import RESUMABLE_OVERRIDES, OptimizeConfig
 from saag_opt.optimize.holdout import evaluate_test
+from saag_opt.optimize.progress import GepaProgress
+from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.optimize.world import build_reviewer, build_world, load_splits
 from saag_opt.paths import configure_lm_cache
@@ -118,7 +120,8 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 
     configure_lm_cache()
-    world = build_world(config)
+    world = build_world(config, open_ledger(config.max_cost, run_dir))
+    cap = world.ledger.cap
     if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
         header.plugins["seed_prompt_given"] = config.prompt
         header.config["prompt"] = world.seed.ref
@@ -128,39 +131,53 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     write_header(run_dir, header)
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls, n_components=len(world.components),
                                  n_val=len(val), minibatch=config.minibatch)
-    estimate = estimate_run(config, world, train + val, calls)
+    estimate = estimate_run(config, world.seed.instructions, train + val, calls)
     emit(sink, "estimate", f"about {estimate.lm_calls} LM calls and ${estimate.dollars:.2f} for {calls} rollouts "
          f"(an estimate; {estimate.assumptions})", **estimate.to_dict())
     student = ReviewerProgram(build_reviewer(world, world.seed.instructions), world.context, world.components)
     writer = ArtifactWriter(world.store, seed_version=world.seed, map_path=run_dir / "artifacts.json",
                             metadata=_artifact_metadata(config, header.dataset["split_hash"]),
-                            spent=world.ledger.total_dollars, sink=sink)
+                            spent=world.ledger.total_dollars, sink=sink, cap=cap)
     stoppers: list[Any] = [FatalStopper(world.context)]
-    cost_stopper = None
-    if config.max_cost is not None:
-        cost_stopper = CostStopper(config.max_cost, world.ledger.total_dollars, on_stop=lambda usd: emit(
-            sink, "stopped", f"stopping: spend ${usd:.4f} would pass --max-cost ${config.max_cost:.2f}", usd=usd))
-        stoppers.append(cost_stopper)
+    if cap is not None:
+        stoppers.append(CostStopper(cap, on_stop=lambda why: emit(sink, "stopped", why, max_cost=cap.max_cost)))
+    progress = GepaProgress(lambda message, **data: emit(sink, "progress", message, **data), budget=calls,
+                            spent=world.ledger.total_dollars, accepted=len(writer.versions) - 1)
     settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
                             minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
-                            seed=config.seed, accept=config.accept, stoppers=stoppers, callbacks=[writer])
-    details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+                            seed=config.seed, accept=config.accept, stoppers=stoppers,
+                            callbacks=[writer, progress, CostSaver(run_dir, world.ledger)])
+    try:
+        details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+    except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
+        details = None
+        emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)
     if world.context.fatal is not None:
         raise world.context.fatal
     if writer.errors:
         raise RunError("could not save GEPA candidates as prompt versions: " + "; ".join(writer.errors))
-    best = writer.versions.get(details.best_idx, world.seed.version)
+    if writer.incomplete:
+        emit(sink, "warning", f"candidate(s) {writer.incomplete}: val evaluation cut short by --max-cost; not saved "
+             "as prompt versions", candidates=list(writer.incomplete))
+    best = writer.versions.get(details.best_idx, writer.best_saved()) if details is not None else writer.best_saved()
     world.store.alias(world.seed.program, "best", best)
-    stopped_by = "max_cost" if cost_stopper is not None and cost_stopper.stopped else (
-        "max_metric_calls" if details.total_metric_calls >= calls else "stop_file")
+    val_scores = ([float(x) for x in details.val_aggregate_scores] if details is not None
+                  else [writer.val_means[i] for i in sorted(writer.val_means)])
+    rollouts = int(details.total_metric_calls) if details is not None else writer.metric_calls
+    stopped_by = "max_cost" if cap is not None and cap.reached else (
+        "max_metric_calls" if rollouts >= calls else "stop_file")
     emit(sink, "gepa_done", f"GEPA finished ({stopped_by}): best {world.seed.program}@{best} "
-         f"(val {max(details.val_aggregate_scores):.3f}, seed {details.val_aggregate_scores[0]:.3f})",
+         f"(val {max(val_scores, default=0.0):.3f}, seed {val_scores[0] if val_scores else float('nan'):.3f})",
          best=best, stopped_by=stopped_by)
-    test = evaluate_test(config, world, run_dir, best, sink) if config.evaluate_test else None
-    costs = world.ledger.to_dict()
-    atomic_write_json(run_dir / "costs.json", costs)
-    result = OptimizeResult(run_dir, "success", world.seed.version, best, dict(writer.versions),
-                            [float(x) for x in details.val_aggregate_scores], int(details.total_metric_calls),
+    test = None
+    if config.evaluate_test and cap is not None and cap.reached:
+        emit(sink, "stopped", "test comparison skipped: --max-cost reached during GEPA; resume with a higher "
+             "--max-cost to run it")
+    elif config.evaluate_test:
+        test = evaluate_test(config, world, run_dir, best, sink)
+    costs = save_costs(run_dir, world.ledger)
+    status = "stopped" if cap is not None and cap.reached else "success"
+    result = OptimizeResult(run_dir, status, world.seed.version, best, dict(writer.versions), val_scores, rollouts,
                             stopped_by, estimate.to_dict(), costs, test)
     atomic_write_json(run_dir / "summary.json", result.to_dict())
     emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))

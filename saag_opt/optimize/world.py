@@ -30,8 +30,9 @@ class World:
     components: tuple[str, ...]
 
 
-def build_world(config: OptimizeConfig) -> World:
-    """Open the LMs (one ledger), the frozen base agent, the mechanism and the seed prompt.
+def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
+    """Open the LMs (one ledger: ``ledger``, e.g. the run's capped one, or a new one), the frozen
+    base agent, the mechanism and the seed prompt.
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key points to ``--base local``).
@@ -43,7 +44,7 @@ def build_world(config: OptimizeConfig) -> World:
     from saag_opt.lm import CostLedger, open_lm, parse_model_spec
     from saag_opt.optimize.program import RolloutContext
 
-    ledger = CostLedger()
+    ledger = ledger if ledger is not None else CostLedger()
     base_spec = parse_model_spec(config.base)
     open_lm(base_spec, role="base", ledger=ledger)  # fail fast (missing key) before any work
     reviewer_lm = open_lm(config.reviewer, role="reviewer", ledger=ledger)
@@ -55,7 +56,8 @@ def build_world(config: OptimizeConfig) -> World:
         seed = store.adopt(config.prompt)
     mechanism = parse_mechanism(config.mechanism)
     agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
-    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()))
+    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()),
+                                on_unusable=config.on_unusable)
     context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
     return World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
                   mechanism.components)

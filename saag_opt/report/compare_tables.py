@@ -68,7 +68,8 @@ def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A
 def versions_helpharm_table(summary: CompareSummary, *, title: str = "Help / harm vs base (paired, examples "
                             "without errors)", a: str = "A", b: str = "B") -> Table:
     """Each version against the base agent alone (paired, conditional rates)."""
-    return helpharm_table(title, {a: summary.a.help_harm, b: summary.b.help_harm})
+    return helpharm_table(title, {a: summary.a.help_harm, b: summary.b.help_harm},
+                          unusable=[summary.a.accuracy.reviewer_unusable, summary.b.accuracy.reviewer_unusable])
 
 
 def paired_table(summary: CompareSummary, *, a: str = "A", b: str = "B") -> Table:
@@ -123,6 +124,9 @@ def print_compare_report(console: Console, summary: CompareSummary, run_dir: str
         console.print(f"shared base pass: ${base_dollars:.4f} (paid once for both versions)")
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+    if summary.stopped:
+        console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
+                      f"{summary.matched} example(s) both versions finished)")
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}")
 

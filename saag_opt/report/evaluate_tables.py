@@ -79,10 +79,20 @@ def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir:
         console.print("[yellow]experimental:[/] this configuration uses a SAAG gate or the SAAG-informed "
                       "reviewer; treat its numbers as exploratory.")
     console.print(accuracy_table(summary))
-    console.print(helpharm_table("Help / harm (paired, examples without errors)", {"value": summary.help_harm}))
+    console.print(helpharm_table("Help / harm (paired, examples without errors)", {"value": summary.help_harm},
+                                 unusable=[summary.reviewed.reviewer_unusable]))
     console.print(overhead_table(summary))
     if summary.errors:
         console.print(f"[red]{summary.errors} example(s) failed[/] (recorded with an error; see records.jsonl)")
+    unusable = summary.reviewed.reviewer_unusable
+    if unusable:
+        counted = "rejections" if summary.on_unusable == "reject" else "approvals"
+        console.print(f"[yellow]{unusable} reviewer repl{'y' if unusable == 1 else 'ies'} could not be read[/] "
+                      f"(even when asked twice) and counted as {counted} (--on-unusable): the help and harm above "
+                      "are not what a working reviewer would do")
+    if summary.stopped:
+        console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
+                      f"{summary.n_examples} finished example(s))")
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}")
 

@@ -21,8 +21,13 @@ def _p(value: Any) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def helpharm_table(title: str, columns: Mapping[str, Mapping[str, Any]]) -> Table:
-    """Counts of the paired 2x2 table, then the rates with conditional denominators; a column per version."""
+def helpharm_table(title: str, columns: Mapping[str, Mapping[str, Any]],
+                   unusable: Sequence[int] | None = None) -> Table:
+    """Counts of the paired 2x2 table, then the rates with conditional denominators; a column per version.
+
+    ``unusable``: reviewer replies per column that stayed unreadable after a retry; shown last, because
+    a reviewer that cannot be read looks harmless in every other row.
+    """
     table = Table(title=title)
     table.add_column("measure")
     for name in columns:
@@ -37,6 +42,9 @@ def helpharm_table(title: str, columns: Mapping[str, Mapping[str, Any]]) -> Tabl
     table.add_row("net accuracy change vs base", *(points(h.get("net_change")) for h in cols))
     table.add_row("bootstrap 95% CI", *(ci_points(h.get("net_change_ci95")) for h in cols))
     table.add_row("McNemar exact p vs base (fixed vs broken)", *(_p(h.get("mcnemar_p")) for h in cols))
+    if unusable is not None:
+        table.add_section()
+        table.add_row("reviewer replies unusable (after a retry)", *(str(n) for n in unusable))
     return table
 
 

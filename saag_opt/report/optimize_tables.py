@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
@@ -58,7 +60,7 @@ def candidates_table(summary: Mapping[str, Any]) -> Table:
 
 def cost_table(costs: Mapping[str, Any]) -> Table:
     """Spend per role: calls, cache hits, tokens, dollars, seconds."""
-    table = Table(title="Cost by role, GEPA phase (the test comparison has its own costs.json)")
+    table = Table(title="Cost by role, whole run (GEPA and the test phase; summed over resumes)")
     for name in ("role", "calls", "cache hits", "tokens", "$", "seconds"):
         table.add_column(name, justify="left" if name == "role" else "right")
     for role, acct in (costs.get("roles") or {}).items():
@@ -71,15 +73,67 @@ def cost_table(costs: Mapping[str, Any]) -> Table:
 def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
     """The whole end-of-run report from ``OptimizeResult.to_dict()``."""
     console.print(candidates_table(summary))
-    if summary.get("test"):
+    if summary.get("test") and summary["test"].get("comparison"):
         console.print(seed_vs_best_table(summary["test"]))
         console.print(help_harm_table(summary["test"]))
         console.print(best_vs_seed_table(summary["test"]))
         console.print(f"test comparison run: {summary['test'].get('compare_run')}")
+    if summary.get("test") and summary["test"].get("stopped"):
+        console.print(f"[yellow]test comparison incomplete:[/] {escape(str(summary['test']['stopped']))}")
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
+    if summary.get("status") == "stopped":
+        console.print("[yellow]--max-cost reached:[/] finished work is kept; continue with "
+                      f"saag-opt optimize --resume {escape(str(summary.get('run_dir')))} --max-cost <higher>")
 
 
-__all__ = ["best_vs_seed_table", "candidates_table", "cost_table", "help_harm_table", "print_optimize_report",
+class OptimizeProgress:
+    """A rich bar fed by optimize events: rollouts used / budget, accepted candidates, best val
+    score and live spend (``progress`` events, from GEPA's callbacks); other events print as lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(TextColumn("GEPA"), BarColumn(), MofNCompleteColumn(), TextColumn("rollouts"),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
+                                 transient=True)
+        self.task: Any = None
+
+    def __enter__(self) -> OptimizeProgress:
+        self._quiet_gepa_bar(True)
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+        self._quiet_gepa_bar(False)
+
+    _saved_tqdm: Any = None
+
+    def _quiet_gepa_bar(self, quiet: bool) -> None:
+        """dspy.GEPA hard-codes gepa's tqdm bar (``display_progress_bar=True``); this bar shows the
+        same rollout count and more, so gepa's is silenced while this one is up."""
+        import functools
+
+        from gepa.core import engine
+
+        if quiet and engine.tqdm is not None:
+            self._saved_tqdm, engine.tqdm = engine.tqdm, functools.partial(engine.tqdm, disable=True)
+        elif not quiet and self._saved_tqdm is not None:
+            engine.tqdm, self._saved_tqdm = self._saved_tqdm, None
+
+    def __call__(self, event: Any) -> None:
+        """Optimize event handler."""
+        if event.kind != "progress":
+            self.progress.console.print(f"[dim]optimize:[/] {escape(event.message)}")
+            return
+        data = event.data
+        best = "-" if data.get("best_val") is None else f"{data['best_val']:.3f}"
+        status = f"accepted {data.get('accepted', 0)}  best val {best}  ${data.get('spent', 0.0):.4f}"
+        if self.task is None:
+            self.task = self.progress.add_task("optimize", total=data.get("budget"), status=status)
+        self.progress.update(self.task, completed=min(data.get("rollouts", 0), data.get("budget") or 0),
+                             status=status)
+
+
+__all__ = ["OptimizeProgress", "best_vs_seed_table", "candidates_table", "cost_table", "help_harm_table", "print_optimize_report",
            "seed_vs_best_table"]

@@ -132,3 +132,21 @@ def test_saag_informed_review_sees_the_report() -> None:
         assert not reviewer.review_call(weather_example(), BAD_NAME).error
     sent = lm.history[-1]["messages"][-1]["content"]
     assert "saag_report" in sent and "failed at stage 1" in sent
+
+
+def test_an_unreadable_reply_is_asked_once_more_and_the_retry_is_used() -> None:
+    reviewer = Reviewer()
+    lm = DummyLM([{"wrong_field": "x"}, {"wrong_field": "x"}, {"error": "True", "feedback": "Fix the city."}])
+    with dspy.context(lm=lm):
+        verdict = reviewer.review_call(weather_example(), GOOD)
+    assert verdict.failed is None and verdict.error and verdict.feedback == "Fix the city."
+    assert len(lm.history) == 3  # ChatAdapter, its JSON fallback, then the retry
+
+
+def test_an_out_of_range_selection_is_retried_then_unusable() -> None:
+    reviewer = Reviewer()
+    with dspy.context(lm=DummyLM([{"index": "7"}, {"index": "1"}])):
+        assert reviewer.select_candidate(weather_example(), [GOOD, BAD_NAME]) == (1, None)
+    with dspy.context(lm=DummyLM([{"index": "7"}, {"index": "9"}])):
+        index, failure = reviewer.select_candidate(weather_example(), [GOOD, BAD_NAME])
+    assert index is None and "index 9 is not one of the 2 candidates" in (failure or "")

@@ -98,9 +98,10 @@ def world(examples: list[Example]) -> Iterator[tuple[World, ScriptedOpenAIServer
 
 def _config(server: ScriptedOpenAIServer, tmp_path: Path, a: str = "reviewer@v1", b: str = "reviewer@v2",
             **overrides: Any) -> CompareConfig:
-    settings = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
-                              dataset=DATASET, split=SPLIT, limit=LIMIT, workers=4, runs_dir=tmp_path / "unused",
-                              cache_dir=tmp_path / "cache", retry_base_delay=0.01, **overrides)
+    values: dict[str, Any] = dict(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
+                                  dataset=DATASET, split=SPLIT, limit=LIMIT, workers=4, runs_dir=tmp_path / "unused",
+                                  cache_dir=tmp_path / "cache", retry_base_delay=0.01)
+    settings = EvaluateConfig(**(values | overrides))
     return CompareConfig(a=a, b=b, evaluation=settings, runs_dir=tmp_path / "runs")
 
 
@@ -285,3 +286,31 @@ def test_cli_mixed_arguments_is_one_line_error(tmp_path: Path, capsys: pytest.Ca
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot compare run directory") and err.count("\n") == 1
+
+
+def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,  # noqa: ANN001
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.errors import CostCapReached
+    from saag_opt.lm.accounting import ModelPrice
+
+    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+                        lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
+    _, server = world
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))  # a port reused in this session: no hits
+    full = run_compare(_config(server, tmp_path))
+    total = json.loads((full.run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
+    for cap in (0.85 * total, 0.05 * total):  # stops during B's pass; stops before any call fits
+        server.reset()
+        monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / f"lm-cache-{cap}"))  # pay again, from scratch
+        config = _config(server, tmp_path, max_cost=cap, cache_dir=tmp_path / f"base-cache-{cap}")
+        try:
+            result = run_compare(config)
+        except CostCapReached as exc:  # nothing both versions finished: one clear line, run marked stopped
+            assert "--max-cost" in str(exc) and cap < 0.1 * total
+            run_dir = sorted((tmp_path / "runs").iterdir())[-1]
+        else:
+            assert result.summary.stopped and 0 < result.summary.matched < LIMIT
+            run_dir = result.run_dir
+        spent = sum(json.loads(p.read_text())["roles"]["total"]["dollars"] for p in run_dir.glob("*/*/costs.json"))
+        assert spent <= cap and (spent > 0 or cap < 0.1 * total)  # zero overshoot, summed over the passes
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.optimize.budget import (
     CostStopper,
     Price,
@@ -36,20 +36,25 @@ def test_estimate_counts_reflection_and_prices() -> None:
     expected = (90 * 1000 * 0.25 + 90 * 100 * 2 + 45 * 800 * 2.5 + 45 * 50 * 10 + 20 * 3000 * 0.25
                 + 20 * 1000 * 2) / 1e6
     assert est.dollars == pytest.approx(expected, abs=1e-4) and est.lm_calls == 155
+    assert {r: v["calls"] for r, v in est.roles.items()} == {"reviewer": 90, "base": 45, "reflection": 20}
+    assert sum(v["dollars"] for v in est.roles.values()) == pytest.approx(expected, abs=1e-3)
 
 
-def test_cost_stopper_projects_the_next_iteration() -> None:
-    spent = [0.0]
-    stops = []
-    stopper = CostStopper(1.0, lambda: spent[0], on_stop=stops.append)
-    assert not stopper(None)
-    spent[0] = 0.4
-    assert not stopper(None)          # worst step 0.4; 0.4 + 0.4 <= 1.0
-    spent[0] = 0.7
-    assert stopper(None) and stops == [0.7]  # 0.7 + 0.4 > 1.0: stop before crossing
-    assert stopper(None) and stops == [0.7]  # reported once
+def test_cost_stopper_ends_gepa_once_the_cap_refused_a_call() -> None:
+    from saag_opt.lm.spendcap import SpendCap
+
+    cap = SpendCap(1.0)
+    stops: list[str] = []
+    stopper = CostStopper(cap, on_stop=stops.append)
+    cap.reserve(0.6).settle(0.6)
+    assert not stopper(None)  # spend alone is no reason to stop: only a refused call is
+    with pytest.raises(CostCapReached):
+        cap.reserve(0.5)
+    assert stopper(None) and stopper(None) and len(stops) == 1 and "--max-cost $1 reached" in stops[0]
 
 
-def test_cost_stopper_rejects_non_positive_cap() -> None:
+def test_spend_cap_rejects_non_positive_cap() -> None:
+    from saag_opt.lm.spendcap import SpendCap
+
     with pytest.raises(ConfigError, match="max_cost: must be > 0"):
-        CostStopper(0, lambda: 0.0)
+        SpendCap(0)

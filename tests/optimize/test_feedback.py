@@ -109,3 +109,17 @@ def test_gold_never_reaches_the_reviewer_inputs(tmp_path, monkeypatch) -> None:
     assert not any(secret in json.dumps(b) for b in reviewer_requests)
     assert not any(secret in json.dumps(b) for b in requests if b.get("tools"))  # nor the base agent's
     assert any(secret in json.dumps(b) for b in reflection_requests)  # the training signal did carry it
+
+
+def test_an_unusable_review_is_a_reviewer_error_in_gepa_feedback() -> None:
+    approved = (ReviewRound(0, WRONG_VALUE, "reviewer_failed", "llm", note="AdapterParseError: no error field"),)
+    out = _run(MechanismOutcome("r2", Proposal(WRONG_VALUE), WRONG_VALUE, approved, reviewer_unusable=1))
+    assert out.outcome_class == "reviewer error" and out.score == 0.0
+    assert "UNUSABLE" in out.feedback and "no error field" in out.feedback and "an approval" in out.feedback
+    assert "exactly the requested output fields" in out.feedback
+    rejected = (ReviewRound(0, WRONG_VALUE, "reviewer_failed", "llm", "The tentative function calls contain an error.",
+                            RIGHT, note="AdapterParseError"),)
+    out = _run(MechanismOutcome("r2", Proposal(WRONG_VALUE), RIGHT, rejected, reviewer_unusable=1))
+    assert out.outcome_class == "reviewer error" and out.score == 1.0  # the score stays the final call's
+    assert "a rejection" in out.feedback and "Revision 1" in out.feedback
+    assert classify_outcome(True, True, False, unusable=True) == "reviewer error"

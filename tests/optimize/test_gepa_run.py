@@ -79,16 +79,6 @@ def test_metric_call_budget_stops_the_run(tmp_path: Path, server) -> None:
     assert result.metric_calls <= 14 + 3  # gepa checks the cap at iteration boundaries
 
 
-def test_max_cost_stops_before_the_budget(tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.client.price_call", lambda *a, **k: 0.001)
-    events = []
-    result = run_optimize(_config(tmp_path, server, max_metric_calls=400, max_cost=0.02, evaluate_test=False),
-                          on_event=events.append)
-    assert result.stopped_by == "max_cost" and result.metric_calls < 400
-    assert result.costs["roles"]["total"]["dollars"] <= 0.02 + 0.01
-    assert any(e.kind == "stopped" for e in events)
-
-
 def test_budget_too_small_is_a_config_error(tmp_path: Path, server) -> None:
     with pytest.raises(ConfigError, match="cannot test a single candidate"):
         run_optimize(_config(tmp_path, server, max_metric_calls=5))

@@ -1,0 +1,47 @@
+"""``optimize --dry-run``: what a run is expected to cost, by role, before any model is opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saag_opt.optimize.config import OptimizeConfig
+
+
+def preflight_optimize(config: OptimizeConfig) -> Any:
+    """``--dry-run``: GEPA's rollouts and reflection plus the seed-vs-best test phase, by role;
+    loads the splits and the seed prompt, opens no model.
+
+    Raises:
+        ConfigError, ArtifactError, DatasetError, RunError: as ``run_optimize`` would, before any work.
+    """
+    from saag_opt.agents.mechanisms import parse_mechanism
+    from saag_opt.artifacts.store import PromptStore
+    from saag_opt.data import load_dataset
+    from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_evaluation
+    from saag_opt.lm import parse_model_spec
+    from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
+    from saag_opt.optimize.world import load_splits
+
+    seed = PromptStore(config.prompts_dir).resolve(config.prompt)
+    train, val = load_splits(config)
+    calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
+                                 n_components=len(parse_mechanism(config.mechanism).components),
+                                 n_val=len(val), minibatch=config.minibatch)
+    gepa = estimate_run(config, seed.instructions, train + val, calls)
+    models = {"reviewer": config.reviewer, "base": config.base, "reflection": config.reflection_spec}
+    total = Estimate("optimize", len(train) + len(val), assumptions=[
+        f"{calls} rollouts on train/val; {gepa.assumptions}"])
+    for role, numbers in gepa.roles.items():
+        total.add(role, RoleEstimate(numbers["calls"], numbers["prompt_tokens"], numbers["completion_tokens"],
+                                     numbers["dollars"], parse_model_spec(models[role]).label))
+    if config.evaluate_test:
+        test = load_dataset(config.dataset, split="test", limit=config.test_limit)
+        for cached in (False, True):  # seed, then best (its base calls are the seed pass's)
+            total.merge(estimate_evaluation(test, base=config.base, reviewer=config.reviewer,
+                                            mechanism=config.mechanism, instructions=seed.instructions,
+                                            base_cached=cached))
+        total.examples += len(test)
+    return total
+
+
+__all__ = ["preflight_optimize"]
