@@ -92,8 +92,11 @@ OnUnusable = Literal["approve", "reject"]
 
 @dataclass
 class MechanismContext:
-    """Shared state for mechanism runs: the base-prediction cache, the repair budget and the
-    unusable-review policy (``r<N>``; selection and grading fall back as their docs say)."""
+    """Shared state for mechanism runs.
+
+    The base-prediction cache, the repair budget and the unusable-review policy (``r<N>``;
+    selection and grading fall back as their docs say).
+    """
 
     cache: BasePredictionCache = field(default_factory=BasePredictionCache)
     max_repairs: int = DEFAULT_MAX_REPAIRS

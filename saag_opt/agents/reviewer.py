@@ -229,8 +229,11 @@ class Reviewer(dspy.Module):
                 "tentative_calls": render_calls(prediction)}
 
     def review_call(self, example: Example, prediction: Prediction) -> Verdict:
-        """Approve or reject a tentative prediction; an unreadable reply is retried once, then
-        returned as ``failed`` (the mechanism's ``on_unusable`` policy decides what it means)."""
+        """Approve or reject a tentative prediction.
+
+        An unreadable reply is retried once, then returned as ``failed`` (the mechanism's
+        ``on_unusable`` policy decides what it means).
+        """
         out, failure = ask_twice(self.review, self.review_inputs(example, prediction),
                                  lambda o: (bool(o.error), str(o.feedback or "").strip()))
         if out is None:
@@ -269,9 +272,11 @@ retry is a fresh request the first time and a cache hit on every re-run."""
 
 
 def ask_twice(predictor: Any, inputs: Mapping[str, Any], read: Any) -> tuple[Any, str | None]:
-    """``(read(predictor(**inputs)), None)``, asking once more when the reply cannot be read (as a
-    malformed reply is retried); ``(None, why)`` when the second reply is unreadable too. Transport
-    failures propagate: they are not the reviewer's answer."""
+    """``(read(predictor(**inputs)), None)``, asking once more when the reply cannot be read.
+
+    Like a malformed reply, an unreadable one is retried; ``(None, why)`` when the second reply is
+    unreadable too. Transport failures propagate: they are not the reviewer's answer.
+    """
     failure: str | None = None
     for attempt in range(2):
         try:

@@ -581,8 +581,9 @@ def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dic
 
 
 def preflight_compare(config: CompareConfig) -> Any:
-    """``--dry-run``: the shared base pass plus one pass per prompt version (base calls cached);
-    two finished runs cost nothing.
+    """``--dry-run``: the shared base pass plus one pass per prompt version (base calls cached).
+
+    Two finished runs cost nothing.
 
     Raises:
         ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.

@@ -39,6 +39,7 @@ class RoleEstimate:
     model: str | None = None
 
     def add(self, other: RoleEstimate) -> None:
+        """Add ``other``'s calls, tokens and dollars (a second pass of the same role)."""
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -67,6 +68,7 @@ class Estimate:
 
     @property
     def total(self) -> RoleEstimate:
+        """Every role added up (no model)."""
         out = RoleEstimate()
         for part in self.roles.values():
             out.add(part)
@@ -111,8 +113,11 @@ def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0) -> float:
 def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str | None, mechanism: str,
                         instructions: Mapping[str, str] | Iterable[str] = (), max_repairs: int = 5,
                         base_cached: bool = False, command: str = "evaluate") -> Estimate:
-    """One evaluate pass over ``examples``; ``base_cached`` = round-0 base calls are already paid
-    (compare's per-version passes after its shared base pass)."""
+    """One evaluate pass over ``examples``.
+
+    ``base_cached``: the round-0 base calls are already paid (compare's per-version passes after
+    its shared base pass).
+    """
     from saag_opt.agents.base import BASE_SYSTEM_PROMPT
     from saag_opt.agents.mechanisms import parse_mechanism
 

@@ -172,8 +172,10 @@ class _Setup:
 
 
 def run_ledger(config: EvaluateConfig, parent: Any = None) -> Any:
-    """This run's ledger: a child of ``parent`` (whose cap covers a bigger run), else its own,
-    capped by ``config.max_cost``."""
+    """This run's ledger: a child of ``parent`` (whose cap covers a bigger run), else its own.
+
+    Its own is capped by ``config.max_cost``.
+    """
     from saag_opt.lm import CostLedger
     from saag_opt.lm.spendcap import SpendCap
 

@@ -124,8 +124,10 @@ class CostLedger:
         self._cap, self._parent = None, None
 
     def restore(self, roles: dict[str, dict[str, Any]]) -> None:
-        """Add the per-role accounts of an earlier attempt of the same run (``costs.json`` "roles"),
-        so a resumed run's totals, and its cap, count what was already spent."""
+        """Add the per-role accounts of an earlier attempt of the same run (``costs.json`` "roles").
+
+        So a resumed run's totals, and its cap, count what was already spent.
+        """
         with self._lock:
             for role, values in roles.items():
                 if role == "total" or not isinstance(values, dict):
@@ -226,8 +228,11 @@ def _schema_or_str(value: Any) -> Any:
 
 
 def worst_case_dollars(spec: ModelSpec, prompt_tokens: int, max_tokens: int | None, n: int = 1) -> float | None:
-    """The most one call can cost: every prompt token at the full input rate plus ``n`` replies of
-    ``max_tokens`` (the model's own output limit when the request sets none). None = unbounded."""
+    """The most one call can cost; None = unbounded (unknown price or output limit).
+
+    Every prompt token at the full input rate plus ``n`` replies of ``max_tokens`` (the model's own
+    output limit when the request sets none).
+    """
     price = model_price(spec)
     if price is None:
         return None

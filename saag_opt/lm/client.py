@@ -109,8 +109,10 @@ class SaagLM(dspy.LM):
             super()._warn_zero_temp_rollout(temperature, rollout_id)
 
     def _salted(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``saag_retry=N`` (a caller's retry of an unreadable answer) becomes part of the cache key:
-        the retry is a new request the first time, and replays from the cache on a re-run."""
+        """Make ``saag_retry=N`` (a caller's retry of an unreadable answer) part of the cache key.
+
+        The retry is a new request the first time, and replays from the cache on a re-run.
+        """
         retry = kwargs.pop("saag_retry", None)
         if not retry:
             return kwargs
@@ -245,9 +247,12 @@ def _settled(hold: Hold | None, probe: _UsageProbe, spec: ModelSpec) -> Iterator
 
 
 def _billed_if_failed(exc: BaseException, probe: _UsageProbe, worst: float, spec: ModelSpec) -> float:
-    """What a failed attempt may have cost: its usage if the server reported one, nothing for an
-    HTTP error status (providers do not bill refused requests), else (timeouts, resets, unreadable
-    bodies: the server may have generated the reply) its worst case."""
+    """What a failed attempt may have cost.
+
+    Its usage if the server reported one, nothing for an HTTP error status (providers do not bill
+    refused requests), else (timeouts, resets, unreadable bodies: the server may have generated the
+    reply) its worst case.
+    """
     if probe.called:
         return price_call(spec, *probe.numbers()) or 0.0
     status = getattr(exc, "status_code", None) or getattr(exc, "status", None)

@@ -125,8 +125,10 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
 
 def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], examples: Sequence[Any],
                  rollouts: int) -> CostEstimate:
-    """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices
-    (needs no open model: ``--dry-run`` calls it too)."""
+    """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices.
+
+    Needs no open model: ``--dry-run`` calls it too.
+    """
     from saag_opt.agents.mechanisms import parse_mechanism
     from saag_opt.agents.reviewer import render_conversation, render_tool_docs
     from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call

@@ -72,8 +72,11 @@ class RolloutView:
 
 
 def classify_outcome(base_correct: bool, final_correct: bool, objected: bool, unusable: bool = False) -> OutcomeClass:
-    """Name the paired outcome; an unreadable reviewer reply wins (it is the reviewer's error whatever
-    the policy made of it), then ``broken`` and ``fixed`` win over verdict-based classes."""
+    """Name the paired outcome.
+
+    An unreadable reviewer reply wins (it is the reviewer's error whatever the policy made of it),
+    then ``broken`` and ``fixed`` win over verdict-based classes.
+    """
     if unusable:
         return "reviewer error"
     if base_correct and not final_correct:

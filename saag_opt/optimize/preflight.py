@@ -8,8 +8,9 @@ from saag_opt.optimize.config import OptimizeConfig
 
 
 def preflight_optimize(config: OptimizeConfig) -> Any:
-    """``--dry-run``: GEPA's rollouts and reflection plus the seed-vs-best test phase, by role;
-    loads the splits and the seed prompt, opens no model.
+    """``--dry-run``: GEPA's rollouts and reflection plus the seed-vs-best test phase, by role.
+
+    Loads the splits and the seed prompt, opens no model.
 
     Raises:
         ConfigError, ArtifactError, DatasetError, RunError: as ``run_optimize`` would, before any work.

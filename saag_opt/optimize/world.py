@@ -31,8 +31,9 @@ class World:
 
 
 def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
-    """Open the LMs (one ledger: ``ledger``, e.g. the run's capped one, or a new one), the frozen
-    base agent, the mechanism and the seed prompt.
+    """Open the LMs (one ledger), the frozen base agent, the mechanism and the seed prompt.
+
+    ``ledger``: the run's (capped) ledger; None = a new one.
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key points to ``--base local``).

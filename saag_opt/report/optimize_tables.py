@@ -89,8 +89,11 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
 
 
 class OptimizeProgress:
-    """A rich bar fed by optimize events: rollouts used / budget, accepted candidates, best val
-    score and live spend (``progress`` events, from GEPA's callbacks); other events print as lines."""
+    """A rich bar fed by optimize events; other events print as lines.
+
+    Rollouts used / budget, accepted candidates, best val score and live spend (``progress``
+    events, from GEPA's callbacks).
+    """
 
     def __init__(self, console: Console) -> None:
         self.progress = Progress(TextColumn("GEPA"), BarColumn(), MofNCompleteColumn(), TextColumn("rollouts"),
@@ -110,8 +113,11 @@ class OptimizeProgress:
     _saved_tqdm: Any = None
 
     def _quiet_gepa_bar(self, quiet: bool) -> None:
-        """dspy.GEPA hard-codes gepa's tqdm bar (``display_progress_bar=True``); this bar shows the
-        same rollout count and more, so gepa's is silenced while this one is up."""
+        """Silence gepa's tqdm bar while this one is up (``quiet``), or restore it.
+
+        dspy.GEPA hard-codes it (``display_progress_bar=True``); this bar shows the same rollout
+        count and more.
+        """
         import functools
 
         from gepa.core import engine
