@@ -35,7 +35,8 @@ def test_evaluate_run_writes_a_report_with_every_section(eval_runs: dict[str, Pa
     html = _page(run_dir)  # written by the run itself when it finished
     data = check_page(html)
     assert section_ids(html) == ["run0-funnel", "run0-metrics", "run0-accuracy", "run0-helpharm", "run0-costs",
-                                 "run0-examples"]
+                                 "run0-unusable", "run0-examples"]
+    assert table_rows(html, "Reviewer-unusable counts") == [["r2", "0"]]  # summary.json always carries the count
     summary = json.loads((run_dir / "summary.json").read_text())
     hh = summary["help_harm"]
     (row,) = table_rows(html, "Help and harm")
