@@ -403,6 +403,9 @@ class CascadeReport(DeferredCorrections):
     vhr_ctx: float | None = None
     h: Mapping[str, float] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
+    calibrated: Mapping[str, str] = field(default_factory=dict)
+    """Calibrated grounding only: parameters the paper's stage 3 missed but a rule accepted (param ->
+    rule, ``saag_opt.saag.calibration``); empty in paper mode."""
     corrections: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
@@ -421,7 +424,7 @@ class CascadeReport(DeferredCorrections):
             "missing_required": list(self.missing_required), "pds": dict(self.pds),
             "drifted": dict(self.drifted), "spurious": list(self.spurious), "spr": self.spr,
             "avem": self.avem, "qslo": self.qslo, "vhr": self.vhr, "vhr_ctx": self.vhr_ctx,
-            "h": dict(self.h), "assumptions": list(self.assumptions),
+            "h": dict(self.h), "assumptions": list(self.assumptions), "calibrated": dict(self.calibrated),
             "corrections": list(self.corrections),
         }
 

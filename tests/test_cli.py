@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,18 @@ def test_score_prints_tables_rejections_and_exits_2_when_rows_were_rejected(tmp_
     assert f"{PREDICTIONS}:14: duplicate id 'p1' (first on line 1)" in result.output
     assert len(out.read_text(encoding="utf-8").splitlines()) == 9
     assert json.loads((tmp_path / "scores.summary.json").read_text(encoding="utf-8"))["n_predictions"] == 9
+    assert {json.loads(line)["grounding"] for line in out.read_text(encoding="utf-8").splitlines()} == {"paper"}
+
+
+def test_score_grounding_option_decides_passed_and_is_named_in_the_rows(tmp_path: Path) -> None:
+    out = tmp_path / "scores.jsonl"
+    result = runner.invoke(app, ["score", str(PREDICTIONS), "-d", str(DATASET), "--grounding", "calibrated",
+                                 "--json", str(out)], env=WIDE)
+    assert result.exit_code == 2, result.output  # the fixture has rejected rows
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert {row["grounding"] for row in rows} == {"calibrated"} == {row["cascade"]["grounding"] for row in rows}
+    bad = runner.invoke(app, ["score", str(PREDICTIONS), "-d", str(DATASET), "--grounding", "strict"], env=WIDE)
+    assert bad.exit_code == 2 and "strict" in bad.output
 
 
 def test_score_exits_0_when_every_row_was_scored(tmp_path: Path) -> None:
@@ -189,3 +202,10 @@ def test_evaluate_and_compare_report_on_the_test_split_unless_told_otherwise() -
     for name in ("evaluate", "compare"):
         split = next(p for p in command.commands[name].params if p.name == "split")
         assert split.default == "test"
+
+
+@pytest.mark.parametrize(("command", "default"), [("evaluate", "calibrated"), ("compare", "calibrated"),
+                                                  ("score", "paper")])
+def test_every_command_the_cascade_decides_in_offers_grounding(command: str, default: str) -> None:
+    help_text = " ".join(runner.invoke(app, [command, "--help"], env=WIDE).output.split())
+    assert "--grounding" in help_text and re.search(rf"default: \(?{default}\)?\]", help_text)

@@ -23,6 +23,7 @@ from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, P
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
 from saag_opt.errors import ConfigError
 from saag_opt.model import Example, Prediction
+from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
 
 DEFAULT_MAX_REPAIRS = 5
 """D_max of the SAAG self-repair loop (the paper used 15; DESIGN section 3)."""
@@ -94,13 +95,15 @@ OnUnusable = Literal["approve", "reject"]
 class MechanismContext:
     """Shared state for mechanism runs.
 
-    The base-prediction cache, the repair budget and the unusable-review policy (``r<N>``;
-    selection and grading fall back as their docs say).
+    The base-prediction cache, the repair budget, the unusable-review policy (``r<N>``; selection
+    and grading fall back as their docs say) and the stage-3 mode (``paper`` | ``calibrated``) that
+    decides when the gold-free cascade triggers self-repair and lets the gate pass a call.
     """
 
     cache: BasePredictionCache = field(default_factory=BasePredictionCache)
     max_repairs: int = DEFAULT_MAX_REPAIRS
     on_unusable: OnUnusable = "approve"
+    grounding: GroundingMode = INTERVENTION_GROUNDING
 
     def propose_initial(self, agent: BaseAgent, example: Example, temperature: float | None = None) -> Proposal:
         """A round-0 proposal, from the cache when another run already made it."""
@@ -235,7 +238,7 @@ class SelfRepair(MechanismFacts):
         budget = ctx.max_repairs if self.max_repairs is None else self.max_repairs
         current, seconds, history, rounds = base.prediction, base.seconds, [], []
         for index in range(budget):
-            report = blind_cascade(current, example)
+            report = blind_cascade(current, example, ctx.grounding)
             if report.passed:
                 rounds.append(ReviewRound(index, current, "saag_pass", "saag"))
                 break
@@ -450,7 +453,7 @@ class Gate:
             ctx: MechanismContext) -> MechanismOutcome:
         """Gate on the cascade, else delegate."""
         base = ctx.propose_initial(agent, example)
-        if blind_cascade(base.prediction, example).clean:
+        if blind_cascade(base.prediction, example, ctx.grounding).clean:
             return MechanismOutcome(self.spec, base, base.prediction,
                                     (ReviewRound(0, base.prediction, "saag_pass", "saag"),),
                                     seconds=base.seconds, gated=True)

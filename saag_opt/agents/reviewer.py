@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from saag_opt.model import Example, Prediction
+from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion
@@ -112,15 +113,17 @@ def render_candidates(candidates: Sequence[Prediction]) -> str:
     return "\n".join(f"[{i}] {render_calls(p)}" for i, p in enumerate(candidates))
 
 
-def blind_cascade(prediction: Prediction, example: Example) -> PredictionReport:
+def blind_cascade(prediction: Prediction, example: Example,
+                  grounding: GroundingMode = INTERVENTION_GROUNDING) -> PredictionReport:
     """Gold-free SAAG cascade over a tentative prediction (``check_calls``: registry + query only).
 
     An abstention or an unreadable reply gets one FNEM = -1 report ("no parsable call"): without
-    gold nobody inside a mechanism may know whether a call was expected.
+    gold nobody inside a mechanism may know whether a call was expected. ``grounding``: ``paper``
+    or ``calibrated`` stage 3 (``INTERVENTION_GROUNDING``).
     """
     from saag_opt.saag import check_calls
 
-    return check_calls(prediction.calls, example.registry, example.query)
+    return check_calls(prediction.calls, example.registry, example.query, grounding=grounding)
 
 
 def render_saag_report(report: PredictionReport) -> str:
@@ -301,6 +304,8 @@ class SaagInformedReviewer(Reviewer):
 
     experimental = True
     review_signature = SaagReviewSignature
+    grounding: GroundingMode = INTERVENTION_GROUNDING
+    """Stage-3 mode of the report it shows (the evaluate config sets it per run)."""
 
     def forward(self, conversation: str, tool_docs: str, tentative_calls: str,
                 saag_report: str | None = None) -> dspy.Prediction:
@@ -311,5 +316,5 @@ class SaagInformedReviewer(Reviewer):
     def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
         """Base inputs + ``saag_report`` of a blind cascade over the tentative calls."""
         inputs = super().review_inputs(example, prediction)
-        inputs["saag_report"] = render_saag_report(blind_cascade(prediction, example))
+        inputs["saag_report"] = render_saag_report(blind_cascade(prediction, example, self.grounding))
         return inputs

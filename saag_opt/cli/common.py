@@ -23,6 +23,21 @@ SplitOpt = Annotated[str, typer.Option(
     "train and selects on val.")]
 LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
+
+
+class Grounding(str, Enum):
+    """Stage 3 of the SAAG cascade: the paper's verbatim test or the calibrated rules (README)."""
+
+    paper = "paper"
+    calibrated = "calibrated"
+
+
+GROUNDING_HELP = ("SAAG stage 3: [bold]paper[/] (values verbatim in the request) or [bold]calibrated[/] "
+                  "(also accepts schema defaults, reformatted dates/times, number words, ...; flags wrong "
+                  "JSON types and repeated calls). See README, 'How the SAAG cascade decides'.")
+GroundingOpt = Annotated[Optional[Grounding], typer.Option(
+    "--grounding", show_default="calibrated",
+    help=GROUNDING_HELP + " Decides when binary/saag repair and gate+ intervene and what --saag-informed shows.")]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
 StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",

@@ -15,6 +15,7 @@ import typer
 from saag_opt.cli.common import (
     DatasetOpt,
     DryRunOpt,
+    GroundingOpt,
     LimitOpt,
     MaxCostOpt,
     OnUnusable,
@@ -41,6 +42,7 @@ def compare(
                                                     help="Reviewer model (prompt refs only).")] = None,
     mechanism: Annotated[str, typer.Option(
         "--mechanism", "-m", help="Review mechanism, e.g. r2, s5, g5, gate+r2 (an unknown name lists them all).")] = "r2",
+    grounding: GroundingOpt = None,
     dataset: DatasetOpt = "shipped:bfcl",
     split: SplitOpt = "test",
     limit: LimitOpt = None,
@@ -66,6 +68,8 @@ def compare(
                                   split=split_filter(split), limit=limit, workers=workers, seed=seed,
                                   runs_dir=runs_dir, prompts_dir=prompts_dir, max_cost=max_cost,
                                   on_unusable=on_unusable.value)
+    if grounding is not None:
+        values["grounding"] = grounding.value
     try:  # model options matter only when prompts are evaluated now; two runs need none of them
         settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
         config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)

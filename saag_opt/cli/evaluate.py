@@ -13,6 +13,7 @@ import typer
 from saag_opt.cli.common import (
     DatasetOpt,
     DryRunOpt,
+    GroundingOpt,
     LimitOpt,
     MaxCostOpt,
     OnUnusable,
@@ -40,6 +41,7 @@ def evaluate(
                                            "g5, gate+r2 (experimental); an unknown name lists them all.")] = "r2",
     saag_informed: Annotated[bool, typer.Option("--saag-informed", help="Experimental: show the reviewer the "
                                                 "gold-free SAAG report.")] = False,
+    grounding: GroundingOpt = None,
     dataset: DatasetOpt = "shipped:bfcl",
     split: SplitOpt = "test",
     limit: LimitOpt = None,
@@ -68,6 +70,8 @@ def evaluate(
                                   limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
                                   fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir,
                                   max_cost=max_cost, on_unusable=on_unusable.value)
+    if grounding is not None:
+        values["grounding"] = grounding.value
     try:
         config = EvaluateConfig(**values)
     except ValueError as exc:

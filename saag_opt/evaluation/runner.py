@@ -59,7 +59,7 @@ from saag_opt.runfiles import (
     new_header,
     write_header,
 )
-from saag_opt.saag import diagnose_with_gold, judge_with_gold
+from saag_opt.saag import INTERVENTION_GROUNDING, diagnose_with_gold, judge_with_gold
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion
@@ -84,6 +84,9 @@ class EvaluateConfig(BaseModel):
     """A registered mechanism spec (``agents.mechanism_names()``: none, saag, r2, s5, gate+r2, ...)."""
     saag_informed: bool = False
     """Experimental: the review predictor also sees the gold-free SAAG report."""
+    grounding: Literal["paper", "calibrated"] = INTERVENTION_GROUNDING
+    """Stage 3 of the gold-free cascade that triggers binary/saag self-repair and gate+, and that the
+    SAAG-informed reviewer sees: ``calibrated`` (default) or the ``paper``'s verbatim test."""
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
     split: str | None = None
@@ -202,10 +205,13 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger:
         cls = SaagInformedReviewer if config.saag_informed else Reviewer
         version = resolve_ref(config.prompt, config.prompts_dir)
         reviewer = cls.from_prompt(version)
+        if isinstance(reviewer, SaagInformedReviewer):
+            reviewer.grounding = config.grounding
         reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
         reviewer.set_lm(reviewer_lm)
     cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
-    ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs, on_unusable=config.on_unusable)
+    ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs, on_unusable=config.on_unusable,
+                           grounding=config.grounding)
     return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id, version)
 
 
@@ -220,7 +226,7 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
         run_dir, "evaluate", config=config.model_dump(mode="json"),
         args_passed=args_passed or {}, models=models,
         plugins={"mechanism": {"spec": mechanism.spec, "experimental": mechanism.experimental,
-                               "args": {"max_repairs": config.max_repairs}},
+                               "args": {"max_repairs": config.max_repairs, "grounding": config.grounding}},
                  "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
                               "prompt": config.prompt, "experimental": config.saag_informed}},
         dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(examples),

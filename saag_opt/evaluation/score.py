@@ -30,6 +30,7 @@ from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
 from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
 from saag_opt.saag import CascadeStats, PredictionReport, aggregate, judge_with_gold
+from saag_opt.saag.calibration import GroundingMode
 
 __all__ = [
     "AbstentionCounts", "CategoryScore", "PredictionRow", "Rejection", "RelevanceSuite", "ScoreResult",
@@ -77,6 +78,8 @@ class ScoreRow(BaseModel):
     """``ok`` or why the truth check failed (``value:base``, ``wrong_count``, ...)."""
     parse_status: str
     """``ok`` | ``empty`` (abstained) | ``unparsable``."""
+    grounding: str
+    """The SAAG stage-3 mode that decided ``cascade.passed``: ``paper`` (default) or ``calibrated``."""
     cascade: dict[str, Any]
     """The SAAG PredictionReport (per-call CascadeReports inside)."""
 
@@ -110,7 +113,7 @@ class ScoredPrediction:
         """The JSON output row."""
         return ScoreRow(id=self.id, example_id=self.example_id, category=self.category, correct=self.correct,
                         truth_reason=self.truth_reason, parse_status=self.prediction.status,
-                        cascade=self.cascade.to_dict())
+                        grounding=self.cascade.grounding, cascade=self.cascade.to_dict())
 
 
 class CategoryScore(BaseModel):
@@ -181,8 +184,11 @@ class ScoreResult:
     stats: CascadeStats
 
 
-def score_predictions(path: str | Path, examples: Sequence[Example]) -> ScoreResult:
+def score_predictions(path: str | Path, examples: Sequence[Example], *,
+                      grounding: GroundingMode = "paper") -> ScoreResult:
     """Diagnose and truth-check every prediction in ``path`` against ``examples``.
+
+    ``grounding``: stage 3 of the cascade, ``paper`` (default: the paper's numbers) or ``calibrated``.
 
     Raises:
         DatasetError: the predictions file does not exist or cannot be read at all.
@@ -195,7 +201,7 @@ def score_predictions(path: str | Path, examples: Sequence[Example]) -> ScoreRes
     rejections: list[Rejection] = []
     first_line: dict[str, int] = {}
     for line, value in read_jsonl(path):
-        outcome = _score_line(value, by_id, first_line, line)
+        outcome = _score_line(value, by_id, first_line, line, grounding)
         if isinstance(outcome, str):
             rejections.append(Rejection(where, line, outcome))
         else:
@@ -204,7 +210,7 @@ def score_predictions(path: str | Path, examples: Sequence[Example]) -> ScoreRes
 
 
 def _score_line(value: Any, by_id: Mapping[str, Example], first_line: dict[str, int],
-                line: int) -> ScoredPrediction | str:
+                line: int, grounding: GroundingMode = "paper") -> ScoredPrediction | str:
     """Score one decoded line, or return why it is rejected."""
     if isinstance(value, DatasetError):
         return _json_message(str(value).split(f":{line}: ", 1)[-1])
@@ -224,7 +230,7 @@ def _score_line(value: Any, by_id: Mapping[str, Example], first_line: dict[str, 
     except ValueError as exc:
         return str(exc)
     first_line[row.id] = line
-    return _score(row.id, prediction, example)
+    return _score(row.id, prediction, example, grounding)
 
 
 def _prediction(row: PredictionRow) -> Prediction:
@@ -235,8 +241,9 @@ def _prediction(row: PredictionRow) -> Prediction:
     return Prediction(calls=calls, raw=None, status="ok" if calls else "empty")
 
 
-def _score(prediction_id: str, prediction: Prediction, example: Example) -> ScoredPrediction:
-    verdict = judge_with_gold(prediction.calls, example)
+def _score(prediction_id: str, prediction: Prediction, example: Example,
+           grounding: GroundingMode = "paper") -> ScoredPrediction:
+    verdict = judge_with_gold(prediction.calls, example, grounding=grounding)
     return ScoredPrediction(id=prediction_id, example_id=example.id, category=example.category,
                             correct=verdict.correct, cascade=verdict.cascade, prediction=prediction,
                             truth_reason=verdict.reason, expect=example.expect)

@@ -10,6 +10,7 @@ same example cheap); ``clear_caches()`` empties all of it, e.g. before timing ne
 from saag_opt.model import CascadeReport
 from saag_opt.saag import truth as _truth  # noqa: F401 - registers its plan cache with clear_caches
 from saag_opt.saag.caches import clear_caches
+from saag_opt.saag.calibration import CALIBRATION_RULES, INTERVENTION_GROUNDING, GroundingMode
 from saag_opt.saag.cascade import (
     CascadeStats,
     MetricMean,
@@ -28,10 +29,13 @@ from saag_opt.saag.judgement import GoldJudgement, judge_with_gold
 from saag_opt.saag.structure import DRIFT_THRESHOLD, StructureResult, check_structure, split_call
 
 __all__ = [
+    "CALIBRATION_RULES",
+    "INTERVENTION_GROUNDING",
     "DRIFT_THRESHOLD",
     "CascadeReport",
     "CascadeStats",
     "GoldJudgement",
+    "GroundingMode",
     "GroundingResult",
     "MetricMean",
     "PredictionReport",

@@ -40,9 +40,18 @@ from saag_opt.model import (
     StageReached,
     ToolCall,
     ToolSpec,
+    canonical_json,
+)
+from saag_opt.saag.calibration import (
+    GroundingMode,
+    RuleSet,
+    calibrate,
+    calibration_rules,
+    duplicate_calls,
+    type_conflicts,
 )
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
-from saag_opt.saag.corrections import psi1_message, psi2_message, psi3_message
+from saag_opt.saag.corrections import duplicate_message, psi1_message, psi2_message, psi3_message, type_message
 from saag_opt.saag.grounding import ground_arguments, query_context
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
@@ -52,10 +61,11 @@ __all__ = [
 ]
 
 _STAGE_ORDER: dict[Any, int] = {1: 1, 2: 2, 3: 3, "passed": 4}
+_PAPER: RuleSet = frozenset()  # the paper's stage 3: no calibration rule
 
 
 def run_cascade(call: ToolCall | Mapping[str, Any], registry: Registry, query: str, *,
-                corrections: bool = True) -> CascadeReport:
+                corrections: bool = True, grounding: GroundingMode = "paper") -> CascadeReport:
     """Run one call through the strict cascade; never raises on JSON-like input.
 
     Stage 2 also fails when the arguments are not a JSON object (a list, a number, bad JSON),
@@ -66,7 +76,17 @@ def run_cascade(call: ToolCall | Mapping[str, Any], registry: Registry, query: s
 
     The common call (registered name, every required parameter, no unknown one) skips stage 2's
     fuzzy matching: its metrics are then known without computing them (RPR 1, SPR 0, no PDS).
+
+    ``grounding="calibrated"`` lets the rules of ``saag_opt.saag.calibration`` accept stage-3
+    misses (schema defaults, reformatted dates, number words, ...): the pass decision, psi3 and the
+    report's ``calibrated`` mapping change, the paper's metrics do not. ``"paper"`` is the paper.
     """
+    rules = _PAPER if grounding == "paper" else calibration_rules(grounding)
+    return _cascade(call, registry, query, corrections, rules)
+
+
+def _cascade(call: ToolCall | Mapping[str, Any], registry: Registry, query: str, corrections: bool,
+             rules: RuleSet) -> CascadeReport:
     if type(query) is not str:
         query = "" if query is None else str(query)
     name, arguments, malformed = split_call(call)
@@ -75,11 +95,11 @@ def run_cascade(call: ToolCall | Mapping[str, Any], registry: Registry, query: s
         return _unregistered(name, registry, corrections)
     props = allowed_params(tool)
     if not malformed and _conforms(arguments, tool.required, props):
-        return _grounded(name, tool, props, arguments, query, CLEAN_STRUCTURE, corrections)
+        return _grounded(name, tool, props, arguments, query, CLEAN_STRUCTURE, corrections, rules)
     structure = analyse_structure(arguments, tool)
     if malformed or structure[1] or structure[4]:  # missing or spurious parameters
         return _misstructured(name, tool, malformed, structure, corrections)
-    return _grounded(name, tool, props, arguments, query, structure, corrections)  # passed with drift
+    return _grounded(name, tool, props, arguments, query, structure, corrections, rules)  # passed with drift
 
 
 def _conforms(arguments: Mapping[str, Any], required: tuple[str, ...], allowed: Mapping[str, Any]) -> bool:
@@ -100,7 +120,7 @@ def _unregistered(name: Any, registry: Registry, corrections: bool) -> CascadeRe
     fields: dict[str, Any] = {
         "stage_reached": 1, "passed": False, "fnem": score, "ncs": ncs_value, "nearest_name": nearest,
         "rpr": None, "missing_required": (), "pds": {}, "drifted": {}, "spurious": (), "spr": None,
-        "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": ()}
+        "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": (), "calibrated": {}}
     return _report(fields, (_psi1_texts, (score, name, nearest, registry)) if corrections else None)
 
 
@@ -111,16 +131,31 @@ def _misstructured(name: Any, tool: ToolSpec, malformed: bool, structure: Struct
     fields = {
         "stage_reached": 2, "passed": False, "fnem": 1, "ncs": None, "nearest_name": None,
         "rpr": rpr, "missing_required": missing, "pds": pds or {}, "drifted": drifted or {}, "spurious": spurious,
-        "spr": spr, "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": ()}
+        "spr": spr, "avem": None, "qslo": None, "vhr": None, "vhr_ctx": None, "h": {}, "assumptions": (),
+        "calibrated": {}}
     deferred = (_psi2_texts, (name, tool, malformed, missing, drifted, spurious)) if corrections else None
     return _report(fields, deferred)
 
 
 def _grounded(name: Any, tool: ToolSpec, schema: Mapping[str, Any], arguments: Mapping[str, Any], query: str,
-              structure: StructureTuple, corrections: bool) -> CascadeReport:
-    """Stage 3 for a call that passed stage 2 (``structure`` carries its drift, if any)."""
+              structure: StructureTuple, corrections: bool, rules: RuleSet) -> CascadeReport:
+    """Stage 3 for a call that passed stage 2 (``structure`` carries its drift, if any).
+
+    The metrics come from the paper's grounding; calibration (``rules``) only re-decides its misses.
+    """
     rpr, _, pds, drifted, _, spr = structure  # empty mappings are shared proxies (unpicklable): not in reports
-    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, query_context(query), schema)
+    ctx = query_context(query)
+    exact_count, h, partials, assumptions, misses = ground_arguments(arguments, ctx, schema)
+    calibrated: dict[str, str] = {}
+    mistyped: Sequence[tuple[str, str]] = ()
+    if rules:
+        if misses:
+            calibrated, misses = calibrate(misses, ctx, schema, rules)
+        mistyped = type_conflicts(arguments, schema, ctx) if "types" in rules else ()
+        if mistyped:
+            missed = {m[0] for m in misses}
+            misses = misses + [(param, arguments[param], None) for param, _ in mistyped if param not in missed]
+            calibrated = {p: r for p, r in calibrated.items() if all(p != param for param, _ in mistyped)}
     total = sum(h.values()) if h else None
     fields = {
         "stage_reached": 3 if misses else "passed", "passed": not misses, "fnem": 1, "ncs": None,
@@ -128,9 +163,9 @@ def _grounded(name: Any, tool: ToolSpec, schema: Mapping[str, Any], arguments: M
         "spurious": (), "spr": spr, "avem": exact_count / len(arguments) if arguments else None,
         "qslo": sum(partials) / len(partials) if partials else None,
         "vhr": total / len(h) if total is not None else None, "vhr_ctx": total, "h": h,
-        "assumptions": tuple(assumptions)}
+        "assumptions": tuple(assumptions), "calibrated": calibrated}
     needed = corrections and (misses or drifted)
-    return _report(fields, (_psi3_texts, (name, tool, drifted, misses, query, schema)) if needed else None)
+    return _report(fields, (_psi3_texts, (name, tool, drifted, misses, query, schema, mistyped)) if needed else None)
 
 
 def _report(fields: dict[str, Any], deferred: Deferred | None) -> CascadeReport:
@@ -150,10 +185,12 @@ def _psi2_texts(name: Any, tool: ToolSpec, malformed: bool, missing: tuple[str, 
 
 
 def _psi3_texts(name: Any, tool: ToolSpec, drifted: Mapping[str, str], misses: list[tuple[str, Any, float | None]],
-                query: str, schema: Mapping[str, Any]) -> tuple[str, ...]:
-    """The psi2 drift part (a call that passed stage 2 may still have drifted) and psi3."""
+                query: str, schema: Mapping[str, Any], mistyped: Sequence[tuple[str, str]] = ()) -> tuple[str, ...]:
+    """The psi2 drift part (a call that passed stage 2 may still have drifted), psi3 and type conflicts."""
+    typed = {param for param, _ in mistyped}
     return _messages(psi2_message(name, tool, False, (), drifted, ()) if drifted else None,
-                     psi3_message(misses, query, schema))
+                     psi3_message([m for m in misses if m[0] not in typed], query, schema),
+                     type_message(mistyped, {m[0]: m[1] for m in misses}))
 
 
 def _messages(*texts: str | None) -> tuple[str, ...]:
@@ -174,14 +211,16 @@ class PredictionReport(DeferredCorrections):
     passed: bool | None
     calls: tuple[CascadeReport, ...] = ()
     stage_reached: StageReached | None = None
+    grounding: str = "paper"
+    """The stage-3 mode that decided ``passed``: ``paper`` or ``calibrated`` (``saag.calibration``)."""
     corrections: tuple[str, ...] = ()
 
     @classmethod
     def _of(cls, passed: bool, calls: tuple[CascadeReport, ...], stage: StageReached,
-            deferred: Deferred) -> PredictionReport:
+            deferred: Deferred, grounding: str = "paper") -> PredictionReport:
         """An applicable report without the frozen ``__init__``; corrections built on first read."""
-        return cls._from_fields({"applicable": True, "passed": passed, "calls": calls, "stage_reached": stage},
-                                deferred)
+        return cls._from_fields({"applicable": True, "passed": passed, "calls": calls, "stage_reached": stage,
+                                 "grounding": grounding}, deferred)
 
     @property
     def clean(self) -> bool:
@@ -191,28 +230,63 @@ class PredictionReport(DeferredCorrections):
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
         return {"applicable": self.applicable, "passed": self.passed, "stage_reached": self.stage_reached,
-                "calls": [c.to_dict() for c in self.calls], "corrections": list(self.corrections)}
+                "grounding": self.grounding, "calls": [c.to_dict() for c in self.calls],
+                "corrections": list(self.corrections)}
 
 
 def check_calls(calls: Sequence[ToolCall] | None, registry: Registry, query: str, *,
-                corrections: bool = True) -> PredictionReport:
+                corrections: bool = True, grounding: GroundingMode = "paper") -> PredictionReport:
     """Gold-free cascade over a prediction that should contain a call (safe for reviewers/gates).
 
     No calls (abstention) gives one FNEM = -1 report with psi1 "no parsable call".
-    ``corrections=False`` skips the psi texts (see ``run_cascade``).
+    ``corrections=False`` skips the psi texts; ``grounding`` picks the stage-3 pass decision
+    (see ``run_cascade``); the report's ``grounding`` names the mode that decided ``passed``.
     """
+    if grounding == "paper":  # the hot path of scoring: no rule lookups
+        rules, mode = _PAPER, "paper"
+    else:
+        rules = calibration_rules(grounding)
+        mode = _mode_name(rules)
     items = calls if type(calls) is tuple or type(calls) is list else _call_items(calls)
     if len(items) <= 1:  # the common case, without the bookkeeping below; no call = abstention
-        one = run_cascade(items[0] if items else ToolCall(None), registry, query, corrections=corrections)
-        return PredictionReport._of(one.passed, (one,), one.stage_reached, (_corrections_of, (one,)))
-    reports = tuple([run_cascade(c, registry, query, corrections=corrections) for c in items])
+        one = _cascade(items[0] if items else ToolCall(None), registry, query, corrections, rules)
+        return PredictionReport._of(one.passed, (one,), one.stage_reached, (_corrections_of, (one,)), mode)
+    reports = tuple([_cascade(c, registry, query, corrections, rules) for c in items])
+    if "duplicates" in rules:
+        reports = _flag_duplicates(items, reports)
     stage: StageReached = "passed"
     passed = True
     for report in reports:
         if _STAGE_ORDER[report.stage_reached] < _STAGE_ORDER[stage]:
             stage = report.stage_reached
         passed = passed and report.passed
-    return PredictionReport._of(passed, reports, stage, (_labelled_corrections, (items, reports)))
+    return PredictionReport._of(passed, reports, stage, (_labelled_corrections, (items, reports)), mode)
+
+
+def _flag_duplicates(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -> tuple[CascadeReport, ...]:
+    """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``calibration``)."""
+    keys = []
+    for call in items:
+        name, arguments, malformed = split_call(call)
+        keys.append((name, canonical_json(arguments)) if not malformed and isinstance(name, str) else object())
+    repeats = duplicate_calls(keys)
+    if not repeats:
+        return reports
+    out = list(reports)
+    for index, earlier in repeats.items():
+        report = out[index]
+        fields = {k: v for k, v in report.__dict__.items() if k not in ("_deferred", "corrections")}
+        fields.update(stage_reached=3 if report.stage_reached == "passed" else report.stage_reached, passed=False,
+                      corrections=(*report.corrections, duplicate_message(index + 1, earlier + 1)))
+        out[index] = CascadeReport._from_fields(fields)
+    return tuple(out)
+
+
+def _mode_name(rules: RuleSet) -> str:
+    """``paper``, ``calibrated``, or ``calibrated[rule,...]`` for a subset (the benchmark's ablation)."""
+    if not rules:
+        return "paper"
+    return "calibrated" if rules == calibration_rules("calibrated") else f"calibrated[{','.join(sorted(rules))}]"
 
 
 def _corrections_of(report: CascadeReport) -> tuple[str, ...]:
@@ -236,15 +310,16 @@ def _call_items(calls: Any) -> Sequence[Any]:
     return (raw,) if isinstance(raw, (ToolCall, Mapping)) else tuple(raw or ())
 
 
-def diagnose_with_gold(calls: Sequence[ToolCall] | None, example: Example, *, corrections: bool = True) -> PredictionReport:
+def diagnose_with_gold(calls: Sequence[ToolCall] | None, example: Example, *, corrections: bool = True,
+                       grounding: GroundingMode = "paper") -> PredictionReport:
     """Evaluation-side cascade over a prediction: not applicable when the gold expects no call.
 
     "any_call" (live relevance) is treated like "calls": a call is expected, so an abstention is
     FNEM = -1. Uses ``example.expect`` (gold): never show the result's applicability to an agent.
     """
     if example.expect == "no_call":
-        return PredictionReport(applicable=False, passed=None)
-    return check_calls(calls, example.registry, example.query, corrections=corrections)
+        return PredictionReport(applicable=False, passed=None, grounding=_mode_name(calibration_rules(grounding)))
+    return check_calls(calls, example.registry, example.query, corrections=corrections, grounding=grounding)
 
 
 def correction_for(report: PredictionReport) -> str | None:

@@ -166,6 +166,21 @@ def psi3_message(misses: Sequence[tuple[str, Any, float | None]], query: str,
             "actually stated: " + " ".join(lines))
 
 
+def type_message(mistyped: Sequence[tuple[str, str]], values: Mapping[str, Any]) -> str | None:
+    """Calibrated mode: values whose JSON type contradicts the schema (``calibration.type_conflicts``)."""
+    if not mistyped:
+        return None
+    lines = [f"{_code(param)} = {_show(values.get(param))} is not of the schema's type `{declared}`."
+             for param, declared in mistyped]
+    return "Some argument values have the wrong type: " + " ".join(lines)
+
+
+def duplicate_message(index: int, earlier: int) -> str:
+    """Calibrated mode: call ``index`` repeats call ``earlier`` exactly (1-based positions)."""
+    return (f"Call {index} repeats call {earlier} exactly (same function, same arguments); make each call "
+            "do what the request asks once, or drop the repeat.")
+
+
 def psi3(report: CascadeReport, call: Any, query: str, registry: Registry | None = None) -> str | None:
     """Stage-3 correction: each argument in G whose value is not found in the query.
 

@@ -73,11 +73,13 @@ class QueryContext:
     numeric tokens are found on first use: a third of BFCL predictions ground no number at all.
     """
 
-    __slots__ = ("text", "_numbers", "memo")
+    __slots__ = ("text", "_numbers", "memo", "calibration")
 
     def __init__(self, text: str, numbers: frozenset[Number] | None = None) -> None:
         self.text = text
         self._numbers = numbers
+        self.calibration: Any = None
+        """What calibrated grounding needs from this query (``saag.calibration``), built on first use."""
         self.memo: dict[str, Grounded] = {}
         """Grounding of string values already seen with this query (self-repair rounds, reviewers
         and perturbed variants of one example repeat most values); bounded by ``_MAX_MEMO``."""

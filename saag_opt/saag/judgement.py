@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from saag_opt.model import Example, ToolCall
+from saag_opt.saag.calibration import GroundingMode
 from saag_opt.saag.cascade import PredictionReport, diagnose_with_gold
 from saag_opt.saag.truth import check_truth
 
@@ -27,7 +28,11 @@ class GoldJudgement:
     cascade: PredictionReport
 
 
-def judge_with_gold(calls: Sequence[ToolCall], example: Example) -> GoldJudgement:
-    """Truth check and gold-aware cascade of ``calls`` against ``example`` (reads the gold)."""
+def judge_with_gold(calls: Sequence[ToolCall], example: Example, *,
+                    grounding: GroundingMode = "paper") -> GoldJudgement:
+    """Truth check and gold-aware cascade of ``calls`` against ``example`` (reads the gold).
+
+    ``grounding``: stage 3 of the cascade (``paper`` keeps the paper's numbers; ``calibrated``).
+    """
     truth = check_truth(calls, example)
-    return GoldJudgement(truth.correct, truth.reason, diagnose_with_gold(calls, example))
+    return GoldJudgement(truth.correct, truth.reason, diagnose_with_gold(calls, example, grounding=grounding))

@@ -267,3 +267,21 @@ def test_parse_mechanism_forms() -> None:
 def test_reviewer_mechanisms_need_a_reviewer(spec: str) -> None:
     with pytest.raises(ConfigError, match="needs a reviewer model"):
         parse_mechanism(spec).run(weather_example(), FakeAgent(by_round(BAD_NAME)), None, ctx=MechanismContext())
+
+
+@pytest.mark.parametrize(("grounding", "repairs"), [("paper", 2), ("calibrated", 0)])
+def test_the_repair_trigger_and_the_gate_follow_the_context_grounding(grounding: str, repairs: int) -> None:
+    # "Boston, MA" is correct but not verbatim: the paper's stage 3 sends it back, calibrated does not.
+    qualified = call(city="Boston, MA")
+    agent = FakeAgent(by_round(qualified))
+    ctx = MechanismContext(max_repairs=2, grounding=grounding)
+    out = parse_mechanism("binary").run(weather_example(), agent, None, ctx=ctx)
+    assert out.agent_calls == repairs and out.final == qualified
+    gated = parse_mechanism("gate+r1").run(weather_example(), FakeAgent(by_round(qualified)),
+                                           FakeReviewer(verdicts=[APPROVE]) if repairs else NeverCalledReviewer(),
+                                           ctx=ctx)
+    assert gated.gated is (grounding == "calibrated")
+
+
+def test_mechanisms_default_to_calibrated_grounding() -> None:
+    assert MechanismContext().grounding == "calibrated"

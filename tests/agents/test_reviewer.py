@@ -23,7 +23,7 @@ from saag_opt.agents import (
 from saag_opt.data import load_dataset
 from saag_opt.errors import ArtifactError
 from saag_opt.model import Example, Prediction, ToolCall
-from tests.agents.agent_fakes import BAD_NAME, GOOD, weather_example
+from tests.agents.agent_fakes import BAD_NAME, GOOD, call, weather_example
 
 SENTINEL = "GOLDSENTINEL"
 
@@ -150,3 +150,11 @@ def test_an_out_of_range_selection_is_retried_then_unusable() -> None:
     with dspy.context(lm=DummyLM([{"index": "7"}, {"index": "9"}])):
         index, failure = reviewer.select_candidate(weather_example(), [GOOD, BAD_NAME])
     assert index is None and "index 9 is not one of the 2 candidates" in (failure or "")
+
+
+@pytest.mark.parametrize(("grounding", "verdict"), [("paper", "failed at stage 3"), ("calibrated", "passed")])
+def test_saag_informed_report_follows_its_grounding(grounding: str, verdict: str) -> None:
+    reviewer = SaagInformedReviewer()
+    reviewer.grounding = grounding
+    inputs = reviewer.review_inputs(weather_example(), call(city="Boston, MA"))
+    assert f"call 0: {verdict}" in inputs["saag_report"]

@@ -107,6 +107,7 @@ def test_run_writes_the_run_dir_and_exact_help_harm(world, tmp_path: Path, examp
     run = read_run(run_dir)
     assert run.header.status == "success" and run.header.models["base"].startswith("fake@")
     assert run.header.plugins["mechanism"]["spec"] == "r1" and run.header.dataset["n"] == len(examples)
+    assert run.header.plugins["mechanism"]["args"]["grounding"] == run.header.config["grounding"] == "calibrated"
     assert run.header.packages["dspy"] == "3.4.1"
     assert len(run.records) == 2 * len(examples)
     assert {r.condition for r in run.records} == {"base", "r1"}
@@ -241,7 +242,7 @@ def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: py
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--prompt", "reviewer@v1",
               "--mechanism", "r1", "--split", SPLIT, "--limit", str(LIMIT), "--runs-dir", str(tmp_path / "runs"),
-              "--json", str(out)])
+              "--grounding", "paper", "--json", str(out)])
     assert exit_info.value.code == 0
     printed = capsys.readouterr().out
     for needle in ("Accuracy: base vs r1", "relevance suite", "helpfulness", "McNemar", "latency overhead",
@@ -250,6 +251,7 @@ def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: py
     summary = json.loads(out.read_text())
     header = read_run(sorted((tmp_path / "runs").iterdir())[-1], header_only=True).header
     assert summary["mechanism"] == "r1" and header.args_passed["limit"] == LIMIT and "seed" not in header.args_passed
+    assert header.config["grounding"] == "paper" and header.args_passed["grounding"] == "paper"
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -185,3 +185,18 @@ def test_relevance_suite_is_bfcl_unweighted_mean_with_simple_averaged_first() ->
     assert suite.groups == {"simple": 0.5, "multiple": 1.0, "parallel": 0.0, "parallel_multiple": 1.0}
     assert suite.mean == pytest.approx(0.625)  # irrelevance is not part of it
     assert relevance_suite({"irrelevance": cats["irrelevance"]}) is None
+
+
+def test_score_keeps_the_paper_grounding_by_default_and_rows_name_the_mode(
+        result: ScoreResult, examples: list[Example], tmp_path: Path) -> None:
+    calibrated = score_predictions(PREDICTIONS, examples, grounding="calibrated")
+    assert {r.cascade.grounding for r in result.rows} == {"paper"}
+    assert {r.cascade.grounding for r in calibrated.rows} == {"calibrated"}
+    assert [r.to_row().grounding for r in calibrated.rows] == ["calibrated"] * len(calibrated.rows)
+    for paper_row, calibrated_row in zip(result.rows, calibrated.rows):  # the paper's metrics do not move
+        for paper_call, calibrated_call in zip(paper_row.cascade.calls, calibrated_row.cascade.calls):
+            assert (paper_call.avem, paper_call.vhr, paper_call.h) == (
+                calibrated_call.avem, calibrated_call.vhr, calibrated_call.h)
+    rows_path, _ = write_score_json(calibrated, tmp_path / "scores.jsonl")
+    assert {json.loads(line)["grounding"] for line in rows_path.read_text(encoding="utf-8").splitlines()} == {
+        "calibrated"}

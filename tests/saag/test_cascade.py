@@ -55,7 +55,7 @@ def test_saag_worked_example_one_correction_per_round() -> None:
         "stage_reached": 3, "passed": False, "fnem": 1, "ncs": None, "nearest_name": None, "rpr": 1.0,
         "missing_required": [], "pds": {}, "drifted": {}, "spurious": [], "spr": 0.0, "avem": 0.5,
         "qslo": None, "vhr": 0.5, "vhr_ctx": 1.0, "h": {"location": 0.0, "days": 1.0}, "assumptions": [],
-        "corrections": [messages[2]],
+        "calibrated": {}, "corrections": [messages[2]],
     }
     assert list(d3.to_dict()) == list(CascadeReport.__dataclass_fields__)
     assert (d3.rpr, d3.spr, d3.avem, d3.qslo) == (1.0, 0.0, 0.5, None)

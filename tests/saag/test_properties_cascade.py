@@ -86,3 +86,24 @@ def test_diagnose_correction_and_aggregate_never_raise(calls: list[tuple[Any, An
     stats = aggregate([report, *check_calls(tool_calls, REGISTRY, query).calls])
     json.dumps(stats.to_dict(), allow_nan=True)
     assert stats.reached[1] >= stats.reached[2] >= stats.reached[3] >= stats.passed[3]
+
+
+_METRICS = ("stage_reached", "fnem", "ncs", "rpr", "missing_required", "pds", "drifted", "spurious", "spr", "avem",
+            "qslo", "vhr", "vhr_ctx", "h", "assumptions")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=NAMES, arguments=ARGUMENTS,
+       query=st.text(max_size=40) | st.sampled_from(["Paris on April 11th, 2023 at 7 PM", "two days, 10% off"]))
+def test_calibrated_grounding_keeps_the_paper_metrics_and_only_re_decides_stage_3(
+        name: Any, arguments: Any, query: str) -> None:
+    paper = run_cascade(_call(name, arguments), REGISTRY, query)
+    calibrated = run_cascade(_call(name, arguments), REGISTRY, query, grounding="calibrated")
+    _check_report_invariants(calibrated)
+    for metric in _METRICS[1:]:
+        assert getattr(calibrated, metric) == getattr(paper, metric) or (
+            getattr(paper, metric) != getattr(paper, metric)), metric  # NaN-safe
+    if paper.stage_reached in (1, 2):
+        assert calibrated.stage_reached == paper.stage_reached and calibrated.calibrated == {}
+    elif paper.passed and not calibrated.passed:  # only the flagging checks fail what the paper passes
+        assert "have the wrong type" in " ".join(calibrated.corrections)
