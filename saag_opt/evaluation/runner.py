@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -60,6 +60,7 @@ from saag_opt.runfiles import (
     write_header,
 )
 from saag_opt.saag import INTERVENTION_GROUNDING, diagnose_with_gold, judge_with_gold
+from saag_opt.saag.calibration import ModeName
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion
@@ -84,7 +85,7 @@ class EvaluateConfig(BaseModel):
     """A registered mechanism spec (``agents.mechanism_names()``: none, saag, r2, s5, gate+r2, ...)."""
     saag_informed: bool = False
     """Experimental: the review predictor also sees the gold-free SAAG report."""
-    grounding: Literal["paper", "calibrated"] = INTERVENTION_GROUNDING
+    grounding: ModeName = INTERVENTION_GROUNDING
     """Stage 3 of the gold-free cascade that triggers binary/saag self-repair and gate+, and that the
     SAAG-informed reviewer sees: ``calibrated`` (default) or the ``paper``'s verbatim test."""
     dataset: str = "shipped:bfcl"

@@ -74,7 +74,7 @@ from typing import Any, Literal, Union
 from saag_opt.saag.grounding import QueryContext, contains_word, ground_value, number_tokens
 
 __all__ = [
-    "ACCEPT_RULES", "CALIBRATION_RULES", "FLAG_CHECKS", "INTERVENTION_GROUNDING", "GroundingMode", "RuleSet",
+    "ACCEPT_RULES", "CALIBRATION_RULES", "FLAG_CHECKS", "INTERVENTION_GROUNDING", "GroundingMode", "ModeName", "RuleSet",
     "calibrate", "calibration_rules", "duplicate_calls", "type_conflicts",
 ]
 
@@ -89,12 +89,14 @@ CALIBRATION_RULES: tuple[str, ...] = ACCEPT_RULES + FLAG_CHECKS
 """Every rule and check of calibrated mode."""
 
 RuleSet = frozenset[str]
-GroundingMode = Union[Literal["paper", "calibrated"], RuleSet]
+ModeName = Literal["paper", "calibrated"]
+"""The two named stage-3 modes (what CLI options and configs accept)."""
+GroundingMode = Union[ModeName, RuleSet]
 """``"paper"``, ``"calibrated"`` (every rule) or a set of rule names (the benchmark's ablation)."""
 
 _ALL: RuleSet = frozenset(CALIBRATION_RULES)
 
-INTERVENTION_GROUNDING: GroundingMode = "calibrated"
+INTERVENTION_GROUNDING: ModeName = "calibrated"
 """Stage-3 mode of the cascade wherever it triggers an intervention (self-repair, gate, SAAG-informed
 reviewer, runtime guard). ``calibrated`` (``saag_opt.saag.calibration``): on every BFCL gold call and
 its invalid perturbations it flags 9.4% of correct calls instead of 44.3% and 91.6% of invalid ones
@@ -240,7 +242,7 @@ def _units(text: str, words: Sequence[str]) -> set[str]:
 
 
 def _prepared(ctx: QueryContext) -> _Prepared:
-    prepared = ctx.calibration
+    prepared: _Prepared | None = ctx.calibration
     if prepared is None:
         prepared = ctx.calibration = _Prepared(ctx.text)
     return prepared
@@ -443,8 +445,10 @@ _CODES: dict[str, tuple[str, ...]] = {
 
 
 def code_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
-    """A standard code whose name the query states: ISO 4217 currencies ("British Pounds" -> ``GBP``)
-    and US state postal codes ("Sacramento, California" -> ``CA``). World knowledge, not a dataset's."""
+    """A standard code whose name the query states (ISO 4217 currencies, US state postal codes).
+
+    "British Pounds" -> ``GBP``, "Sacramento, California" -> ``CA``: world knowledge, not a dataset's.
+    """
     if not isinstance(value, str) or not 2 <= len(value.strip()) <= 3:
         return False
     names = _CODES.get(value.strip().casefold(), ())
@@ -513,8 +517,11 @@ def template_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> b
 
 
 def qualifier_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
-    """``Head, Q[, Q]``: a grounded head plus at most two short (<= 2 words) qualifiers; or
-    ``Region/Name`` (one alphabetic word, one slash) with a grounded name ("Europe/London")."""
+    """``Head, Q[, Q]`` or ``Region/Name`` around a grounded head.
+
+    ``Head, Q[, Q]``: at most two short (<= 2 words) qualifiers ("San Francisco, CA");
+    ``Region/Name``: one alphabetic word, one slash, a grounded name ("Europe/London").
+    """
     if isinstance(value, str) and value.count("/") == 1 and "," not in value:
         region, name = value.split("/")
         if region.isalpha() and name.strip():
@@ -569,8 +576,11 @@ _RELATIVE_DAYS = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1}
 
 
 def relative_date_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
-    """A date the query fixes relative to a full date it states ("today is 2023-10-01 ... tomorrow",
-    "next Monday"): the anchor plus today/tomorrow/yesterday, or the next one or two of a weekday it names."""
+    """A date the query fixes relative to a full date it states.
+
+    "today is 2023-10-01 ... tomorrow" (the anchor plus today/tomorrow/yesterday) or "next Monday"
+    (the next one or two of a weekday the query names, after the anchor).
+    """
     if not isinstance(value, str):
         return False
     match = _VALUE_DATE.match(value)
@@ -751,9 +761,9 @@ def _names_an_object(value: Any, ctx: QueryContext) -> bool:
     return isinstance(value, str) and _as_number(value) is None and ground_value(value, ctx)[0]
 
 
-def duplicate_calls(calls: Sequence[tuple[Any, Any]]) -> dict[int, int]:
+def duplicate_calls(calls: Sequence[object]) -> dict[int, int]:
     """``{later index: earlier index}`` for calls (as ``(name, canonical arguments)``) that repeat one exactly."""
-    first: dict[tuple[Any, Any], int] = {}
+    first: dict[object, int] = {}
     out: dict[int, int] = {}
     for index, key in enumerate(calls):
         try:
