@@ -54,8 +54,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         cwd=root).strip())
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (purelib / "_saag_opt_test_deps.pth").write_text("".join(f"{p}\n" for p in sorted(deps)))
+    # Without PYTHONPATH: a checkout on it (with its editable egg-info) makes pip think saag-opt is installed.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-          str(wheel)], cwd=root)
+          str(wheel)], cwd=root, env=clean)
     shutil.copy2(wheel, venv / wheel.name)  # kept for the content check
     return venv / "bin"
 
