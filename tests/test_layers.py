@@ -1,6 +1,6 @@
 """The import direction of DESIGN section 1, checked on the source (STYLE practice 1).
 
-cli -> (optimize, evaluation, artifacts, report) -> agents -> (lm, saag, data, model); nothing imports
+cli -> (optimize, evaluation, artifacts, report, runtime) -> agents -> (lm, saag, data, model); nothing imports
 cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
 run time too. ``runfiles`` (atomic writes, run.json) sits beside ``errors`` at the bottom: every layer
 above the pure core may write through it, it imports nothing but ``errors``; ``events`` (the one run
@@ -33,6 +33,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "optimize": {"cli", "report"},
     # report renders result types of evaluation/optimize (sideways, same layer); it never runs anything
     "report": {"cli", "agents", "lm"},
+    # the runtime guard sits beside evaluation: it runs agents/lm/saag, and nothing but cli imports it
+    "runtime": {"cli", "optimize", "evaluation", "report"},
 }
 
 
