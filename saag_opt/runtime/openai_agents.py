@@ -62,8 +62,15 @@ def agent_tools(agent: Any) -> list[dict[str, Any]]:
     """The agent's function tools as OpenAI function-tool definitions (hosted tools are skipped)."""
     agents = _require()
     return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.params_json_schema}}
+                                              "parameters": _optional_defaults(t.params_json_schema)}}
             for t in getattr(agent, "tools", []) or [] if isinstance(t, agents.FunctionTool)]
+
+
+def _optional_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Strict schemas list every parameter as required; one with a default may be omitted."""
+    props = schema.get("properties") or {}
+    required = [r for r in schema.get("required") or [] if "default" not in (props.get(r) or {})]
+    return {**schema, "required": required}
 
 
 def tool_input_guardrail(guard: Guard, *, name: str = "saag_guard") -> Any:
