@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -52,30 +53,43 @@ BFCL_TYPE_KEY = "x-bfcl-type"
 """Schema key that keeps BFCL's original type where normalisation changed it."""
 
 
+_NESTED_SCHEMA_KEYS = frozenset(("items", "additionalProperties", "anyOf", "oneOf", "allOf"))
+
+
 def normalise_schema(schema: Any) -> Any:
-    """Return a JSON Schema copy of a BFCL-style schema (recursively); unknown types pass through."""
-    if isinstance(schema, list):
+    """Return a JSON Schema copy of a BFCL-style schema (recursively); unknown types pass through.
+
+    Plain dicts and lists take a fast path (exact type checks; ABC ``isinstance`` checks were most
+    of the cost when the runtime guard converts a live agent's tools on every decision).
+    """
+    kind = type(schema)
+    if kind is list:
         return [normalise_schema(s) for s in schema]
-    if not isinstance(schema, Mapping):
+    if kind is not dict and not isinstance(schema, Mapping):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "type" and isinstance(value, str):
+        if key == "type" and type(value) is str:
             mapped = BFCL_TO_JSON_SCHEMA.get(value, value)
             out["type"] = mapped
             if mapped != value:
                 out[BFCL_TYPE_KEY] = value
-        elif key == "properties" and isinstance(value, Mapping):
+        elif key == "properties" and (type(value) is dict or isinstance(value, Mapping)):
             out[key] = {name: normalise_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
+        elif key in _NESTED_SCHEMA_KEYS:
             out[key] = normalise_schema(value)
         else:
             out[key] = value
     return out
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def openai_safe_name(name: str) -> str:
     """OpenAI tool names allow ``[a-zA-Z0-9_-]``; BFCL names may contain dots (``math.factorial``)."""
+    if _SAFE_NAME.fullmatch(name):
+        return name
     return "".join(ch if (ch.isalnum() and ch.isascii()) or ch in "_-" else "_" for ch in name)
 
 

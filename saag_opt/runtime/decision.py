@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -53,6 +53,36 @@ class Decision:
         if (self.calls is None) != (self.action == "block"):
             raise ValueError("calls is None exactly when the action is block")
 
+    @classmethod
+    def deferred(cls, action: Action, calls: list[dict[str, Any]] | None, reason: str,
+                 build: Callable[[], tuple[str | None, dict[str, Any] | None]], **fields: Any) -> Decision:
+        """A decision whose ``feedback`` and ``report`` are built by ``build()`` on first read.
+
+        Why: the gate path decides from the cascade's metrics alone, and rendering the report and
+        the psi texts costs more than the cascade itself (experiments/bench/guard_overhead.py); an
+        agent loop that only reads ``action`` and ``calls`` never pays for them. The decision reads,
+        compares, prints and serialises exactly as if they had been built eagerly.
+        """
+        decision = cls(action, calls, None, reason, None, **fields)
+        state = decision.__dict__
+        del state["feedback"], state["report"]
+        state["_deferred"] = build
+        return decision
+
+    def __getattr__(self, name: str) -> Any:
+        """Build deferred ``feedback``/``report`` on first access (only reached when they are missing)."""
+        if name in ("feedback", "report"):
+            state = self.__dict__
+            build = state.get("_deferred")
+            if build is not None:
+                feedback, report = build()
+                state["feedback"], state["report"] = feedback, report  # stored before the deferral is dropped
+                state.pop("_deferred", None)
+                return state[name]
+            if name in state:  # another thread finished meanwhile
+                return state[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def allowed(self) -> bool:
         """True when something runs (allow or revise)."""
@@ -61,6 +91,11 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
         return asdict(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle and copy the built fields, never the deferral."""
+        self.report  # noqa: B018 - reading builds them
+        return self.__dict__
 
     def to_json(self) -> str:
         """The decision as one JSON line."""
@@ -78,5 +113,7 @@ class Decision:
                  "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
                 for index, call in enumerate(self.calls or [])]
 
+
+del Decision.report  # the default lives in __init__; a missing key must reach __getattr__
 
 __all__ = ["ACTIONS", "Action", "Decision"]

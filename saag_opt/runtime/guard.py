@@ -39,7 +39,8 @@ from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction
 from saag_opt.runtime.cache import ReviewCache, review_key
 from saag_opt.runtime.decision import Action, Decision
-from saag_opt.runtime.inputs import GuardInput, GuardInputError, read_input
+from saag_opt.runtime.inputs import GuardInput, GuardInputError, RegistryMemo, read_input
+from saag_opt.saag import check_calls, correction_for
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer
@@ -101,6 +102,7 @@ class Guard:
         self.reviewer_label, self.reviser_label = labels
         self._cascade_options = _cascade_options(grounding)
         self._pool: ThreadPoolExecutor | None = None
+        self.registries = RegistryMemo()
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -232,10 +234,8 @@ class Guard:
     def _prepare(self, messages: Any, tools: Any, tool_calls: Any,
                  started: float) -> Decision | tuple[GuardInput, PredictionReport, str]:
         """Read the input, run the cascade and the gate; a Decision when no LM is needed."""
-        from saag_opt.saag import correction_for
-
         try:
-            inp = read_input(messages, tools, tool_calls)
+            inp = read_input(messages, tools, tool_calls, self.registries)
         except GuardInputError as exc:
             return Decision("block", None, f"The tool calls could not be checked: {exc}.", f"bad input: {exc}",
                             latency_s=time.perf_counter() - started)
@@ -243,17 +243,19 @@ class Guard:
             return Decision("allow", [], None, "no tool calls to review", latency_s=time.perf_counter() - started)
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
         if self.gate and report.clean:
-            return Decision("allow", [c.to_dict() for c in inp.calls], None, "gate: the SAAG cascade passed cleanly",
-                            report.to_dict(), latency_s=time.perf_counter() - started)
+            return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
+                                     lambda: (None, report.to_dict()), latency_s=time.perf_counter() - started)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
-            psi = correction_for(report)
+            def psi_and_report() -> tuple[str | None, dict[str, Any]]:
+                return correction_for(report), report.to_dict()
+
             if not _hard_failure(report):
-                return Decision("allow", [c.to_dict() for c in inp.calls], psi,
-                                "passed SAAG stages 1-2 (no LLM reviewer)" + ("; notes in feedback" if psi else ""),
-                                report.to_dict(), latency_s=time.perf_counter() - started)
+                return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
+                                         "passed SAAG stages 1-2 (no LLM reviewer; any notes in feedback)",
+                                         psi_and_report, latency_s=time.perf_counter() - started)
             if self.reviser is None:
-                return Decision("block", None, psi, f"{_stage_summary(report)}; no reviser to revise it",
-                                report.to_dict(), latency_s=time.perf_counter() - started)
+                return Decision.deferred("block", None, f"{_stage_summary(report)}; no reviser to revise it",
+                                         psi_and_report, latency_s=time.perf_counter() - started)
         key = review_key(self.config, inp.messages, inp.tools, [c.to_dict() for c in inp.calls])
         hit = self.cache.get(key)
         if hit is not None:
@@ -265,8 +267,6 @@ class Guard:
         return inp, report, key
 
     def _check(self, inp: GuardInput, calls: Any) -> PredictionReport:
-        from saag_opt.saag import check_calls
-
         return check_calls(calls, inp.registry, inp.grounding_text, **self._cascade_options)
 
     def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Outcome, float]:
@@ -283,7 +283,6 @@ class Guard:
     def _lm_rounds(self, inp: GuardInput, report: PredictionReport) -> _Outcome:
         from saag_opt.agents import FeedbackTurn
         from saag_opt.agents.mechanisms import DEFAULT_REJECTION
-        from saag_opt.saag import correction_for
 
         current, current_report = inp.tentative, report
         history: list[FeedbackTurn] = []
@@ -335,8 +334,6 @@ class Guard:
     def _revised(self, revision: Prediction, report: PredictionReport, text: str, why: str, reviewed: bool,
                  error: str | None, rounds: list[dict[str, Any]]) -> _Outcome:
         """A revision runs only if it makes a call and passes stages 1-2; else block."""
-        from saag_opt.saag import correction_for
-
         if not revision.calls:
             return _Outcome("block", None, text, f"{why}, but the revision makes no call", reviewed, error,
                             rounds=rounds)
@@ -362,8 +359,6 @@ class Guard:
     def _failed(self, inp: GuardInput, report: PredictionReport, error: str,
                 rounds: list[dict[str, Any]] | None = None) -> _Outcome:
         """``on_error``: run the proposed calls unreviewed, or nothing; stage 1-2 failures never run."""
-        from saag_opt.saag import correction_for
-
         if _hard_failure(report):
             return _Outcome("block", None, correction_for(report),
                             f"{_stage_summary(report)} and the review failed ({error})", error=error,
@@ -455,8 +450,6 @@ def _cascade_options(grounding: str | None) -> dict[str, Any]:
     if grounding is None:
         return {}
     import inspect
-
-    from saag_opt.saag import check_calls
 
     if "grounding" not in inspect.signature(check_calls).parameters:
         raise ConfigError(f"grounding={grounding!r}: this version of the SAAG cascade has no grounding modes")

@@ -25,9 +25,11 @@ Decisions:
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from saag_opt.model import Example, Prediction, Registry, ToolCall
 
@@ -38,11 +40,11 @@ class GuardInputError(ValueError):
     """The messages, tools or tool calls handed to the guard cannot be read."""
 
 
-@dataclass(frozen=True)
-class ProposedCall:
+class ProposedCall(NamedTuple):
     """One call as the agent proposed it: its id (if any), name and raw arguments.
 
     ``arguments`` is a dict, or the raw string when it was not a JSON object (``malformed``).
+    A named tuple: one is built per proposed call on the hot path.
     """
 
     id: str | None
@@ -65,17 +67,19 @@ class ProposedCall:
 
 @dataclass(frozen=True)
 class GuardInput:
-    """One review request, read: the example the reviewer sees, the calls, the grounding text."""
+    """One review request, read: the registry, the calls, the grounding text and the messages."""
 
-    example: Example
+    registry: Registry
     calls: tuple[ProposedCall, ...]
     grounding_text: str
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...]
 
-    @property
-    def registry(self) -> Registry:
-        return self.example.registry
+    @cached_property
+    def example(self) -> Example:
+        """What the reviewer and the reviser see (built only when an LM is asked)."""
+        return Example(id=RUNTIME_EXAMPLE_ID, category="runtime", messages=self.messages, registry=self.registry,
+                       gold=None, expect="any_call")
 
     @property
     def tentative(self) -> Prediction:
@@ -84,27 +88,73 @@ class GuardInput:
         return Prediction(tuple(c.as_tool_call() for c in self.calls), raw=raw, status="ok")
 
 
-def read_input(messages: Any, tools: Any, tool_calls: Any) -> GuardInput:
+class RegistryMemo:
+    """Registries by the identity of the ``tools`` list an agent passes on every turn.
+
+    An agent loop hands over the same list of the same tool dicts turn after turn; converting
+    it once per list saves most of a gate decision's input reading. A hit needs the same list
+    object holding the same dict objects; editing a tool dict in place is not seen: pass a new
+    list after changing a definition (or ``clear()``).
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: dict[int, tuple[Any, tuple[int, ...], tuple[dict[str, Any], ...], Registry]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tools: Any) -> tuple[tuple[dict[str, Any], ...], Registry] | None:
+        entry = self._entries.get(id(tools))
+        if entry is None or entry[0] is not tools or entry[1] != tuple(map(id, tools)):
+            return None
+        return entry[2], entry[3]
+
+    def put(self, tools: Any, functions: tuple[dict[str, Any], ...], registry: Registry) -> None:
+        if type(tools) is not list:
+            return  # only lists are worth it (a tuple literal is rebuilt each turn anyway)
+        with self._lock:
+            if len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[id(tools)] = (tools, tuple(map(id, tools)), functions, registry)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def read_input(messages: Any, tools: Any, tool_calls: Any, memo: RegistryMemo | None = None) -> GuardInput:
     """Read one review request (see the module docstring).
 
     Raises:
         GuardInputError: naming the unreadable message, tool or call.
     """
     plain, grounding = read_messages(messages)
-    functions = read_tools(tools)
-    try:
-        registry = Registry.from_dicts(functions)
-    except ValueError as exc:
-        raise GuardInputError(f"tools: {exc}") from None
-    calls = read_tool_calls(tool_calls)
-    example = Example(id=RUNTIME_EXAMPLE_ID, category="runtime", messages=tuple(plain), registry=registry,
-                      gold=None, expect="any_call")
-    return GuardInput(example, calls, grounding, tuple(plain), tuple(functions))
+    known = memo.get(tools) if memo is not None and tools is not None else None
+    if known is None:
+        functions = tuple(read_tools(tools))
+        try:
+            registry = Registry.from_dicts(functions)
+        except ValueError as exc:
+            raise GuardInputError(f"tools: {exc}") from None
+        if memo is not None:
+            memo.put(tools, functions, registry)
+    else:
+        functions, registry = known
+    return GuardInput(registry, read_tool_calls(tool_calls), grounding, tuple(plain), functions)
+
+
+def _is_map(value: Any) -> bool:
+    """``isinstance(value, Mapping)`` with a fast path for plain dicts (ABC checks are slow)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _is_list(value: Any) -> bool:
+    """A list-like of items (not a string)."""
+    return type(value) is list or (isinstance(value, Sequence) and not isinstance(value, (str, bytes)))
 
 
 def _plain(item: Any) -> Any:
     """A dict from a dict or a pydantic object (the openai client's types)."""
-    if isinstance(item, Mapping):
+    if _is_map(item):
         return item
     dump = getattr(item, "model_dump", None)
     if callable(dump):
@@ -116,21 +166,21 @@ def read_tools(tools: Any) -> list[dict[str, Any]]:
     """Function definitions (``{"name", "description", "parameters"}``) from OpenAI function tools."""
     if tools is None:
         return []
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+    if not _is_list(tools):
         raise GuardInputError(f"tools must be a list of OpenAI function tools, got {type(tools).__name__}")
     functions = []
     for index, raw in enumerate(tools):
         tool = _plain(raw)
-        if not isinstance(tool, Mapping):
+        if not _is_map(tool):
             raise GuardInputError(f"tools[{index}] is not an object: {str(raw)[:80]!r}")
         kind = tool.get("type")
-        if isinstance(tool.get("function"), Mapping):
+        if _is_map(tool.get("function")):
             tool = tool["function"]
         elif kind not in (None, "function"):
             continue  # a hosted tool (web_search, file_search, ...): never in tool_calls
         if not isinstance(tool.get("name"), str) or not tool["name"]:
             raise GuardInputError(f"tools[{index}] has no function name")
-        functions.append(dict(tool))
+        functions.append(tool if type(tool) is dict else dict(tool))
     return functions
 
 
@@ -138,34 +188,36 @@ def read_tool_calls(tool_calls: Any) -> tuple[ProposedCall, ...]:
     """OpenAI ``tool_calls`` objects, ``{"name", "arguments"}`` pairs or LangChain ``{"name", "args"}``."""
     if tool_calls is None:
         return ()
-    items = [tool_calls] if isinstance(tool_calls, Mapping) or hasattr(tool_calls, "model_dump") else tool_calls
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+    items = [tool_calls] if _is_map(tool_calls) or hasattr(tool_calls, "model_dump") else tool_calls
+    if not _is_list(items):
         raise GuardInputError(f"tool_calls must be a list of calls, got {type(tool_calls).__name__}")
     calls = []
     for index, raw in enumerate(items):
         item = _plain(raw)
-        if not isinstance(item, Mapping):
+        if not _is_map(item):
             raise GuardInputError(f"tool_calls[{index}] is not an object: {str(raw)[:80]!r}")
         fn = _plain(item.get("function")) if item.get("function") is not None else item
-        if not isinstance(fn, Mapping) or "name" not in fn:
+        if not _is_map(fn) or "name" not in fn:
             raise GuardInputError(f"tool_calls[{index}] has no function name")
         name = fn.get("name")
         args = fn.get("arguments", fn.get("args"))
-        call_id = item.get("id") if isinstance(item.get("id"), str) else None
-        calls.append(_call(call_id, name if isinstance(name, str) else None, args))
+        call_id = item.get("id")
+        calls.append(_call(call_id if type(call_id) is str else None, name if type(name) is str else None, args))
     return tuple(calls)
 
 
 def _call(call_id: str | None, name: str | None, args: Any) -> ProposedCall:
     if args is None:
         return ProposedCall(call_id, name, {})
-    if isinstance(args, str):
+    if type(args) is str:
         try:
             parsed = json.loads(args) if args.strip() else {}
         except (ValueError, RecursionError):
             return ProposedCall(call_id, name, args, malformed=True)
+        if type(parsed) is dict:  # JSON object keys are strings already
+            return ProposedCall(call_id, name, parsed)
         args = parsed
-    if isinstance(args, Mapping):
+    if _is_map(args):
         return ProposedCall(call_id, name, {str(k): v for k, v in args.items()})
     return ProposedCall(call_id, name, json.dumps(args, default=str), malformed=True)
 
@@ -188,14 +240,14 @@ def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
     """Plain ``{"role", "content"}`` messages and the grounding text (user messages + tool results)."""
     if messages is None:
         return [], ""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+    if not _is_list(messages):
         raise GuardInputError(f"messages must be a list of chat messages, got {type(messages).__name__}")
     plain: list[dict[str, Any]] = []
     grounding: list[str] = []
     names: dict[str, str] = {}
     for index, raw in enumerate(messages):
         message = _plain(raw)
-        if not isinstance(message, Mapping):
+        if not _is_map(message):
             raise GuardInputError(f"messages[{index}] is not an object: {str(raw)[:80]!r}")
         role = str(message.get("role") or "user")
         content = _text(message.get("content"))
@@ -220,5 +272,5 @@ def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
     return plain, "\n".join(grounding)
 
 
-__all__ = ["GuardInput", "GuardInputError", "ProposedCall", "read_input", "read_messages", "read_tool_calls",
+__all__ = ["GuardInput", "GuardInputError", "ProposedCall", "RegistryMemo", "read_input", "read_messages", "read_tool_calls",
            "read_tools"]

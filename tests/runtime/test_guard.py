@@ -271,3 +271,29 @@ def test_prompt_and_mechanism_errors_are_clear(tmp_path: Path) -> None:
         Guard.load(reviewer="fake", mechanism="s3")
     with pytest.raises(ConfigError, match="on_error"):
         Guard.load(reviewer=None, mechanism="none", on_error="maybe")  # type: ignore[arg-type]
+
+
+def test_gate_decisions_read_and_serialise_as_if_built_eagerly() -> None:
+    import copy
+    import pickle
+
+    guard = Guard.load(reviewer=None, mechanism="none", cache=False)
+    decision = guard.review(MESSAGES, TOOLS, [openai_call("get_weather", {"town": "Paris"})])
+    clone = pickle.loads(pickle.dumps(decision))
+    assert clone == decision == copy.deepcopy(decision)
+    assert clone.feedback and "Missing required" in clone.feedback and clone.report["stage_reached"] == 2
+    assert json.loads(decision.to_json())["report"]["calls"][0]["missing_required"] == ["city"]
+
+
+def test_a_tools_list_is_converted_once_until_it_changes() -> None:
+    guard = Guard.load(reviewer=None, mechanism="none", cache=False)
+    tools = [dict(t) for t in TOOLS]
+    call = [openai_call("get_weather", {"city": "Paris"})]
+    guard.review(MESSAGES, tools, call)
+    first = guard.registries.get(tools)[1]
+    guard.review(MESSAGES, tools, call)
+    assert guard.registries.get(tools)[1] is first
+    tools[0] = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"town": {"type": "string"}}, "required": ["town"]}}}
+    decision = guard.review(MESSAGES, tools, call)  # a replaced definition is seen
+    assert decision.action == "block" and "`town`" in decision.feedback
