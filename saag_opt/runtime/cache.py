@@ -58,7 +58,7 @@ class ReviewCache:
         self._remember(key, decision)
         if self.directory is None:
             return
-        from saag_opt.agents.base import atomic_write_text
+        from saag_opt.runfiles import atomic_write_text
 
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)

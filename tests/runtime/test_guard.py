@@ -297,3 +297,18 @@ def test_a_tools_list_is_converted_once_until_it_changes() -> None:
         "type": "object", "properties": {"town": {"type": "string"}}, "required": ["town"]}}}
     decision = guard.review(MESSAGES, tools, call)  # a replaced definition is seen
     assert decision.action == "block" and "`town`" in decision.feedback
+
+
+def test_grounding_is_passed_to_the_cascade_when_it_has_modes() -> None:
+    import inspect
+
+    from saag_opt.saag import check_calls
+
+    modes = "grounding" in inspect.signature(check_calls).parameters
+    if not modes:
+        with pytest.raises(ConfigError, match="no grounding modes"):
+            Guard.load(reviewer=None, mechanism="none", grounding="calibrated")
+        return
+    guard = Guard.load(reviewer=None, mechanism="none", grounding="paper", cache=False)
+    decision = guard.review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "Paris"})])
+    assert decision.action == "allow" and guard.config["grounding"] == "paper"
