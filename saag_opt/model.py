@@ -83,6 +83,28 @@ def normalise_schema(schema: Any) -> Any:
     return out
 
 
+def _already_json_schema(schema: Any) -> bool:
+    """True when ``normalise_schema`` would change nothing but make a copy (no BFCL type to map).
+
+    A scan allocates nothing, so an OpenAI tool (JSON Schema already) is read without a deep copy.
+    """
+    kind = type(schema)
+    if kind is list:
+        return all(_already_json_schema(s) for s in schema)
+    if kind is not dict:
+        return not isinstance(schema, Mapping)  # another mapping type: the slow path copies it
+    for key, value in schema.items():
+        if key == "type":
+            if type(value) is str and BFCL_TO_JSON_SCHEMA.get(value, value) != value:
+                return False
+        elif key == "properties":
+            if type(value) is not dict or not all(_already_json_schema(sub) for sub in value.values()):
+                return False
+        elif key in _NESTED_SCHEMA_KEYS and not _already_json_schema(value):
+            return False
+    return True
+
+
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-]*")
 
 
@@ -113,7 +135,9 @@ class ToolSpec:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"function has no name: {json.dumps(raw)[:120]}")
-        params = normalise_schema(raw.get("parameters") or {"type": "object", "properties": {}})
+        given = raw.get("parameters") or {"type": "object", "properties": {}}
+        # JSON Schema already (every OpenAI tool): a shallow copy is the normalised schema.
+        params = dict(given) if type(given) is dict and _already_json_schema(given) else normalise_schema(given)
         if not isinstance(params, dict):
             raise ValueError(f"function {name!r}: parameters must be an object")
         params.setdefault("type", "object")

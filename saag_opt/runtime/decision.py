@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Action = Literal["allow", "revise", "block"]
@@ -63,10 +63,11 @@ class Decision:
         agent loop that only reads ``action`` and ``calls`` never pays for them. The decision reads,
         compares, prints and serialises exactly as if they had been built eagerly.
         """
-        decision = cls(action, calls, None, reason, None, **fields)
-        state = decision.__dict__
+        state = {**_DEFAULTS, "rounds": [], "action": action, "calls": calls, "reason": reason, **fields}
         del state["feedback"], state["report"]
         state["_deferred"] = build
+        decision = object.__new__(cls)  # the frozen __init__ sets each field separately: the hot path skips it
+        object.__setattr__(decision, "__dict__", state)
         return decision
 
     def __getattr__(self, name: str) -> Any:
@@ -114,6 +115,8 @@ class Decision:
                 for index, call in enumerate(self.calls or [])]
 
 
+_DEFAULTS: dict[str, Any] = {f.name: (f.default_factory() if f.default_factory is not MISSING else f.default)  # type: ignore[misc]
+                             for f in fields(Decision) if f.name not in ("action", "calls", "reason")}
 del Decision.report  # the default lives in __init__; a missing key must reach __getattr__
 
 __all__ = ["ACTIONS", "Action", "Decision"]

@@ -25,7 +25,6 @@ Decisions:
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -100,7 +99,6 @@ class RegistryMemo:
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._entries: dict[int, tuple[Any, tuple[int, ...], tuple[dict[str, Any], ...], Registry]] = {}
-        self._lock = threading.Lock()
 
     def get(self, tools: Any) -> tuple[tuple[dict[str, Any], ...], Registry] | None:
         entry = self._entries.get(id(tools))
@@ -111,14 +109,13 @@ class RegistryMemo:
     def put(self, tools: Any, functions: tuple[dict[str, Any], ...], registry: Registry) -> None:
         if type(tools) is not list:
             return  # only lists are worth it (a tuple literal is rebuilt each turn anyway)
-        with self._lock:
-            if len(self._entries) >= self.size:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[id(tools)] = (tools, tuple(map(id, tools)), functions, registry)
+        entries = self._entries  # single dict operations are atomic: no lock on the hot path
+        if len(entries) >= self.size:
+            entries.pop(next(iter(entries), None), None)
+        entries[id(tools)] = (tools, tuple(map(id, tools)), functions, registry)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 def read_input(messages: Any, tools: Any, tool_calls: Any, memo: RegistryMemo | None = None) -> GuardInput:
