@@ -10,10 +10,9 @@ import pytest
 
 from saag_opt.runtime import Guard
 from saag_opt.testing import ScriptedOpenAIServer
-from tests.runtime.world import ReviewWorld, framework
+from tests.runtime.world import ReviewWorld, needs
 
-framework("langchain.agents")
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, needs("langchain", "langchain")]
 REPO = Path(__file__).resolve().parents[2]
 
 

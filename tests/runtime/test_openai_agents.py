@@ -9,21 +9,28 @@ import pytest
 
 from saag_opt.runtime import Guard
 from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.runtime.world import ReviewWorld, framework
+from tests.runtime.world import ReviewWorld, needs
 
-agents = framework("agents")
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, needs("agents", "agents")]
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
 def _prompts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+
+
+@pytest.fixture(autouse=True)
+def agents():  # the SDK, imported once its requires mark has let the test run
+    import agents
+
     agents.set_tracing_disabled(True)
+    return agents
 
 
 def run_agent(guard: Guard, first_call: dict) -> tuple[list[dict], list, object]:
     """One run: the scripted model proposes ``first_call``, then answers in text."""
+    import agents
     from openai import AsyncOpenAI
 
     ran: list[dict] = []
@@ -85,7 +92,7 @@ def test_blocked_call_does_not_run_and_the_model_reads_why() -> None:
     assert "blocked before it ran" in output and "Missing required" in output
 
 
-def test_the_guardrail_sees_the_run_input_and_the_agent_tools() -> None:
+def test_the_guardrail_sees_the_run_input_and_the_agent_tools(agents) -> None:
     from saag_opt.runtime.openai_agents import items_to_messages
 
     messages = items_to_messages([{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},

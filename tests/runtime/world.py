@@ -6,11 +6,15 @@ get ``revision``; other requests come from the dspy reviewer and get a ChatAdapt
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from saag_opt.testing import Fault, Reply
+from tests.conftest import requires
 
 TOOLS = [
     {"type": "function", "function": {
@@ -60,13 +64,8 @@ class ReviewWorld:
         return self.reviewer_reply or verdict(self.error, self.feedback)
 
 
-def framework(module: str) -> Any:
-    """Import an adapter's framework; skip without it locally, but fail under CI (never a silent skip)."""
-    import importlib
-    import os
 
-    import pytest
-
-    if os.environ.get("CI", "").lower() == "true":
-        return importlib.import_module(module)
-    return pytest.importorskip(module)
+def needs(module: str, extra: str) -> pytest.MarkDecorator:
+    """``requires`` for an adapter's framework: skipped locally without it, a failure under CI=true."""
+    missing = None if importlib.util.find_spec(module) else f"{module} is not installed (pip install 'saag-opt[{extra}]')"
+    return requires(missing)
