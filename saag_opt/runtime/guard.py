@@ -39,7 +39,12 @@ from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction
 from saag_opt.runtime.cache import ReviewCache, review_key
 from saag_opt.runtime.decision import Action, Decision
-from saag_opt.runtime.inputs import GuardInput, GuardInputError, RegistryMemo, read_input
+from saag_opt.runtime.inputs import (
+    GuardInput,
+    GuardInputError,
+    RegistryMemo,
+    read_input,
+)
 from saag_opt.saag import check_calls, correction_for
 
 if TYPE_CHECKING:
@@ -276,7 +281,7 @@ class Guard:
         with dspy.track_usage() as usage:
             try:
                 outcome = self._lm_rounds(inp, report)
-            except Exception as exc:  # a guard never throws into the agent loop
+            except Exception as exc:  # noqa: BLE001 - a guard never throws into the agent loop
                 outcome = self._failed(inp, report, _describe(exc))
         return outcome, self._dollars(usage.get_total_tokens())
 
@@ -322,7 +327,7 @@ class Guard:
                                 rounds=rounds)
             try:
                 revision = self.reviser.propose(inp.example, feedback=[*history, FeedbackTurn(current, text)])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failed revision blocks, with its reason
                 return _Outcome("block", None, text, f"{why}; the revision failed: {_describe(exc)}", reviewed,
                                 error or _describe(exc), rounds=rounds, cacheable=False)
             history.append(FeedbackTurn(current, text))
@@ -350,7 +355,7 @@ class Guard:
             return None, None
         try:
             verdict = self.reviewer.review_call(inp.example, prediction)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any reviewer failure goes to on_error
             return None, _describe(exc)
         if verdict.failed:
             return None, f"unusable reviewer reply ({verdict.failed})"

@@ -43,7 +43,7 @@ def items_to_messages(items: Any, instructions: Any = None) -> list[dict[str, An
     if isinstance(items, str):
         return messages + [{"role": "user", "content": items}]
     for raw in items or []:
-        item = raw if isinstance(raw, Mapping) else getattr(raw, "model_dump", lambda: {})()
+        item = raw if isinstance(raw, Mapping) else getattr(raw, "model_dump", dict)()
         kind = item.get("type")
         if kind == "function_call":
             messages.append({"role": "assistant", "content": None, "tool_calls": [

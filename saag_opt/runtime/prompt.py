@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saag_opt.artifacts import PromptStore, PromptVersion, content_hash, load_version_file
+from saag_opt.artifacts import (
+    PromptStore,
+    PromptVersion,
+    content_hash,
+    load_version_file,
+)
 from saag_opt.artifacts.export import mlflow_prompt_name
 from saag_opt.errors import ArtifactError
 
