@@ -312,3 +312,10 @@ def test_grounding_is_passed_to_the_cascade_when_it_has_modes() -> None:
     guard = Guard.load(reviewer=None, mechanism="none", grounding="paper", cache=False)
     decision = guard.review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "Paris"})])
     assert decision.action == "allow" and guard.config["grounding"] == "paper"
+
+
+def test_saag_informed_reviewer_sees_the_cascade_report(world) -> None:
+    w, server = world
+    guard_for(server, saag_informed=True).review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "London"})])
+    review = next(r.body for r in server.chat_requests if "tools" not in r.body)
+    assert "saag_report" in json.dumps(review["messages"]) and "failed at stage 3" in json.dumps(review["messages"])
