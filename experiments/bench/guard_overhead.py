@@ -9,11 +9,12 @@ registry, runs the gold-free cascade and the gate, and returns a JSON-ready Deci
 report. "BFCL" is one ``ast_checker`` call per prediction, inputs in its own format. Both inputs are
 prepared outside the timed loops.
 
-Honest timing: the machine is shared, so the two sides alternate within one run and the best
-repetition of each counts (garbage collection off in the timed loops, as timeit does); every guard repetition starts cold (``clear_caches()`` empties the SAAG
-core's per-query and per-tool memos, and the guard's registry memo is emptied), as for 1,000 turns
-of 1,000 different agents. For information, a third run keeps the registry memo: the same tool lists
-as an earlier turn (what one agent does), new queries. The load average is printed.
+Honest timing: the machine is shared, so the sides alternate within one run and the best repetition
+of each counts (garbage collection off in the timed loops, as timeit does). Every guard repetition
+starts cold: ``clear_caches()`` empties the SAAG core's per-query and per-tool memos and the guard's
+registry memo is emptied, as for 1,000 turns of 1,000 different agents. For information, one run
+keeps the registry memo (the same tool lists as an earlier turn, what one agent does, with new
+queries) and one times the cascade alone on inputs read beforehand. The load average is printed.
 
 Also printed: the share of decisions the gate lets through without an LLM call (the cascade passes
 cleanly), split into gold and perturbed predictions, and what the rest would become.

@@ -100,7 +100,7 @@ def _revision_note(decision: Decision) -> str:
     return f"A reviewer revised this call to {_describe(decision.calls or [])}{why}. Result: "
 
 
-def _targets(decision: Decision, originals: dict[str, Any], kwargs: dict[str, Any], name: str) -> list[tuple[Any, dict]]:
+def _targets(decision: Decision, originals: dict[str, Any], kwargs: dict[str, Any], name: str) -> list[tuple[Any, Any]]:
     calls = decision.calls if decision.action == "revise" else [{"name": name, "arguments": kwargs}]
     return [(originals[c["name"]], c["arguments"]) for c in calls or [] if c["name"] in originals]
 

@@ -130,6 +130,7 @@ class Guard:
             timeout: seconds for the LM part of one decision (None = no bound).
             reviser: model that rewrites rejected calls (default: the reviewer's model).
             revise: False = a rejection blocks with feedback (the host model proposes again).
+            store: the prompt store root (default: ``$SAAG_OPT_PROMPTS``, else ``./prompts``).
             cache: True = review cache under the saag-opt cache dir; a path = there; False = memory.
             grounding: passed to the gold-free cascade when it supports it (None = its default).
             retries: extra attempts per LM request (backoff), within ``timeout``.

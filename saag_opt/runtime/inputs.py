@@ -101,20 +101,23 @@ class RegistryMemo:
         self._entries: dict[int, tuple[Any, tuple[int, ...], tuple[dict[str, Any], ...], Registry]] = {}
 
     def get(self, tools: Any) -> tuple[tuple[dict[str, Any], ...], Registry] | None:
+        """The function dicts and registry read from this very list, or None."""
         entry = self._entries.get(id(tools))
         if entry is None or entry[0] is not tools or entry[1] != tuple(map(id, tools)):
             return None
         return entry[2], entry[3]
 
     def put(self, tools: Any, functions: tuple[dict[str, Any], ...], registry: Registry) -> None:
+        """Remember what ``tools`` was read as (lists only; the oldest entry goes when full)."""
         if type(tools) is not list:
             return  # only lists are worth it (a tuple literal is rebuilt each turn anyway)
         entries = self._entries  # single dict operations are atomic: no lock on the hot path
         if len(entries) >= self.size:
-            entries.pop(next(iter(entries), None), None)
+            entries.pop(next(iter(entries)), None)
         entries[id(tools)] = (tools, tuple(map(id, tools)), functions, registry)
 
     def clear(self) -> None:
+        """Forget every list (after editing a tool definition in place)."""
         self._entries.clear()
 
 

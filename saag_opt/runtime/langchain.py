@@ -36,7 +36,7 @@ def guard_middleware(guard: Guard, tools: Sequence[Any] | None = None) -> Any:
     """An ``AgentMiddleware`` whose ``wrap_tool_call``/``awrap_tool_call`` consult ``guard``."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    AgentMiddleware, ToolMessage, to_openai = _require()
+    middleware_base, ToolMessage, to_openai = _require()
     by_name = {t.name: t for t in tools or []}
     definitions = [convert_to_openai_tool(t) for t in tools or []]
 
@@ -62,7 +62,7 @@ def guard_middleware(guard: Guard, tools: Sequence[Any] | None = None) -> Any:
         call = {**request.tool_call, "name": new["name"], "args": new["arguments"]}
         return request.override(tool_call=call, tool=tool)
 
-    class SaagGuardMiddleware(AgentMiddleware):
+    class SaagGuardMiddleware(middleware_base):  # type: ignore[misc,valid-type]  # imported lazily
         """Reviews each tool call with a saag-opt ``Guard`` before it runs."""
 
         def wrap_tool_call(self, request: Any, handler: Any) -> Any:
