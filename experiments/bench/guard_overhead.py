@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reps", type=int, default=11)
+    parser.add_argument("--grounding", default=None, help="the cascade's grounding mode (default: its own)")
     args = parser.parse_args()
     bench = _score_bench()
     stub = bench._load_stub()
@@ -82,7 +83,7 @@ def main() -> None:
     bfcl_in = [(raw[ex.id], [{ex.registry.resolve(c.name) or c.name: dict(c.arguments)} for c in calls],
                 list(ex.gold or ()), ex.category) for ex, calls in items]
     guard_in = [openai_inputs(ex, calls) for ex, calls in items]
-    guard = Guard.load(reviewer=None, mechanism="none", cache=False)
+    guard = Guard.load(reviewer=None, mechanism="none", cache=False, grounding=args.grounding)
     decisions: list[Any] = []
 
     def guarded() -> None:
@@ -97,10 +98,11 @@ def main() -> None:
     model_name = stub.MODEL_NAME
     load_before = os.getloadavg()
     read = [read_input(*x) for x in guard_in]
+    options = {"grounding": args.grounding} if args.grounding else {}
 
     def cascade_only() -> None:  # the floor: the cascade on inputs read beforehand
         for inp in read:
-            check_calls([c.for_cascade() for c in inp.calls], inp.registry, inp.grounding_text)
+            check_calls([c.for_cascade() for c in inp.calls], inp.registry, inp.grounding_text, **options)
 
     best = {"guard": float("inf"), "bfcl": float("inf"), "same_tools": float("inf"), "cascade": float("inf")}
     gc.collect()
@@ -130,6 +132,7 @@ def main() -> None:
     gated = [d.reason.startswith("gate") for d in decisions]
     outcome = Counter(_would(d) for d in decisions)
     print(f"predictions={n} tool_calls={sum(len(c) for _, c in items)} seed={args.seed} reps={args.reps} "
+          f"grounding={args.grounding or 'cascade default'} "
           f"(best rep, alternating; guard cold = clear_caches() before each rep)")
     print(f"load average 1/5/15 min: before {_load(load_before)}, after {_load(load_after)} (2 cores, shared)")
     for kind in ("gold", "perturbed"):
