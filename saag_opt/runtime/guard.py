@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction
@@ -46,6 +46,7 @@ from saag_opt.runtime.inputs import (
     read_input,
 )
 from saag_opt.saag import check_calls, correction_for
+from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer
@@ -101,7 +102,7 @@ class Guard:
         self.reviewer, self.reviser = reviewer, (reviser if revise else None)
         self.prompt_sha256, self.prompt_label = prompt_sha256, prompt_label
         self.reviews, self.gate, self.on_error, self.timeout = reviews, gate, on_error, timeout
-        self.grounding = grounding
+        self.grounding = _cascade_options(grounding)["grounding"]
         self.cache = cache if cache is not None else ReviewCache()
         self.models = dict(models or {})
         self.reviewer_label, self.reviser_label = labels
@@ -132,7 +133,7 @@ class Guard:
             revise: False = a rejection blocks with feedback (the host model proposes again).
             store: the prompt store root (default: ``$SAAG_OPT_PROMPTS``, else ``./prompts``).
             cache: True = review cache under the saag-opt cache dir; a path = there; False = memory.
-            grounding: passed to the gold-free cascade when it supports it (None = its default).
+            grounding: stage-3 mode of the gold-free cascade (None = ``INTERVENTION_GROUNDING``, calibrated).
             retries: extra attempts per LM request (backoff), within ``timeout``.
             saag_informed: the reviewer also sees the SAAG report (experimental reviewer).
 
@@ -452,14 +453,11 @@ def _label(lm: Any) -> str:
 
 
 def _cascade_options(grounding: str | None) -> dict[str, Any]:
-    """``grounding=`` for ``check_calls`` when given; refused if this cascade has no such option."""
-    if grounding is None:
-        return {}
-    import inspect
-
-    if "grounding" not in inspect.signature(check_calls).parameters:
-        raise ConfigError(f"grounding={grounding!r}: this version of the SAAG cascade has no grounding modes")
-    return {"grounding": grounding}
+    """``grounding=`` for ``check_calls``: the intervention default (calibrated) unless a mode is named."""
+    mode = INTERVENTION_GROUNDING if grounding is None else grounding
+    if mode not in get_args(ModeName):
+        raise ConfigError(f"grounding must be one of {', '.join(get_args(ModeName))}, got {grounding!r}")
+    return {"grounding": mode}
 
 
 def _open(model: Any, role: str, timeout: float | None, retries: int) -> Any:

@@ -299,19 +299,19 @@ def test_a_tools_list_is_converted_once_until_it_changes() -> None:
     assert decision.action == "block" and "`town`" in decision.feedback
 
 
-def test_grounding_is_passed_to_the_cascade_when_it_has_modes() -> None:
-    import inspect
-
-    from saag_opt.saag import check_calls
-
-    modes = "grounding" in inspect.signature(check_calls).parameters
-    if not modes:
-        with pytest.raises(ConfigError, match="no grounding modes"):
-            Guard.load(reviewer=None, mechanism="none", grounding="calibrated")
-        return
-    guard = Guard.load(reviewer=None, mechanism="none", grounding="paper", cache=False)
-    decision = guard.review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "Paris"})])
-    assert decision.action == "allow" and guard.config["grounding"] == "paper"
+def test_grounding_defaults_to_calibrated_and_decides_the_gate() -> None:
+    """A schema default not spelled in the request is a false alarm for the paper's stage 3 only."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "required": ["city"], "properties": {
+            "city": {"type": "string"}, "unit": {"type": "string", "default": "celsius"}}}}}]
+    call = [openai_call("get_weather", {"city": "Paris", "unit": "celsius"})]
+    default = Guard.load(reviewer=None, mechanism="none", cache=False)
+    paper = Guard.load(reviewer=None, mechanism="none", grounding="paper", cache=False)
+    assert default.config["grounding"] == "calibrated" and paper.config["grounding"] == "paper"
+    assert default.review(MESSAGES, tools, call).report["passed"] is True
+    assert paper.review(MESSAGES, tools, call).report["passed"] is False
+    with pytest.raises(ConfigError, match="grounding must be one of paper, calibrated"):
+        Guard.load(reviewer=None, mechanism="none", grounding="verbatim")
 
 
 def test_saag_informed_reviewer_sees_the_cascade_report(world) -> None:
