@@ -88,6 +88,10 @@ class EvaluateConfig(BaseModel):
     grounding: ModeName = INTERVENTION_GROUNDING
     """Stage 3 of the gold-free cascade that triggers binary/saag self-repair and gate+, and that the
     SAAG-informed reviewer sees: ``calibrated`` (default) or the ``paper``'s verbatim test."""
+    reviewer_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of the reviewer (reasoning models ignore it; the base agent stays at 0)."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """Reasoning effort sent to a reasoning reviewer model (gpt-5*, o-series); None = the model's default."""
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
     split: str | None = None
@@ -208,7 +212,10 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger:
         reviewer = cls.from_prompt(version)
         if isinstance(reviewer, SaagInformedReviewer):
             reviewer.grounding = config.grounding
-        reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **options)
+        reviewer_options = options | {"temperature": config.reviewer_temperature}
+        if config.reasoning_effort is not None:
+            reviewer_options["reasoning_effort"] = config.reasoning_effort
+        reviewer_lm = open_lm(parse_model_spec(config.reviewer), role="reviewer", ledger=ledger, **reviewer_options)
         reviewer.set_lm(reviewer_lm)
     cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
     ctx = MechanismContext(cache=cache, max_repairs=config.max_repairs, on_unusable=config.on_unusable,

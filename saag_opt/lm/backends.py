@@ -182,7 +182,10 @@ class LocalBackend(BackendFacts):
 
         model = get_local_model(spec.model)
         url = local_base_url(spec.model)
-        namespace = _namespace(url) if os.environ.get("SAAG_OPT_LOCAL_URL") else None
+        # Another server at $SAAG_OPT_LOCAL_URL may serve other weights under the same alias; a parent's
+        # own embedded server ($SAAG_OPT_LOCAL_SHARED, tune --workers) serves the same ones: same cache.
+        external = os.environ.get("SAAG_OPT_LOCAL_URL") and not os.environ.get("SAAG_OPT_LOCAL_SHARED")
+        namespace = _namespace(url) if external else None
         return Endpoint(f"openai/{model.alias}", url, "local", namespace)
 
 

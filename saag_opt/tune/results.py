@@ -1,0 +1,210 @@
+"""What a tune run leaves behind: ``trials.jsonl``, the feasible Pareto set, its TEST re-evaluation,
+``summary.json``.
+
+Trials only ever saw train/val. The Pareto-optimal feasible configurations are evaluated again on
+the test split, which no trial saw, and those numbers (accuracy per category, help, harm, ratio,
+McNemar p and bootstrap CI against the base agent alone, cost, latency) are the ones to report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+from pydantic import BaseModel, Field
+
+from saag_opt.evaluation.records import EvaluationSummary
+from saag_opt.tune.space import Space, canonical_params
+from saag_opt.tune.study import (
+    DUPLICATE_ATTR,
+    ERROR_ATTR,
+    KEY_ATTR,
+    METRICS_ATTR,
+    RUN_DIR_ATTR,
+    EvaluateFn,
+    retry_of,
+    run_config,
+)
+from saag_opt.tune.storage import WORKER_ATTR
+
+
+class TrialRow(BaseModel):
+    """One line of ``trials.jsonl``."""
+
+    number: int
+    """Optuna trial number."""
+    state: str
+    """COMPLETE | FAIL | RUNNING | WAITING | PRUNED."""
+    params: dict[str, Any]
+    """The configuration (EvaluateConfig fields)."""
+    values: dict[str, float] | None = None
+    """Objective name -> value (complete trials)."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """Every metric measured."""
+    constraints: dict[str, float] = Field(default_factory=dict)
+    """Constraint name -> measured - bound (feasible when <= 0)."""
+    feasible: bool | None = None
+    """All constraints met (None for unfinished trials)."""
+    pareto: bool = False
+    """On the feasible Pareto front (the original of a repeated configuration)."""
+    duplicate_of: int | None = None
+    """Answered from this trial's stored result at zero LM cost."""
+    retry_of: int | None = None
+    """Re-runs this trial of a dead worker."""
+    run_dir: str | None = None
+    """The evaluate run directory (on the worker's machine)."""
+    worker: str | None = None
+    """``pid@host`` of the worker."""
+    started: str | None = None
+    """ISO start time."""
+    finished: str | None = None
+    """ISO end time."""
+    seconds: float | None = None
+    """Wall time."""
+    error: str | None = None
+    """Why it failed, when known."""
+
+
+def trial_rows(study: Any, space: Space) -> list[TrialRow]:
+    """Every trial of the study as a row, Pareto flags set."""
+    front = {t.number for t in pareto_trials(study)}
+    return [trial_row(t, space, pareto=t.number in front) for t in study.get_trials(deepcopy=False)]
+
+
+def trial_row(t: Any, space: Space, *, pareto: bool = False) -> TrialRow:
+    """One ``FrozenTrial`` as a ``trials.jsonl`` row."""
+    constraints = {name: float(v) for name, v in t.constraints.items()}
+    complete = t.state.name == "COMPLETE"
+    return TrialRow(
+        number=t.number, state=t.state.name, params=dict(t.params),
+        values=dict(zip(space.metric_names, t.values)) if t.values is not None else None,
+        metrics=t.user_attrs.get(METRICS_ATTR) or {}, constraints=constraints,
+        feasible=all(v <= 0 for v in constraints.values()) if complete else None,
+        pareto=pareto, duplicate_of=t.user_attrs.get(DUPLICATE_ATTR), retry_of=retry_of(t),
+        run_dir=t.user_attrs.get(RUN_DIR_ATTR), worker=t.user_attrs.get(WORKER_ATTR),
+        started=t.datetime_start.isoformat() if t.datetime_start else None,
+        finished=t.datetime_complete.isoformat() if t.datetime_complete else None,
+        seconds=t.duration.total_seconds() if t.duration else None, error=t.user_attrs.get(ERROR_ATTR))
+
+
+def pareto_trials(study: Any) -> list[Any]:
+    """Feasible Pareto-optimal trials, one per configuration (the original, not a repeat).
+
+    ``study.best_trials`` already drops infeasible trials (research/next.md A1, measured).
+    """
+    best = sorted(study.best_trials, key=lambda t: t.number)
+    seen: set[str] = set()
+    out = []
+    for trial in best:
+        key = trial.user_attrs.get(KEY_ATTR) or canonical_params(trial.params)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(trial)
+    return out
+
+
+def write_trials(path: Path, rows: list[TrialRow]) -> None:
+    """Write ``trials.jsonl`` atomically (temp file + replace)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with jsonlines.open(tmp, mode="w") as writer:
+        for row in rows:
+            writer.write(row.model_dump(mode="json"))
+    tmp.replace(path)
+
+
+class TestResult(BaseModel):
+    """One Pareto configuration re-evaluated on the test split."""
+
+    __test__ = False  # not a pytest class
+
+    trial: int
+    """The trial it came from."""
+    params: dict[str, Any]
+    """The configuration."""
+    val: dict[str, float]
+    """Metrics measured on the trial split."""
+    run_dir: str | None = None
+    """The test evaluate run directory."""
+    summary: EvaluationSummary | None = None
+    """Its full summary (accuracy per category, help/harm with McNemar p and CI, cost, latency)."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """The tune metrics on test."""
+    error: str | None = None
+    """Why the re-evaluation failed."""
+
+
+def evaluate_on_test(space: Space, trials: list[Any], test_dir: Path, *, limit: int | None,
+                     evaluate: EvaluateFn = run_config) -> list[TestResult]:
+    """Re-run each Pareto configuration on the test split (base answers shared through the cache)."""
+    from saag_opt.errors import SaagOptError
+    from saag_opt.tune.study import trial_metrics
+
+    out = []
+    for trial in trials:
+        overrides: dict[str, Any] = {"split": "test", "runs_dir": test_dir}
+        if limit is not None:
+            overrides["limit"] = limit
+        val = trial.user_attrs.get(METRICS_ATTR) or {}
+        try:
+            run_dir, summary = evaluate(space.config(dict(trial.params), **overrides))
+        except SaagOptError as exc:
+            out.append(TestResult(trial=trial.number, params=dict(trial.params), val=val, error=str(exc)))
+            continue
+        out.append(TestResult(trial=trial.number, params=dict(trial.params), val=val, run_dir=str(run_dir),
+                              summary=summary, metrics=trial_metrics(summary)))
+    return out
+
+
+class TuneSummary(BaseModel):
+    """``summary.json`` of a tune run."""
+
+    study: str
+    """Study name."""
+    storage: str
+    """Storage URL (password redacted)."""
+    sampler: str
+    """tpe | grid."""
+    seed: int
+    """Sampler seed."""
+    space: dict[str, Any]
+    """The validated space."""
+    objectives: dict[str, str]
+    """Metric -> direction."""
+    constraints: dict[str, float]
+    """Metric -> bound."""
+    states: dict[str, int]
+    """Trial state -> count."""
+    distinct_configs: int
+    """Configurations actually evaluated (repeats excluded)."""
+    duplicates: int
+    """Trials answered from a stored result."""
+    retries: int
+    """Trials that re-ran a dead worker's trial."""
+    pareto: list[int]
+    """Trial numbers on the feasible Pareto front."""
+    test: list[TestResult] = Field(default_factory=list)
+    """The test re-evaluation of the Pareto set."""
+    test_skipped: bool = False
+    """``--no-test`` was given."""
+
+
+def summarise_tune(rows: list[TrialRow], space: Space, *, study: str, storage: str, sampler: str, seed: int,
+                   test: list[TestResult], test_skipped: bool) -> TuneSummary:
+    """``summary.json`` content."""
+    states: dict[str, int] = {}
+    for row in rows:
+        states[row.state] = states.get(row.state, 0) + 1
+    complete = [r for r in rows if r.state == "COMPLETE"]
+    return TuneSummary(
+        study=study, storage=storage, sampler=sampler, seed=seed, space=space.model_dump(mode="json"),
+        objectives=dict(space.objectives), constraints=dict(space.constraints), states=states,
+        distinct_configs=len({canonical_params(r.params) for r in complete if r.duplicate_of is None}),
+        duplicates=sum(r.duplicate_of is not None for r in complete),
+        retries=sum(r.retry_of is not None for r in rows),
+        pareto=[r.number for r in rows if r.pareto], test=test, test_skipped=test_skipped)
+
+
+__all__ = ["TestResult", "TrialRow", "TuneSummary", "evaluate_on_test", "pareto_trials", "summarise_tune",
+           "trial_row", "trial_rows", "write_trials"]

@@ -1,0 +1,264 @@
+"""``run_tune``: a tune run from start to ``summary.json``.
+
+Roles. The process that *creates* the study (a new ``--study`` name, or none given) coordinates:
+it runs trials (in-process, or through ``--workers N`` local processes), waits for every other
+worker's running trials, writes ``trials.jsonl``, re-evaluates the feasible Pareto set on test and
+writes ``summary.json``. A process given the name of a study that already exists in ``--storage``
+*joins* it as a worker: it runs trials until the budget is spent and writes only a ``trials.jsonl``
+snapshot. ``--resume RUN_DIR`` makes a process the coordinator of that run's study again.
+
+``runs/<ts>-tune/``: ``run.json`` (status, config with the storage password redacted),
+``study.db`` / ``study.journal`` (the default storages), ``trials/`` (one evaluate run dir per
+trial), ``test/`` (the Pareto set on test), ``workers/`` (local worker logs), ``trials.jsonl``,
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from saag_opt.errors import ConfigError, RunError
+from saag_opt.evaluation.records import (
+    RunHeader,
+    atomic_write_json,
+    create_run_dir,
+    finish_header,
+    git_revision,
+    guarded_run,
+    package_versions,
+    read_run,
+    utc_now,
+    write_header,
+)
+from saag_opt.tune.results import (
+    TrialRow,
+    TuneSummary,
+    evaluate_on_test,
+    pareto_trials,
+    summarise_tune,
+    trial_row,
+    trial_rows,
+    write_trials,
+)
+from saag_opt.tune.space import Space, load_space
+from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage, recover_dead_workers
+from saag_opt.tune.study import EvaluateFn, SamplerName, TuneSettings, open_study, run_config, run_trials
+from saag_opt.tune.workers import Supervisor, WorkerJob, shared_model_env
+
+DEFAULT_TPE_TRIALS = 30
+
+Role = Literal["coordinator", "worker"]
+
+
+class TuneConfig(BaseModel):
+    """Everything ``saag-opt tune`` needs; stored in ``run.json`` (storage password redacted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    space: Path
+    """The SPACE.toml."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Command-line pins (base, reviewer, dataset, limit) that replace the space's values."""
+    sampler: SamplerName = "tpe"
+    """tpe | grid."""
+    trials: int | None = Field(default=None, ge=1)
+    """Trials to finish; default 30 for tpe, the whole grid for grid."""
+    workers: int = Field(default=1, ge=1, le=64)
+    """Local worker processes."""
+    storage: str | None = None
+    """sqlite:///PATH | journal:PATH | postgresql://...; default a file in the run dir."""
+    study: str | None = None
+    """Study name; an existing one is joined as a worker."""
+    resume: Path | None = None
+    """A tune run dir to coordinate again."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """Dollar cap over all trials."""
+    seed: int = 0
+    """Sampler seed."""
+    heartbeat: int = Field(default=60, ge=1)
+    """PostgreSQL heartbeat seconds."""
+    test_limit: int | None = Field(default=None, ge=1)
+    """Test examples for the Pareto re-evaluation; default the space's limit."""
+    no_test: bool = False
+    """Skip the test re-evaluation."""
+    runs_dir: Path = Path("runs")
+    """Where ``<ts>-tune/`` goes."""
+
+    def settings(self) -> TuneSettings:
+        trials = self.trials if self.trials is not None else (DEFAULT_TPE_TRIALS if self.sampler == "tpe" else None)
+        return TuneSettings(sampler=self.sampler, trials=trials, seed=self.seed, heartbeat=self.heartbeat,
+                            max_cost=self.max_cost)
+
+
+@dataclass
+class TuneOutcome:
+    """What ``run_tune`` returns."""
+
+    run_dir: Path
+    role: Role
+    study: str
+    rows: list[TrialRow]
+    summary: TuneSummary | None = None
+    space: Space | None = None
+
+
+TrialHandler = Callable[[TrialRow], None]
+
+
+@dataclass
+class _Watcher:
+    """Reports each trial once, when it finishes (in this process or any other worker)."""
+
+    study: Any
+    space: Space
+    on_trial: TrialHandler | None
+    seen: set[int] = field(default_factory=set)
+
+    def poll(self) -> None:
+        if self.on_trial is None:
+            return
+        for t in self.study.get_trials(deepcopy=False):
+            if t.state.is_finished() and t.number not in self.seen:
+                self.seen.add(t.number)
+                self.on_trial(trial_row(t, self.space))
+
+
+def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evaluate: EvaluateFn = run_config,
+             args_passed: dict[str, Any] | None = None) -> TuneOutcome:
+    """Run (or join, or resume) a tune study; see the module docstring.
+
+    Raises:
+        ConfigError: bad space, storage, study name or option combination.
+        ModelUnavailableError: a model or the database cannot be reached.
+        RunError: the run directory cannot be written, or a local worker failed.
+    """
+    space = load_space(config.space, config.overrides)
+    run_dir, storage, study_name = _locate(config)
+    settings = config.settings()
+    if config.workers > 1 and not storage.parallel:
+        raise ConfigError("--workers: sqlite is for one process; use --storage journal:PATH (local workers) "
+                          "or postgresql://... (many machines)")
+    header = _header(config, run_dir, storage, study_name, space, args_passed)
+    write_header(run_dir, header)
+    with guarded_run(run_dir, header):
+        optuna_storage = open_storage(storage, heartbeat=settings.heartbeat)
+        study, role = _open(space, optuna_storage, study_name, settings, config)
+        header = header.model_copy(update={"role": role})
+        write_header(run_dir, header)
+        watcher = _Watcher(study, space, on_trial)
+        trials_dir = run_dir / "trials"
+        if config.workers > 1:
+            job = WorkerJob(str(config.space), config.overrides, storage.text, study_name, str(trials_dir),
+                            settings.__dict__, 0)
+            Supervisor(job, config.workers, run_dir / "workers", env=shared_model_env(space)).run(
+                study, space, settings, storage, on_poll=watcher.poll)
+        else:
+            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
+                       on_trial=lambda *_: watcher.poll())
+        if role == "coordinator":
+            _wait_for_other_workers(study, space, settings, storage, trials_dir, evaluate, watcher)
+        watcher.poll()
+        rows = trial_rows(study, space)
+        write_trials(run_dir / "trials.jsonl", rows)
+        summary = None
+        if role == "coordinator":
+            summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate)
+    finish_header(run_dir, header)
+    return TuneOutcome(run_dir, role, study_name, rows, summary, space)
+
+
+def _locate(config: TuneConfig) -> tuple[Path, StorageSpec, str]:
+    """Run dir, storage and study name: from ``--resume``, or a new run dir with defaults."""
+    if config.resume is not None:
+        header = read_run(config.resume, header_only=True).header
+        stored = header.config.get("storage")
+        text = config.storage or stored
+        if not text or "***" in text:
+            raise ConfigError(f"--resume {config.resume}: pass --storage again (the stored URL has no password)")
+        return config.resume, parse_storage(text), config.study or str(header.config.get("study"))
+    run_dir = create_run_dir(config.runs_dir, "tune")
+    if config.storage is not None:
+        storage = parse_storage(config.storage)
+    elif config.workers > 1:
+        storage = StorageSpec("journal", str((run_dir / "study.journal").resolve()))
+    else:
+        storage = StorageSpec("sqlite", f"sqlite:///{(run_dir / 'study.db').resolve()}")
+    return run_dir, storage, config.study or run_dir.name
+
+
+def _open(space: Space, storage: Any, name: str, settings: TuneSettings, config: TuneConfig) -> tuple[Any, Role]:
+    """Create the study (coordinator) or join an existing one (worker); a resume coordinates again."""
+    if config.resume is not None:
+        study, _ = open_study(space, storage, name, settings, create=False)
+        return study, "coordinator"
+    try:
+        study, _ = open_study(space, storage, name, settings, create=True)
+        return study, "coordinator"
+    except ConfigError as exc:
+        if "already exists" not in str(exc) or config.study is None:
+            raise
+    study, _ = open_study(space, storage, name, settings, create=False, seed_offset=_join_offset())
+    return study, "worker"
+
+
+def _join_offset() -> int:
+    """A joining worker's sampler seed offset: distinct per process, so workers do not mirror each other."""
+    import os
+
+    return 1000 + os.getpid() % 100_000
+
+
+def _wait_for_other_workers(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec,
+                            trials_dir: Path, evaluate: EvaluateFn, watcher: _Watcher) -> None:
+    """Wait for trials other workers are running; run any retry they leave WAITING."""
+    import optuna
+    from optuna.trial import TrialState
+
+    while True:
+        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
+                       on_trial=lambda *_: watcher.poll())
+            continue
+        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            return
+        if storage.kind == "rdb":
+            optuna.storages.fail_stale_trials(study)
+        else:
+            recover_dead_workers(study)
+        watcher.poll()
+        time.sleep(1.0)
+
+
+def _finish(config: TuneConfig, space: Space, study: Any, rows: list[TrialRow], storage: StorageSpec,
+            study_name: str, run_dir: Path, evaluate: EvaluateFn) -> TuneSummary:
+    test = []
+    if not config.no_test:
+        limit = config.test_limit if config.test_limit is not None else space.fixed.get("limit")
+        test = evaluate_on_test(space, pareto_trials(study), run_dir / "test", limit=limit, evaluate=evaluate)
+    summary = summarise_tune(rows, space, study=study_name, storage=storage.redacted, sampler=config.sampler,
+                             seed=config.seed, test=test, test_skipped=config.no_test)
+    atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
+    return summary
+
+
+def _header(config: TuneConfig, run_dir: Path, storage: StorageSpec, study: str, space: Space,
+            args_passed: dict[str, Any] | None) -> RunHeader:
+    stored = config.model_dump(mode="json") | {"storage": storage.redacted, "study": study}
+    models = {k: str(space.fixed[k]) for k in ("base", "reviewer") if k in space.fixed}
+    packages = package_versions()
+    packages["optuna"] = metadata.version("optuna")
+    return RunHeader(run_id=run_dir.name, verb="tune", created=utc_now(), config=stored,
+                     args_passed=args_passed or {}, models=models,
+                     plugins={"sampler": {"name": config.sampler, "seed": config.seed}},
+                     dataset={k: space.fixed.get(k) for k in ("dataset", "split", "limit")},
+                     git_revision=git_revision(), packages=packages)
+
+
+__all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "run_tune"]

@@ -1,0 +1,343 @@
+"""SPACE.toml: what ``saag-opt tune`` searches, what it optimises, and which trials are feasible.
+
+The format (every key is checked; a bad key or value is one ``ConfigError`` line naming it)::
+
+    [fixed]            # any evaluate option (EvaluateConfig field) held constant in every trial
+    base = "gpt-4o"
+    dataset = "bfcl:non_live"
+    split = "val"      # default val; trials never see test (the Pareto set is re-evaluated there)
+    limit = 40
+
+    [search]           # a list = categorical choices; a table = a numeric range
+    mechanism = ["r1", "r2", "s3", "g3", "gate+r2"]
+    prompt = ["reviewer@v2", "reviewer@best"]
+    reviewer = ["gpt-5-mini", "gpt-4o-mini"]
+    temperature = { low = 0.0, high = 1.0 }          # step = 0.25 makes it a grid axis
+    saag_informed = [true, false]
+
+    [objectives]       # metric = "maximize" | "minimize"; default help maximize, harm minimize
+    help = "maximize"
+    harm = "minimize"
+
+    [constraints]      # metric = upper bound: a trial is feasible when the measured value <= bound
+    cost_per_item_usd = 0.002
+
+Search keys are EvaluateConfig field names (``temperature`` is accepted for
+``reviewer_temperature``). Only *what* a reviewer setup is can be searched (mechanism, prompt,
+models, temperature, reasoning effort, SAAG-informed, repairs); *how* a run is done (dataset,
+split, limit, retries, workers) is fixed, so every trial is measured on the same examples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from saag_opt.errors import ConfigError
+from saag_opt.evaluation.runner import EvaluateConfig
+
+Direction = Literal["maximize", "minimize"]
+Choice = Union[bool, int, float, str]
+
+METRICS: dict[str, str] = {
+    "help": "helpfulness: share of the base agent's errors the reviewer fixed",
+    "harm": "harmfulness: share of the base agent's correct answers the reviewer broke",
+    "accuracy": "accuracy with the reviewer",
+    "net_change": "accuracy with the reviewer minus the base agent's accuracy",
+    "cost_per_item_usd": "dollars spent per example in this trial (replayed cached replies cost 0)",
+    "reviewer_calls_per_item": "LLM reviewer calls per example",
+    "seconds_per_item": "mean latency of the whole mechanism per example",
+    "latency_overhead_x": "mean latency with the reviewer / without",
+}
+"""Metric name -> meaning; objectives and constraints name these."""
+
+ALIASES = {"temperature": "reviewer_temperature"}
+"""Short names accepted in [search] and [fixed] for EvaluateConfig fields."""
+
+NOT_SEARCHABLE = frozenset({"dataset", "split", "limit", "runs_dir", "cache_dir", "workers", "seed",
+                            "fail_on_error", "retries", "retry_base_delay", "request_timeout"})
+"""How a trial is run, not what it tests: fixed so every trial sees the same examples the same way."""
+
+NOT_FIXABLE = frozenset({"runs_dir"})
+"""Decided by tune itself (trial run dirs live under the tune run dir)."""
+
+GRID_LIMIT = 10_000
+"""Largest grid ``--sampler grid`` accepts."""
+
+
+class Range(BaseModel):
+    """A numeric range: ints (all of low/high/step ints) suggest integers, otherwise floats."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    low: float
+    """Lower bound (inclusive)."""
+    high: float
+    """Upper bound (inclusive)."""
+    step: float | None = None
+    """Grid step; required for ``--sampler grid`` on floats."""
+    log: bool = False
+    """Sample on a log scale (no step allowed)."""
+    integer: bool = False
+    """Set from the TOML types (low, high and step all integers); not a user key."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _detect_integer(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "integer" not in data:
+            numbers = [data.get(k) for k in ("low", "high", "step") if data.get(k) is not None]
+            data = dict(data, integer=all(isinstance(v, int) and not isinstance(v, bool) for v in numbers))
+        return data
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high:g}) is below low ({self.low:g})")
+        if self.step is not None and self.step <= 0:
+            raise ValueError("step must be > 0")
+        if self.log and (self.step is not None or self.low <= 0):
+            raise ValueError("log needs low > 0 and no step")
+        return self
+
+    def grid(self) -> list[float | int] | None:
+        """Every grid point, or None when the range has no step."""
+        if self.step is None:
+            return None
+        n = int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
+        points = [self.low + i * self.step for i in range(n)]
+        return [int(p) for p in points] if self.integer else [round(p, 12) for p in points]
+
+
+Dimension = Union[list[Choice], Range]
+
+
+class SpaceFile(BaseModel):
+    """The parsed SPACE.toml (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    """EvaluateConfig fields held constant."""
+    search: dict[str, Dimension]
+    """Field -> choices or range."""
+    objectives: dict[str, Direction] = Field(default_factory=lambda: {"help": "maximize", "harm": "minimize"})
+    """Metric -> direction, in order."""
+    constraints: dict[str, float] = Field(default_factory=dict)
+    """Metric -> upper bound."""
+
+    @field_validator("fixed", "search", mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {ALIASES.get(k, k): v for k, v in value.items()}
+        return value
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if not value:
+            raise ValueError("is empty: name at least one option to search, e.g. mechanism = [\"r1\", \"r2\"]")
+        out: dict[str, Any] = {}
+        for key, dim in value.items():
+            if isinstance(dim, list):
+                if not dim:
+                    raise ValueError(f"{key}: needs at least one choice")
+                if any(not isinstance(c, (bool, int, float, str)) for c in dim):
+                    raise ValueError(f"{key}: choices must be strings, numbers or booleans")
+                if len({json.dumps(c) for c in dim}) != len(dim):
+                    raise ValueError(f"{key}: repeated choice")
+                out[key] = dim
+            elif isinstance(dim, dict):
+                try:
+                    out[key] = Range.model_validate(dim)
+                except ValidationError as exc:
+                    raise ValueError(f"{key}: {ConfigError.from_validation(exc)}") from None
+            else:
+                raise ValueError(f"{key}: a list of choices or a range table {{ low = .., high = .. }}, got {dim!r}")
+        return out
+
+    @field_validator("objectives")
+    @classmethod
+    def _objectives(cls, value: dict[str, Direction]) -> dict[str, Direction]:
+        if not value:
+            raise ValueError("is empty: name at least one metric")
+        return value
+
+
+class Space(BaseModel):
+    """A validated search space, ready to suggest trials."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fixed: dict[str, Any]
+    """EvaluateConfig fields held constant (split defaults to val)."""
+    search: dict[str, Dimension]
+    """Field -> choices or range, in file order."""
+    objectives: dict[str, Direction]
+    """Metric -> direction, in order."""
+    constraints: dict[str, float]
+    """Metric -> upper bound."""
+    source: str | None = None
+    """Where it was read from."""
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Objective names in order (``study.set_metric_names``)."""
+        return list(self.objectives)
+
+    @property
+    def directions(self) -> list[Direction]:
+        """Objective directions in order."""
+        return list(self.objectives.values())
+
+    def digest(self) -> str:
+        """A hash of what decides results: joining workers must search the same space."""
+        payload = self.model_dump(mode="json", exclude={"source"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    def grid_points(self) -> list[dict[str, Any]] | None:
+        """Every configuration of a finite space, or None when a range has no step."""
+        axes = []
+        for key, dim in self.search.items():
+            values = dim if isinstance(dim, list) else dim.grid()
+            if values is None:
+                return None
+            axes.append([(key, v) for v in values])
+        return [dict(combo) for combo in itertools.product(*axes)]
+
+    def config(self, params: dict[str, Any], **overrides: Any) -> EvaluateConfig:
+        """The EvaluateConfig of one trial.
+
+        Raises:
+            ConfigError: the combination is invalid (e.g. a mechanism that needs a reviewer without one).
+        """
+        values = {**self.fixed, **params, **overrides}
+        try:
+            return EvaluateConfig(**values)
+        except ValidationError as exc:
+            raise ConfigError.from_validation(exc) from exc
+
+
+def canonical_params(params: dict[str, Any]) -> str:
+    """One text per configuration (the memo key): sorted keys, floats without noise."""
+    norm = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in params.items()}
+    return json.dumps(norm, sort_keys=True, separators=(",", ":"))
+
+
+def load_space(path: str | Path, overrides: dict[str, Any] | None = None) -> Space:
+    """Read and validate a SPACE.toml.
+
+    Raises:
+        ConfigError: unreadable TOML (with line and column), an unknown or misplaced key, or a bad
+            value; the message names the key, e.g. ``SPACE.toml: search.mechanism[2]: unknown mechanism 'r-two'``.
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read the space file: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from exc
+    return parse_space(apply_overrides(data, overrides or {}), source=str(file))
+
+
+def parse_space(data: dict[str, Any], *, source: str = "SPACE.toml") -> Space:
+    """Validate a SPACE mapping (see ``load_space``)."""
+    try:
+        raw = SpaceFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {ConfigError.from_validation(exc)}") from exc
+    fixed = {"split": "val", **raw.fixed}
+    _check_keys(raw, fixed, source)
+    _check_metrics(raw, source)
+    space = Space(fixed=fixed, search=raw.search, objectives=raw.objectives, constraints=raw.constraints,
+                  source=source)
+    _check_values(space, source)
+    return space
+
+
+def _field_names() -> set[str]:
+    return set(EvaluateConfig.model_fields)
+
+
+def _check_keys(raw: SpaceFile, fixed: dict[str, Any], source: str) -> None:
+    fields = _field_names()
+    for section, keys in (("fixed", fixed), ("search", raw.search)):
+        for key in keys:
+            if key not in fields:
+                raise ConfigError(f"{source}: {section}.{key}: not an evaluate option; "
+                                  f"choose from {sorted(fields - NOT_FIXABLE)}")
+    for key in fixed:
+        if key in NOT_FIXABLE:
+            raise ConfigError(f"{source}: fixed.{key}: set by tune (trial runs go under the tune run directory)")
+    for key in raw.search:
+        if key in NOT_SEARCHABLE:
+            raise ConfigError(f"{source}: search.{key}: cannot be searched (every trial must run the same "
+                              f"examples the same way); put it in [fixed]")
+        if key in fixed and key != "split":
+            raise ConfigError(f"{source}: search.{key}: also in [fixed]; keep it in one place")
+    if fixed.get("split") not in ("train", "val"):
+        raise ConfigError(f"{source}: fixed.split: must be train or val, got {fixed.get('split')!r} "
+                          "(the test split is kept for the final re-evaluation of the Pareto set)")
+
+
+def _check_metrics(raw: SpaceFile, source: str) -> None:
+    for section, names in (("objectives", raw.objectives), ("constraints", raw.constraints)):
+        for name in names:
+            if name not in METRICS:
+                raise ConfigError(f"{source}: {section}.{name}: unknown metric; choose from {sorted(METRICS)}")
+
+
+def _check_values(space: Space, source: str) -> None:
+    """The fixed values, then each choice in a config with the other keys' first choices, must be valid."""
+    first = {k: (d[0] if isinstance(d, list) else d.low) for k, d in space.search.items()}
+    if "base" not in space.fixed and "base" not in space.search:
+        raise ConfigError(f"{source}: fixed.base: missing (the base agent's model, e.g. base = \"gpt-4o\", or --base)")
+    _validate({**space.fixed, **first}, source, "fixed", lambda key: key in space.fixed)
+    for key, dim in space.search.items():
+        values = dim if isinstance(dim, list) else [dim.low, dim.high]
+        for index, value in enumerate(values):
+            where = f"search.{key}[{index}]" if isinstance(dim, list) else f"search.{key}"
+            _validate({**space.fixed, **first, key: value}, source, where, lambda loc, k=key: loc in (k, None),
+                      shown=value)
+
+
+def _validate(values: dict[str, Any], source: str, where: str, mine: Any, shown: Any = None) -> None:
+    """Raise a one-line ConfigError for the first error ``mine(loc)`` claims (loc None = cross-field)."""
+    try:
+        EvaluateConfig(**values)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = error.get("loc", ())
+            key = str(loc[0]) if loc else None
+            if mine(key):
+                label = where if where != "fixed" or key is None else f"fixed.{key}"
+                got = f" (got {shown!r})" if shown is not None else ""
+                raise ConfigError(f"{source}: {label}: {error['msg'].removeprefix('Value error, ')}{got}") from exc
+    except ConfigError as exc:  # a validator that raises our own error (model specs)
+        raise ConfigError(f"{source}: {where}: {exc}") from exc
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Command-line pins (``--base local``) replace a fixed value or a search dimension of that name."""
+    fixed = dict(data.get("fixed") or {})
+    search = dict(data.get("search") or {})
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        search.pop(key, None)
+        fixed[key] = value
+    return {**data, "fixed": fixed, "search": search}
+
+
+__all__ = ["ALIASES", "METRICS", "Dimension", "Range", "Space", "SpaceFile", "canonical_params", "load_space",
+           "parse_space", "apply_overrides"]

@@ -1,0 +1,162 @@
+"""The storage ladder: one process -> sqlite; local worker processes -> a journal file; many
+machines -> PostgreSQL with a heartbeat. Optuna's own storages, nothing home-made
+(research/next.md A3).
+
+* ``sqlite:///PATH`` (or a path ending in ``.db``): one process. sqlite's locking breaks under
+  parallel writers, so more than one worker on it is refused.
+* ``journal:PATH``: ``JournalStorage(JournalFileBackend(PATH))``, an append-only log safe for local
+  processes (and NFS). It has no heartbeat: ``recover_dead_workers`` fails the RUNNING trials of
+  workers that are provably dead (same host, pid gone) and re-enqueues their parameters.
+* ``postgresql://...`` (any SQLAlchemy URL but sqlite): ``RDBStorage`` with a heartbeat; a trial
+  whose worker stops beating is failed and retried by ``RetryHeartbeatStaleTrialCallback`` the next
+  time any worker starts a trial.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from saag_opt.errors import ConfigError, ModelUnavailableError
+
+StorageKind = Literal["sqlite", "journal", "rdb"]
+
+WORKER_ATTR = "worker"
+"""Trial user attribute: ``pid@host`` of the process that ran it."""
+RETRY_ATTR = "retry_of"
+"""Trial user attribute: the number of the dead worker's trial this one re-runs."""
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """A parsed ``--storage`` value."""
+
+    kind: StorageKind
+    url: str
+    """``sqlite:///...``, a journal file path, or an SQLAlchemy URL."""
+
+    @property
+    def parallel(self) -> bool:
+        """Whether several processes may share it."""
+        return self.kind != "sqlite"
+
+    @property
+    def text(self) -> str:
+        """What to pass as ``--storage`` to another process (passwords included: never log it)."""
+        return f"journal:{self.url}" if self.kind == "journal" else self.url
+
+    @property
+    def redacted(self) -> str:
+        """``text`` without a password, for run files and messages."""
+        if self.kind != "rdb" or "@" not in self.url or "://" not in self.url:
+            return self.text
+        scheme, rest = self.url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else self.url
+
+
+def parse_storage(text: str) -> StorageSpec:
+    """``sqlite:///x.db`` | ``x.db`` | ``journal:PATH`` | ``postgresql://...``.
+
+    Raises:
+        ConfigError: an empty or unrecognised value.
+    """
+    raw = (text or "").strip()
+    if raw.startswith("journal:"):
+        path = raw.removeprefix("journal:")
+        if not path:
+            raise ConfigError("--storage journal: needs a file path, e.g. journal:runs/study.journal")
+        return StorageSpec("journal", str(Path(path).expanduser()))
+    if raw.startswith("sqlite:///"):
+        return StorageSpec("sqlite", raw)
+    if raw.endswith(".db") and "://" not in raw:
+        return StorageSpec("sqlite", f"sqlite:///{Path(raw).expanduser()}")
+    if "://" in raw and not raw.startswith("sqlite"):
+        return StorageSpec("rdb", raw)
+    raise ConfigError(f"--storage {raw!r}: use sqlite:///PATH (one process), journal:PATH (local workers) "
+                      "or postgresql://user:pass@host/db (many machines)")
+
+
+def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) -> Any:
+    """The optuna storage object for ``spec``.
+
+    Raises:
+        ModelUnavailableError: the database cannot be reached or its driver is missing.
+    """
+    import optuna
+    from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+    from optuna.storages.journal import JournalFileBackend
+
+    if spec.kind == "journal":
+        Path(spec.url).parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(spec.url))
+    if spec.kind == "sqlite":
+        Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
+    try:
+        return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
+                          grace_period=2 * heartbeat,
+                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
+    except ImportError as exc:
+        raise ModelUnavailableError(f"--storage {spec.redacted}: the database driver is missing ({exc}); "
+                                    "pip install 'saag-opt[postgres]'") from exc
+    except optuna.exceptions.StorageInternalError as exc:
+        raise ModelUnavailableError(f"--storage {spec.redacted}: cannot open the database: "
+                                    f"{str(exc.__cause__ or exc).splitlines()[0]}") from exc
+
+
+def worker_id() -> str:
+    """``pid@host`` of this process (recorded on every trial it runs)."""
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def dead_local_worker(worker: str | None) -> bool:
+    """True only when ``worker`` ran on this host and its process is gone (other hosts: unknown)."""
+    if not worker or "@" not in worker:
+        return False
+    pid_text, host = worker.split("@", 1)
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    return not _alive(int(pid_text))
+
+
+def recover_dead_workers(study: Any) -> list[int]:
+    """Fail the RUNNING trials of dead local workers and enqueue their parameters again.
+
+    Why: a journal storage has no heartbeat, so a ``kill -9`` leaves the trial RUNNING forever.
+    Only provably dead workers are touched; when two processes recover at once, ``tell`` lets one
+    win and the other skips, so a trial is re-enqueued once. Returns ``(failed, retried)`` pairs
+    (``retried`` None when another process won the race).
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    out: list[int] = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not dead_local_worker(trial.user_attrs.get(WORKER_ATTR)):
+            continue
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
+            continue
+        study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
+        out.append(trial.number)
+    return out
+
+
+__all__ = ["RETRY_ATTR", "WORKER_ATTR", "StorageKind", "StorageSpec", "dead_local_worker", "open_storage",
+           "parse_storage", "recover_dead_workers", "worker_id"]

@@ -1,0 +1,288 @@
+"""The optuna study behind ``saag-opt tune``: samplers, the objective, memoised repeats, the budget.
+
+One trial is one ``run_evaluation`` (the same runner as ``evaluate``) on the space's split; the base
+agent's answers come from the shared base-prediction cache and LM replies from dspy's disk cache, so
+only the reviewer side costs anything after the first trial. Objectives are named with
+``study.set_metric_names`` and bounds go through ``trial.set_constraint`` (feasible when
+measured - bound <= 0), the optuna 5 way.
+
+Repeats: TPE suggests the same point again in small categorical spaces (optuna#2021), and local or
+remote workers may suggest it concurrently. A trial whose configuration already completed is told
+the stored values at zero LM cost with ``duplicate_of`` recorded; one whose configuration is being
+run by an earlier, still running trial waits for it instead of running it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from saag_opt.errors import ConfigError, RunError
+from saag_opt.evaluation.records import EvaluationSummary
+from saag_opt.tune.space import METRICS, Range, Space, canonical_params
+from saag_opt.tune.storage import RETRY_ATTR, WORKER_ATTR, StorageSpec, recover_dead_workers, worker_id
+
+log = logging.getLogger(__name__)
+
+SamplerName = Literal["tpe", "grid"]
+
+KEY_ATTR = "config_key"
+"""Trial user attribute: the canonical parameters (memo key)."""
+DUPLICATE_ATTR = "duplicate_of"
+"""Trial user attribute: the trial whose stored result answered this one."""
+METRICS_ATTR = "metrics"
+"""Trial user attribute: every metric measured (not only the objectives)."""
+RUN_DIR_ATTR = "run_dir"
+"""Trial user attribute: the evaluate run directory of the trial."""
+ERROR_ATTR = "error"
+"""Trial user attribute: why a trial failed (bad combination, error rate)."""
+DOLLARS_ATTR = "dollars"
+"""Trial user attribute: dollars the trial spent (0 for a repeat)."""
+SPACE_ATTR = "space_digest"
+"""Study user attribute: ``Space.digest()``; joining workers must match it."""
+
+POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """How the study is searched (the same in every worker of a study)."""
+
+    sampler: SamplerName = "tpe"
+    """``tpe`` (seeded, multivariate, grouped) or ``grid`` (``BruteForceSampler``)."""
+    trials: int | None = 30
+    """Trials to finish (complete or failed); None = until the grid is exhausted."""
+    seed: int = 0
+    """Sampler seed (worker k of a multi-process study uses seed + k)."""
+    heartbeat: int = 60
+    """PostgreSQL heartbeat interval in seconds (grace period: twice that)."""
+    max_cost: float | None = None
+    """Stop starting trials once the study has spent this many dollars (all workers together)."""
+
+
+def make_sampler(settings: TuneSettings, seed_offset: int = 0) -> Any:
+    """TPE for search, BruteForce for a grid (research/next.md A2: never NSGA-II or GP here)."""
+    import optuna
+
+    seed = settings.seed + seed_offset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if settings.sampler == "grid":
+            return optuna.samplers.BruteForceSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+
+
+def open_study(space: Space, storage: Any, name: str, settings: TuneSettings, *, create: bool,
+               seed_offset: int = 0) -> tuple[Any, bool]:
+    """Create the study (``create``) or join it; returns ``(study, created)``.
+
+    Raises:
+        ConfigError: ``create`` and the name exists, joining a study that does not exist, or a study
+            that searches another space.
+    """
+    import optuna
+
+    sampler = make_sampler(settings, seed_offset)
+    if create:
+        try:
+            study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                        directions=space.directions)
+        except optuna.exceptions.DuplicatedStudyError:
+            raise ConfigError(f"--study {name}: a study of that name already exists in the storage; "
+                              "drop --new-study to join it as a worker") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(space.metric_names)
+        study.set_user_attr(SPACE_ATTR, space.digest())
+        study.set_user_attr("space", space.model_dump(mode="json"))
+        study.set_user_attr("sampler", settings.sampler)
+        return study, True
+    try:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:
+        raise ConfigError(f"--study {name}: no such study in the storage") from None
+    theirs = study.user_attrs.get(SPACE_ATTR)
+    if theirs != space.digest():
+        raise ConfigError(f"--study {name}: the study searches another space (digest {theirs}, this SPACE.toml "
+                          f"{space.digest()}); join with the same SPACE.toml and the same --base/--reviewer pins")
+    return study, False
+
+
+def suggest(trial: Any, space: Space) -> dict[str, Any]:
+    """The trial's parameters (enqueued retries get their stored values back)."""
+    params: dict[str, Any] = {}
+    for key, dim in space.search.items():
+        if isinstance(dim, list):
+            params[key] = trial.suggest_categorical(key, dim)
+        else:
+            params[key] = _suggest_range(trial, key, dim)
+    return params
+
+
+def _suggest_range(trial: Any, key: str, dim: Range) -> float | int:
+    if dim.integer:
+        return trial.suggest_int(key, int(dim.low), int(dim.high), step=int(dim.step or 1), log=dim.log)
+    return trial.suggest_float(key, dim.low, dim.high, step=dim.step, log=dim.log)
+
+
+def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
+    """Every metric of ``METRICS`` from an evaluate summary; undefined rates count as 0."""
+    hh = summary.help_harm
+    n = max(summary.n_examples, 1)
+    total = (summary.costs.get("roles") or {}).get("total") or {}
+    overhead = summary.latency.overhead_x
+    out = {
+        "help": float(hh.get("helpfulness") or 0.0),
+        "harm": float(hh.get("harmfulness") or 0.0),
+        "accuracy": float(summary.reviewed.accuracy or 0.0),
+        "net_change": float(hh.get("net_change") or 0.0),
+        "cost_per_item_usd": float(total.get("dollars") or 0.0) / n,
+        "reviewer_calls_per_item": float(summary.reviewer_calls_per_item or 0.0),
+        "seconds_per_item": float(summary.latency.final_mean_seconds or 0.0),
+        "latency_overhead_x": float(overhead) if overhead is not None else 1.0,
+    }
+    return {name: out[name] for name in METRICS}
+
+
+EvaluateFn = Callable[[Any], tuple[Path, EvaluationSummary]]
+"""``EvaluateConfig -> (run_dir, summary)``; the runner, swappable in tests."""
+
+
+def run_config(config: Any) -> tuple[Path, EvaluationSummary]:
+    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``)."""
+    from saag_opt.evaluation.runner import run_evaluation
+
+    result = run_evaluation(config)
+    return result.run_dir, result.summary
+
+
+@dataclass
+class Objective:
+    """The callable optuna runs per trial (see the module docstring)."""
+
+    space: Space
+    trials_dir: Path
+    evaluate: EvaluateFn = run_config
+    worker: str = field(default_factory=worker_id)
+
+    def __call__(self, trial: Any) -> tuple[float, ...]:
+        trial.set_user_attr(WORKER_ATTR, self.worker)
+        params = suggest(trial, self.space)
+        key = canonical_params(params)
+        trial.set_user_attr(KEY_ATTR, key)
+        earlier = self._earlier_result(trial, key)
+        if earlier is not None:
+            return self._repeat(trial, earlier)
+        try:
+            config = self.space.config(params, runs_dir=self.trials_dir)
+            run_dir, summary = self.evaluate(config)
+        except (ConfigError, RunError) as exc:
+            trial.set_user_attr(ERROR_ATTR, str(exc))
+            raise
+        metrics = trial_metrics(summary)
+        trial.set_user_attr(RUN_DIR_ATTR, str(run_dir))
+        trial.set_user_attr(METRICS_ATTR, metrics)
+        trial.set_user_attr(DOLLARS_ATTR, float(((summary.costs.get("roles") or {}).get("total") or {})
+                                                .get("dollars") or 0.0))
+        for name, bound in self.space.constraints.items():
+            trial.set_constraint(name, metrics[name] - bound)
+        return tuple(metrics[name] for name in self.space.metric_names)
+
+    def _earlier_result(self, trial: Any, key: str) -> Any | None:
+        """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING."""
+        from optuna.trial import TrialState
+
+        while True:
+            running = False
+            for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+                if other.number == trial.number or other.user_attrs.get(KEY_ATTR) != key:
+                    continue
+                if other.state == TrialState.COMPLETE and DUPLICATE_ATTR not in other.user_attrs:
+                    return other
+                if other.state == TrialState.RUNNING and other.number < trial.number:
+                    running = True
+            if not running:
+                return None
+            time.sleep(POLL_SECONDS)
+
+    def _repeat(self, trial: Any, earlier: Any) -> tuple[float, ...]:
+        """Answer from the stored result at zero LM cost."""
+        trial.set_user_attr(DUPLICATE_ATTR, earlier.number)
+        for name in (METRICS_ATTR, RUN_DIR_ATTR):
+            if name in earlier.user_attrs:
+                trial.set_user_attr(name, earlier.user_attrs[name])
+        metrics = earlier.user_attrs.get(METRICS_ATTR) or {}
+        for name, bound in self.space.constraints.items():
+            trial.set_constraint(name, float(metrics.get(name, math.inf)) - bound)
+        return tuple(earlier.values)
+
+
+def finished_count(study: Any) -> int:
+    """Trials that count against ``--trials``: complete or failed."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+
+
+def spent(study: Any) -> float:
+    """Dollars spent by every trial of the study so far."""
+    return sum(float(t.user_attrs.get(DOLLARS_ATTR) or 0.0) for t in study.get_trials(deepcopy=False))
+
+
+def budget_left(study: Any, space: Space, settings: TuneSettings) -> bool:
+    """Whether any worker should start another trial (waiting retries always run)."""
+    from optuna.trial import TrialState
+
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return True
+    if settings.trials is not None and finished_count(study) >= settings.trials:
+        return False
+    if settings.max_cost is not None and spent(study) >= settings.max_cost:
+        return False
+    if settings.sampler == "grid":
+        points = space.grid_points() or []
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        done = {t.user_attrs.get(KEY_ATTR) for t in finished}
+        return len(done) < len(points)
+    return True
+
+
+def run_trials(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec, trials_dir: Path, *,
+               evaluate: EvaluateFn = run_config, on_trial: Callable[[Any, Any], None] | None = None) -> None:
+    """Run trials in this process until the budget is spent (or the grid is exhausted).
+
+    Raises:
+        ModelUnavailableError: a model stopped answering (the trial is marked failed first).
+    """
+    if storage.kind != "rdb":
+        for number in recover_dead_workers(study):
+            log.warning("trial %d belonged to a dead worker: failed and enqueued again", number)
+    if not budget_left(study, space, settings):
+        return
+    objective = Objective(space, trials_dir, evaluate)
+
+    def stop_when_spent(study_: Any, trial: Any) -> None:
+        if on_trial is not None:
+            on_trial(study_, trial)
+        if not budget_left(study_, space, settings):
+            study_.stop()
+
+    study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], catch=(ConfigError, RunError),
+                   gc_after_trial=False, show_progress_bar=False)
+
+
+def retry_of(trial: Any) -> int | None:
+    """The dead worker's trial this one re-runs (journal recovery or the RDB heartbeat callback)."""
+    value = trial.user_attrs.get(RETRY_ATTR, trial.system_attrs.get("failed_trial"))
+    return int(value) if value is not None else None
+
+
+__all__ = ["DOLLARS_ATTR", "DUPLICATE_ATTR", "ERROR_ATTR", "KEY_ATTR", "METRICS_ATTR", "RUN_DIR_ATTR", "SPACE_ATTR", "Objective",
+           "SamplerName", "TuneSettings", "budget_left", "finished_count", "make_sampler", "open_study",
+           "retry_of", "run_config", "run_trials", "spent", "suggest", "trial_metrics"]
