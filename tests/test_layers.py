@@ -31,6 +31,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "artifacts": {"cli", "optimize", "evaluation", "agents", "lm"},
     "evaluation": {"cli", "optimize", "report"},
     "optimize": {"cli", "report"},
+    "tune": {"cli", "report", "optimize"},
     # report renders result types of evaluation/optimize (sideways, same layer); it never runs anything
     "report": {"cli", "agents", "lm"},
     # the runtime guard sits beside evaluation: it runs agents/lm/saag, and nothing but cli imports it

@@ -15,7 +15,6 @@ trial), ``test/`` (the Pareto set on test), ``workers/`` (local worker logs), ``
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, RunError
+from saag_opt.errors import ConfigError
 from saag_opt.evaluation.records import (
     RunHeader,
     atomic_write_json,
@@ -48,7 +47,7 @@ from saag_opt.tune.results import (
     write_trials,
 )
 from saag_opt.tune.space import Space, load_space
-from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage, recover_dead_workers
+from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage
 from saag_opt.tune.study import EvaluateFn, SamplerName, TuneSettings, open_study, run_config, run_trials
 from saag_opt.tune.workers import Supervisor, WorkerJob, shared_model_env
 
@@ -104,9 +103,9 @@ class TuneOutcome:
     run_dir: Path
     role: Role
     study: str
+    space: Space
     rows: list[TrialRow]
     summary: TuneSummary | None = None
-    space: Space | None = None
 
 
 TrialHandler = Callable[[TrialRow], None]
@@ -162,8 +161,9 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
         else:
             run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
                        on_trial=lambda *_: watcher.poll())
-        if role == "coordinator":
-            _wait_for_other_workers(study, space, settings, storage, trials_dir, evaluate, watcher)
+        if config.workers > 1:  # the supervisor ran no trial itself: drain what the workers left
+            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
+                       on_trial=lambda *_: watcher.poll())
         watcher.poll()
         rows = trial_rows(study, space)
         write_trials(run_dir / "trials.jsonl", rows)
@@ -171,7 +171,7 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
         if role == "coordinator":
             summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate)
     finish_header(run_dir, header)
-    return TuneOutcome(run_dir, role, study_name, rows, summary, space)
+    return TuneOutcome(run_dir, role, study_name, space, rows, summary)
 
 
 def _locate(config: TuneConfig) -> tuple[Path, StorageSpec, str]:
@@ -213,27 +213,6 @@ def _join_offset() -> int:
     import os
 
     return 1000 + os.getpid() % 100_000
-
-
-def _wait_for_other_workers(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec,
-                            trials_dir: Path, evaluate: EvaluateFn, watcher: _Watcher) -> None:
-    """Wait for trials other workers are running; run any retry they leave WAITING."""
-    import optuna
-    from optuna.trial import TrialState
-
-    while True:
-        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
-                       on_trial=lambda *_: watcher.poll())
-            continue
-        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            return
-        if storage.kind == "rdb":
-            optuna.storages.fail_stale_trials(study)
-        else:
-            recover_dead_workers(study)
-        watcher.poll()
-        time.sleep(1.0)
 
 
 def _finish(config: TuneConfig, space: Space, study: Any, rows: list[TrialRow], storage: StorageSpec,

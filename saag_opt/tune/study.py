@@ -169,6 +169,7 @@ class Objective:
     space: Space
     trials_dir: Path
     evaluate: EvaluateFn = run_config
+    storage_kind: str = "sqlite"
     worker: str = field(default_factory=worker_id)
 
     def __call__(self, trial: Any) -> tuple[float, ...]:
@@ -209,6 +210,7 @@ class Objective:
                     running = True
             if not running:
                 return None
+            reap_stale(trial.study, self.storage_kind)  # the earlier trial's worker may be dead
             time.sleep(POLL_SECONDS)
 
     def _repeat(self, trial: Any, earlier: Any) -> tuple[float, ...]:
@@ -253,19 +255,34 @@ def budget_left(study: Any, space: Space, settings: TuneSettings) -> bool:
     return True
 
 
+def reap_stale(study: Any, storage_kind: str) -> None:
+    """Fail (and enqueue again) trials of dead workers: by heartbeat on RDB, by pid on this host otherwise."""
+    import optuna
+
+    if storage_kind == "rdb":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        return
+    for number in recover_dead_workers(study):
+        log.warning("trial %d belonged to a dead worker: failed and enqueued again", number)
+
+
 def run_trials(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec, trials_dir: Path, *,
                evaluate: EvaluateFn = run_config, on_trial: Callable[[Any, Any], None] | None = None) -> None:
-    """Run trials in this process until the budget is spent (or the grid is exhausted).
+    """Run trials in this process until the budget is spent, then until no trial is left running.
+
+    Draining matters for recovery: a dead worker's trial is failed and re-enqueued only once its
+    heartbeat is stale (RDB) or its pid is gone (journal), possibly after every other trial ended;
+    whoever is still around runs the retry. Remote journal workers cannot be checked, so a trial
+    RUNNING on another host is waited for.
 
     Raises:
         ModelUnavailableError: a model stopped answering (the trial is marked failed first).
     """
-    if storage.kind != "rdb":
-        for number in recover_dead_workers(study):
-            log.warning("trial %d belonged to a dead worker: failed and enqueued again", number)
-    if not budget_left(study, space, settings):
-        return
-    objective = Objective(space, trials_dir, evaluate)
+    from optuna.trial import TrialState
+
+    objective = Objective(space, trials_dir, evaluate, storage.kind)
 
     def stop_when_spent(study_: Any, trial: Any) -> None:
         if on_trial is not None:
@@ -273,8 +290,16 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
         if not budget_left(study_, space, settings):
             study_.stop()
 
-    study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], catch=(ConfigError, RunError),
-                   gc_after_trial=False, show_progress_bar=False)
+    while True:
+        reap_stale(study, storage.kind)
+        if budget_left(study, space, settings):
+            study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], catch=(ConfigError, RunError),
+                           gc_after_trial=False, show_progress_bar=False)
+        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            continue
+        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            return
+        time.sleep(POLL_SECONDS * 2)
 
 
 def retry_of(trial: Any) -> int | None:
@@ -285,4 +310,4 @@ def retry_of(trial: Any) -> int | None:
 
 __all__ = ["DOLLARS_ATTR", "DUPLICATE_ATTR", "ERROR_ATTR", "KEY_ATTR", "METRICS_ATTR", "RUN_DIR_ATTR", "SPACE_ATTR", "Objective",
            "SamplerName", "TuneSettings", "budget_left", "finished_count", "make_sampler", "open_study",
-           "retry_of", "run_config", "run_trials", "spent", "suggest", "trial_metrics"]
+           "retry_of", "run_config", "reap_stale", "run_trials", "spent", "suggest", "trial_metrics"]

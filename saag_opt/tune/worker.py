@@ -20,6 +20,9 @@ def main() -> int:
     from saag_opt.tune.study import TuneSettings, open_study, run_trials
     from saag_opt.tune.workers import WORKER_ENV, WorkerJob
 
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     job = WorkerJob.from_env(os.environ[WORKER_ENV])
     try:
         space = load_space(job.space_path, job.overrides)

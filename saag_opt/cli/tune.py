@@ -1,0 +1,93 @@
+"""``saag-opt tune``: optuna over reviewer configurations (SPACE.toml), one process to many machines.
+
+Thin: flags -> ``TuneConfig`` -> ``run_tune`` -> ``report.tune_tables``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from saag_opt.cli.common import RunsDirOpt, passed_values
+from saag_opt.errors import ConfigError
+
+TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
+
+Each trial is one evaluation on the space's split (default val), with the base agent's answers shared
+through the caches; objectives default to help (max) and harm (min); [constraints] bound measured
+metrics. The feasible Pareto front is re-evaluated on TEST. --workers N runs N local worker
+processes (journal storage); --storage postgresql://... --study NAME on other machines joins the
+same study as a worker. See experiments/spaces/ for examples."""
+
+
+class Sampler(str, Enum):
+    tpe = "tpe"
+    grid = "grid"
+
+
+def tune(
+    ctx: typer.Context,
+    space: Annotated[Path, typer.Option("--space", exists=True, dir_okay=False,
+                                        help="The SPACE.toml ([fixed], [search], [objectives], [constraints]).")],
+    sampler: Annotated[Sampler, typer.Option("--sampler", help="tpe (seeded, multivariate) or grid (every "
+                                             "point once, then stops).")] = Sampler.tpe,
+    trials: Annotated[Optional[int], typer.Option("--trials", min=1, show_default="30 for tpe, the whole grid",
+                                                  help="Trials to finish (all workers together).")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Local worker processes on one "
+                                         "study (they share one embedded model server).")] = 1,
+    storage: Annotated[Optional[str], typer.Option("--storage", envvar="SAAG_OPT_TUNE_STORAGE", show_default=
+                                                   "sqlite in the run dir; a journal file with --workers > 1",
+                                                   help="sqlite:///PATH | journal:PATH | postgresql://...")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name; an existing one is joined as a "
+                                                 "worker.")] = None,
+    resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
+                                                   help="Coordinate a tune run directory's study again.")] = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0.0, metavar="USD",
+                                                      help="Start no trial once the study spent this much.")]
+    = None,
+    base: Annotated[Optional[str], typer.Option("--base", help="Pin the base model (replaces the space's).")]
+    = None,
+    reviewer: Annotated[Optional[str], typer.Option("--reviewer", help="Pin the reviewer model (replaces the "
+                                                    "space's).")] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Pin the dataset.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Pin the trial example count.")] = None,
+    test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1, show_default="--limit",
+                                                      help="Test examples for the Pareto re-evaluation.")] = None,
+    no_test: Annotated[bool, typer.Option("--no-test", help="Skip the test re-evaluation.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Sampler seed.")] = 0,
+    heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
+                                           "worker's trial is retried after twice this).")] = 60,
+    runs_dir: RunsDirOpt = Path("runs"),
+    json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
+    = None,
+) -> None:
+    """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
+    import optuna
+    from rich.console import Console
+
+    from saag_opt.report.tune_tables import TrialPrinter, print_tune_report
+    from saag_opt.tune import TuneConfig, run_tune
+
+    overrides = {k: v for k, v in dict(base=base, reviewer=reviewer, dataset=dataset, limit=limit).items()
+                 if v is not None}
+    values: dict[str, Any] = dict(space=space, overrides=overrides, sampler=sampler.value, trials=trials,
+                                  workers=workers, storage=storage, study=study, resume=resume, max_cost=max_cost,
+                                  seed=seed, heartbeat=heartbeat, test_limit=test_limit, no_test=no_test,
+                                  runs_dir=runs_dir)
+    try:
+        config = TuneConfig(**values)
+    except ValueError as exc:
+        raise ConfigError.from_validation(exc) from exc
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    passed = passed_values(ctx, {k: v for k, v in values.items() if k != "storage"})
+    outcome = run_tune(config, on_trial=TrialPrinter(Console(stderr=True)), args_passed=passed)
+    print_tune_report(Console(), outcome.rows, outcome.summary, outcome.space.metric_names, str(outcome.run_dir),
+                      outcome.role, outcome.study)
+    if json_out is not None and outcome.summary is not None:
+        json_out.write_text(outcome.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["TUNE_HELP", "tune"]
