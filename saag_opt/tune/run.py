@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.records import (
     RunHeader,
     atomic_write_json,
@@ -32,7 +32,6 @@ from saag_opt.evaluation.records import (
     git_revision,
     guarded_run,
     package_versions,
-    read_run,
     utc_now,
     write_header,
 )
@@ -177,7 +176,12 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
 def _locate(config: TuneConfig) -> tuple[Path, StorageSpec, str]:
     """Run dir, storage and study name: from ``--resume``, or a new run dir with defaults."""
     if config.resume is not None:
-        header = read_run(config.resume, header_only=True).header
+        try:
+            header = RunHeader.model_validate_json((config.resume / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise RunError(f"--resume {config.resume}: cannot read run.json: {str(exc).splitlines()[0]}") from exc
+        if header.verb != "tune":
+            raise ConfigError(f"--resume {config.resume}: a {header.verb} run, not a tune run")
         stored = header.config.get("storage")
         text = config.storage or stored
         if not text or "***" in text:

@@ -107,11 +107,12 @@ class Range(BaseModel):
         return self
 
     def grid(self) -> list[float | int] | None:
-        """Every grid point, or None when the range has no step."""
-        if self.step is None:
+        """Every grid point, or None when a float range has no step (integers step by 1)."""
+        step = self.step if self.step is not None else (1 if self.integer else None)
+        if step is None:
             return None
-        n = int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
-        points = [self.low + i * self.step for i in range(n)]
+        n = int(math.floor((self.high - self.low) / step + 1e-9)) + 1
+        points = [self.low + i * step for i in range(n)]
         return [int(p) for p in points] if self.integer else [round(p, 12) for p in points]
 
 
@@ -302,7 +303,7 @@ def _check_values(space: Space, source: str) -> None:
     first = {k: (d[0] if isinstance(d, list) else d.low) for k, d in space.search.items()}
     if "base" not in space.fixed and "base" not in space.search:
         raise ConfigError(f"{source}: fixed.base: missing (the base agent's model, e.g. base = \"gpt-4o\", or --base)")
-    _validate({**space.fixed, **first}, source, "fixed", lambda key: key in space.fixed)
+    _validate({**space.fixed, **first}, source, "fixed", lambda key: key is None or key in space.fixed)
     for key, dim in space.search.items():
         values = dim if isinstance(dim, list) else [dim.low, dim.high]
         for index, value in enumerate(values):
