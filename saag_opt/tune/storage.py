@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -98,9 +99,11 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
     try:
-        return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
-                          grace_period=2 * heartbeat,
-                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
+        with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
+                              grace_period=2 * heartbeat,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
     except ImportError as exc:
         raise ModelUnavailableError(f"--storage {spec.redacted}: the database driver is missing ({exc}); "
                                     "pip install 'saag-opt[postgres]'") from exc
@@ -146,14 +149,19 @@ def recover_dead_workers(study: Any) -> list[int]:
     from optuna.trial import TrialState
 
     out: list[int] = []
+    # A handle without the study's sampler: ``tell`` runs the sampler's after_trial hook, and
+    # BruteForceSampler's calls ``study.stop()``, which raises outside ``optimize``.
+    plain = None
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not dead_local_worker(trial.user_attrs.get(WORKER_ATTR)):
             continue
+        plain = plain or optuna.load_study(study_name=study.study_name, storage=study._storage,
+                                           sampler=optuna.samplers.RandomSampler())
         try:
-            study.tell(trial.number, state=TrialState.FAIL)
+            plain.tell(trial.number, state=TrialState.FAIL)
         except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
             continue
-        study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
+        plain.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
         out.append(trial.number)
     return out
 
