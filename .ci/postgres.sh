@@ -3,7 +3,7 @@
 # export SAAG_OPT_TEST_POSTGRES_URL for tests/tune/test_postgres.py. The cluster (data dir in /tmp) is
 # stopped and deleted when the sourcing shell exits. initdb refuses to run as root, so the cluster runs
 # as the unprivileged `postgres` user the Debian package creates (or as the current user when not root).
-set -euo pipefail
+# Sourced by .ci/run, whose `set -euo pipefail` makes any failing step below fail CI.
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
 if [ -z "$(pg_bin)" ] || [ ! -x "$(pg_bin)/initdb" ]; then
@@ -33,4 +33,3 @@ trap stop_postgres EXIT
 
 export SAAG_OPT_TEST_POSTGRES_URL="postgresql://saag@127.0.0.1:$PG_PORT/saag_opt_test"
 echo "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PG_PORT (throwaway, $PG_DIR)"
-set +euo pipefail
