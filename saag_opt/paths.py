@@ -92,6 +92,14 @@ def configure_lm_cache() -> Path:
     import dspy
 
     where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
+    if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
+        return where  # ours is still the active cache: rebuilding it opens 16 sqlite shards (~0.15 s)
     where.mkdir(parents=True, exist_ok=True)
     dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
+    _CONFIGURED[where] = dspy.cache
     return where
+
+
+_CONFIGURED: dict[Path, object] = {}
+"""Cache dir -> the dspy cache object ``configure_lm_cache`` installed for it (why: tune runs one
+evaluation per trial, and each used to rebuild the disk cache)."""

@@ -9,10 +9,13 @@ the work is LM latency, not CPU. The base agent's answer is a deterministic func
 adds an argument and is approved).
 
 Each worker count starts from nothing: a fresh dspy cache, a fresh base-prediction cache and a
-fresh journal, so every configuration pays the same LM calls. The worker processes are the ones
+fresh journal. As `tune --workers N` does, the base agent's answers are asked for once before the
+workers start (inside the wall time); the reviewer calls two configurations share (r1 and r2 open
+with the same review) may be made twice when two workers run them at once. The worker processes are the ones
 `saag-opt tune --workers N` starts (tune.workers.Supervisor), including N = 1.
 
-  trials/min (study)  = 12 / (last trial's end - first trial's start), read from the storage: the
+  trials/min (study)  = 12 / (last trial's end - first trial's start), read from the storage (a
+                        repeat answered from a stored result would not count: there is none here): the
                         steady-state throughput of the study;
   trials/min (wall)   = 12 / wall time including starting the worker processes (python + dspy
                         imports, ~3-5 s each on 2 busy cores), what a 12-trial run feels like.
@@ -45,6 +48,7 @@ import optuna  # noqa: E402
 
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
+from saag_opt.tune.run import warm_base_answers  # noqa: E402
 from saag_opt.tune.space import load_space  # noqa: E402
 from saag_opt.tune.storage import open_storage, parse_storage  # noqa: E402
 from saag_opt.tune.study import TuneSettings, open_study  # noqa: E402
@@ -93,11 +97,13 @@ def measure(workers: int, space_path: Path, server: ScriptedOpenAIServer) -> tup
     job = WorkerJob(str(space_path), {}, storage.text, "bench", str(work / "trials"), settings.__dict__, 0)
     before = len(server.chat_requests)
     started = time.monotonic()
+    warm_base_answers(space, work / "base", {})  # what `tune --workers N` does first
     Supervisor(job, workers, work / "logs").run(study, space, settings, storage)
     wall = time.monotonic() - started
     trials = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
-    if len(trials) != GRID:
-        raise SystemExit(f"{workers} workers finished {len(trials)} trials, expected {GRID}")
+    evaluated = {t.user_attrs.get("config_key") for t in trials if "duplicate_of" not in t.user_attrs}
+    if len(evaluated) != GRID:
+        raise SystemExit(f"{workers} workers evaluated {len(evaluated)} configurations, expected {GRID}")
     span = (max(t.datetime_complete for t in trials) - min(t.datetime_start for t in trials)).total_seconds()
     return 60 * GRID / span, 60 * GRID / wall, len(server.chat_requests) - before
 

@@ -153,9 +153,11 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
         watcher = _Watcher(study, space, on_trial)
         trials_dir = run_dir / "trials"
         if config.workers > 1:
+            env = shared_model_env(space)
+            warm_base_answers(space, run_dir / "base", env, evaluate)
             job = WorkerJob(str(config.space), config.overrides, storage.text, study_name, str(trials_dir),
                             settings.__dict__, 0)
-            Supervisor(job, config.workers, run_dir / "workers", env=shared_model_env(space)).run(
+            Supervisor(job, config.workers, run_dir / "workers", env=env).run(
                 study, space, settings, storage, on_poll=watcher.poll)
         else:
             run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
@@ -171,6 +173,30 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
             summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate)
     finish_header(run_dir, header)
     return TuneOutcome(run_dir, role, study_name, space, rows, summary)
+
+
+def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluate: EvaluateFn = run_config) -> None:
+    """Ask the base agent once, before workers start, so they all find its answers in the cache.
+
+    Why: N workers starting together would each ask the base agent the same questions (N times the
+    base model's bill). A ``mechanism = "none"`` evaluation of the trial split fills the shared
+    base-prediction cache; it is skipped when the base model itself is searched.
+    """
+    import os
+
+    if "base" in space.search:
+        return
+    first = {k: (d[0] if isinstance(d, list) else d.low) for k, d in space.search.items()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the shared embedded server, if any
+    try:
+        evaluate(space.config(first, mechanism="none", runs_dir=runs_dir))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _locate(config: TuneConfig) -> tuple[Path, StorageSpec, str]:
@@ -244,4 +270,4 @@ def _header(config: TuneConfig, run_dir: Path, storage: StorageSpec, study: str,
                      git_revision=git_revision(), packages=packages)
 
 
-__all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "run_tune"]
+__all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "run_tune", "warm_base_answers"]

@@ -225,11 +225,14 @@ class Objective:
         return tuple(earlier.values)
 
 
-def finished_count(study: Any) -> int:
-    """Trials that count against ``--trials``: complete or failed."""
+def trials_counted(study: Any) -> int:
+    """Trials that count against ``--trials``: complete, failed or running (a failed trial that was
+    retried counts once, through its retry)."""
     from optuna.trial import TrialState
 
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
+    retried = sum(retry_of(t) is not None for t in trials)
+    return len(trials) - retried
 
 
 def spent(study: Any) -> float:
@@ -243,14 +246,14 @@ def budget_left(study: Any, space: Space, settings: TuneSettings) -> bool:
 
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return True
-    if settings.trials is not None and finished_count(study) >= settings.trials:
+    if settings.trials is not None and trials_counted(study) >= settings.trials:
         return False
     if settings.max_cost is not None and spent(study) >= settings.max_cost:
         return False
     if settings.sampler == "grid":
         points = space.grid_points() or []
-        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-        done = {t.user_attrs.get(KEY_ATTR) for t in finished}
+        taken = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
+        done = {t.user_attrs.get(KEY_ATTR) for t in taken} - {None}
         return len(done) < len(points)
     return True
 
@@ -309,5 +312,5 @@ def retry_of(trial: Any) -> int | None:
 
 
 __all__ = ["DOLLARS_ATTR", "DUPLICATE_ATTR", "ERROR_ATTR", "KEY_ATTR", "METRICS_ATTR", "RUN_DIR_ATTR", "SPACE_ATTR", "Objective",
-           "SamplerName", "TuneSettings", "budget_left", "finished_count", "make_sampler", "open_study",
+           "SamplerName", "TuneSettings", "budget_left", "trials_counted", "make_sampler", "open_study",
            "retry_of", "run_config", "reap_stale", "run_trials", "spent", "suggest", "trial_metrics"]
