@@ -253,7 +253,7 @@ def budget_left(study: Any, space: Space, settings: TuneSettings) -> bool:
     if settings.sampler == "grid":
         points = space.grid_points() or []
         taken = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
-        done = {t.user_attrs.get(KEY_ATTR) for t in taken} - {None}
+        done = {canonical_params(t.params) for t in taken if set(t.params) == set(space.search)}
         return len(done) < len(points)
     return True
 

@@ -135,12 +135,17 @@ def test_local_worker_processes_share_one_journal_study(tmp_path: Path, server: 
 
     outcome = run_tune(TuneConfig(space=_space(tmp_path, server), sampler="grid", workers=2, no_test=True,
                                   runs_dir=tmp_path / "runs"))
+    n_val = len(load_dataset("shipped:bfcl", split="val", limit=6))
+    assert _base_requests(server) == n_val  # asked once by the parent before the workers started
     assert (outcome.run_dir / "study.journal").is_file() and outcome.role == "coordinator"
     rows = outcome.rows
-    assert len(rows) == 4 and all(r.state == "COMPLETE" and r.duplicate_of is None for r in rows)
+    assert all(r.state == "COMPLETE" for r in rows)
+    evaluated = [json.dumps(r.params, sort_keys=True) for r in rows if r.duplicate_of is None]
+    assert len(evaluated) == len(set(evaluated)) == 4  # a worker racing to the last point waits and repeats it
     workers = {r.worker for r in rows}
     assert all(not w.startswith(f"{os.getpid()}@") for w in workers)  # the workers ran them, not the parent
     assert sorted(p.name for p in (outcome.run_dir / "workers").iterdir()) == ["worker-0.log", "worker-1.log"]
+    assert len(list((outcome.run_dir / "base").iterdir())) == 1  # the warm-up: one mechanism=none run
 
 
 def test_journal_study_survives_a_worker_killed_mid_trial(tmp_path: Path) -> None:
