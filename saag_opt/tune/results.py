@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jsonlines
 from pydantic import BaseModel, Field
 
-from saag_opt.evaluation.records import EvaluationSummary
+from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.runfiles import atomic_write_jsonl
 from saag_opt.tune.space import Space, canonical_params
 from saag_opt.tune.study import (
     DUPLICATE_ATTR,
@@ -106,12 +106,8 @@ def pareto_trials(study: Any) -> list[Any]:
 
 
 def write_trials(path: Path, rows: list[TrialRow]) -> None:
-    """Write ``trials.jsonl`` atomically (temp file + replace)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with jsonlines.open(tmp, mode="w") as writer:
-        for row in rows:
-            writer.write(row.model_dump(mode="json"))
-    tmp.replace(path)
+    """Write ``trials.jsonl`` atomically."""
+    atomic_write_jsonl(path, (row.model_dump(mode="json") for row in rows))
 
 
 class TestResult(BaseModel):

@@ -23,16 +23,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, RunError
-from saag_opt.evaluation.records import (
+from saag_opt.errors import ConfigError
+from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
     create_run_dir,
     finish_header,
-    git_revision,
     guarded_run,
-    package_versions,
-    utc_now,
+    new_header,
+    read_header,
     write_header,
 )
 from saag_opt.tune.results import (
@@ -202,10 +201,7 @@ def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluat
 def _locate(config: TuneConfig) -> tuple[Path, StorageSpec, str]:
     """Run dir, storage and study name: from ``--resume``, or a new run dir with defaults."""
     if config.resume is not None:
-        try:
-            header = RunHeader.model_validate_json((config.resume / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunError(f"--resume {config.resume}: cannot read run.json: {str(exc).splitlines()[0]}") from exc
+        header = read_header(config.resume)
         if header.verb != "tune":
             raise ConfigError(f"--resume {config.resume}: a {header.verb} run, not a tune run")
         stored = header.config.get("storage")
@@ -261,13 +257,11 @@ def _header(config: TuneConfig, run_dir: Path, storage: StorageSpec, study: str,
             args_passed: dict[str, Any] | None) -> RunHeader:
     stored = config.model_dump(mode="json") | {"storage": storage.redacted, "study": study}
     models = {k: str(space.fixed[k]) for k in ("base", "reviewer") if k in space.fixed}
-    packages = package_versions()
-    packages["optuna"] = metadata.version("optuna")
-    return RunHeader(run_id=run_dir.name, verb="tune", created=utc_now(), config=stored,
-                     args_passed=args_passed or {}, models=models,
-                     plugins={"sampler": {"name": config.sampler, "seed": config.seed}},
-                     dataset={k: space.fixed.get(k) for k in ("dataset", "split", "limit")},
-                     git_revision=git_revision(), packages=packages)
+    header = new_header(run_dir, "tune", config=stored, args_passed=args_passed or {}, models=models,
+                        plugins={"sampler": {"name": config.sampler, "seed": config.seed}},
+                        dataset={k: space.fixed.get(k) for k in ("dataset", "split", "limit")})
+    header.packages["optuna"] = metadata.version("optuna")
+    return header
 
 
 __all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "run_tune", "warm_base_answers"]

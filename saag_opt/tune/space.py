@@ -61,7 +61,7 @@ METRICS: dict[str, str] = {
 ALIASES = {"temperature": "reviewer_temperature"}
 """Short names accepted in [search] and [fixed] for EvaluateConfig fields."""
 
-NOT_SEARCHABLE = frozenset({"dataset", "split", "limit", "runs_dir", "cache_dir", "workers", "seed",
+NOT_SEARCHABLE = frozenset({"dataset", "split", "limit", "runs_dir", "cache_dir", "prompts_dir", "workers", "seed",
                             "fail_on_error", "retries", "retry_base_delay", "request_timeout"})
 """How a trial is run, not what it tests: fixed so every trial sees the same examples the same way."""
 

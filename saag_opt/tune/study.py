@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from saag_opt.errors import ConfigError, RunError
-from saag_opt.evaluation.records import EvaluationSummary
+from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
 from saag_opt.tune.storage import RETRY_ATTR, WORKER_ATTR, StorageSpec, recover_dead_workers, worker_id
 

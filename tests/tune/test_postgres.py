@@ -15,6 +15,7 @@ import pytest
 
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.tune.storage import open_storage, parse_storage
+from tests.conftest import skip_or_fail
 from tests.tune.kill_workers import assert_each_configuration_completed_once, run_and_kill_one, write_space
 from tests.tune.test_tune_runner import World
 
@@ -27,11 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def postgres_url() -> str:
     url = os.environ.get(URL_ENV)
-    if url:
-        return url
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{URL_ENV} is not set under CI: .ci/run must start PostgreSQL (.ci/postgres.sh)")
-    pytest.skip(f"{URL_ENV} is not set (source .ci/postgres.sh to start a throwaway PostgreSQL)")
+    if not url:
+        skip_or_fail(f"{URL_ENV} is not set: source .ci/postgres.sh to start a throwaway PostgreSQL "
+                     "(.ci/run does)")
+    return url
 
 
 def test_two_workers_on_postgres_one_killed_every_configuration_completes_once(

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from saag_opt.cli import app
 from saag_opt.data import load_dataset
-from saag_opt.evaluation.records import read_run
+from saag_opt.evaluation.results import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from saag_opt.tune import TuneConfig, run_tune
 from saag_opt.tune.storage import open_storage, parse_storage

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.evaluation.helpharm import HelpHarm
-from saag_opt.evaluation.records import ConditionSummary, EvaluationSummary, LatencySummary
+from saag_opt.evaluation.results import ConditionSummary, EvaluationSummary, LatencySummary
 from saag_opt.evaluation.score import CategoryScore
 
 N = 20
