@@ -44,15 +44,15 @@ os.environ["SAAG_OPT_PROMPTS"] = str(ROOT / "prompts")
 os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 sys.path.insert(0, str(ROOT))
 
-import optuna  # noqa: E402
+import optuna
 
-from saag_opt.data import load_dataset  # noqa: E402
-from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
-from saag_opt.tune.run import warm_base_answers  # noqa: E402
-from saag_opt.tune.space import load_space  # noqa: E402
-from saag_opt.tune.storage import open_storage, parse_storage  # noqa: E402
-from saag_opt.tune.study import TuneSettings, open_study  # noqa: E402
-from saag_opt.tune.workers import Supervisor, WorkerJob  # noqa: E402
+from saag_opt.data import load_dataset
+from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.tune.run import warm_base_answers
+from saag_opt.tune.space import load_space
+from saag_opt.tune.storage import open_storage, parse_storage
+from saag_opt.tune.study import TuneSettings, open_study
+from saag_opt.tune.workers import Supervisor, WorkerJob
 
 GRID = 12
 

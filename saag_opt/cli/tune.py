@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -34,34 +34,34 @@ def tune(
                                         help="The SPACE.toml ([fixed], [search], [objectives], [constraints]).")],
     sampler: Annotated[Sampler, typer.Option("--sampler", help="tpe (seeded, multivariate) or grid (every "
                                              "point once, then stops).")] = Sampler.tpe,
-    trials: Annotated[Optional[int], typer.Option("--trials", min=1, show_default="30 for tpe, the whole grid",
+    trials: Annotated[int | None, typer.Option("--trials", min=1, show_default="30 for tpe, the whole grid",
                                                   help="Trials to finish (all workers together).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Local worker processes on one "
                                          "study (they share one embedded model server).")] = 1,
-    storage: Annotated[Optional[str], typer.Option("--storage", envvar="SAAG_OPT_TUNE_STORAGE", show_default=
+    storage: Annotated[str | None, typer.Option("--storage", envvar="SAAG_OPT_TUNE_STORAGE", show_default=
                                                    "sqlite in the run dir; a journal file with --workers > 1",
                                                    help="sqlite:///PATH | journal:PATH | postgresql://...")] = None,
-    study: Annotated[Optional[str], typer.Option("--study", help="Study name; an existing one is joined as a "
+    study: Annotated[str | None, typer.Option("--study", help="Study name; an existing one is joined as a "
                                                  "worker.")] = None,
-    resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
+    resume: Annotated[Path | None, typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Coordinate a tune run directory's study again.")] = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0.0, metavar="USD",
+    max_cost: Annotated[float | None, typer.Option("--max-cost", min=0.0, metavar="USD",
                                                       help="Start no trial once the study spent this much.")]
     = None,
-    base: Annotated[Optional[str], typer.Option("--base", help="Pin the base model (replaces the space's).")]
+    base: Annotated[str | None, typer.Option("--base", help="Pin the base model (replaces the space's).")]
     = None,
-    reviewer: Annotated[Optional[str], typer.Option("--reviewer", help="Pin the reviewer model (replaces the "
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Pin the reviewer model (replaces the "
                                                     "space's).")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Pin the dataset.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Pin the trial example count.")] = None,
-    test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1, show_default="--limit",
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Pin the dataset.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Pin the trial example count.")] = None,
+    test_limit: Annotated[int | None, typer.Option("--test-limit", min=1, show_default="--limit",
                                                       help="Test examples for the Pareto re-evaluation.")] = None,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the test re-evaluation.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Sampler seed.")] = 0,
     heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
                                            "worker's trial is retried after twice this).")] = 60,
     runs_dir: RunsDirOpt = Path("runs"),
-    json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
+    json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""

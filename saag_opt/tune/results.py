@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.runfiles import atomic_write_jsonl
 from saag_opt.tune.space import Space, canonical_params
+from saag_opt.tune.storage import WORKER_ATTR
 from saag_opt.tune.study import (
     DUPLICATE_ATTR,
     ERROR_ATTR,
@@ -26,7 +27,6 @@ from saag_opt.tune.study import (
     retry_of,
     run_config,
 )
-from saag_opt.tune.storage import WORKER_ATTR
 
 
 class TrialRow(BaseModel):

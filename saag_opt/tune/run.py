@@ -46,7 +46,14 @@ from saag_opt.tune.results import (
 )
 from saag_opt.tune.space import Space, load_space
 from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage
-from saag_opt.tune.study import EvaluateFn, SamplerName, TuneSettings, open_study, run_config, run_trials
+from saag_opt.tune.study import (
+    EvaluateFn,
+    SamplerName,
+    TuneSettings,
+    open_study,
+    run_config,
+    run_trials,
+)
 from saag_opt.tune.workers import Supervisor, WorkerJob, shared_model_env
 
 DEFAULT_TPE_TRIALS = 30

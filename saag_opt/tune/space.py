@@ -34,11 +34,18 @@ import hashlib
 import itertools
 import json
 import math
-import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import tomllib
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.runner import EvaluateConfig
@@ -57,6 +64,9 @@ METRICS: dict[str, str] = {
     "latency_overhead_x": "mean latency with the reviewer / without",
 }
 """Metric name -> meaning; objectives and constraints name these."""
+
+DEFAULT_OBJECTIVES: dict[str, Direction] = {"help": "maximize", "harm": "minimize"}
+"""What a reviewer is for: fix the base agent's errors, break none of its right answers."""
 
 ALIASES = {"temperature": "reviewer_temperature"}
 """Short names accepted in [search] and [fixed] for EvaluateConfig fields."""
@@ -128,7 +138,7 @@ class SpaceFile(BaseModel):
     """EvaluateConfig fields held constant."""
     search: dict[str, Dimension]
     """Field -> choices or range."""
-    objectives: dict[str, Direction] = Field(default_factory=lambda: {"help": "maximize", "harm": "minimize"})
+    objectives: dict[str, Direction] = Field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
     """Metric -> direction, in order."""
     constraints: dict[str, float] = Field(default_factory=dict)
     """Metric -> upper bound."""
@@ -340,5 +350,15 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     return {**data, "fixed": fixed, "search": search}
 
 
-__all__ = ["ALIASES", "METRICS", "Dimension", "Range", "Space", "SpaceFile", "canonical_params", "load_space",
-           "parse_space", "apply_overrides"]
+__all__ = [
+    "ALIASES",
+    "METRICS",
+    "Dimension",
+    "Range",
+    "Space",
+    "SpaceFile",
+    "apply_overrides",
+    "canonical_params",
+    "load_space",
+    "parse_space",
+]

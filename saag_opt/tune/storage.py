@@ -89,7 +89,11 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         ModelUnavailableError: the database cannot be reached or its driver is missing.
     """
     import optuna
-    from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+    from optuna.storages import (
+        JournalStorage,
+        RDBStorage,
+        RetryHeartbeatStaleTrialCallback,
+    )
     from optuna.storages.journal import JournalFileBackend
 
     if spec.kind == "journal":

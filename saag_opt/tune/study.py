@@ -26,7 +26,13 @@ from typing import Any, Literal
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
-from saag_opt.tune.storage import RETRY_ATTR, WORKER_ATTR, StorageSpec, recover_dead_workers, worker_id
+from saag_opt.tune.storage import (
+    RETRY_ATTR,
+    WORKER_ATTR,
+    StorageSpec,
+    recover_dead_workers,
+    worker_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +317,26 @@ def retry_of(trial: Any) -> int | None:
     return int(value) if value is not None else None
 
 
-__all__ = ["DOLLARS_ATTR", "DUPLICATE_ATTR", "ERROR_ATTR", "KEY_ATTR", "METRICS_ATTR", "RUN_DIR_ATTR", "SPACE_ATTR", "Objective",
-           "SamplerName", "TuneSettings", "budget_left", "trials_counted", "make_sampler", "open_study",
-           "retry_of", "run_config", "reap_stale", "run_trials", "spent", "suggest", "trial_metrics"]
+__all__ = [
+    "DOLLARS_ATTR",
+    "DUPLICATE_ATTR",
+    "ERROR_ATTR",
+    "KEY_ATTR",
+    "METRICS_ATTR",
+    "RUN_DIR_ATTR",
+    "SPACE_ATTR",
+    "Objective",
+    "SamplerName",
+    "TuneSettings",
+    "budget_left",
+    "make_sampler",
+    "open_study",
+    "reap_stale",
+    "retry_of",
+    "run_config",
+    "run_trials",
+    "spent",
+    "suggest",
+    "trial_metrics",
+    "trials_counted",
+]

@@ -16,7 +16,11 @@ import pytest
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.tune.storage import open_storage, parse_storage
 from tests.conftest import skip_or_fail
-from tests.tune.kill_workers import assert_each_configuration_completed_once, run_and_kill_one, write_space
+from tests.tune.kill_workers import (
+    assert_each_configuration_completed_once,
+    run_and_kill_one,
+    write_space,
+)
 from tests.tune.test_tune_runner import World
 
 pytestmark = pytest.mark.integration

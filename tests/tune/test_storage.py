@@ -57,7 +57,7 @@ def test_journal_recovery_fails_and_re_enqueues_only_dead_workers_trials(tmp_pat
     storage = open_storage(parse_storage(f"journal:{tmp_path / 'study.journal'}"))
     study = optuna.create_study(storage=storage, study_name="s", directions=["maximize"])
     host = socket.gethostname()
-    owners = {"dead": f"{_dead_pid()}@{host}", "alive": f"{os.getpid()}@{host}", "remote": f"1@elsewhere"}
+    owners = {"dead": f"{_dead_pid()}@{host}", "alive": f"{os.getpid()}@{host}", "remote": "1@elsewhere"}
     numbers = {}
     for name, owner in owners.items():
         trial = study.ask({"mechanism": optuna.distributions.CategoricalDistribution(["r1", "r2", "r3"])})

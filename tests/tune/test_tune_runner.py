@@ -19,7 +19,11 @@ from saag_opt.testing import Reply, ScriptedOpenAIServer
 from saag_opt.tune import TuneConfig, run_tune
 from saag_opt.tune.storage import open_storage, parse_storage
 from tests.evaluation.scripted_replies import chat, right, wrong
-from tests.tune.kill_workers import assert_each_configuration_completed_once, run_and_kill_one, write_space
+from tests.tune.kill_workers import (
+    assert_each_configuration_completed_once,
+    run_and_kill_one,
+    write_space,
+)
 
 pytestmark = pytest.mark.integration
 

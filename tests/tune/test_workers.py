@@ -8,10 +8,15 @@ from saag_opt.errors import ConfigError
 from saag_opt.lm.backends import LocalBackend
 from saag_opt.lm.specs import parse_model_spec
 from saag_opt.tune.space import parse_space
-from saag_opt.tune.workers import SHARED_LOCAL_ENV, WorkerJob, local_model_names, shared_model_env
+from saag_opt.tune.workers import (
+    SHARED_LOCAL_ENV,
+    WorkerJob,
+    local_model_names,
+    shared_model_env,
+)
 
 
-def _space(fixed: dict, search: dict | None = None):  # noqa: ANN202
+def _space(fixed: dict, search: dict | None = None):
     return parse_space({"fixed": fixed, "search": search or {"mechanism": ["r1", "r2"]}})
 
 
