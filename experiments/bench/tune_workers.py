@@ -22,7 +22,7 @@ with the same review) may be made twice when two workers run them at once. The w
 
 `ratio=<study trials/min with 4 workers / with 1>` is the LAST line (goal >= 3.0).
 
-Run: /work/main/.venv/bin/python experiments/bench/tune_workers.py [--latency 0.2] [--limit 4] [--workers 1 2 4]
+Run: /work/main/.venv/bin/python experiments/bench/tune_workers.py [--latency 0.2] [--limit 20] [--workers 1 2 4]
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def measure(workers: int, space_path: Path, server: ScriptedOpenAIServer) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--limit", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -17,7 +17,7 @@ from saag_opt.errors import ConfigError
 TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
 
 Each trial is one evaluation on the space's split (default val), with the base agent's answers shared
-through the caches; objectives default to help (max) and harm (min); [constraints] bound measured
+through the caches; objectives default to help (max) and harm (min); \\[constraints] bound measured
 metrics. The feasible Pareto front is re-evaluated on TEST. --workers N runs N local worker
 processes (journal storage); --storage postgresql://... --study NAME on other machines joins the
 same study as a worker. See experiments/spaces/ for examples."""
@@ -31,7 +31,7 @@ class Sampler(str, Enum):
 def tune(
     ctx: typer.Context,
     space: Annotated[Path, typer.Option("--space", exists=True, dir_okay=False,
-                                        help="The SPACE.toml ([fixed], [search], [objectives], [constraints]).")],
+                                        help="The SPACE.toml (\\[fixed], \\[search], \\[objectives], \\[constraints]).")],
     sampler: Annotated[Sampler, typer.Option("--sampler", help="tpe (seeded, multivariate) or grid (every "
                                              "point once, then stops).")] = Sampler.tpe,
     trials: Annotated[int | None, typer.Option("--trials", min=1, show_default="30 for tpe, the whole grid",

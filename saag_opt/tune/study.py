@@ -289,6 +289,7 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     Raises:
         ModelUnavailableError: a model stopped answering (the trial is marked failed first).
     """
+    import optuna
     from optuna.trial import TrialState
 
     objective = Objective(space, trials_dir, evaluate, storage.kind)
@@ -302,8 +303,11 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     while True:
         reap_stale(study, storage.kind)
         if budget_left(study, space, settings):
-            study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], catch=(ConfigError, RunError),
-                           gc_after_trial=False, show_progress_bar=False)
+            # UpdateFinishedTrialError: a heartbeat declared this (slow, not dead) worker's trial stale and
+            # retried it elsewhere; the retry stands, this worker goes on.
+            study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], gc_after_trial=False,
+                           catch=(ConfigError, RunError, optuna.exceptions.UpdateFinishedTrialError),
+                           show_progress_bar=False)
         if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             continue
         if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

@@ -44,7 +44,7 @@ class KillReport:
 
 
 def run_and_kill_one(space: Path, storage: str, study: str, runs_dir: Path, open_storage: Any,
-                     *, heartbeat: int = 1, timeout: float = 240.0) -> KillReport:
+                     *, heartbeat: int = 2, timeout: float = 240.0) -> KillReport:
     """Start two CLI workers on one study, SIGKILL the second one mid-trial, wait for the first."""
     env = {**os.environ, "SAAG_OPT_PROMPTS": str(REPO / "prompts"), "COLUMNS": "200"}
     cmd = [sys.executable, "-m", "saag_opt.cli", "tune", "--space", str(space), "--storage", storage, "--study",

@@ -46,7 +46,7 @@ def test_two_workers_on_postgres_one_killed_every_configuration_completes_once(
     assert spec.kind == "rdb"
     with ScriptedOpenAIServer(World(), latency=0.3) as slow:
         report = run_and_kill_one(write_space(tmp_path / "space.toml", slow.url), postgres_url, study,
-                                  tmp_path / "runs", lambda: open_storage(spec, heartbeat=1))
+                                  tmp_path / "runs", lambda: open_storage(spec, heartbeat=2))
     assert_each_configuration_completed_once(report)
     killed = next(t for t in report.trials if t.number == report.killed_trial)
     retry = next(t for t in report.trials if t.system_attrs.get("failed_trial") == report.killed_trial)
