@@ -114,6 +114,10 @@ def open_study(space: Space, storage: Any, name: str, settings: TuneSettings, *,
     except KeyError:
         raise ConfigError(f"--study {name}: no such study in the storage") from None
     theirs = study.user_attrs.get(SPACE_ATTR)
+    deadline = time.monotonic() + 30
+    while theirs is None and time.monotonic() < deadline:  # its creator names it right after creating it
+        time.sleep(0.2)
+        theirs = study.user_attrs.get(SPACE_ATTR)
     if theirs != space.digest():
         raise ConfigError(f"--study {name}: the study searches another space (digest {theirs}, this SPACE.toml "
                           f"{space.digest()}); join with the same SPACE.toml and the same --base/--reviewer pins")
