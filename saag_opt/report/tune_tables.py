@@ -1,5 +1,8 @@
-"""Terminal output of ``saag-opt tune``: one line per finished trial while it runs, then the trials
-table, the feasible Pareto front and its TEST re-evaluation against the base agent alone."""
+"""Terminal output of ``saag-opt tune``.
+
+One line per finished trial while it runs, then the trials table, the feasible Pareto front and its
+TEST re-evaluation against the base agent alone.
+"""
 
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ class TrialPrinter:
         self.console = console
 
     def __call__(self, row: TrialRow) -> None:
+        """Print one finished trial."""
         self.console.print(trial_line(row), highlight=False)
 
 

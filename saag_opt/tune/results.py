@@ -1,5 +1,6 @@
-"""What a tune run leaves behind: ``trials.jsonl``, the feasible Pareto set, its TEST re-evaluation,
-``summary.json``.
+"""What a tune run leaves behind.
+
+``trials.jsonl``, the feasible Pareto set, its TEST re-evaluation, ``summary.json``.
 
 Trials only ever saw train/val. The Pareto-optimal feasible configurations are evaluated again on
 the test split, which no trial saw, and those numbers (accuracy per category, help, harm, ratio,

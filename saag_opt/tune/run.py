@@ -96,6 +96,7 @@ class TuneConfig(BaseModel):
     """Where ``<ts>-tune/`` goes."""
 
     def settings(self) -> TuneSettings:
+        """The search settings every worker of the study shares (default trial count filled in)."""
         trials = self.trials if self.trials is not None else (DEFAULT_TPE_TRIALS if self.sampler == "tpe" else None)
         return TuneSettings(sampler=self.sampler, trials=trials, seed=self.seed, heartbeat=self.heartbeat,
                             max_cost=self.max_cost)

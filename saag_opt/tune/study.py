@@ -183,6 +183,7 @@ class Objective:
     worker: str = field(default_factory=worker_id)
 
     def __call__(self, trial: Any) -> tuple[float, ...]:
+        """Run (or answer from a stored result) one trial; returns the objective values."""
         trial.set_user_attr(WORKER_ATTR, self.worker)
         params = suggest(trial, self.space)
         key = canonical_params(params)
@@ -236,8 +237,10 @@ class Objective:
 
 
 def trials_counted(study: Any) -> int:
-    """Trials that count against ``--trials``: complete, failed or running (a failed trial that was
-    retried counts once, through its retry)."""
+    """Trials that count against ``--trials``: complete, failed or running.
+
+    A failed trial that was retried counts once, through its retry.
+    """
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))

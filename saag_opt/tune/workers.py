@@ -47,10 +47,12 @@ class WorkerJob:
     seed_offset: int
 
     def to_env(self) -> str:
+        """The job as JSON for ``WORKER_ENV``."""
         return json.dumps(self.__dict__)
 
     @classmethod
     def from_env(cls, text: str) -> WorkerJob:
+        """Parse ``to_env``'s JSON."""
         return cls(**json.loads(text))
 
 
