@@ -1,4 +1,4 @@
-"""Progress events of a run (evaluate, compare, optimize): one type, one way to send it.
+"""Progress events of a run (evaluate, compare, optimize, tune): one type, one way to send it.
 
 Observers (the CLI's progress bar and log lines, a notebook, a test) get ``RunEvent``s through
 ``emit``. An observer that raises is logged and ignored (STYLE practice 16): a broken progress bar
@@ -24,6 +24,7 @@ EventKind = Literal[
     "progress",          # optimize: data: rollouts, budget, accepted, best_val, spent, iteration (GEPA callbacks)
     "gepa_done",         # optimize: GEPA returned; data: best, stopped_by
     "evaluating",        # optimize: the seed-vs-best test comparison begins
+    "trial_finished",    # tune: a trial ended (in any worker); data: row (trials.jsonl row)
     "run_finished",      # data: run_dir
 ]
 

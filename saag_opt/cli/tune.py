@@ -83,7 +83,7 @@ def tune(
         raise ConfigError.from_validation(exc) from exc
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     passed = passed_values(ctx, {k: v for k, v in values.items() if k != "storage"})
-    outcome = run_tune(config, on_trial=TrialPrinter(Console(stderr=True)), args_passed=passed)
+    outcome = run_tune(config, on_event=TrialPrinter(Console(stderr=True)), args_passed=passed)
     print_tune_report(Console(), outcome.rows, outcome.summary, outcome.space.metric_names, str(outcome.run_dir),
                       outcome.role, outcome.study)
     if json_out is not None and outcome.summary is not None:

@@ -6,20 +6,18 @@ TEST re-evaluation against the base agent alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from saag_opt.report.format import ci_points, pct, ratio
+from saag_opt.tune.results import format_params
 
 if TYPE_CHECKING:
+    from saag_opt.events import RunEvent
     from saag_opt.tune.results import TestResult, TrialRow, TuneSummary
-
-
-def _params(params: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
 
 
 def _value(name: str, value: float | None) -> str:
@@ -32,32 +30,16 @@ def _value(name: str, value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def trial_line(row: TrialRow) -> str:
-    """``trial 3  COMPLETE  mechanism=r2 ...  help=40.0 harm=5.0  (12.3 s)`` (markup-safe)."""
-    values = " ".join(f"{k}={_value(k, v)}" for k, v in (row.values or {}).items())
-    notes = []
-    if row.duplicate_of is not None:
-        notes.append(f"repeat of {row.duplicate_of}, 0 LM calls")
-    if row.retry_of is not None:
-        notes.append(f"retry of {row.retry_of}")
-    if row.feasible is False:
-        notes.append("infeasible")
-    if row.error:
-        notes.append(row.error)
-    seconds = f"{row.seconds:.1f} s" if row.seconds is not None else ""
-    extra = f" [{'; '.join(notes)}]" if notes else ""
-    return escape(f"trial {row.number:<3} {row.state:<8} {_params(row.params)}  {values}  {seconds}{extra}")
-
-
 class TrialPrinter:
-    """Prints each finished trial as it is reported (the ``on_trial`` handler of ``run_tune``)."""
+    """Prints each ``trial_finished`` event as one line (the ``on_event`` sink of ``run_tune``)."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
 
-    def __call__(self, row: TrialRow) -> None:
-        """Print one finished trial."""
-        self.console.print(trial_line(row), highlight=False)
+    def __call__(self, event: RunEvent) -> None:
+        """Print a finished trial; other events are not shown."""
+        if event.kind == "trial_finished":
+            self.console.print(escape(event.message), highlight=False)
 
 
 def trials_table(rows: list[TrialRow], objectives: list[str]) -> Table:
@@ -69,7 +51,7 @@ def trials_table(rows: list[TrialRow], objectives: list[str]) -> Table:
         note = (f"repeat of {row.duplicate_of}" if row.duplicate_of is not None else
                 f"retry of {row.retry_of}" if row.retry_of is not None else (row.error or "")[:60])
         values = row.values or {}
-        table.add_row(str(row.number), row.state, escape(_params(row.params)),
+        table.add_row(str(row.number), row.state, escape(format_params(row.params)),
                       *(_value(o, values.get(o)) for o in objectives),
                       "-" if row.feasible is None else ("yes" if row.feasible else "[red]no[/]"),
                       "[bold green]*[/]" if row.pareto else "", escape(note))
@@ -84,11 +66,11 @@ def test_table(results: list[TestResult]) -> Table:
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for res in results:
         if res.summary is None:
-            table.add_row(str(res.trial), escape(_params(res.params)), "", f"[red]{escape(res.error or '')}[/]")
+            table.add_row(str(res.trial), escape(format_params(res.params)), "", f"[red]{escape(res.error or '')}[/]")
             continue
         s, hh = res.summary, res.summary.help_harm
         lat = s.latency.overhead_x
-        table.add_row(str(res.trial), escape(_params(res.params)), str(s.n_examples), pct(s.base.accuracy),
+        table.add_row(str(res.trial), escape(format_params(res.params)), str(s.n_examples), pct(s.base.accuracy),
                       pct(s.reviewed.accuracy), pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
                       ratio(hh.get("ratio")), f"{hh['mcnemar_p']:.3g}", ci_points(hh.get("net_change_ci95")),
                       f"{res.metrics.get('cost_per_item_usd', 0.0):.4g}", "-" if lat is None else f"{lat:.1f}x")
@@ -136,4 +118,4 @@ def print_tune_report(console: Console, rows: list[TrialRow], summary: TuneSumma
     console.print(f"Run directory: {escape(run_dir)} (study {escape(study)}, storage {escape(summary.storage)})")
 
 
-__all__ = ["TrialPrinter", "category_table", "print_tune_report", "test_table", "trial_line", "trials_table"]
+__all__ = ["TrialPrinter", "category_table", "print_tune_report", "test_table", "trials_table"]

@@ -66,6 +66,27 @@ class TrialRow(BaseModel):
     error: str | None = None
     """Why it failed, when known."""
 
+    def describe(self) -> str:
+        """One plain line: ``trial 3  COMPLETE  mechanism=r2 ...  help=0.4 harm=0.05  12.3 s [notes]``."""
+        values = " ".join(f"{k}={v:.3g}" for k, v in (self.values or {}).items())
+        notes = []
+        if self.duplicate_of is not None:
+            notes.append(f"repeat of {self.duplicate_of}, 0 LM calls")
+        if self.retry_of is not None:
+            notes.append(f"retry of {self.retry_of}")
+        if self.feasible is False:
+            notes.append("infeasible")
+        if self.error:
+            notes.append(self.error)
+        seconds = f"{self.seconds:.1f} s" if self.seconds is not None else ""
+        extra = f" [{'; '.join(notes)}]" if notes else ""
+        return f"trial {self.number:<3} {self.state:<8} {format_params(self.params)}  {values}  {seconds}{extra}"
+
+
+def format_params(params: dict[str, Any]) -> str:
+    """``mechanism=r2 prompt=reviewer@v2 reviewer_temperature=0.5``."""
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
 
 def trial_rows(study: Any, space: Space) -> list[TrialRow]:
     """Every trial of the study as a row, Pareto flags set."""
@@ -203,5 +224,5 @@ def summarise_tune(rows: list[TrialRow], space: Space, *, study: str, storage: s
         pareto=[r.number for r in rows if r.pareto], test=test, test_skipped=test_skipped)
 
 
-__all__ = ["TestResult", "TrialRow", "TuneSummary", "evaluate_on_test", "pareto_trials", "summarise_tune",
+__all__ = ["TestResult", "TrialRow", "TuneSummary", "evaluate_on_test", "format_params", "pareto_trials", "summarise_tune",
            "trial_row", "trial_rows", "write_trials"]

@@ -15,7 +15,6 @@ trial), ``test/`` (the Pareto set on test), ``workers/`` (local worker logs), ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from saag_opt.errors import ConfigError
+from saag_opt.events import EventSink, emit
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
@@ -114,28 +114,27 @@ class TuneOutcome:
     summary: TuneSummary | None = None
 
 
-TrialHandler = Callable[[TrialRow], None]
-
-
 @dataclass
 class _Watcher:
     """Reports each trial once, when it finishes (in this process or any other worker)."""
 
     study: Any
     space: Space
-    on_trial: TrialHandler | None
+    sink: EventSink | None
     seen: set[int] = field(default_factory=set)
 
     def poll(self) -> None:
-        if self.on_trial is None:
+        """Emit ``trial_finished`` for every trial that finished since the last poll."""
+        if self.sink is None:
             return
         for t in self.study.get_trials(deepcopy=False):
             if t.state.is_finished() and t.number not in self.seen:
                 self.seen.add(t.number)
-                self.on_trial(trial_row(t, self.space))
+                row = trial_row(t, self.space)
+                emit(self.sink, "trial_finished", row.describe(), row=row.model_dump(mode="json"))
 
 
-def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evaluate: EvaluateFn = run_config,
+def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate: EvaluateFn = run_config,
              args_passed: dict[str, Any] | None = None) -> TuneOutcome:
     """Run (or join, or resume) a tune study; see the module docstring.
 
@@ -157,7 +156,8 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
         study, role = _open(space, optuna_storage, study_name, settings, config)
         header = header.model_copy(update={"role": role})
         write_header(run_dir, header)
-        watcher = _Watcher(study, space, on_trial)
+        emit(on_event, "run_started", f"tune {study_name} ({role}): {run_dir}", run_dir=str(run_dir), role=role)
+        watcher = _Watcher(study, space, on_event)
         trials_dir = run_dir / "trials"
         if config.workers > 1:
             env = shared_model_env(space)
@@ -179,6 +179,7 @@ def run_tune(config: TuneConfig, *, on_trial: TrialHandler | None = None, evalua
         if role == "coordinator":
             summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate)
     finish_header(run_dir, header)
+    emit(on_event, "run_finished", f"tune {study_name} finished: {run_dir}", run_dir=str(run_dir))
     return TuneOutcome(run_dir, role, study_name, space, rows, summary)
 
 

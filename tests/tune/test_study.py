@@ -11,6 +11,7 @@ import jsonlines
 import pytest
 
 from saag_opt.errors import ConfigError
+from saag_opt.events import RunEvent
 from saag_opt.tune import TuneConfig, run_tune
 from tests.tune.tune_fakes import FakeEvaluate
 
@@ -67,8 +68,15 @@ def test_grid_runs_every_point_once_and_reports_the_feasible_pareto_set_on_test(
 
 def test_a_repeated_configuration_is_answered_from_the_stored_result(tmp_path: Path) -> None:
     fake = FakeEvaluate(TABLE)
-    outcome = _run(tmp_path, fake, trials=12, no_test=True, space=_space_file(tmp_path, search='mechanism = ["r1", "gate+r1"]'))
+    events: list[RunEvent] = []
+    outcome = run_tune(TuneConfig(space=_space_file(tmp_path, search='mechanism = ["r1", "gate+r1"]'), trials=12,
+                                  no_test=True, runs_dir=tmp_path / "runs"), evaluate=fake, on_event=events.append)
     rows = _rows(outcome.run_dir)
+    kinds = [e.kind for e in events]
+    assert kinds == ["run_started", *["trial_finished"] * 12, "run_finished"]
+    finished = [e for e in events if e.kind == "trial_finished"]
+    assert [e.data["row"]["number"] for e in finished] == list(range(12))
+    assert any("repeat of" in e.message and "0 LM calls" in e.message for e in finished)
     assert len(rows) == 12 and all(r["state"] == "COMPLETE" for r in rows)
     originals = {r["number"]: r for r in rows if r["duplicate_of"] is None}
     repeats = [r for r in rows if r["duplicate_of"] is not None]
