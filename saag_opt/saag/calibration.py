@@ -155,27 +155,26 @@ _SCALED = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s?(percent|%|k|thousand|mn|m|m
 
 
 class _Prepared:
-    """What the rules need from one query, built on the first miss that needs it (most queries never)."""
+    """What the rules need from one query, each part built the first time a rule reads it.
 
-    __slots__ = ("words", "joined", "starts", "ends", "stems", "word_numbers", "scaled", "dates", "month_years",
-                 "years", "times", "units")
+    Why lazy: a miss is usually settled by one or two rules (a string by ``format``, a number by
+    ``number_word`` or ``scaled_number``), and building every part for every query (dates, clock
+    times, units, stems, ...) cost more than the rules themselves. Each attribute is computed by
+    its builder in ``_PARTS`` on first read and then stored on the instance, so it reads like a
+    plain attribute; the values are exactly what an eager build gives.
+    """
 
     def __init__(self, text: str) -> None:
-        words = _WORD.findall(text)
-        self.words = words
-        starts, ends, pos = set(), set(), 0
-        for word in words:
-            starts.add(pos)
-            pos += len(word)
-            ends.add(pos)
-        self.joined, self.starts, self.ends = "".join(words), starts, ends
-        self.stems = _Run([_stem(w) for w in words])
-        self.units = _units(text, words)
-        self.word_numbers = _word_numbers(words)
-        self.scaled = _scaled_numbers(text)
-        self.dates, self.month_years = _dates(text)
-        self.years = {int(y) for y in _YEAR.findall(text)}
-        self.times = _times(text)
+        self.text = text
+
+    def __getattr__(self, name: str) -> Any:
+        """Build a missing part (only reached on its first read)."""
+        build = _PARTS.get(name)
+        if build is None:
+            raise AttributeError(name)
+        value = build(self)
+        setattr(self, name, value)
+        return value
 
 
 class _Run:
@@ -193,7 +192,10 @@ class _Run:
 
     def holds(self, words: Sequence[str]) -> bool:
         """``words`` occur as a run of whole words (case and separators ignored)."""
-        needle = "".join(words)
+        return self.holds_joined("".join(words))
+
+    def holds_joined(self, needle: str) -> bool:
+        """``needle`` (words joined without separators) starts and ends at word boundaries of the run."""
         if not needle:
             return False
         at = self.joined.find(needle)
@@ -246,6 +248,28 @@ def _prepared(ctx: QueryContext) -> _Prepared:
     if prepared is None:
         prepared = ctx.calibration = _Prepared(ctx.text)
     return prepared
+
+
+def _month_data(prepared: _Prepared) -> tuple[set[tuple[int, int, int | None]], set[tuple[int, int]]]:
+    """``dates`` and ``month_years`` come from one scan; the first read of either stores both."""
+    dates, month_years = _dates(prepared.text)
+    prepared.dates, prepared.month_years = dates, month_years
+    return dates, month_years
+
+
+_PARTS: dict[str, Callable[[_Prepared], Any]] = {
+    "words": lambda p: _WORD.findall(p.text),
+    "plain": lambda p: _Run(p.words),
+    "stems": lambda p: _Run([_stem(w) if w[-1] == "s" else w for w in p.words]),  # _stem only changes a final s
+    "units": lambda p: _units(p.text, p.words),
+    "word_numbers": lambda p: _word_numbers(p.words),
+    "scaled": lambda p: _scaled_numbers(p.text),
+    "dates": lambda p: _month_data(p)[0],
+    "month_years": lambda p: _month_data(p)[1],
+    "years": lambda p: {int(y) for y in _YEAR.findall(p.text)},
+    "times": lambda p: _times(p.text),
+}
+"""How each part of ``_Prepared`` is built from the query (and from other parts)."""
 
 
 def _word_numbers(words: Sequence[str]) -> set[float]:
@@ -407,17 +431,7 @@ def format_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> boo
     """The value's words, joined, equal a run of whole query words, joined (case/punctuation/space ignored)."""
     if not isinstance(value, str):
         return False
-    needle = "".join(_WORD.findall(value.casefold()))
-    if not needle:
-        return False
-    prepared = _prepared(ctx)
-    hay, starts, ends = prepared.joined, prepared.starts, prepared.ends
-    at = hay.find(needle)
-    while at != -1:
-        if at in starts and at + len(needle) in ends:
-            return True
-        at = hay.find(needle, at + 1)
-    return False
+    return _prepared(ctx).plain.holds_joined("".join(_WORD.findall(value.casefold())))
 
 
 _CODES: dict[str, tuple[str, ...]] = {
@@ -451,7 +465,9 @@ def code_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
     """
     if not isinstance(value, str) or not 2 <= len(value.strip()) <= 3:
         return False
-    names = _CODES.get(value.strip().casefold(), ())
+    names = _CODES.get(value.strip().casefold())
+    if not names:
+        return False
     stems = _prepared(ctx).stems
     return any(stems.holds([_stem(w) for w in _WORD.findall(name)]) for name in names)
 
@@ -485,13 +501,15 @@ def described_code_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext
     description = schema.get("description")
     if not isinstance(description, str) or not str(value).strip():
         return False
-    pattern = re.compile(rf"(?<![\w.])['\"]?{re.escape(str(value).casefold())}['\"]?(?![\w.]){_CONNECTOR}"
+    code, folded = str(value).casefold(), description.casefold()
+    if code not in folded:  # the pattern below needs the code verbatim: skip compiling it
+        return False
+    pattern = re.compile(rf"(?<![\w.])['\"]?{re.escape(code)}['\"]?(?![\w.]){_CONNECTOR}"
                          r"['\"]?([^,.;:()'\"]+)")
-    stems = _prepared(ctx).stems
-    for match in pattern.finditer(description.casefold()):
+    for match in pattern.finditer(folded):
         label = re.split(r"\s(?:and|or|to)\s", match.group(1))[0]
         words = [w for w in _WORD.findall(label) if w not in ("the", "a", "an")][:4]
-        if words and stems.holds([_stem(w) for w in words]):
+        if words and _prepared(ctx).stems.holds([_stem(w) for w in words]):
             return True
     return False
 
@@ -719,7 +737,11 @@ def type_conflicts(arguments: Mapping[str, Any], schema: Mapping[str, Any] | Non
         return out
     for param, value in arguments.items():
         sub = schema.get(param)
-        if not isinstance(sub, Mapping):
+        if type(sub) is dict:
+            declared = sub.get("type")
+            if type(declared) is str and (declared, type(value)) in _TYPE_AGREES:
+                continue  # the common case, decided without the general checks below
+        elif not isinstance(sub, Mapping):
             continue
         declared = sub.get("type")
         nullable = bool(sub.get("nullable")) or ("default" in sub and sub["default"] is None)
@@ -741,6 +763,14 @@ def type_conflicts(arguments: Mapping[str, Any], schema: Mapping[str, Any] | Non
                 continue
             out.append((param, declared))
     return out
+
+
+_TYPE_AGREES: frozenset[tuple[str, type]] = frozenset(
+    (declared, kind) for declared, expected in _JSON_TYPES.items()
+    for kind in (str, int, float, bool, list, tuple, dict)
+    if issubclass(kind, expected) and (kind is not bool or bool in expected))
+"""``(schema type, exact Python type)`` pairs that never conflict: what ``type_conflicts`` decides for
+them by its general rules, looked up in one step (types are checked on every argument)."""
 
 
 def _documented(value: Any, schema: Mapping[str, Any]) -> bool:

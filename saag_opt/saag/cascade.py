@@ -265,10 +265,12 @@ def check_calls(calls: Sequence[ToolCall] | None, registry: Registry, query: str
 
 def _flag_duplicates(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -> tuple[CascadeReport, ...]:
     """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``calibration``)."""
-    keys = []
-    for call in items:
-        name, arguments, malformed = split_call(call)
-        keys.append((name, canonical_json(arguments)) if not malformed and isinstance(name, str) else object())
+    parts = [split_call(call) for call in items]
+    names = [name for name, _, malformed in parts if not malformed and isinstance(name, str)]
+    if len(set(names)) == len(names):
+        return reports  # no two calls share a name, so none repeats another: skip serialising arguments
+    keys = [(name, canonical_json(arguments)) if not malformed and isinstance(name, str) else object()
+            for name, arguments, malformed in parts]
     repeats = duplicate_calls(keys)
     if not repeats:
         return reports
