@@ -83,6 +83,10 @@ def normalise_schema(schema: Any) -> Any:
     return out
 
 
+_SCHEMA_LEAF_KEYS = frozenset(("type", "description", "default", "enum", "format", "title", "examples"))
+"""Keys of a parameter schema that hold no nested schema (``_already_json_schema`` checks only its type)."""
+
+
 def _already_json_schema(schema: Any) -> bool:
     """True when ``normalise_schema`` would change nothing but make a copy (no BFCL type to map).
 
@@ -98,8 +102,15 @@ def _already_json_schema(schema: Any) -> bool:
             if type(value) is str and BFCL_TO_JSON_SCHEMA.get(value, value) != value:
                 return False
         elif key == "properties":
-            if type(value) is not dict or not all(_already_json_schema(sub) for sub in value.values()):
+            if type(value) is not dict:
                 return False
+            for sub in value.values():
+                if type(sub) is dict and _SCHEMA_LEAF_KEYS.issuperset(sub):  # a plain parameter: no recursion
+                    kind = sub.get("type")
+                    if type(kind) is str and BFCL_TO_JSON_SCHEMA.get(kind, kind) != kind:
+                        return False
+                elif not _already_json_schema(sub):
+                    return False
         elif key in _NESTED_SCHEMA_KEYS and not _already_json_schema(value):
             return False
     return True
@@ -335,10 +346,14 @@ class Example:
                        self.expect, self.split, self.source)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr,
+                              allow_nan=True)
+"""``json.dumps`` with these options builds this encoder on every call; one instance is reused."""
+
+
 def canonical_json(value: Any) -> str:
     """Stable JSON for hashing and cache keys (sorted keys, NaN spelled out, never raises)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr,
-                      allow_nan=True)
+    return _CANONICAL.encode(value)
 
 
 def is_number(value: Any) -> bool:

@@ -62,9 +62,10 @@ def split_call(call: Any) -> tuple[Any, dict[str, Any], bool]:
     The arguments are returned without a copy when they already are a dict with string keys.
     """
     raw: Any
-    if type(call) is ToolCall:
+    kind = type(call)
+    if kind is ToolCall:
         name, raw = call.name, call.arguments
-    elif isinstance(call, Mapping):
+    elif kind is dict or isinstance(call, Mapping):  # a plain dict skips the (slow) ABC check
         name, raw = call.get("name"), call.get("arguments")
     else:
         name, raw = getattr(call, "name", None), getattr(call, "arguments", None)
