@@ -706,10 +706,20 @@ def _accepting_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext, ru
                 return None
             names.append(name)
         return names[0] if names else None
-    for name in ACCEPT_RULES[1:]:
+    for name in _RULES_FOR.get(type(value), ACCEPT_RULES[1:]):
         if name in rules and _RULES[name](value, schema, ctx):
             return name
     return None
+
+
+_NUMBER_RULES = ("number_word", "scaled_number")
+_RULES_FOR: dict[type, tuple[str, ...]] = {
+    int: tuple(r for r in ACCEPT_RULES[1:] if r in _NUMBER_RULES or r == "described_code"),
+    float: tuple(r for r in ACCEPT_RULES[1:] if r in _NUMBER_RULES),
+    bool: (),
+}
+"""The rules after ``default`` that can accept a value of this exact type, in order (every other rule
+returns False for it at once: most read only strings); a type not listed tries them all."""
 
 
 # -- the flagging checks ------------------------------------------------------------------------------------
