@@ -106,8 +106,8 @@ def _already_json_schema(schema: Any) -> bool:
                 return False
             for sub in value.values():
                 if type(sub) is dict and _SCHEMA_LEAF_KEYS.issuperset(sub):  # a plain parameter: no recursion
-                    kind = sub.get("type")
-                    if type(kind) is str and BFCL_TO_JSON_SCHEMA.get(kind, kind) != kind:
+                    declared = sub.get("type")
+                    if type(declared) is str and BFCL_TO_JSON_SCHEMA.get(declared, declared) != declared:
                         return False
                 elif not _already_json_schema(sub):
                     return False

@@ -164,6 +164,17 @@ class _Prepared:
     plain attribute; the values are exactly what an eager build gives.
     """
 
+    words: list[str]
+    plain: _Run  # the words, for ``format``
+    stems: _Run  # the words with plurals singular, for ``inflection`` and the rules reading labels
+    units: set[str]
+    word_numbers: set[float]
+    scaled: set[float]
+    dates: set[tuple[int, int, int | None]]
+    month_years: set[tuple[int, int]]
+    years: set[int]
+    times: set[tuple[int, int, int]]
+
     def __init__(self, text: str) -> None:
         self.text = text
 

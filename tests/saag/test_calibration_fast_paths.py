@@ -22,7 +22,7 @@ from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Registry, ToolCall, ToolSpec
 from saag_opt.saag import calibration, cascade, check_calls, clear_caches
-from saag_opt.saag.calibration import ACCEPT_RULES, _JSON_TYPES, _PARTS, _RULES, _Prepared, _Run, _stem
+from saag_opt.saag.calibration import _JSON_TYPES, _PARTS, _RULES, ACCEPT_RULES, _Prepared, _Run, _stem
 from saag_opt.saag.grounding import query_context
 from tests.conftest import requires
 
