@@ -69,6 +69,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date as _date
+from itertools import accumulate
 from typing import Any, Literal, Union
 
 from saag_opt.saag.grounding import QueryContext, contains_word, ground_value, number_tokens
@@ -130,6 +131,9 @@ _ORDINALS = {w: i + 1 for i, w in enumerate(
     "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())}
 _OTHER_WORDS = {"dozen": 12, "twice": 2, "half": 0.5, "hundred": 100, "thousand": 1000, "million": 1_000_000,
                 "billion": 1_000_000_000, "single": 1, "pair": 2, "couple": 2}
+
+_NUMBER_WORDS = frozenset((*_UNITS, *_TENS, *_ORDINALS, *_OTHER_WORDS))
+"""Every word ``_word_numbers`` reads a number from."""
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     "january february march april may june july august september october november december".split())}
@@ -194,12 +198,10 @@ class _Run:
     __slots__ = ("joined", "starts", "ends", "set")
 
     def __init__(self, words: Sequence[str]) -> None:
-        starts, ends, pos = set(), set(), 0
-        for word in words:
-            starts.add(pos)
-            pos += len(word)
-            ends.add(pos)
-        self.joined, self.starts, self.ends, self.set = "".join(words), starts, ends, set(words)
+        offsets = list(accumulate(map(len, words)))  # where each word ends (C-level, no Python loop)
+        self.joined, self.set = "".join(words), set(words)
+        self.ends = set(offsets)
+        self.starts = {0, *offsets[:-1]} if offsets else set()
 
     def holds(self, words: Sequence[str]) -> bool:
         """``words`` occur as a run of whole words (case and separators ignored)."""
@@ -263,7 +265,7 @@ def _prepared(ctx: QueryContext) -> _Prepared:
 
 def _month_data(prepared: _Prepared) -> tuple[set[tuple[int, int, int | None]], set[tuple[int, int]]]:
     """``dates`` and ``month_years`` come from one scan; the first read of either stores both."""
-    dates, month_years = _dates(prepared.text)
+    dates, month_years = _dates(prepared.text, prepared.words)
     prepared.dates, prepared.month_years = dates, month_years
     return dates, month_years
 
@@ -285,7 +287,11 @@ _PARTS: dict[str, Callable[[_Prepared], Any]] = {
 
 def _word_numbers(words: Sequence[str]) -> set[float]:
     out: set[float] = set()
+    if _NUMBER_WORDS.isdisjoint(words):
+        return out  # most queries write no number as a word: one set check instead of the loop
     for i, word in enumerate(words):
+        if word not in _NUMBER_WORDS:
+            continue
         if word in _UNITS:
             out.add(_UNITS[word])
         elif word in _ORDINALS:
@@ -323,7 +329,7 @@ def _scaled_numbers(text: str) -> set[float]:
             continue
     for match in _SI_PREFIXED.finditer(text):
         out.add(float(match.group(1)) * _SI_FACTORS[match.group(2)])
-    for match in _TIMES_TEN.finditer(text):
+    for match in _TIMES_TEN.finditer(text) if "^" in text else ():  # the pattern needs a caret
         try:
             out.add(float(match.group(1)) * 10.0 ** int(match.group(2).replace("−", "-")))
         except (ValueError, OverflowError):
@@ -331,12 +337,18 @@ def _scaled_numbers(text: str) -> set[float]:
     return out
 
 
-def _dates(text: str) -> tuple[set[tuple[int, int, int | None]], set[tuple[int, int]]]:
-    """(month, day, year or None) stated in the query, and (month, year) pairs."""
+def _dates(text: str, words: Sequence[str] | None = None) -> tuple[set[tuple[int, int, int | None]],
+                                                                  set[tuple[int, int]]]:
+    """(month, day, year or None) stated in the query, and (month, year) pairs.
+
+    ``words`` (the query's ``_WORD`` tokens), when given, lets a query without a month name skip
+    the three month patterns: each matches a month name between word boundaries, i.e. a whole token.
+    """
     dates: set[tuple[int, int, int | None]] = set()
-    for match in _MONTH_DAY.finditer(text):
+    named = words is None or not _MONTHS.keys().isdisjoint(words)
+    for match in _MONTH_DAY.finditer(text) if named else ():
         dates.add((_MONTHS[match.group(1)], int(match.group(2)), _int(match.group(3))))
-    for match in _DAY_MONTH.finditer(text):
+    for match in _DAY_MONTH.finditer(text) if named else ():
         dates.add((_MONTHS[match.group(2)], int(match.group(1)), _int(match.group(3))))
     for match in _YMD.finditer(text):
         dates.add((int(match.group(2)), int(match.group(3)), int(match.group(1))))
@@ -345,7 +357,7 @@ def _dates(text: str) -> tuple[set[tuple[int, int, int | None]], set[tuple[int, 
         if year is None and match.group(2) != "/":
             continue  # "9.8" or "3-4" is not a date; "3/7" is
         dates.update({(a, b, year), (b, a, year)})  # month/day or day/month: both readings
-    month_years = {(_MONTHS[m.group(1)], int(m.group(2))) for m in _MONTH_YEAR.finditer(text)}
+    month_years = {(_MONTHS[m.group(1)], int(m.group(2))) for m in (_MONTH_YEAR.finditer(text) if named else ())}
     month_years.update((m, y) for m, _, y in dates if y is not None)
     return {d for d in dates if 1 <= d[0] <= 12 and 1 <= d[1] <= 31}, month_years
 
