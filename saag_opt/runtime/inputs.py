@@ -170,12 +170,12 @@ def read_tools(tools: Any) -> list[dict[str, Any]]:
         raise GuardInputError(f"tools must be a list of OpenAI function tools, got {type(tools).__name__}")
     functions = []
     for index, raw in enumerate(tools):
-        tool = _plain(raw)
-        if not _is_map(tool):
+        tool = raw if type(raw) is dict else _plain(raw)  # plain dicts (the usual input) skip two calls
+        if type(tool) is not dict and not _is_map(tool):
             raise GuardInputError(f"tools[{index}] is not an object: {str(raw)[:80]!r}")
-        kind = tool.get("type")
-        if _is_map(tool.get("function")):
-            tool = tool["function"]
+        kind, function = tool.get("type"), tool.get("function")
+        if type(function) is dict or _is_map(function):
+            tool = function
         elif kind not in (None, "function"):
             continue  # a hosted tool (web_search, file_search, ...): never in tool_calls
         if not isinstance(tool.get("name"), str) or not tool["name"]:
@@ -193,11 +193,12 @@ def read_tool_calls(tool_calls: Any) -> tuple[ProposedCall, ...]:
         raise GuardInputError(f"tool_calls must be a list of calls, got {type(tool_calls).__name__}")
     calls = []
     for index, raw in enumerate(items):
-        item = _plain(raw)
-        if not _is_map(item):
+        item = raw if type(raw) is dict else _plain(raw)  # plain dicts (the usual input) skip the calls
+        if type(item) is not dict and not _is_map(item):
             raise GuardInputError(f"tool_calls[{index}] is not an object: {str(raw)[:80]!r}")
-        fn = _plain(item.get("function")) if item.get("function") is not None else item
-        if not _is_map(fn) or "name" not in fn:
+        fn = item.get("function")
+        fn = item if fn is None else fn if type(fn) is dict else _plain(fn)
+        if (type(fn) is not dict and not _is_map(fn)) or "name" not in fn:
             raise GuardInputError(f"tool_calls[{index}] has no function name")
         name = fn.get("name")
         args = fn.get("arguments", fn.get("args"))
@@ -246,8 +247,8 @@ def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
     grounding: list[str] = []
     names: dict[str, str] = {}
     for index, raw in enumerate(messages):
-        message = _plain(raw)
-        if not _is_map(message):
+        message = raw if type(raw) is dict else _plain(raw)
+        if type(message) is not dict and not _is_map(message):
             raise GuardInputError(f"messages[{index}] is not an object: {str(raw)[:80]!r}")
         role = str(message.get("role") or "user")
         content = _text(message.get("content"))
