@@ -193,15 +193,18 @@ class _Prepared:
 
 
 class _Run:
-    """Words joined without separators, with the offsets where a word starts and ends."""
+    """Words joined without separators, with the offsets between words (word boundaries).
 
-    __slots__ = ("joined", "starts", "ends", "set")
+    One set serves as both word starts and word ends: a non-empty needle found in ``joined``
+    starts before its end and ends after offset 0, so a boundary offset is a word start at the
+    needle's start and a word end at its end.
+    """
+
+    __slots__ = ("joined", "bounds", "set")
 
     def __init__(self, words: Sequence[str]) -> None:
-        offsets = list(accumulate(map(len, words)))  # where each word ends (C-level, no Python loop)
         self.joined, self.set = "".join(words), set(words)
-        self.ends = set(offsets)
-        self.starts = {0, *offsets[:-1]} if offsets else set()
+        self.bounds = {0, *accumulate(map(len, words))}  # where each word ends (C-level, no Python loop)
 
     def holds(self, words: Sequence[str]) -> bool:
         """``words`` occur as a run of whole words (case and separators ignored)."""
@@ -213,7 +216,7 @@ class _Run:
             return False
         at = self.joined.find(needle)
         while at != -1:
-            if at in self.starts and at + len(needle) in self.ends:
+            if at in self.bounds and at + len(needle) in self.bounds:
                 return True
             at = self.joined.find(needle, at + 1)
         return False
@@ -263,6 +266,18 @@ def _prepared(ctx: QueryContext) -> _Prepared:
     return prepared
 
 
+_ASCII_SEPARATORS = bytes(c if chr(c).isalnum() else 32 for c in range(128)) + b" " * 128
+"""Byte table: ASCII letters and digits kept, every other byte a space."""
+
+
+def _words(text: str) -> list[str]:
+    """``_WORD.findall(text)``; for ASCII text (where ``_WORD`` matches runs of letters and digits)
+    by C-level ``bytes.translate`` and ``split``, several times faster than the regex scan."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii").split()
+    return _WORD.findall(text)
+
+
 def _month_data(prepared: _Prepared) -> tuple[set[tuple[int, int, int | None]], set[tuple[int, int]]]:
     """``dates`` and ``month_years`` come from one scan; the first read of either stores both."""
     dates, month_years = _dates(prepared.text, prepared.words)
@@ -271,7 +286,7 @@ def _month_data(prepared: _Prepared) -> tuple[set[tuple[int, int, int | None]], 
 
 
 _PARTS: dict[str, Callable[[_Prepared], Any]] = {
-    "words": lambda p: _WORD.findall(p.text),
+    "words": lambda p: _words(p.text),
     "plain": lambda p: _Run(p.words),
     "stems": lambda p: _Run([_stem(w) if w[-1] == "s" else w for w in p.words]),  # _stem only changes a final s
     "units": lambda p: _units(p.text, p.words),

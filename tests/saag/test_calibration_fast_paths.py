@@ -32,6 +32,7 @@ QUERIES = [
     "today is 2023-10-01, what about next monday? twenty five services, the cities of texas",
     "Convert 50mH and 100µF, 5 x 10^-12 meters, 3/7/2023 noon or midnight, a dozen eggs",
     "明日の東京の天気 and 5k steps in 20cm increments, British Pounds to USD",
+    "x**2 + 3x_y, mc-donald's: 10%/5^2 @ #tag_line __init__ a.b.c (e.g.) [1,000] tab\there",
 ]
 
 VALUES: list[Any] = ["2", "Paris, France", "2023-04-11", "19:00", "gbp", "tx", "meters", "x", "10%", 2, 25, 0.1,
@@ -44,10 +45,14 @@ def test_every_part_of_the_prepared_query_reads_as_if_built_eagerly(query: str) 
     lazy = _Prepared(text)
     words = calibration._WORD.findall(text)
     stems = _Run([_stem(w) for w in words])  # the general stemmer on every word
-    assert lazy.stems.joined == stems.joined and lazy.stems.set == stems.set
-    assert (lazy.stems.starts, lazy.stems.ends) == (stems.starts, stems.ends)
-    assert (lazy.plain.joined, lazy.plain.starts, lazy.plain.ends) == (_Run(words).joined, _Run(words).starts,
-                                                                       _Run(words).ends)
+    assert (lazy.stems.joined, lazy.stems.bounds, lazy.stems.set) == (stems.joined, stems.bounds, stems.set)
+    assert lazy.plain.joined == "".join(words) and lazy.plain.set == set(words)
+    starts, ends, pos = set(), set(), 0  # word boundaries counted one word at a time
+    for word in words:
+        starts.add(pos)
+        pos += len(word)
+        ends.add(pos)
+    assert starts | ends == lazy.plain.bounds - ({0} if not words else set())
     assert (lazy.dates, lazy.month_years) == calibration._dates(text)
     assert lazy.times == calibration._times(text)
     assert lazy.units == calibration._units(text, words)
