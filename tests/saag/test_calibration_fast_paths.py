@@ -1,12 +1,13 @@
 """The calibrated cascade's shortcuts decide exactly what its general rules decide.
 
 Calibrated stage 3 runs on every gated decision of the runtime guard, so it takes shortcuts: the
-prepared query builds each part on first read, ``type_conflicts`` looks common (type, value) pairs
-up in a table, ``_accepting_rule`` skips the rules that cannot read a value's type, and the
-duplicate check skips serialising arguments when no two calls share a name. Each shortcut is
-compared here with the general path it replaces: on hand-picked edge cases, and over every gold
-call and perturbation of BFCL's python categories (reports and guard decisions with the
-shortcuts on vs off).
+prepared query builds each part on first read (ASCII words without the regex, month patterns only
+for a query naming a month, number words only when it has one), ``type_conflicts`` looks common
+(type, value) pairs up in a table, ``_accepting_rule`` skips the rules that cannot read a value's
+type, and the duplicate check skips serialising arguments when no two calls share a name. Each
+shortcut is compared here with the general path it replaces: on hand-picked edge cases, and over
+a sample of gold calls and perturbations of BFCL's python categories (reports and guard decisions
+with the shortcuts on vs off).
 """
 
 from __future__ import annotations
@@ -63,6 +64,47 @@ def test_every_part_of_the_prepared_query_reads_as_if_built_eagerly(query: str) 
     assert set(_PARTS) <= set(vars(lazy))  # every part is stored after its first read
     with pytest.raises(AttributeError):
         lazy.no_such_part  # noqa: B018
+
+
+def test_ascii_words_split_like_the_word_pattern() -> None:
+    rng = random.Random(0)
+    alphabet = "".join(map(chr, range(128)))
+    texts = [alphabet, *("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500))]
+    for text in texts:
+        assert calibration._words(text) == calibration._WORD.findall(text), text
+    assert calibration._words("naïve café 東京 x_y") == calibration._WORD.findall("naïve café 東京 x_y")
+
+
+def test_month_and_number_word_shortcuts_agree_with_the_full_scan() -> None:
+    for query in QUERIES + ["no month here, 3/7 or 2023-04-11", "the 10th of march", "sept. 5, 2020 and twenty one",
+                          "two hundred and a dozen, the third of five thousand"]:
+        text = query_context(query).text
+        words = calibration._WORD.findall(text)
+        assert calibration._dates(text, words) == calibration._dates(text)
+        assert calibration._word_numbers(words) == _every_word_number(words)
+
+
+def _every_word_number(words: list[str]) -> set[float]:
+    """``_word_numbers`` as it was before its prefilter: every word looked up."""
+    units, tens, ordinals, other = calibration._UNITS, calibration._TENS, calibration._ORDINALS, calibration._OTHER_WORDS
+    out: set[float] = set()
+    for i, word in enumerate(words):
+        if word in units:
+            out.add(units[word])
+        elif word in ordinals:
+            out.add(ordinals[word])
+        elif word in other:
+            out.add(other[word])
+        elif word in tens:
+            out.add(tens[word])
+            following = words[i + 1] if i + 1 < len(words) else ""
+            if following in units and 0 < units[following] < 10:
+                out.add(tens[word] + units[following])
+        if word in ("hundred", "thousand", "million", "billion") and i > 0:
+            base = units.get(words[i - 1]) or tens.get(words[i - 1])
+            if base:
+                out.add(base * other[word])
+    return out
 
 
 def test_the_type_table_agrees_with_the_general_type_rules(monkeypatch: pytest.MonkeyPatch) -> None:
