@@ -284,7 +284,7 @@ class Guard:
             try:
                 outcome = self._lm_rounds(inp, report)
             except Exception as exc:  # noqa: BLE001 - a guard never throws into the agent loop
-                outcome = self._failed(inp, report, _describe(exc))
+                outcome = self._failed(inp, report, self._why(exc))
         return outcome, self._dollars(usage.get_total_tokens())
 
     def _lm_rounds(self, inp: GuardInput, report: PredictionReport) -> _Outcome:
@@ -358,10 +358,16 @@ class Guard:
         try:
             verdict = self.reviewer.review_call(inp.example, prediction)
         except Exception as exc:  # noqa: BLE001 - any reviewer failure goes to on_error
-            return None, _describe(exc)
+            return None, self._why(exc)
         if verdict.failed:
             return None, f"unusable reviewer reply ({verdict.failed})"
         return verdict, None
+
+    def _why(self, exc: BaseException) -> str:
+        """A request timeout reads like the decision timeout it raced (the client's bound is the same)."""
+        if self.timeout is not None and _is_timeout(exc):
+            return f"review timed out after {self.timeout:g} s"
+        return _describe(exc)
 
     def _failed(self, inp: GuardInput, report: PredictionReport, error: str,
                 rounds: list[dict[str, Any]] | None = None) -> _Outcome:
@@ -439,6 +445,16 @@ def _with_ids(prediction: Prediction, inp: GuardInput) -> list[dict[str, Any]]:
         call_id = ids[index] if index < len(ids) and ids[index] else f"{base}_rev{index}"
         out.append({"id": call_id, "name": call.name, "arguments": dict(call.arguments)})
     return out
+
+
+def _is_timeout(exc: BaseException | None) -> bool:
+    """A timeout anywhere in the chain (openai, litellm and httpx name theirs ``*Timeout*``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _describe(exc: BaseException) -> str:

@@ -319,3 +319,21 @@ def test_saag_informed_reviewer_sees_the_cascade_report(world) -> None:
     guard_for(server, saag_informed=True).review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "London"})])
     review = next(r.body for r in server.chat_requests if "tools" not in r.body)
     assert "saag_report" in json.dumps(review["messages"]) and "failed at stage 3" in json.dumps(review["messages"])
+
+
+def test_a_client_timeout_reads_as_the_decision_timeout() -> None:
+    """The LM client's own bound equals the guard's, so either may fire first: one message for both."""
+    from saag_opt.lm.retry import LMCallError
+    from saag_opt.runtime.guard import _is_timeout
+
+    try:
+        try:
+            raise TimeoutError("read timed out")
+        except TimeoutError as inner:
+            raise LMCallError("reviewer: gave up after 3 attempts") from inner
+    except LMCallError as exc:
+        wrapped = exc
+    guard = Guard.load(reviewer=None, mechanism="none", timeout=0.5, cache=False)
+    assert _is_timeout(wrapped) and not _is_timeout(ValueError("bad reply"))
+    assert guard._why(wrapped) == "review timed out after 0.5 s"
+    assert guard._why(ValueError("bad reply")) == "ValueError: bad reply"
