@@ -330,7 +330,7 @@ def test_a_client_timeout_reads_as_the_decision_timeout() -> None:
         try:
             raise TimeoutError("read timed out")
         except TimeoutError as inner:
-            raise LMCallError("reviewer: gave up after 3 attempts") from inner
+            raise LMCallError("reviewer: gave up after 3 attempts", attempts=3) from inner
     except LMCallError as exc:
         wrapped = exc
     guard = Guard.load(reviewer=None, mechanism="none", timeout=0.5, cache=False)
