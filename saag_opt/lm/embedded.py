@@ -210,6 +210,16 @@ def require_llama_cpp() -> None:
                 f"the embedded model needs llama-cpp-python[server] ({module} is missing): {INSTALL_HINT}")
 
 
+def default_prompt_cache_mb(model_path: Path) -> int:
+    """The prompt cache gets as much RAM as the model file (at least 256 MiB): room for ~10 cached
+    3.5k-token prompts on either model, with a peak RSS bounded by ~3x the file size."""
+    try:
+        size = model_path.stat().st_size
+    except OSError:
+        size = 0
+    return max(256, size >> 20)
+
+
 class EmbeddedServer:
     """A llama.cpp server subprocess for one model, bound to 127.0.0.1 (see the module docstring).
 
@@ -220,6 +230,8 @@ class EmbeddedServer:
         n_threads: llama.cpp threads; defaults to the machine's cores.
         startup_timeout: seconds to wait for ``GET /v1/models``.
         log_dir: where the server's stdout/stderr go (tail shown on failure).
+        prompt_cache_mb: RAM for cached prompt states (0 = none); default the model file's size, which
+            keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
     """
 
     def __init__(
@@ -231,6 +243,7 @@ class EmbeddedServer:
         n_threads: int | None = None,
         startup_timeout: float = 180.0,
         log_dir: Path | None = None,
+        prompt_cache_mb: int | None = None,
     ) -> None:
         if not 512 <= n_ctx <= 32768:
             raise ConfigError(f"n_ctx must be between 512 and 32768, got {n_ctx}")
@@ -242,6 +255,7 @@ class EmbeddedServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
+        self.prompt_cache_mb = prompt_cache_mb if prompt_cache_mb is not None else default_prompt_cache_mb(model_path)
 
     @property
     def url(self) -> str:
@@ -260,7 +274,8 @@ class EmbeddedServer:
         return [
             sys.executable, "-m", "saag_opt.lm.shim_server", "--model", str(self.model_path),
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
-            "--n-threads", str(self.n_threads), "--parent-pid", str(os.getpid()),
+            "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
+            "--parent-pid", str(os.getpid()),
         ]
 
     def start(self) -> EmbeddedServer:
