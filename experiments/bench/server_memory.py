@@ -170,7 +170,7 @@ def main() -> None:
     try:
         started_rss = server.rss()
         print(f"memory: {args.prompts} distinct prompts of ~{args.tokens} tokens "
-              f"({'nothing shared' if args.distinct_from_start else 'shared ~' + str(args.tokens - 500) + '-token system text'}); "
+              f"({'nothing shared' if args.distinct_from_start else 'shared ~' + str(args.tokens - TAIL) + '-token system text'}); "
               f"RSS after start {_mib(started_rss)}")
         rss = memory_phase(server, args.prompts, args.tokens, args.distinct_from_start)
         peak = server.peak()

@@ -320,8 +320,11 @@ class EmbeddedServer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate, then kill, the subprocess we started (never anything else)."""
+    def stop(self, timeout: float = 3.0) -> None:
+        """Terminate, then kill, the subprocess we started (never anything else).
+
+        The server holds nothing worth a long goodbye, and uvicorn would wait for an in-flight
+        generation, so a stop (also on SIGTERM/Ctrl-C) takes at most ``timeout`` + a moment."""
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return
