@@ -1,12 +1,14 @@
 """Resident memory and prompt-cache speed-up of the embedded llama.cpp server (needs the local model).
 
-Two phases, each against a fresh ``python -m saag_opt.lm.shim_server`` subprocess:
+Two phases against ``python -m saag_opt.lm.shim_server`` subprocesses started as ``EmbeddedServer``
+starts them:
 
-* memory - N distinct chat prompts of ~T tokens (default 40 x 3,500: a shared ~3,200-token system
-  text + a distinct ~300-token request, like the base agent's calls over one registry; with
-  ``--distinct-from-start`` nothing is shared). The server's peak RSS (``VmHWM`` of
+* memory - N distinct chat prompts of ~T tokens (default 40 x 3,500: a shared ~3,400-token system
+  text + a distinct ~100-token request, like the base agent's calls over one registry; every prompt
+  leaves a full ~3.5k-token state in the prompt cache; with ``--distinct-from-start`` nothing is
+  shared, which costs the same memory but ~35x the compute). The server's peak RSS (``VmHWM`` of
   ``/proc/<pid>/status``) is divided by the GGUF file size.
-* speed-up - two ~1,500-token system prompts (base agent vs reviewer) alternate with changing
+* speed-up - then, on the same server, two ~1,000-token system prompts (base agent vs reviewer) alternate with changing
   requests, A1 B1 A2 B2 A3 B3, once on the server as shipped and once with ``--prompt-cache-mb 0``
   (the reference, measured in the same run); speed-up = mean reference seconds / mean seconds over
   the calls after the first A/B pair.
@@ -36,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from saag_opt.lm.embedded import LOCAL_MODELS, EmbeddedServer, ensure_model_file, free_port, server_ready  # noqa: E402
 
-TAIL = 300
+TAIL = 100
 """Tokens of the distinct request in each memory-phase prompt (the rest is the shared system text)."""
 
 NEW_FLAGS = ("--prompt-cache-mb", "--n-batch")
@@ -153,7 +155,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", choices=sorted(LOCAL_MODELS))
     parser.add_argument("--prompts", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=3500)
-    parser.add_argument("--alt-tokens", type=int, default=1500, help="system prompt size in the speed-up phase")
+    parser.add_argument("--alt-tokens", type=int, default=1000, help="system prompt size in the speed-up phase")
     parser.add_argument("--distinct-from-start", action="store_true", help="no shared prefix (slow: every prompt is cold)")
     parser.add_argument("--no-speedup", action="store_true", help="memory phase only")
     parser.add_argument("--pythonpath", default=str(ROOT), help="checkout whose saag_opt.lm.shim_server runs")
