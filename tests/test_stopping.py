@@ -16,7 +16,7 @@ import pytest
 
 from saag_opt import stopping
 from saag_opt.data import load_dataset
-from saag_opt.evaluation.records import read_run
+from saag_opt.evaluation.results import read_run
 from saag_opt.lm.retry import with_retries
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
