@@ -153,3 +153,38 @@ def test_sigterm_stops_evaluate_within_seconds_marks_it_interrupted_and_a_rerun_
     new = max(runs.iterdir(), key=lambda p: p.name)
     assert read_run(new, header_only=True).header.status == "success"
     assert len({r.example_id for r in read_run(new).records}) == LIMIT
+
+
+@pytest.mark.integration
+def test_sigterm_stops_optimize_within_seconds_and_resume_finishes_it(tmp_path: Path) -> None:
+    from tests.optimize import optimize_world as opt_world
+
+    dataset, prompts = opt_world.write_world(tmp_path)
+    env = dict(_env(tmp_path), SAAG_OPT_PROMPTS=prompts, DSPY_CACHEDIR=str(tmp_path / "cache" / "dspy"))
+    runs = tmp_path / "runs"
+    with ScriptedOpenAIServer(opt_world.handler, latency=0.1) as server:
+        spec = f"fake@{server.url}"
+        cmd = [sys.executable, "-m", "saag_opt.cli", "optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset,
+               "--mechanism", "r1", "--max-metric-calls", "40", "--workers", "2", "--runs-dir", str(runs), "--no-test"]
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while len(server.chat_requests) < 10:  # well inside GEPA's loop
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "optimize made no progress in 120 s"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 143 and took < 5, (took, err[-2000:])
+        (run_dir,) = runs.iterdir()
+        header = json.loads((run_dir / "run.json").read_text())
+        assert header["status"] == "interrupted" and "SIGTERM" in header["error"]["message"]
+        resumed = subprocess.run([sys.executable, "-m", "saag_opt.cli", "optimize", "--resume", str(run_dir)],
+                                 env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "success"
