@@ -76,7 +76,8 @@ class Server:
         env = dict(os.environ, PYTHONPATH=pythonpath)
         self.log = log
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            # cwd too: ``python -m`` puts the working directory ahead of PYTHONPATH
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=pythonpath)
         started = time.monotonic()
         while not server_ready(self.url + "/v1"):
             if self.proc.poll() is not None or time.monotonic() - started > 300:
