@@ -129,10 +129,10 @@ def announce(doing: str, done: str) -> Iterator[None]:
     console = Console(stderr=True, highlight=False)
     started = time.monotonic()
     if not console.is_terminal:
-        console.print(f"{doing} ...")
+        console.print(f"{doing} ...", soft_wrap=True)
     with console.status(doing) if console.is_terminal else nullcontext():
         yield
-    console.print(f"{done} in {time.monotonic() - started:.1f} s")
+    console.print(f"{done} in {time.monotonic() - started:.1f} s", soft_wrap=True)
 
 
 def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
