@@ -108,9 +108,12 @@ def stop_on_signals() -> Iterator[None]:
 
 
 @contextmanager
-def thread_pool(max_workers: int, thread_name_prefix: str = "") -> Iterator[ThreadPoolExecutor]:
-    """A ``ThreadPoolExecutor`` that, when its body raises (a stop), cancels queued work and does not
-    wait for running work, so the stop reaches the run header at once."""
+def thread_pool(max_workers: int | None, thread_name_prefix: str = "") -> Iterator[ThreadPoolExecutor]:
+    """A ``ThreadPoolExecutor`` that stops at once when its body raises (a stop).
+
+    Queued work is cancelled and running work is not waited for, so the stop reaches the run header
+    within moments.
+    """
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
     try:
         yield pool

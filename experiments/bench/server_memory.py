@@ -134,8 +134,8 @@ def memory_phase(server: Server, n_prompts: int, tokens: int, distinct_from_star
     tail_tokens = tokens if distinct_from_start else TAIL
     rss = []
     for i in range(n_prompts):
-        seconds = server.chat(shared + ("\n" if shared else "") + "Request context:\n" + _sized(server, f"p{i}", tail_tokens - 20),
-                              f"Request {i}: which tool fits?")
+        context = "Request context:\n" + _sized(server, f"p{i}", tail_tokens - 20)
+        seconds = server.chat(shared + ("\n" if shared else "") + context, f"Request {i}: which tool fits?")
         rss.append(server.rss())
         print(f"  prompt {i + 1:2d}/{n_prompts}: {seconds:6.1f} s, RSS {_mib(rss[-1])}", flush=True)
     return rss
@@ -173,7 +173,7 @@ def main() -> None:
     try:
         started_rss = server.rss()
         print(f"memory: {args.prompts} distinct prompts of ~{args.tokens} tokens "
-              f"({'nothing shared' if args.distinct_from_start else 'shared ~' + str(args.tokens - TAIL) + '-token system text'}); "
+              f"({'nothing shared' if args.distinct_from_start else f'shared ~{args.tokens - TAIL}-token system text'}); "
               f"RSS after start {_mib(started_rss)}")
         rss = memory_phase(server, args.prompts, args.tokens, args.distinct_from_start)
         peak = server.peak()

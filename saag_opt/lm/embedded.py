@@ -122,8 +122,10 @@ def find_part_files(model: LocalModel) -> list[Path]:
 
 @contextmanager
 def announce(doing: str, done: str) -> Iterator[None]:
-    """Say on stderr what a slow step is doing (a spinner on a terminal, a plain line in a log) and
-    how long it took. Never stdout, so ``--json -`` and pipes stay clean."""
+    """Say on stderr what a slow step is doing and how long it took.
+
+    A spinner on a terminal, a plain line in a log; never stdout, so ``--json -`` and pipes stay clean.
+    """
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
@@ -233,8 +235,10 @@ def require_llama_cpp() -> None:
 
 
 def default_prompt_cache_mb(model_path: Path) -> int:
-    """The prompt cache gets as much RAM as the model file (at least 256 MiB): room for ~10 cached
-    3.5k-token prompts on either model, with a peak RSS bounded by ~3x the file size."""
+    """MiB for the prompt cache: as much as the model file, at least 256.
+
+    Room for ~10 cached 3.5k-token prompts on either model, with a peak RSS bounded by ~3x the file size.
+    """
     try:
         size = model_path.stat().st_size
     except OSError:
@@ -346,7 +350,8 @@ class EmbeddedServer:
         """Terminate, then kill, the subprocess we started (never anything else).
 
         The server holds nothing worth a long goodbye, and uvicorn would wait for an in-flight
-        generation, so a stop (also on SIGTERM/Ctrl-C) takes at most ``timeout`` + a moment."""
+        generation, so a stop (also on SIGTERM/Ctrl-C) takes at most ``timeout`` + a moment.
+        """
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return

@@ -50,6 +50,7 @@ class BoundedPromptCache(LlamaRAMCache):
 
     @property
     def cache_size(self) -> int:
+        """Bytes held, as ``entry_bytes`` counts them."""
         return self._bytes
 
     def __setitem__(self, key: Sequence[int], value: LlamaState) -> None:
@@ -76,8 +77,11 @@ class ReproducibleLlama(Llama):
     """Leading tokens of ``input_ids`` whose KV was decoded in whole batches starting at 0."""
 
     def _reusable_prefix(self, tokens: Sequence[int]) -> int:
-        """Tokens of the live context the next decode may keep: matching, clean, batch-aligned, and
-        short of the whole prompt (the last prompt token is always decoded, as in a cold run)."""
+        """Tokens of the live context the next decode may keep.
+
+        Matching, clean, batch-aligned, and short of the whole prompt (the last prompt token is
+        always decoded, as in a cold run).
+        """
         limit = min(self._clean_tokens, self.n_tokens, len(tokens) - 1)
         common = 0
         while common < limit and self.input_ids[common] == tokens[common]:
@@ -85,6 +89,7 @@ class ReproducibleLlama(Llama):
         return common - common % self.n_batch
 
     def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
+        """Upstream's generator, after cutting the live context back to the reusable prefix."""
         tokens = list(tokens)
         if kwargs.get("reset", True) and self.n_tokens > 0:
             # Upstream then matches against input_ids[:n_tokens] and drops the KV past it.
@@ -92,6 +97,7 @@ class ReproducibleLlama(Llama):
         return (yield from super().generate(tokens, *args, **kwargs))
 
     def eval(self, tokens: Sequence[int]) -> None:
+        """Upstream's decode; then track how far the context is decoded in whole batches from 0."""
         start = self.n_tokens
         clean = min(self._clean_tokens, start)
         super().eval(tokens)
@@ -100,6 +106,7 @@ class ReproducibleLlama(Llama):
         self._clean_tokens = clean
 
     def reset(self) -> None:
+        """Upstream's reset; nothing is clean any more."""
         super().reset()
         self._clean_tokens = 0
 
@@ -114,8 +121,10 @@ class ReproducibleLlama(Llama):
             if n_bytes > size:
                 raise RuntimeError("Failed to copy llama state data")
             del buf[n_bytes:]
+            # A bytearray, not bytes: load_state maps it without a copy (LlamaState only stores it).
             state = LlamaState(input_ids=self.input_ids.copy(), scores=np.empty((0, self._n_vocab), dtype=np.single),
-                               n_tokens=self.n_tokens, llama_state=buf, llama_state_size=n_bytes, seed=self._seed)
+                               n_tokens=self.n_tokens, llama_state=buf,  # type: ignore[arg-type]
+                               llama_state_size=n_bytes, seed=self._seed)
         state.clean_tokens = min(self._clean_tokens, self.n_tokens)  # type: ignore[attr-defined]
         return state
 

@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     # Base agent, reviewer and reflection alternate on one server; llama.cpp keeps only the last
     # prompt's KV state, so without a cache every call re-reads its whole system prompt. The prompt
     # cache restores the longest cached prefix (experiments/bench/server_memory.py measures both).
-    install(server_app._llama_proxy(), args.prompt_cache_mb << 20)
+    proxy = server_app._llama_proxy  # set by create_app
+    if proxy is None:
+        raise RuntimeError("llama_cpp.server.app.create_app did not load the model")
+    install(proxy(), args.prompt_cache_mb << 20)
     uvicorn.run(json_schema_shim(app), host=args.host, port=args.port, log_level="warning")
 
 
