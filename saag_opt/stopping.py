@@ -7,7 +7,8 @@ How a stop goes:
    ``KeyboardInterrupt``, so ``except Exception`` never swallows it and libraries that clean up on
    Ctrl-C (dspy's parallel executor, gepa) do so here too.
 2. Run loops keep only whole examples: records are written by the main thread as examples finish,
-   so an example still in flight is dropped and redone on resume (the "example boundary").
+   inside ``deferred()`` so a stop never splits one, and an example still in flight is dropped and
+   redone on resume (the "example boundary").
    ``thread_pool`` cancels queued examples instead of waiting for them; worker threads and retry
    loops poll ``requested()`` / ``sleep()`` to give up early.
 3. ``records.finish_header`` marks the run ``interrupted`` (resumable).
@@ -35,6 +36,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _requested = threading.Event()
 _signum: int | None = None
+_deferring = 0
+"""Depth of ``deferred()`` sections in the main thread (the signal handler runs there)."""
 _cleanups: list[Callable[[], None]] = []
 _lock = threading.Lock()
 
@@ -88,7 +91,24 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _requested.is_set():  # second signal: do not wait any longer
         exit_interrupted(signum, grace=0.0)
     request_stop(signum)
-    raise RunInterrupted(signum)
+    if not _deferring:
+        raise RunInterrupted(signum)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A section a stop must not cut in two (e.g. writing both records of an example).
+
+    A signal inside it is recorded and raised as ``RunInterrupted`` when the section ends.
+    """
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring and threading.current_thread() is threading.main_thread() and _requested.is_set():
+        raise RunInterrupted(_signum or signal.SIGINT)
 
 
 @contextmanager
@@ -157,6 +177,7 @@ __all__ = [
     "SIGNALS",
     "RunInterrupted",
     "add_cleanup",
+    "deferred",
     "exit_interrupted",
     "request_stop",
     "requested",

@@ -43,6 +43,17 @@ def test_signal_raises_run_interrupted_in_the_main_thread_and_handlers_are_resto
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_deferred_section_is_finished_before_the_stop_is_raised() -> None:
+    done = []
+    with pytest.raises(stopping.RunInterrupted), stopping.stop_on_signals():
+        with stopping.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler ran here, and did not raise
+            done.append("second record")
+        done.append("after the section")
+    assert done == ["second record"]
+
+
 def test_thread_pool_cancels_queued_work_and_does_not_wait_for_running_work() -> None:
     release, started = threading.Event(), []
 

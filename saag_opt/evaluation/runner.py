@@ -333,8 +333,9 @@ def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None
                     for other in futures:
                         other.cancel()
                     continue
-                for record in pair:
-                    writer.write(record)
+                with stopping.deferred():  # a stop never splits an example's records
+                    for record in pair:
+                        writer.write(record)
                 with lock:
                     records.extend(pair)
                     done += 1
