@@ -235,15 +235,16 @@ def require_llama_cpp() -> None:
 
 
 def default_prompt_cache_mb(model_path: Path) -> int:
-    """MiB for the prompt cache: as much as the model file, at least 256.
+    """MiB for the prompt cache: half the model file, at least 256.
 
-    Room for ~10 cached 3.5k-token prompts on either model, with a peak RSS bounded by ~3x the file size.
+    Room for 5-6 cached 3.5k-token prompts on either model (base agent, reviewer and reflection
+    alternate over 2-3), while model + KV + compute buffers + cache stay under 3x the file size.
     """
     try:
         size = model_path.stat().st_size
     except OSError:
         size = 0
-    return max(256, size >> 20)
+    return max(256, size >> 21)
 
 
 class EmbeddedServer:
@@ -256,7 +257,7 @@ class EmbeddedServer:
         n_threads: llama.cpp threads; defaults to the machine's cores.
         startup_timeout: seconds to wait for ``GET /v1/models``.
         log_dir: where the server's stdout/stderr go (tail shown on failure).
-        prompt_cache_mb: RAM for cached prompt states (0 = none); default the model file's size, which
+        prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
     """
 

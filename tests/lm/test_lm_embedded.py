@@ -184,3 +184,12 @@ def test_server_start_says_what_it_does_and_how_long_on_stderr_only(tmp_path: Pa
     assert out == ""
     assert "starting the llama.cpp server for local:tiny (n_ctx 4096" in err and "prompt cache 256 MiB" in err
     assert re.search(r"local:tiny server ready in \d+\.\d s", err)
+
+
+def test_prompt_cache_gets_half_the_model_file_and_at_least_256_mib(tmp_path: Path) -> None:
+    big = tmp_path / "big.gguf"
+    with open(big, "wb") as f:
+        f.truncate(1_117_320_768)  # the 1.5B file's size, sparse
+    assert embedded.default_prompt_cache_mb(big) == 532
+    assert embedded.default_prompt_cache_mb(tmp_path / "missing.gguf") == 256
+    assert EmbeddedServer(_tiny(), big).command()[-4:-2] == ["--prompt-cache-mb", "532"]
