@@ -61,3 +61,27 @@ def test_reuse_is_the_matching_clean_prefix_rounded_down_to_a_batch(clean: int, 
     live = SimpleNamespace(_clean_tokens=clean, n_tokens=n_tokens, n_batch=256,
                            input_ids=np.arange(2048, dtype=np.intc))
     assert ReproducibleLlama._reusable_prefix(live, prompt) == expected  # type: ignore[arg-type]
+
+
+def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_cpp.llama import Llama
+
+    def fake_decode(self: ReproducibleLlama, tokens: list[int]) -> None:  # upstream eval without llama.cpp
+        self.n_tokens += len(tokens)
+
+    class Unloaded(ReproducibleLlama):
+        def __del__(self) -> None:  # no model, nothing to free
+            pass
+
+    monkeypatch.setattr(Llama, "eval", fake_decode)
+    llm = Unloaded.__new__(Unloaded)
+    llm.n_tokens, llm.n_batch = 0, 256
+    steps = [(0, 1100, 1024),     # a cold prompt: four whole batches
+             (None, 1, 1024),     # generated tokens, one at a time
+             (1024, 300, 1280),   # a warm prompt decoded from the clean boundary
+             (1000, 600, 1000)]   # decoding from a cut that is not a batch boundary: nothing new is clean
+    for start, n, clean in steps:
+        if start is not None:
+            llm.n_tokens = start
+        ReproducibleLlama.eval(llm, [7] * n)
+        assert llm._clean_tokens == clean
