@@ -13,9 +13,10 @@ import os
 import threading
 import time
 
-DEFAULT_N_BATCH = 256
+DEFAULT_N_BATCH = 128
 """Decode batch size (upstream: 512). Prefix reuse rounds down to a multiple of it (reproducibility,
-see ``prompt_cache``), so a warm call re-decodes at most 255 reusable tokens instead of 511."""
+see ``prompt_cache``), so a warm call re-decodes at most 127 reusable tokens instead of 511. Measured
+on the 0.5B, 2 threads, 2,048 tokens: 108 tok/s at 512, 103 at 256, 101 at 128, 40 at 64."""
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
