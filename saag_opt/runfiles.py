@@ -37,7 +37,7 @@ from saag_opt.errors import CostCapReached, RunError, SaagOptError
 SCHEMA_VERSION = 1
 """Version of the run-directory format."""
 
-RunStatus = Literal["started", "success", "error", "cancelled", "stopped"]
+RunStatus = Literal["started", "success", "error", "interrupted", "cancelled", "stopped"]
 
 _PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
 
@@ -118,7 +118,8 @@ class RunHeader(BaseModel):
     verb: str
     """The command that produced it (``evaluate``)."""
     status: RunStatus = "started"
-    """started -> success | error | cancelled | stopped (``--max-cost`` reached; finished work kept)."""
+    """started -> success | error | interrupted (SIGTERM/Ctrl-C; resumable) | stopped (``--max-cost``
+    reached; finished work kept). ``cancelled``: older runs."""
     created: str
     """ISO-8601 UTC start time."""
     finished: str | None = None
@@ -233,12 +234,13 @@ def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = 
     """Rewrite ``run.json`` with the final status, then run the ``on_run_finished`` hooks.
 
     Every verb ends its run through here. A failure records its message (and a traceback unless it
-    is a user error); Ctrl-C is ``cancelled``; the spend cap is ``stopped`` (the run is resumable,
-    its finished work is kept).
+    is a user error); SIGTERM/Ctrl-C is ``interrupted`` and the spend cap is ``stopped`` (both
+    resumable, finished work kept).
     """
     update: dict[str, Any] = {"finished": utc_now(), "status": status}
-    if isinstance(exc, KeyboardInterrupt):
-        update |= {"status": "cancelled", "error": RunErrorInfo(message="interrupted (KeyboardInterrupt)")}
+    if isinstance(exc, KeyboardInterrupt):  # saag_opt.stopping.RunInterrupted is one
+        update |= {"status": "interrupted", "error": RunErrorInfo(
+            message=f"{exc or 'interrupted (KeyboardInterrupt)'}; finished examples are kept, the run is resumable")}
     elif isinstance(exc, CostCapReached):
         update |= {"status": "stopped", "error": RunErrorInfo(message=str(exc))}
     elif exc is not None:
@@ -254,7 +256,7 @@ def finish_header(run_dir: Path, header: RunHeader, exc: BaseException | None = 
 
 @contextmanager
 def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
-    """Mark the run error/cancelled in ``run.json`` if the body raises, then re-raise."""
+    """Mark the run error/interrupted in ``run.json`` if the body raises, then re-raise."""
     try:
         yield
     except BaseException as exc:

@@ -7,7 +7,8 @@ One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``re
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2; any other
-exception keeps its traceback, because that is a bug, not a user mistake.
+exception keeps its traceback, because that is a bug, not a user mistake. SIGTERM and Ctrl-C stop a
+run cleanly (``saag_opt.stopping``): run marked ``interrupted``, embedded servers stopped, exit 143/130.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from saag_opt import __version__
+from saag_opt import __version__, stopping
 from saag_opt.cli.common import EXIT_USER_ERROR
 from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
@@ -76,9 +77,25 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one stderr line and exit code 2."""
     # The bundled price map: offline runs must not wait on a network refresh (dspy and litellm read it).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    stopping.add_cleanup(_stop_embedded_servers)
     try:
-        app(args=argv, prog_name="saag-opt")
+        with stopping.stop_on_signals():
+            app(args=argv, prog_name="saag-opt")
     except SaagOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+    except (KeyboardInterrupt, SystemExit):
+        # click turns KeyboardInterrupt (RunInterrupted is one) into "Aborted!" + SystemExit(1).
+        if not stopping.requested():
+            raise
+        print("interrupted: finished examples are saved and the run is marked interrupted in its run.json; "
+              "rerun the same command to resume (optimize: --resume RUN_DIR)", file=sys.stderr)
+        stopping.exit_interrupted()
+
+
+def _stop_embedded_servers() -> None:
+    """Stop the llama.cpp servers this process started (only if the embedded module was used)."""
+    embedded = sys.modules.get("saag_opt.lm.embedded")
+    if embedded is not None:
+        embedded.stop_embedded_servers()
 

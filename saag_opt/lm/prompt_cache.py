@@ -1,0 +1,160 @@
+"""Bounded, reproducible prompt reuse for the embedded llama.cpp server (imported only in its subprocess).
+
+Two defects of llama-cpp-python 0.3.36, found by reading ``llama.py``/``llama_cache.py`` and measured
+on the 0.5B model (see README, Models):
+
+* **Memory.** ``LlamaRAMCache`` sizes an entry by ``llama_state_size`` only (the KV bytes, ~12 KiB a
+  token on the 0.5B), but ``Llama.save_state`` also stores ``scores.copy()``: ``n_batch x n_vocab``
+  float32, 297 MiB with Qwen's 152k vocabulary, for every prompt over 512 tokens. With
+  ``logits_all=False`` nothing ever reads it. So each distinct prompt cost ~340 MiB while the cache
+  counted ~40, and a "2 GiB" cache grew to ~17 GiB before it evicted anything. ``load_state`` also
+  writes that copy back into ``Llama.scores``, making another 297 MiB resident for good.
+* **Determinism.** llama.cpp's floating-point results depend on how a prompt is cut into decode
+  batches: a token's KV values differ in the last bits when it was decoded in another batch. Upstream
+  reuses any matching prefix (the live context, or a cached state), so the same prompt is cut at
+  ``prefix, prefix + n_batch, ...`` on a warm server but at ``0, n_batch, ...`` on a cold one, and a
+  greedy reply can flip. Reusing only prefixes that end on an ``n_batch`` boundary *and* were decoded
+  in whole batches from position 0 makes every prompt decode in the same batches, cold or warm.
+
+``install`` upgrades the server's ``Llama`` in place with both fixes and a cache whose byte count is
+honest, so resident memory stays under model + KV + compute buffers + ``capacity_bytes``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp.llama import Llama, LlamaState
+from llama_cpp.llama_cache import LlamaRAMCache
+
+_KEY_BYTES_PER_TOKEN = 36
+"""A cache key is a tuple of Python ints: 8 bytes a slot + a 28-byte int object (above 256)."""
+
+
+def entry_bytes(key: Sequence[int], state: LlamaState) -> int:
+    """Every byte a cache entry keeps alive: llama.cpp state, numpy copies and the key tuple."""
+    return (int(state.llama_state_size) + int(state.scores.nbytes) + int(state.input_ids.nbytes)
+            + _KEY_BYTES_PER_TOKEN * len(key))
+
+
+class BoundedPromptCache(LlamaRAMCache):
+    """``LlamaRAMCache`` (longest-prefix lookup, LRU order) whose capacity covers the whole entry."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        super().__init__(capacity_bytes)
+        self._bytes = 0
+
+    @property
+    def cache_size(self) -> int:
+        """Bytes held, as ``entry_bytes`` counts them."""
+        return self._bytes
+
+    def __setitem__(self, key: Sequence[int], value: LlamaState) -> None:
+        key = tuple(key)
+        if key in self.cache_state:
+            self._bytes -= entry_bytes(key, self.cache_state.pop(key))
+        size = entry_bytes(key, value)
+        if size > self.capacity_bytes:
+            return  # one entry over the cap is never stored
+        self.cache_state[key] = value
+        self._bytes += size
+        while self._bytes > self.capacity_bytes:
+            old_key, old = self.cache_state.popitem(last=False)
+            self._bytes -= entry_bytes(old_key, old)
+
+
+class ReproducibleLlama(Llama):
+    """``Llama`` that saves lean states and reuses only whole-batch prefixes (see the module docstring).
+
+    Never constructed directly: ``install`` re-classes the instance llama-cpp-python's server built.
+    """
+
+    _clean_tokens = 0
+    """Leading tokens of ``input_ids`` whose KV was decoded in whole batches starting at 0."""
+
+    def _reusable_prefix(self, tokens: Sequence[int]) -> int:
+        """Tokens of the live context the next decode may keep.
+
+        Matching, clean, batch-aligned, and short of the whole prompt (the last prompt token is
+        always decoded, as in a cold run).
+        """
+        limit = min(self._clean_tokens, self.n_tokens, len(tokens) - 1)
+        common = 0
+        while common < limit and self.input_ids[common] == tokens[common]:
+            common += 1
+        return common - common % self.n_batch
+
+    def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
+        """Upstream's generator, after cutting the live context back to the reusable prefix."""
+        tokens = list(tokens)
+        if kwargs.get("reset", True) and self.n_tokens > 0:
+            # Upstream then matches against input_ids[:n_tokens] and drops the KV past it.
+            self.n_tokens = self._reusable_prefix(tokens)
+        return (yield from super().generate(tokens, *args, **kwargs))
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Upstream's decode; then track how far the context is decoded in whole batches from 0."""
+        start = self.n_tokens
+        clean = min(self._clean_tokens, start)
+        super().eval(tokens)
+        if clean == start and start % self.n_batch == 0:
+            clean = start + len(tokens) - len(tokens) % self.n_batch
+        self._clean_tokens = clean
+
+    def reset(self) -> None:
+        """Upstream's reset; nothing is clean any more."""
+        super().reset()
+        self._clean_tokens = 0
+
+    def save_state(self) -> LlamaState:
+        """One copy of the llama.cpp state and no ``scores`` copy (unused without ``logits_all``)."""
+        if self._logits_all:
+            state = super().save_state()
+        else:
+            size = int(llama_cpp.llama_state_get_size(self._ctx.ctx))
+            buf = bytearray(size)
+            n_bytes = int(llama_cpp.llama_state_get_data(self._ctx.ctx, (ctypes.c_uint8 * size).from_buffer(buf), size))
+            if n_bytes > size:
+                raise RuntimeError("Failed to copy llama state data")
+            del buf[n_bytes:]
+            # A bytearray, not bytes: load_state maps it without a copy (LlamaState only stores it).
+            state = LlamaState(input_ids=self.input_ids.copy(), scores=np.empty((0, self._n_vocab), dtype=np.single),
+                               n_tokens=self.n_tokens, llama_state=buf,  # type: ignore[arg-type]
+                               llama_state_size=n_bytes, seed=self._seed)
+        state.clean_tokens = min(self._clean_tokens, self.n_tokens)  # type: ignore[attr-defined]
+        return state
+
+    def load_state(self, state: LlamaState) -> None:
+        """Restore without touching ``scores`` (upstream makes 297 MiB resident doing so)."""
+        if self._logits_all or state.scores.shape[0]:
+            super().load_state(state)
+        else:
+            self.input_ids = state.input_ids.copy()
+            self.n_tokens = state.n_tokens
+            self._requires_eval = True
+            self._seed = state.seed
+            size = int(state.llama_state_size)
+            data = state.llama_state
+            buf = ((ctypes.c_uint8 * size).from_buffer(data) if isinstance(data, bytearray)
+                   else (ctypes.c_uint8 * size).from_buffer_copy(data))
+            if llama_cpp.llama_state_set_data(self._ctx.ctx, buf, size) != size:
+                raise RuntimeError("Failed to set llama state data")
+        self._clean_tokens = getattr(state, "clean_tokens", 0)
+
+
+def install(llama: Llama, capacity_bytes: int) -> Llama:
+    """Upgrade the server's model in place; ``capacity_bytes`` 0 means no prompt cache at all.
+
+    The server builds its ``Llama`` itself (``LlamaProxy``), so the subclass, which adds methods only,
+    is swapped onto the instance rather than constructed.
+    """
+    llama.__class__ = ReproducibleLlama
+    llama.set_cache(BoundedPromptCache(capacity_bytes) if capacity_bytes > 0 else None)
+    return llama
+
+
+__all__ = ["BoundedPromptCache", "ReproducibleLlama", "entry_bytes", "install"]

@@ -1,0 +1,51 @@
+"""The embedded server answers a greedy request the same way cold or warm (README, Models).
+
+Upstream llama-cpp-python reuses any matching prefix, so a warm server decodes a prompt in other
+batches than a cold one and the logits differ in the last bits. On this prompt pair that flipped the
+greedy reply of the old server (measured with the 0.5B: cold " tool_12\\nExplanation: ...", warm after
+OTHER " tool_10(arg3: int) returns v19"). ``saag_opt.lm.prompt_cache`` reuses only whole-batch
+prefixes, which makes the decode identical.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from saag_opt.lm.embedded import EmbeddedServer, ensure_model_file, get_local_model
+
+pytestmark = pytest.mark.e2e
+
+SHARED = "Tools: " + " ".join(f"tool_{i}(arg{i % 7}: int) returns v{i * 31 % 97}" for i in range(90))
+PROMPT = SHARED + "\nUser: call the tool whose index is the number of letters in 'parallel' and explain why. Answer:"
+OTHER = SHARED + "\nOther user: something else entirely, list three tools. Answer:"
+
+
+def _reply(server: EmbeddedServer, prompt: str) -> str:
+    body = {"model": server.model.alias, "temperature": 0, "max_tokens": 40, "prompt": prompt}
+    req = urllib.request.Request(server.url + "/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=900) as resp:
+        return str(json.loads(resp.read())["choices"][0]["text"])
+
+
+def test_same_prompt_same_reply_on_a_cold_and_a_warm_server(local_spec: str) -> None:
+    name = local_spec.split(":", 1)[1]
+    model, path = get_local_model(name), ensure_model_file(name)
+    cold = EmbeddedServer(model, path).start()
+    try:
+        cold_reply = _reply(cold, PROMPT)
+    finally:
+        cold.stop()
+    warm = EmbeddedServer(model, path).start()
+    try:
+        _reply(warm, OTHER)  # the live context and the prompt cache now hold a long prefix of PROMPT
+        warm_reply = _reply(warm, PROMPT)
+        again = _reply(warm, PROMPT)
+    finally:
+        warm.stop()
+    assert cold_reply.strip(), "an empty reply proves nothing"
+    assert warm_reply == cold_reply
+    assert again == cold_reply

@@ -1,0 +1,87 @@
+"""The embedded server's prompt cache counts every byte it keeps, and prefix reuse stays batch-aligned."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from llama_cpp.llama import LlamaState  # noqa: E402
+
+from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes  # noqa: E402
+
+N_CTX, N_VOCAB = 64, 1000
+
+
+def _state(n_tokens: int, kv_bytes: int, score_rows: int = 0) -> LlamaState:
+    return LlamaState(input_ids=np.zeros(N_CTX, dtype=np.intc), scores=np.zeros((score_rows, N_VOCAB), dtype=np.single),
+                      n_tokens=n_tokens, llama_state=bytearray(kv_bytes), llama_state_size=kv_bytes, seed=0)
+
+
+def test_entry_size_counts_scores_ids_and_key_not_only_the_llama_state() -> None:
+    key = tuple(range(300, 340))
+    state = _state(40, kv_bytes=1000, score_rows=8)
+    assert entry_bytes(key, state) == 1000 + 8 * N_VOCAB * 4 + N_CTX * 4 + 36 * 40
+
+
+def test_cache_evicts_least_recently_used_to_stay_under_its_capacity() -> None:
+    one = entry_bytes((1,) * 10, _state(10, 10_000))
+    cache = BoundedPromptCache(capacity_bytes=int(2.5 * one))
+    for first in (1, 2, 3):
+        cache[(first,) * 10] = _state(10, 10_000)
+        assert cache.cache_size <= cache.capacity_bytes
+    assert list(cache.cache_state) == [(2,) * 10, (3,) * 10]
+    _ = cache[(2,) * 10 + (7,)]  # a hit by longest prefix refreshes (2,...)
+    cache[(4,) * 10] = _state(10, 10_000)
+    assert list(cache.cache_state) == [(2,) * 10, (4,) * 10]
+    assert cache.cache_size == 2 * one
+
+
+def test_an_entry_larger_than_the_cap_is_not_stored_and_the_upstream_scores_copy_counts() -> None:
+    cache = BoundedPromptCache(capacity_bytes=100_000)
+    cache[(1, 2, 3)] = _state(3, 1000, score_rows=512)  # upstream's 2 MB scores copy here
+    assert not cache.cache_state and cache.cache_size == 0
+    cache[(1, 2, 3)] = _state(3, 1000)
+    cache[(1, 2, 3)] = _state(3, 2000)  # replacing an entry does not double-count it
+    assert cache.cache_size == entry_bytes((1, 2, 3), _state(3, 2000))
+
+
+@pytest.mark.parametrize(("clean", "n_tokens", "prompt", "expected"), [
+    (1024, 1100, list(range(1200)), 1024),        # the whole clean prefix matches
+    (1024, 1100, list(range(700)) + [-1] * 500, 512),  # diverges at 700: back to the batch boundary
+    (512, 1100, list(range(1200)), 512),          # tokens past the clean prefix came from single-token steps
+    (1024, 1024, list(range(1024)), 768),         # the last prompt token is always decoded
+    (200, 1100, list(range(1200)), 0),            # nothing decoded in a whole batch: start cold
+])
+def test_reuse_is_the_matching_clean_prefix_rounded_down_to_a_batch(clean: int, n_tokens: int, prompt: list[int],
+                                                                   expected: int) -> None:
+    live = SimpleNamespace(_clean_tokens=clean, n_tokens=n_tokens, n_batch=256,
+                           input_ids=np.arange(2048, dtype=np.intc))
+    assert ReproducibleLlama._reusable_prefix(live, prompt) == expected  # type: ignore[arg-type]
+
+
+def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_cpp.llama import Llama
+
+    def fake_decode(self: ReproducibleLlama, tokens: list[int]) -> None:  # upstream eval without llama.cpp
+        self.n_tokens += len(tokens)
+
+    class Unloaded(ReproducibleLlama):
+        def __del__(self) -> None:  # no model, nothing to free
+            pass
+
+    monkeypatch.setattr(Llama, "eval", fake_decode)
+    llm = Unloaded.__new__(Unloaded)
+    llm.n_tokens, llm.n_batch = 0, 256
+    steps = [(0, 1100, 1024),     # a cold prompt: four whole batches
+             (None, 1, 1024),     # generated tokens, one at a time
+             (1024, 300, 1280),   # a warm prompt decoded from the clean boundary
+             (1000, 600, 1000)]   # decoding from a cut that is not a batch boundary: nothing new is clean
+    for start, n, clean in steps:
+        if start is not None:
+            llm.n_tokens = start
+        ReproducibleLlama.eval(llm, [7] * n)
+        assert llm._clean_tokens == clean
