@@ -169,7 +169,7 @@ def test_finish_hook_runs_for_every_ending_and_never_fails_a_run(tmp_path: Path)
         remove_boom()
         remove_seen()
     assert seen == [tmp_path, tmp_path]
-    assert json.loads((tmp_path / "run.json").read_text())["status"] == "cancelled"
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "interrupted"
 
 
 def test_report_command_puts_several_runs_on_one_page(eval_runs: dict[str, Path], optimize_run: Path,
