@@ -1,0 +1,110 @@
+"""The published experiment numbers are what their committed run records say.
+
+``experiments/results/<name>.json`` must equal ``experiments/recompute.py``'s output from the
+compressed records beside it (so nobody can edit a table by hand), and nothing committed under
+``experiments/results/`` may carry a machine path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from saag_opt.evaluation.helpharm import mcnemar_exact
+from saag_opt.evaluation.results import ExampleRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "recompute.py"
+RESULTS = ROOT / "experiments" / "results"
+
+
+def _load() -> Any:
+    spec = importlib.util.spec_from_file_location("experiments_recompute", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+recompute = _load()
+PUBLISHED = sorted(p.stem for p in RESULTS.glob("*.json"))
+
+
+def test_results_are_published() -> None:
+    assert "exp1" in PUBLISHED, "experiment 1's results are missing from experiments/results/"
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_committed_json_matches_the_records(name: str) -> None:
+    committed = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
+    assert committed["groups"], f"{name}.json has no results"
+    assert json.loads(json.dumps(recompute.recompute(name))) == committed
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_committed_markdown_matches_the_records(name: str) -> None:
+    data = json.loads(json.dumps(recompute.recompute(name)))
+    assert (RESULTS / f"{name}.md").read_text(encoding="utf-8") == recompute.render(data)
+
+
+def test_no_machine_paths_are_committed() -> None:
+    for path in sorted(RESULTS.rglob("*")):
+        if not path.is_file():
+            continue
+        text = (gzip.open(path, "rt", encoding="utf-8").read() if path.suffix == ".gz"
+                else path.read_text(encoding="utf-8"))
+        for root in recompute.PRIVATE_ROOTS:
+            assert root not in text, f"{path.relative_to(ROOT)} contains a machine path ({root})"
+
+
+def test_detectable_effect_matches_mcnemar() -> None:
+    d = recompute.min_discordant()
+    assert mcnemar_exact(d, 0) < 0.05 <= mcnemar_exact(d - 1, 0)
+    k = recompute.min_split(20)
+    assert mcnemar_exact(k, 20 - k) < 0.05 <= mcnemar_exact(k - 1, 21 - k)
+    assert recompute.min_split(5) is None
+
+
+def test_wilson_interval_brackets_the_rate() -> None:
+    low, high = recompute.wilson(10, 10)
+    assert high == 1.0 and 0.69 < low < 0.73  # the textbook 95% Wilson bound for 10/10 is 0.722
+    low, high = recompute.wilson(5, 10)
+    assert low < 0.5 < high and abs((0.5 - low) - (high - 0.5)) < 1e-12
+
+
+def _record(example: str, condition: str, correct: bool, **extra: Any) -> dict[str, Any]:
+    return ExampleRecord(run_id="r", example_id=example, category="simple_python", condition=condition,
+                         correct=correct, **extra).model_dump(mode="json")
+
+
+def test_collect_strips_paths_and_recomputes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = tmp_path / "results"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    runs = tmp_path / "runs"
+    # base: 6 right / 4 wrong; repair fixes 3 and breaks 1.
+    outcomes = [(True, True)] * 5 + [(True, False)] + [(False, True)] * 3 + [(False, False)]
+    for variant in ("binary", "saag"):
+        run = runs / "m" / "registry-5" / variant / "20260101-000000-evaluate"
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({
+            "verb": "evaluate", "status": "success", "git_revision": "abc", "created": "2026-01-01T00:00:00+00:00",
+            "finished": "2026-01-01T00:01:40+00:00", "args_passed": {"runs_dir": str(runs / "m")}}))
+        rows = [_record(f"e{i}", c, ok) for i, pair in enumerate(outcomes) for c, ok in zip(("base", variant), pair)]
+        (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recompute.collect("t", runs, {"load": "1.0"})
+    data = json.loads(json.dumps(recompute.recompute("t")))
+    group = data["groups"]["m/registry-5"]
+    assert [c["accuracy"] for c in group["conditions"]] == [0.6, 0.8, 0.8]
+    assert group["vs_base"]["saag"]["fixed"] == 3 and group["vs_base"]["saag"]["broken"] == 1
+    assert group["pairwise"][0]["fixed"] == group["pairwise"][0]["broken"] == 0
+    assert data["runs"][0]["wall_seconds"] == 100.0
+    header = (results / "t" / "m" / "registry-5" / "saag" / "run.json").read_text()
+    assert str(tmp_path) not in header and "<path>/m" in header
+    first = (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes()
+    recompute.collect("t", runs, {})
+    assert (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes() == first
