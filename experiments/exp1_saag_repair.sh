@@ -7,10 +7,12 @@
 #     MODEL  local:qwen2.5-coder-0.5b (default), local, gpt-4o, openai/<m>@URL
 #     LIMIT  examples per registry size (--split all: each size has 60, the same questions)   default 20
 #     OUT    where the run directories go                                                     default runs/exp1
-#   env SAAG_OPT  the command (default saag-opt)
-#       SIZES     registry sizes in run order (default "5 15 10": the extremes first)
-#       LOCK      a flock file: each registry size (both mechanisms) runs holding it
-#       EXTRA     more evaluate flags (e.g. "--grounding calibrated" where that flag exists)
+#   env SAAG_OPT    the command (default saag-opt)
+#       SIZES       registry sizes in run order (default "5 15 10": the extremes first)
+#       GROUNDINGS  SAAG stage-3 modes that trigger the repair (default "paper calibrated"; each gets
+#                   its own run folder OUT/<model>-<mode>/)
+#       LOCK        a flock file: each registry size (all its runs) holds it
+#       EXTRA       more evaluate flags (e.g. --max-cost 5)
 # Then: python experiments/recompute.py exp1 --collect OUT   (writes experiments/results/exp1.*)
 set -euo pipefail
 MODEL=${1:-local:qwen2.5-coder-0.5b}
@@ -19,11 +21,13 @@ OUT=${3:-runs/exp1}
 SAAG=${SAAG_OPT:-saag-opt}
 TAG=${MODEL//[:\/@]/_}
 run_size() {
-  local k=$1 m
-  for m in binary saag; do
-    $SAAG evaluate --base "$MODEL" --mechanism "$m" --max-repairs 5 \
-      --dataset "shipped:registry-$k" --split all --limit "$LIMIT" ${EXTRA:-} \
-      --runs-dir "$OUT/$TAG/registry-$k/$m"
+  local k=$1 g m
+  for g in ${GROUNDINGS:-paper calibrated}; do
+    for m in binary saag; do
+      $SAAG evaluate --base "$MODEL" --mechanism "$m" --max-repairs 5 --grounding "$g" \
+        --dataset "shipped:registry-$k" --split all --limit "$LIMIT" ${EXTRA:-} \
+        --runs-dir "$OUT/$TAG-$g/registry-$k/$m"
+    done
   done
 }
 for k in ${SIZES:-5 15 10}; do

@@ -9,7 +9,8 @@
 #     MODEL     base agent (default local = qwen2.5-coder-1.5b)    REVIEWER  default: MODEL
 #     LIMIT     test-split examples, round-robin over the 5 categories (default 30; the split has 39)
 #     OUT       default runs/exp2
-#   env SAAG_OPT (the command), LOCK (flock file held per run), EXTRA (more flags, e.g. --max-cost 5),
+#   env SAAG_OPT (the command), LOCK (flock file held per run), EXTRA (more flags, e.g. --max-cost 5 or
+#       --grounding paper: the SAAG mode behind --saag-informed and the gate; default calibrated),
 #       DATASET (default shipped:bfcl; bfcl:non_live with the full BFCL), PROMPTS (r2 prompts to compare)
 # Latency is only meaningful on a machine nothing else is using (the embedded server shares the CPU).
 # Then: python experiments/recompute.py exp2 --collect OUT
