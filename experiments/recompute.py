@@ -119,6 +119,11 @@ def funnel(records: Iterable[ExampleRecord]) -> dict[str, int]:
     return {key: stages.get(key, 0) for key in order}
 
 
+def funnel_modes(records: Iterable[ExampleRecord]) -> list[str]:
+    """The stage-3 grounding modes the stored (evaluation-side) reports were made with."""
+    return sorted({str((r.saag or {}).get("grounding", "paper")) for r in records if r.saag})
+
+
 def repair_rounds(records: Sequence[ExampleRecord]) -> dict[str, Any] | None:
     """SAAG self-repair by round: when the cascade first passed, and final correctness per outcome.
 
@@ -168,6 +173,7 @@ def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]
         "latency_mean_seconds": sum(ok) / len(ok) if ok else None,
         "categories": {c: {"n": v[0], "correct": v[1], "accuracy": v[1] / v[0]} for c, v in sorted(categories.items())},
         "funnel": funnel(rows),
+        "funnel_grounding": funnel_modes(rows),
         "repair": repair_rounds(rows),
     }
 
@@ -313,7 +319,9 @@ def render(data: dict[str, Any]) -> str:
             for pw in stats["pairwise"]:
                 lines.append(f"| {pw['a']} | {pw['b']} | {pw['n']} | {pw['fixed']} | {pw['broken']} | "
                              f"{_pct(pw['net_change'])} | {_ci(pw['net_change_ci95'])} | {_p(pw['mcnemar_p'])} |")
-        lines += ["", "Failure funnel of the executed call (gold-aware cascade: the first stage that fails):", "",
+        modes = sorted({m for c in stats["conditions"] for m in c["funnel_grounding"]})
+        lines += ["", "Failure funnel of the executed call (gold-aware cascade, grounding "
+                  f"{'/'.join(modes) or '-'}: the first stage that fails):", "",
                   "| condition | stage 1 (name) | stage 2 (structure) | stage 3 (grounding) | passed | n/a | correct |",
                   "|---|---|---|---|---|---|---|"]
         for c in stats["conditions"]:
