@@ -370,13 +370,17 @@ def _gzip_bytes(text: str) -> bytes:
     return buffer.getvalue()
 
 
-def collect(name: str, source: Path, meta: dict[str, str]) -> None:
-    """Copy the newest finished run of every folder under ``source`` into ``experiments/results/<name>/``."""
+def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = False) -> None:
+    """Copy the newest finished run of every folder under ``source`` into ``experiments/results/<name>/``.
+
+    ``partial`` also takes runs that were stopped before the end (their status stays in the Runs
+    table; only the examples they finished are in the records).
+    """
     found: dict[Path, Path] = {}
     for header in sorted(source.rglob("run.json")):
         run = header.parent
         status = json.loads(header.read_text(encoding="utf-8")).get("status")
-        if status == "success" and (run / "records.jsonl").is_file() and run.parent != source:
+        if (status == "success" or partial) and (run / "records.jsonl").is_file() and run.parent != source:
             found[run.parent.relative_to(source)] = run  # sorted: the newest timestamp wins
     if not found:
         raise SystemExit(f"no finished runs under {source}")
@@ -406,10 +410,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--collect", type=Path, help="import the finished runs under this folder first")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="provenance to store in meta.json (title, summary, command, load, wall, scaled_down, notes)")
+    parser.add_argument("--partial", action="store_true", help="--collect also takes runs stopped before the end")
     parser.add_argument("--check", action="store_true", help="compare with the committed JSON; write nothing")
     args = parser.parse_args(argv)
     if args.collect is not None:
-        collect(args.name, args.collect, dict(item.split("=", 1) for item in args.meta))
+        collect(args.name, args.collect, dict(item.split("=", 1) for item in args.meta), partial=args.partial)
     data = json.loads(json.dumps(recompute(args.name)))
     json_path, md_path = RESULTS / f"{args.name}.json", RESULTS / f"{args.name}.md"
     if args.check:
