@@ -12,7 +12,6 @@ tables, so the page reads without JavaScript and prints.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -23,6 +22,7 @@ import jinja2
 from saag_opt import __version__
 from saag_opt.errors import RunError
 from saag_opt.report.pages import Part, build_part
+from saag_opt.runfiles import atomic_write_text
 
 REPORT_NAME = "report.html"
 """File name of the report inside a run directory."""
@@ -60,24 +60,16 @@ def render_report(paths: Sequence[str | os.PathLike[str]]) -> str:
 
 
 def write_html(html: str, out: str | os.PathLike[str]) -> Path:
-    """Write ``html`` to ``out`` atomically (temp file + ``os.replace``).
+    """Write ``html`` to ``out`` atomically, like every other run file (``runfiles.atomic_write_text``).
 
     Raises:
         RunError: the file cannot be written.
     """
     out = Path(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        atomic_write_text(out, html)
     except OSError as exc:
         raise RunError(f"{out}: cannot write the report: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return out
 
 
