@@ -286,3 +286,16 @@ def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(op
     html = render_report([copy])
     check_page(html)
     assert "Pareto membership not recorded by this run" in html and "node best pareto" not in html
+
+
+def test_tune_rows_as_tune_writes_them_show_repeats_and_cost() -> None:
+    """`saag-opt tune` writes ``duplicate_of`` and ``metrics.cost_per_item_usd``; the trials table reads both."""
+    from saag_opt.report.pages.tune import _trial_view
+
+    row = {"number": 3, "state": "COMPLETE", "params": {"mechanism": "r2"}, "values": {"help": 0.5, "harm": 0.1},
+           "metrics": {"cost_per_item_usd": 0.0}, "constraints": {"latency_overhead_x": -0.5}, "feasible": True,
+           "pareto": False, "duplicate_of": 0}
+    view = _trial_view(row, ["help", "harm"])
+    assert view["repeat"] is True and view["cost"] == 0.0 and view["help"] == 0.5
+    fresh = _trial_view({**row, "duplicate_of": None, "metrics": {}}, ["help", "harm"])
+    assert fresh["repeat"] is False and fresh["cost"] is None

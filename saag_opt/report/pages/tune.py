@@ -2,7 +2,7 @@
 
 Reads ``trials.jsonl`` (one row per optuna trial: ``number``, ``params``, ``state``, ``values``
 as ``{"help", "harm"}`` or a list in ``summary.objectives`` order, ``constraint`` (optuna's
-convention: <= 0 is feasible) or ``feasible``, ``cost_per_item_usd``, ``pareto``, ``repeat``,
+convention: <= 0 is feasible) or ``feasible``, ``cost_per_item_usd``, ``pareto``, ``repeat`` (or ``duplicate_of``),
 ``run_dir``) and ``summary.json`` (``objectives``, ``pareto``: the feasible front with each
 configuration's ``test`` re-evaluation: ``accuracy``, ``help_harm``, ``cost_per_item_usd``,
 ``mean_seconds``).
@@ -117,8 +117,15 @@ def _trial_view(row: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
         feasible = all(float(c) <= 0 for c in bounds if c is not None)
     return {"number": int(row.get("number", 0)), "state": str(row.get("state", "")), "params": row.get("params") or {},
             "help": values.get("help"), "harm": values.get("harm"),
-            "cost": row.get("cost_per_item_usd", (row.get("user_attrs") or {}).get("cost_per_item_usd")),
-            "feasible": feasible, "pareto": bool(row.get("pareto")), "repeat": bool(row.get("repeat"))}
+            "cost": _first(row.get("cost_per_item_usd"), (row.get("metrics") or {}).get("cost_per_item_usd"),
+                           (row.get("user_attrs") or {}).get("cost_per_item_usd")),
+            "feasible": feasible, "pareto": bool(row.get("pareto")),
+            "repeat": bool(row.get("repeat")) or row.get("duplicate_of") is not None}
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (tune writes cost under ``metrics``; older rows at the top)."""
+    return next((v for v in values if v is not None), None)
 
 
 def _test_rate(test: Mapping[str, Any], which: str) -> float | None:
