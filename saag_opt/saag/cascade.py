@@ -269,6 +269,12 @@ def _flag_duplicates(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -
     names = [name for name, _, malformed in parts if not malformed and isinstance(name, str)]
     if len(set(names)) == len(names):
         return reports  # no two calls share a name, so none repeats another: skip serialising arguments
+    return _mark_repeats(parts, reports)
+
+
+def _mark_repeats(parts: Sequence[tuple[Any, Any, bool]],
+                  reports: tuple[CascadeReport, ...]) -> tuple[CascadeReport, ...]:
+    """Fail every call (split by ``split_call``) that repeats an earlier one exactly, naming the earlier one."""
     keys = [(name, canonical_json(arguments)) if not malformed and isinstance(name, str) else object()
             for name, arguments, malformed in parts]
     repeats = duplicate_calls(keys)

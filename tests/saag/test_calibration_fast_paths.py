@@ -155,21 +155,7 @@ def _slow_paths(patch: pytest.MonkeyPatch) -> None:
 
 def _full_duplicate_check(items: Any, reports: Any) -> Any:
     """``_flag_duplicates`` without its shortcut: every call's arguments serialised."""
-    keys = []
-    for call in items:
-        name, arguments, malformed = cascade.split_call(call)
-        keys.append((name, cascade.canonical_json(arguments)) if not malformed and isinstance(name, str) else object())
-    repeats = calibration.duplicate_calls(keys)
-    if not repeats:
-        return reports
-    out = list(reports)
-    for index, earlier in repeats.items():
-        report = out[index]
-        fields = {k: v for k, v in report.__dict__.items() if k not in ("_deferred", "corrections")}
-        fields.update(stage_reached=3 if report.stage_reached == "passed" else report.stage_reached, passed=False,
-                      corrections=(*report.corrections, cascade.duplicate_message(index + 1, earlier + 1)))
-        out[index] = cascade.CascadeReport._from_fields(fields)
-    return tuple(out)
+    return cascade._mark_repeats([cascade.split_call(call) for call in items], reports)
 
 
 def _bfcl_predictions() -> Iterator[tuple[Any, tuple[ToolCall, ...]]]:
