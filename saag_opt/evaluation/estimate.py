@@ -99,11 +99,14 @@ def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
     return RoleEstimate(n, p_in, p_out, price_call(spec, p_in, p_out) or 0.0, spec.label)
 
 
-def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0) -> float:
-    """Mean prompt tokens of a call about one of ``examples``: conversation + tool docs + ``extra_chars``."""
+def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_size: int = 50) -> float:
+    """Mean prompt tokens of a call about one of ``examples``: conversation + tool docs + ``extra_chars``.
+
+    Measured on the first ``sample_size`` examples (rendering every one would cost more than it tells).
+    """
     from saag_opt.agents.reviewer import render_conversation, render_tool_docs
 
-    sample = list(examples)[:50]
+    sample = list(examples)[:sample_size]
     if not sample:
         return 0.0
     chars = sum(len(render_conversation(e)) + len(render_tool_docs(e)) for e in sample) / len(sample)

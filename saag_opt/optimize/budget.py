@@ -130,12 +130,11 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
     Needs no open model: ``--dry-run`` calls it too.
     """
     from saag_opt.agents.mechanisms import parse_mechanism
-    from saag_opt.agents.reviewer import render_conversation, render_tool_docs
+    from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, THINKING_TOKENS, prompt_tokens
     from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
 
-    sample = list(examples)[:20]
-    prompt = sum(len(render_conversation(e)) + len(render_tool_docs(e)) for e in sample) / max(1, len(sample)) / 4
-    instr = sum(len(t) for t in seed_instructions.values()) / 4
+    prompt = prompt_tokens(examples, sample_size=20)
+    instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
     reviews, revisions = parse_mechanism(config.mechanism).calls_per_example()
 
     def price(text: str) -> Price:
@@ -143,11 +142,11 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
         per_in, per_out = price_call(model, 1_000_000, 0), price_call(model, 0, 1_000_000)
         return Price(per_in or 0.0, per_out or 0.0)
 
-    think = 1500 if is_reasoning_model(parse_model_spec(config.reviewer)) else 0
+    think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer)) else 0
     reflect_in = config.minibatch * (prompt + 400) + instr + 600
     return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
                          review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
-                         reflection_tokens=(reflect_in, config.max_chars / 4 + 2000), minibatch=config.minibatch,
+                         reflection_tokens=(reflect_in, config.max_chars / CHARS_PER_TOKEN + 2000), minibatch=config.minibatch,
                          reviewer_price=price(config.reviewer), base_price=price(config.base),
                          reflection_price=price(config.reflection_spec))
 
