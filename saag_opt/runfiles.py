@@ -94,6 +94,33 @@ def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
         jsonlines.Writer(handle, compact=True, sort_keys=False).write_all(rows)
 
 
+class JsonShelf:
+    """JSON documents by hex key, one small file each: ``<directory>/<key[:2]>/<key>.json``.
+
+    Why: caches shared by concurrent workers and runs (base proposals, guard reviews) need no
+    database: every entry is written atomically, and a missing, half-read or corrupt entry is a miss
+    (recomputed and overwritten), never an error.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def path(self, key: str) -> Path:
+        """Where ``key``'s document lives."""
+        return self.directory / key[:2] / f"{key}.json"
+
+    def load(self, key: str) -> Any:
+        """The stored document, or None when there is none that parses."""
+        try:
+            return json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def save(self, key: str, payload: Any) -> None:
+        """Store ``payload`` under ``key`` atomically (non-JSON values via ``str``)."""
+        atomic_write_text(self.path(key), json.dumps(payload, ensure_ascii=False, default=str))
+
+
 # -- run.json ---------------------------------------------------------------------------------------
 
 
@@ -266,6 +293,7 @@ def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "JsonShelf",
     "RunErrorInfo",
     "RunFinishedHook",
     "RunHeader",

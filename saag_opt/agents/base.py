@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.model import Example, Prediction, ToolCall, canonical_json
-from saag_opt.runfiles import atomic_write_text
+from saag_opt.runfiles import JsonShelf
 
 if TYPE_CHECKING:
     from saag_opt.lm import CostLedger, ModelSpec
@@ -279,6 +279,10 @@ class BasePredictionCache:
     directory: Path | None = None
     _memory: dict[str, Proposal] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _shelf: JsonShelf | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._shelf = JsonShelf(self.directory) if self.directory is not None else None
 
     def key(self, agent: BaseAgent, example: Example, temperature: float | None) -> str:
         """Cache key (a hex digest)."""
@@ -296,19 +300,16 @@ class BasePredictionCache:
         self._store(key, proposal)
         return proposal
 
-    def _path(self, key: str) -> Path:
-        return Path(self.directory or ".") / key[:2] / f"{key}.json"
-
     def _load(self, key: str) -> Proposal | None:
         with self._lock:
             if key in self._memory:
                 return _as_cached(self._memory[key])
-        if self.directory is None or not self._path(key).is_file():
+        data = self._shelf.load(key) if self._shelf is not None else None
+        if data is None:
             return None
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
             proposal = _proposal_from_dict(data)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None  # a corrupt entry is recomputed and overwritten
         with self._lock:
             self._memory[key] = proposal
@@ -317,10 +318,8 @@ class BasePredictionCache:
     def _store(self, key: str, proposal: Proposal) -> None:
         with self._lock:
             self._memory[key] = proposal
-        if self.directory is None:
-            return
-        path = self._path(key)
-        atomic_write_text(path, json.dumps(_proposal_to_dict(proposal), ensure_ascii=False))
+        if self._shelf is not None:
+            self._shelf.save(key, _proposal_to_dict(proposal))
 
 
 def _as_cached(proposal: Proposal) -> Proposal:

@@ -9,13 +9,13 @@ made by ``on_error`` (timeout, dead server) is not, so the next attempt reviews 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from saag_opt.model import canonical_json
+from saag_opt.runfiles import JsonShelf
 
 
 def review_key(*parts: Any) -> str:
@@ -31,10 +31,7 @@ class ReviewCache:
         self.max_memory = max_memory
         self._memory: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
-
-    def _path(self, key: str) -> Path:
-        assert self.directory is not None
-        return self.directory / key[:2] / f"{key}.json"
+        self._shelf = JsonShelf(directory) if directory is not None else None
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored decision dict, or None (a corrupt file is a miss)."""
@@ -42,12 +39,7 @@ class ReviewCache:
             if key in self._memory:
                 self._memory.move_to_end(key)
                 return self._memory[key]
-        if self.directory is None:
-            return None
-        try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        data = self._shelf.load(key) if self._shelf is not None else None
         if not isinstance(data, dict):
             return None
         self._remember(key, data)
@@ -56,13 +48,8 @@ class ReviewCache:
     def put(self, key: str, decision: dict[str, Any]) -> None:
         """Store a decision dict (atomically on disk)."""
         self._remember(key, decision)
-        if self.directory is None:
-            return
-        from saag_opt.runfiles import atomic_write_text
-
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(decision, ensure_ascii=False, default=str))
+        if self._shelf is not None:
+            self._shelf.save(key, decision)
 
     def _remember(self, key: str, decision: dict[str, Any]) -> None:
         with self._lock:
