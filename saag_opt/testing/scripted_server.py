@@ -114,12 +114,18 @@ class ScriptedOpenAIServer:
             full OpenAI response dict (sent as is). Defaults to ``echo_handler``.
         latency: seconds every chat request waits before answering (models a slow provider).
         model: the model id reported in responses and by ``GET /v1/models``.
+        port: the port to bind on 127.0.0.1; 0 (default) takes a free one.
     """
 
-    def __init__(self, handler: Handler | None = None, *, latency: float = 0.0, model: str = "scripted") -> None:
+    def __init__(self, handler: Handler | None = None, *, latency: float = 0.0, model: str = "scripted",
+                 port: int = 0) -> None:
         self.handler: Handler = handler or echo_handler
+        self.requested_port = port
         self.latency = latency
         self.model = model
+        # Why: model caches are namespaced by server URL, and the OS may hand a later server the port
+        # of an earlier one; a per-instance path keeps one server's answers from replaying for another.
+        self._instance = uuid.uuid4().hex[:8]
         self._faults: deque[Fault] = deque()
         self._log: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -129,11 +135,11 @@ class ScriptedOpenAIServer:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> ScriptedOpenAIServer:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        """Bind the port (a free one by default) on 127.0.0.1 and serve in a daemon thread."""
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = _Server(("127.0.0.1", 0), _RequestHandler)
+        httpd = _Server(("127.0.0.1", self.requested_port), _RequestHandler)
         httpd.scripted = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -164,8 +170,8 @@ class ScriptedOpenAIServer:
 
     @property
     def url(self) -> str:
-        """Base URL for OpenAI clients, e.g. ``http://127.0.0.1:54321/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        """Base URL for OpenAI clients, e.g. ``http://127.0.0.1:54321/3f9a0c1e/v1`` (unique per instance)."""
+        return f"http://127.0.0.1:{self.port}/{self._instance}/v1"
 
     # -- scripting -------------------------------------------------------------------------------
     def inject(self, faults: Iterable[Fault | int | str]) -> None:

@@ -119,6 +119,16 @@ def test_cache_is_separated_per_server() -> None:
         assert open_lm(f"openai/same@{b.url}", role="base")(messages=USER) == ["from B"]
 
 
+def test_a_later_server_on_a_reused_port_does_not_replay_the_earlier_ones_answers() -> None:
+    # The OS may hand a new server the port of a closed one (CI saw a test read another test's replies).
+    with ScriptedOpenAIServer(fixed("from A")) as a:
+        port = a.port
+        assert open_lm(f"openai/same@{a.url}", role="base")(messages=USER) == ["from A"]
+    with ScriptedOpenAIServer(fixed("from B"), port=port) as b:
+        assert b.port == port
+        assert open_lm(f"openai/same@{b.url}", role="base")(messages=USER) == ["from B"]
+
+
 def test_native_tool_calls_and_request_options(scripted_server: ScriptedOpenAIServer) -> None:
     scripted_server.handler = lambda req: Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}}])
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
