@@ -187,6 +187,15 @@ def paired(a_label: str, b_label: str, a: dict[str, ExampleRecord], b: dict[str,
             "detectable": detectable(len(ids), table["base_accuracy"], discordant)}
 
 
+def category_help_harm(pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord]]) -> dict[str, Any]:
+    """Help and harm against the base within each category (the paper's per-category table)."""
+    by: dict[str, list[tuple[bool, bool]]] = {}
+    for base, row in pairs:
+        if base is not None and base.error is None and row.error is None:
+            by.setdefault(row.category, []).append((base.correct, row.correct))
+    return {c: HelpHarm.from_pairs(cells).to_dict() for c, cells in sorted(by.items())}
+
+
 def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
     """All conditions of one group: base once, each variant vs base, each pair of variants."""
     variants: dict[str, dict[str, ExampleRecord]] = {}
@@ -213,7 +222,8 @@ def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
         hh = summary.help_harm
         out["vs_base"][label] = {
             **hh, "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
-            "detectable": detectable(hh["n"], hh["base_accuracy"], hh["fixed"] + hh["broken"])}
+            "detectable": detectable(hh["n"], hh["base_accuracy"], hh["fixed"] + hh["broken"]),
+            "categories": category_help_harm(pairs)}
     labels = sorted(variants)
     out["pairwise"] = [paired(x, y, variants[x], variants[y]) for i, x in enumerate(labels) for y in labels[i + 1:]]
     return out
@@ -272,6 +282,10 @@ def _ci(ci: Sequence[float] | None) -> str:
     return "-" if not ci or ci[0] is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _ratio(x: float | str | None) -> str:
+    return "-" if x is None else ("inf" if x == "inf" else f"{float(x):.2f}")
+
+
 def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
@@ -312,6 +326,24 @@ def render(data: dict[str, Any]) -> str:
             lines.append(f"| {label} | {hh['n']} | {hh['fixed']} | {hh['broken']} | {_pct(hh['helpfulness'])} | "
                          f"{_pct(hh['harmfulness'])} | {_pct(hh['net_change'])} | {_ci(hh['net_change_ci95'])} | "
                          f"{_p(hh['mcnemar_p'])} | {_pct(hh['detectable']['min_net_change_for_p05'])} |")
+        if any(len(hh["categories"]) > 1 for hh in stats["vs_base"].values()):
+            lines += ["", "Against the base alone, per category (fixed / broken; help, harm; McNemar p):", "",
+                      "| condition | category | n | base | reviewed | fixed | broken | help | harm | ratio | McNemar p |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|"]
+            for label, hh in stats["vs_base"].items():
+                for cat, cell in hh["categories"].items():
+                    lines.append(f"| {label} | {cat} | {cell['n']} | {_pct(cell['base_accuracy'])} | "
+                                 f"{_pct(cell['final_accuracy'])} | {cell['fixed']} | {cell['broken']} | "
+                                 f"{_pct(cell['helpfulness'])} | {_pct(cell['harmfulness'])} | {_ratio(cell['ratio'])} | "
+                                 f"{_p(cell['mcnemar_p'])} |")
+        overheads = [(label, hh) for label, hh in stats["vs_base"].items() if hh["latency_overhead_x"] is not None]
+        if overheads and str(meta.get("latency_meaningful", "true")).lower() != "false":
+            lines += ["", "Latency (mean seconds per example of the executed condition over the base alone's; the "
+                      "base call's own time is counted once, from when it was made):", "",
+                      "| condition | overhead x | gated share (no LLM review) |", "|---|---|---|"]
+            for label, hh in overheads:
+                gated = "-" if hh["gated_share"] is None else _pct(hh["gated_share"])
+                lines.append(f"| {label} | {hh['latency_overhead_x']:.2f} | {gated} |")
         if stats["pairwise"]:
             lines += ["", "Between conditions (B against A on the same examples; fixed = A wrong and B right):", "",
                       "| A | B | n | fixed | broken | net change (B - A) | 95% CI | McNemar p |",
@@ -409,7 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("name", help="experiment name (a folder under experiments/results/)")
     parser.add_argument("--collect", type=Path, help="import the finished runs under this folder first")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="provenance to store in meta.json (title, summary, command, load, wall, scaled_down, notes)")
+                        help="provenance to store in meta.json (title, summary, command, load, wall, scaled_down, "
+                             "notes; latency_meaningful=false hides the latency table of a shared-CPU run)")
     parser.add_argument("--partial", action="store_true", help="--collect also takes runs stopped before the end")
     parser.add_argument("--check", action="store_true", help="compare with the committed JSON; write nothing")
     args = parser.parse_args(argv)
