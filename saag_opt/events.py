@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 EventKind = Literal[
     "run_started",       # data: run_dir, total (evaluate: examples to do)
-    "resumed",           # optimize --resume; data: run_dir
+    "resumed",           # --resume (evaluate, compare, optimize); data: run_dir (evaluate: total, done)
     "example_finished",  # data: done, total, example_id, base_correct, final_correct, error, costs
     "stage",             # compare: an evaluate pass begins; data: stage (base | a | b), label
     "estimate",          # optimize: the up-front cost estimate (CostEstimate.to_dict)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -71,6 +72,7 @@ def _root(
         from saag_opt.runfiles import on_run_finished
 
         ctx.call_on_close(on_run_finished(write_run_report))  # unregistered when the command ends
+        ctx.call_on_close(on_run_finished(_remember_run))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,9 +90,33 @@ def main(argv: list[str] | None = None) -> None:
         # click turns KeyboardInterrupt (RunInterrupted is one) into "Aborted!" + SystemExit(1).
         if not stopping.requested():
             raise
-        print("interrupted: finished examples are saved and the run is marked interrupted in its run.json; "
-              "rerun the same command to resume (optimize: --resume RUN_DIR)", file=sys.stderr)
+        print(interrupted_message(), file=sys.stderr)
         stopping.exit_interrupted()
+
+
+_finished_runs: list[Path] = []
+"""Run directories that ended during this command, innermost first (a compare's passes, then the compare)."""
+
+
+def _remember_run(run_dir: Path) -> None:
+    _finished_runs.append(run_dir)
+
+
+def interrupted_message() -> str:
+    """What to tell a user whose run was stopped: the run directory and the command that continues it."""
+    from saag_opt.errors import RunError
+    from saag_opt.runfiles import read_header
+
+    if not _finished_runs:
+        return "interrupted before any run directory was written; nothing to resume"
+    run_dir = _finished_runs[-1]  # the outermost run (its passes end first)
+    try:
+        verb = read_header(run_dir).verb
+    except RunError:
+        return f"interrupted: finished examples are saved in {run_dir}"
+    space = " --space SPACE.toml" if verb == "tune" else ""
+    return (f"interrupted: finished examples are saved and {run_dir} is marked interrupted; continue it with: "
+            f"saag-opt {verb}{space} --resume {run_dir}")
 
 
 def _stop_embedded_servers() -> None:

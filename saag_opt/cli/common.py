@@ -60,24 +60,33 @@ OnUnusableOpt = Annotated[OnUnusable, typer.Option(
     "--on-unusable",
     help="A review still unreadable after one retry: approve (the call runs as proposed) or reject "
          "(the agent revises). Counted in every table either way.")]
+ResumeOpt = Annotated[Optional[Path], typer.Option(
+    "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
+    help="Continue that run directory: its recorded options are used, finished examples are kept and not asked "
+         "again. Other options may only repeat the recorded values (except --workers, --max-cost, "
+         "--fail-on-error).")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the expected LM calls, tokens and dollars by role, and exit without running.")]
 
 
-def explicit_params(ctx: typer.Context) -> set[str]:
+def explicit_params(ctx: typer.Context, sources: tuple[str, ...] = ("COMMANDLINE", "ENVIRONMENT")) -> set[str]:
     """Names of the options set on the command line or through the environment, not by default.
 
     Why: run.json records them (what the user asked for vs what defaults filled in) and
     ``optimize --resume`` lets only these override the stored config. Compared by name because
     typer vendors click, so ``click.core.ParameterSource`` members never compare equal.
     """
-    return {name for name in ctx.params
-            if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
+    return {name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", None) in sources}
 
 
-def passed_values(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
-    """The subset of ``values`` the user set explicitly, JSON-friendly (paths as strings)."""
-    explicit = explicit_params(ctx)
+def passed_values(ctx: typer.Context, values: dict[str, Any], *, command_line_only: bool = False) -> dict[str, Any]:
+    """The subset of ``values`` the user set explicitly, JSON-friendly (paths as strings).
+
+    ``command_line_only``: leave out values from environment variables (``--resume`` checks only
+    what was typed against the run's recorded configuration; a shell's ``SAAG_OPT_BASE`` is not a
+    request to change it).
+    """
+    explicit = explicit_params(ctx, ("COMMANDLINE",) if command_line_only else ("COMMANDLINE", "ENVIRONMENT"))
     return {k: str(v) if isinstance(v, Path) else v for k, v in values.items() if k in explicit}
 
 

@@ -18,6 +18,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     OnUnusable,
     OnUnusableOpt,
+    ResumeOpt,
     RunsDirOpt,
     SplitOpt,
     StoreOpt,
@@ -54,6 +55,7 @@ def evaluate(
     max_cost: MaxCostOpt = None,
     on_unusable: OnUnusableOpt = OnUnusable.approve,
     dry_run: DryRunOpt = False,
+    resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
@@ -73,7 +75,16 @@ def evaluate(
     if grounding is not None:
         values["grounding"] = grounding.value
     try:
-        config = EvaluateConfig(**values)
+        if resume is not None:  # the run's recorded options; what was typed may only repeat them
+            from saag_opt.evaluation.runner import resume_config
+
+            passed = passed_values(ctx, values, command_line_only=True)
+            config = resume_config(resume, passed)
+        else:
+            passed = passed_values(ctx, values)
+            config = EvaluateConfig(**values)
+    except ConfigError:
+        raise
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     console = Console()
@@ -84,7 +95,7 @@ def evaluate(
         print_estimate(console, preflight(config).to_dict())
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_evaluation(config, on_event=progress, args_passed=passed_values(ctx, values))
+        result = run_evaluation(config, on_event=progress, args_passed=passed, resume=resume)
     print_evaluate_report(console, result.summary, str(result.run_dir))
     if json_out is not None:
         json_out.write_text(result.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import as_completed
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -47,17 +47,22 @@ from saag_opt.evaluation.results import (
     ExampleRecord,
     RecordWriter,
     RoundRecord,
+    finished_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.lm.ledgerfile import save_costs
 from saag_opt.model import Example, Prediction
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
+    atomic_write_jsonl,
     create_run_dir,
     finish_header,
     guarded_run,
     new_header,
+    read_header,
+    utc_now,
     write_header,
 )
 from saag_opt.saag import INTERVENTION_GROUNDING, diagnose_with_gold, judge_with_gold
@@ -180,17 +185,15 @@ class _Setup:
     """The reviewer's prompt version (None without a reviewer): what it was trained/selected on."""
 
 
-def run_ledger(config: EvaluateConfig, parent: Any = None) -> Any:
+def run_ledger(config: EvaluateConfig, run_dir: Path, parent: Any = None) -> Any:
     """This run's ledger: a child of ``parent`` (whose cap covers a bigger run), else its own.
 
-    Its own is capped by ``config.max_cost``.
+    Its own is capped by ``config.max_cost``. What earlier attempts of the run spent (its
+    ``costs.json``, when resumed) is counted in, and against the cap.
     """
-    from saag_opt.lm import CostLedger
-    from saag_opt.lm.spendcap import SpendCap
+    from saag_opt.lm.ledgerfile import open_ledger
 
-    if parent is not None:
-        return parent.child()
-    return CostLedger(cap=SpendCap(config.max_cost) if config.max_cost is not None else None)
+    return open_ledger(config.max_cost, run_dir, parent=parent)
 
 
 def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger: Any) -> _Setup:
@@ -224,12 +227,17 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger:
     return _Setup(config, examples, agent, reviewer, mechanism, ctx, ledger, reviewer_lm, run_id, version)
 
 
+def _ids_hash(examples: Sequence[Example]) -> str:
+    """Which examples, in which order: a resumed run must see the same ones."""
+    return hashlib.sha256("\n".join(e.id for e in examples).encode()).hexdigest()[:16]
+
+
 def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
             args_passed: dict[str, Any] | None) -> RunHeader:
     from saag_opt.data import split_hash
 
     mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
-    ids = hashlib.sha256("\n".join(e.id for e in examples).encode()).hexdigest()[:16]
+    ids = _ids_hash(examples)
     models = {"base": config.base} | ({"reviewer": config.reviewer} if config.reviewer else {})
     return new_header(
         run_dir, "evaluate", config=config.model_dump(mode="json"),
@@ -242,18 +250,94 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
                  "ids_hash": ids, "split_hash": split_hash(examples)})
 
 
+RESUMABLE_OPTIONS = frozenset({"workers", "max_cost", "fail_on_error"})
+"""Options ``--resume`` may change (how the rest of the run goes, not what it measures)."""
+
+_FLAGS = {"prompts_dir": "--store", "split": "--split"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
+    """The configuration an evaluate run continues with: its ``run.json``'s, plus allowed changes.
+
+    ``passed``: options the user gave with ``--resume`` (field -> value). Those in
+    ``RESUMABLE_OPTIONS`` replace the recorded value; any other must equal it (``runs_dir`` is
+    ignored: the run directory is given).
+
+    Raises:
+        RunError: ``run_dir`` is not an evaluate run, or its ``run.json`` cannot be read.
+        ConfigError: ``passed`` contradicts the recorded configuration (one line naming the options).
+    """
+    try:
+        header = read_header(run_dir)
+    except RunError as exc:
+        raise RunError(f"--resume {exc}") from exc
+    if header.verb != "evaluate":
+        raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run")
+    stored = EvaluateConfig.model_validate(header.config)
+    given = {k: v for k, v in (passed or {}).items() if k in EvaluateConfig.model_fields and k != "runs_dir"}
+    fixed = {k: v for k, v in given.items() if k not in RESUMABLE_OPTIONS}
+    try:
+        asked = EvaluateConfig.model_validate(header.config | fixed)
+        differs = [k for k in fixed if getattr(asked, k) != getattr(stored, k)]
+    except ValueError:
+        differs = [k for k, v in fixed.items() if v != header.config.get(k)]
+    if differs:
+        clash = "; ".join(f"{_flag(k)} {fixed[k]!r} (the run has {header.config.get(k)!r})" for k in differs)
+        raise ConfigError(f"--resume {run_dir}: {clash}: a resumed run keeps its recorded configuration; drop "
+                          f"{'these options' if len(differs) > 1 else 'that option'} or start a new run "
+                          f"(only {', '.join(_flag(k) for k in sorted(RESUMABLE_OPTIONS))} may change)")
+    changes = {k: v for k, v in given.items() if k in RESUMABLE_OPTIONS}
+    return EvaluateConfig.model_validate(header.config | changes) if changes else stored
+
+
+def _reopen(run_dir: Path, config: EvaluateConfig, examples: Sequence[Example],
+            args_passed: dict[str, Any] | None) -> tuple[RunHeader, list[ExampleRecord]]:
+    """``run.json`` of a resumed run set back to ``started``, and the finished examples' records.
+
+    ``records.jsonl`` is rewritten (atomically) with those records only, so an example cut in half
+    (or a line torn by a crash) is redone and every example appears exactly once.
+
+    Raises:
+        RunError: not an evaluate run, or its examples are not the recorded ones any more.
+    """
+    header = read_header(run_dir)
+    if header.verb != "evaluate":
+        raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run")
+    ids = _ids_hash(examples)
+    if header.dataset.get("ids_hash") not in (None, ids):
+        raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's examples (ids "
+                       f"hash {ids} != {header.dataset.get('ids_hash')}); start a new run")
+    spec = parse_mechanism(config.mechanism, max_repairs=config.max_repairs).spec
+    kept = finished_records(run_dir / "records.jsonl", spec, (e.id for e in examples))
+    atomic_write_jsonl(run_dir / "records.jsonl", [r.model_dump(mode="json") for r in kept])
+    resumes = [*(getattr(header, "resumes", None) or []),
+               {"at": utc_now(), "args_passed": args_passed or {}, "finished_before": len(kept) // 2}]
+    header = header.model_copy(update={"status": "started", "finished": None, "error": None,
+                                       "config": config.model_dump(mode="json"), "resumes": resumes})
+    return header, kept
+
+
 def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
-                   args_passed: dict[str, Any] | None = None, ledger: Any = None) -> EvaluationResult:
+                   args_passed: dict[str, Any] | None = None, ledger: Any = None,
+                   resume: Path | None = None) -> EvaluationResult:
     """Evaluate ``config`` and write ``runs/<timestamp>-evaluate/``.
 
     ``ledger``: the ledger (and spend cap) of a bigger run this evaluation is part of (compare's
     passes, optimize's test phase); the run books into a child of it. When the cap is reached the
     run ends with ``status="stopped"`` and a summary over the examples that finished.
 
+    ``resume``: continue that evaluate run directory instead (``config`` from ``resume_config``):
+    finished examples are kept and not asked again, the rest are appended, and ``summary.json``,
+    ``costs.json`` (summed over attempts) and ``run.json`` are rewritten at the end.
+
     Raises:
         ConfigError: bad dataset/split/prompt/mechanism, or a mechanism without a reviewer.
         ModelUnavailableError: a model cannot be reached (missing key, dead server).
-        RunError: the run directory cannot be written, or the error rate exceeds ``fail_on_error``.
+        RunError: the run directory cannot be written or resumed, or the error rate exceeds ``fail_on_error``.
     """
     from saag_opt.data import load_dataset
 
@@ -261,18 +345,28 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
     if not examples:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no examples")
     configure_lm_cache()
-    run_dir = create_run_dir(config.runs_dir, "evaluate")
-    header = _header(config, run_dir, examples, args_passed)
+    finished: list[ExampleRecord] = []
+    if resume is None:
+        run_dir = create_run_dir(config.runs_dir, "evaluate")
+        header = _header(config, run_dir, examples, args_passed)
+    else:
+        run_dir = resume
+        header, finished = _reopen(run_dir, config, examples, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
-        setup = _build(config, run_dir.name, examples, run_ledger(config, ledger))
-        emit(on_event, "run_started", f"run directory {run_dir}", run_dir=str(run_dir), total=len(examples))
-        records, stopped = _run_all(setup, run_dir, on_event)
+        setup = _build(config, run_dir.name, examples, run_ledger(config, run_dir, ledger))
+        done = {r.example_id for r in finished}
+        emit(on_event, "resumed" if resume is not None else "run_started", f"run directory {run_dir}",
+             run_dir=str(run_dir), total=len(examples), done=len(done))
+        try:
+            records, stopped = _run_all(setup, [e for e in examples if e.id not in done], run_dir, on_event,
+                                        finished=finished)
+        finally:  # an interrupted attempt's spend is counted when the run resumes
+            save_costs(run_dir, setup.ledger)
         summary = summarise(records, setup, seed=config.seed)
         if stopped is not None:
             summary = summary.model_copy(update={"stopped": str(stopped)})
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
-        atomic_write_json(run_dir / "costs.json", setup.ledger.to_dict())
         _check_error_rate(config, summary)
     finish_header(run_dir, header, stopped)
     emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
@@ -311,18 +405,22 @@ def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> Non
                        f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
 
 
-def _run_all(setup: _Setup, run_dir: Path, on_event: EventSink | None
-             ) -> tuple[list[ExampleRecord], CostCapReached | None]:
-    """Every example's records, or those finished before the spend cap stopped the run (and why)."""
+def _run_all(setup: _Setup, todo: Sequence[Example], run_dir: Path, on_event: EventSink | None, *,
+             finished: Sequence[ExampleRecord] = ()) -> tuple[list[ExampleRecord], CostCapReached | None]:
+    """Every example's records, or those finished before the spend cap stopped the run (and why).
+
+    ``todo``: the examples still to run; ``finished``: the records of those a resumed run already has.
+    """
     writer = RecordWriter(run_dir / "records.jsonl")
-    records: list[ExampleRecord] = []
+    records: list[ExampleRecord] = list(finished)
     stopped: CostCapReached | None = None
-    lock, done, total = threading.Lock(), 0, len(setup.examples)
+    lock, total = threading.Lock(), len(setup.examples)
+    done = total - len(todo)
     try:
         # Stop hook: on SIGTERM/Ctrl-C queued examples are cancelled and in-flight ones dropped, so
-        # records.jsonl holds whole examples only and a rerun resumes from the LM cache.
+        # records.jsonl holds whole examples only and --resume redoes just the missing ones.
         with stopping.thread_pool(setup.config.workers, thread_name_prefix="saag-eval") as pool:
-            futures = [pool.submit(_evaluate_example, setup, ex) for ex in setup.examples]
+            futures = [pool.submit(_evaluate_example, setup, ex) for ex in todo]
             for future in as_completed(futures):
                 if future.cancelled():
                     continue

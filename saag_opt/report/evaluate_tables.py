@@ -120,8 +120,9 @@ class EvaluateProgress:
 
     def __call__(self, event: RunEvent) -> None:
         """Runner event handler."""
-        if event.kind == "run_started":
-            self.task = self.progress.add_task("evaluate", total=event.data["total"], costs="")
+        if event.kind in ("run_started", "resumed") and "total" in event.data:
+            self.task = self.progress.add_task("evaluate", total=event.data["total"],
+                                               completed=event.data.get("done", 0), costs="")
         elif event.kind == "example_finished" and self.task is not None:
             costs = {"total": _sum_roles(event.data["costs"])}
             self.progress.update(self.task, completed=event.data["done"], costs=_cost_line(costs))
