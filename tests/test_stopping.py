@@ -115,6 +115,7 @@ def _evaluate_cmd(url: str, runs: Path) -> list[str]:
 
 def _env(tmp_path: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(REPO), SAAG_OPT_CACHE=str(tmp_path / "cache"),
+                DSPY_CACHEDIR=str(tmp_path / "cache" / "dspy"),
                 SAAG_OPT_PROMPTS=str(REPO / "prompts"), OPENAI_API_KEY="sk-test", LITELLM_LOCAL_MODEL_COST_MAP="True")
 
 
@@ -123,7 +124,7 @@ def _lines(path: Path) -> list[dict]:
 
 
 @pytest.mark.integration
-def test_sigterm_stops_evaluate_within_seconds_marks_it_interrupted_and_a_rerun_resumes(tmp_path: Path) -> None:
+def test_sigterm_stops_evaluate_within_seconds_and_resume_finishes_the_same_run(tmp_path: Path) -> None:
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
     world = _World(examples)
     runs = tmp_path / "runs"
@@ -145,8 +146,9 @@ def test_sigterm_stops_evaluate_within_seconds_marks_it_interrupted_and_a_rerun_
                 proc.kill()
         assert proc.returncode == 143, err
         assert took < 5, f"took {took:.1f} s to stop"
-        assert "interrupted" in err and "Traceback" not in err
+        assert "Traceback" not in err
         (run_dir,) = runs.iterdir()
+        assert f"is marked interrupted; continue it with: saag-opt evaluate --resume {run_dir}" in err
         run = read_run(run_dir)
         assert run.header.status == "interrupted" and "SIGTERM" in run.header.error.message
         finished = {r.example_id for r in run.records}
@@ -155,15 +157,22 @@ def test_sigterm_stops_evaluate_within_seconds_marks_it_interrupted_and_a_rerun_
         assert conditions == {(i, c) for i in finished for c in ("base", "r1")}, "a half-written example"
         assert run.summary is None
 
+        # Resume with empty caches: a finished example asked again would reach the server.
         server.reset(world)
-        rerun = subprocess.run(_evaluate_cmd(server.url, runs), env=_env(tmp_path), cwd=tmp_path,
-                               capture_output=True, text=True, timeout=300)
+        rerun = subprocess.run([sys.executable, "-m", "saag_opt.cli", "evaluate", "--resume", str(run_dir)],
+                               env=_env(tmp_path / "fresh"), cwd=tmp_path, capture_output=True, text=True,
+                               timeout=300)
         assert rerun.returncode == 0, rerun.stderr
-        asked = {world.example_in(r.body).id for r in server.chat_requests}
-    assert not asked & finished, "the rerun repeated LM calls of finished examples"
-    new = max(runs.iterdir(), key=lambda p: p.name)
-    assert read_run(new, header_only=True).header.status == "success"
-    assert len({r.example_id for r in read_run(new).records}) == LIMIT
+        asked = [world.example_in(r.body).id for r in server.chat_requests]
+    assert not set(asked) & finished, "the resume repeated LM calls of finished examples"
+    assert len(asked) == 2 * (LIMIT - len(finished)), "one base call and one review per unfinished example"
+    assert list(runs.iterdir()) == [run_dir], "a resume must not start a new run directory"
+    run = read_run(run_dir)
+    assert run.header.status == "success" and run.header.error is None
+    rows = sorted((r.example_id, r.condition) for r in run.records)
+    assert rows == sorted((e.id, c) for e in examples for c in ("base", "r1")), "each example exactly once"
+    assert run.summary is not None and run.summary.n_examples == LIMIT
+    assert (run_dir / "report.html").is_file()
 
 
 @pytest.mark.integration
