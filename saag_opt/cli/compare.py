@@ -20,6 +20,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     OnUnusable,
     OnUnusableOpt,
+    ResumeOpt,
     RunsDirOpt,
     SplitOpt,
     StoreOpt,
@@ -32,10 +33,10 @@ from saag_opt.errors import ConfigError
 
 def compare(
     ctx: typer.Context,
-    ref_a: Annotated[str, typer.Argument(metavar="A", show_default=False,
-                                         help="Prompt reference (reviewer@v1, an alias, a path) or a run "
-                                              "directory (optionally DIR#CONDITION).")],
-    ref_b: Annotated[str, typer.Argument(metavar="B", show_default=False, help="Same kind as A.")],
+    ref_a: Annotated[Optional[str], typer.Argument(metavar="A", show_default=False,
+                                                   help="Prompt reference (reviewer@v1, an alias, a path) or a run "
+                                                        "directory (optionally DIR#CONDITION).")] = None,
+    ref_b: Annotated[Optional[str], typer.Argument(metavar="B", show_default=False, help="Same kind as A.")] = None,
     base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
                                       help="Base agent model (prompt refs only).")] = "gpt-4o",
     reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
@@ -51,6 +52,7 @@ def compare(
     max_cost: MaxCostOpt = None,
     on_unusable: OnUnusableOpt = OnUnusable.approve,
     dry_run: DryRunOpt = False,
+    resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
@@ -70,9 +72,22 @@ def compare(
                                   on_unusable=on_unusable.value)
     if grounding is not None:
         values["grounding"] = grounding.value
-    try:  # model options matter only when prompts are evaluated now; two runs need none of them
-        settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
-        config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    refs = {k: v for k, v in (("ref_a", ref_a), ("ref_b", ref_b)) if v is not None}
+    try:
+        if resume is not None:  # the run's recorded options and prompts; what was typed may only repeat them
+            from saag_opt.evaluation.compare import resume_compare_config
+
+            passed = passed_values(ctx, values | refs, command_line_only=True)
+            config = resume_compare_config(resume, passed)
+        elif ref_a is None or ref_b is None:
+            raise ConfigError("compare needs A and B (two prompt references or two run directories), "
+                              "or --resume RUN_DIR")
+        else:  # model options matter only when prompts are evaluated now; two runs need none of them
+            passed = passed_values(ctx, values | refs)
+            settings = EvaluateConfig(**values) if detect_mode(ref_a, ref_b)[0] == "prompts" else None
+            config = CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    except ConfigError:
+        raise
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     console = Console()
@@ -83,8 +98,7 @@ def compare(
         print_estimate(console, preflight_compare(config).to_dict())
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_compare(config, on_event=progress, args_passed=passed_values(ctx, values | {"ref_a": ref_a,
-                                                                                          "ref_b": ref_b}))
+        result = run_compare(config, on_event=progress, args_passed=passed, resume=resume)
     print_compare_report(console, result.summary, str(result.run_dir))
     if json_out is not None:
         json_out.write_text(result.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")

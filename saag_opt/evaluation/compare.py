@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, CostCapReached
+from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.results import (
@@ -52,6 +52,7 @@ from saag_opt.runfiles import (
     guarded_run,
     new_header,
     read_header,
+    utc_now,
     write_header,
 )
 
@@ -491,16 +492,36 @@ def _label(version: PromptVersion, other: PromptVersion) -> str:
     return str(version.version)
 
 
-def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, **update: Any) -> EvaluationResult:
-    return run_evaluation(settings.model_copy(update=update), on_event=on_event, ledger=ledger)
+def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, resume: bool,
+              **update: Any) -> EvaluationResult:
+    """One pass under ``update["runs_dir"]``; with ``resume``, the pass an earlier attempt started there continues."""
+    earlier = _pass_dir(update["runs_dir"]) if resume else None
+    return run_evaluation(settings.model_copy(update=update), on_event=on_event, ledger=ledger, resume=earlier)
 
 
-def compare_ledger(settings: EvaluateConfig) -> Any:
-    """One ledger over the three passes: ``--max-cost`` caps the comparison, not each pass."""
+def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any:
+    """One ledger over the three passes: ``--max-cost`` caps the comparison, not each pass.
+
+    ``passes``: run directories of earlier attempts' passes (``compare --resume``); what they spent
+    is counted in the total and against the cap (each pass restores its own accounts).
+    """
     from saag_opt.lm import CostLedger
+    from saag_opt.lm.ledgerfile import earlier_roles
     from saag_opt.lm.spendcap import SpendCap
 
-    return CostLedger(cap=SpendCap(settings.max_cost) if settings.max_cost is not None else None)
+    spent = CostLedger()
+    for run_dir in passes:
+        spent.restore(earlier_roles(run_dir))
+    ledger = CostLedger(cap=SpendCap(settings.max_cost, spent=spent.total_dollars())
+                        if settings.max_cost is not None else None)
+    ledger.restore(spent.to_dict()["roles"])
+    return ledger
+
+
+def _pass_dir(parent: Path) -> Path | None:
+    """The evaluate run an earlier attempt of a compare started under ``parent`` (``base/``, ``a/``, ``b/``)."""
+    found = sorted(p.parent for p in parent.glob("*/run.json")) if parent.is_dir() else []
+    return found[-1] if found else None
 
 
 def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
@@ -519,7 +540,8 @@ def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
 
 
 def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: EventSink | None = None,
-                    args_passed: dict[str, Any] | None = None, ledger: Any = None) -> CompareResult:
+                    args_passed: dict[str, Any] | None = None, ledger: Any = None,
+                    resume: Path | None = None) -> CompareResult:
     """Evaluate both prompt versions on the same examples, the base agent paid once.
 
     ``ledger``: the ledger (and spend cap) of a bigger run this comparison is part of (optimize's
@@ -527,10 +549,14 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
     pass, the comparison covers the examples both versions finished (``summary.stopped``), or
     raises ``CostCapReached`` when there are none.
 
+    ``resume``: continue that compare run directory (``config`` from ``resume_compare_config``):
+    each pass continues the evaluate run an earlier attempt started (finished examples are not
+    asked again), and the comparison is written anew at the end.
+
     Raises:
         ConfigError: missing evaluation settings, bad dataset/mechanism, a mechanism without reviewer.
         ArtifactError: an unknown prompt reference (before anything runs).
-        ModelUnavailableError, RunError: as ``run_evaluation``.
+        ModelUnavailableError, RunError: as ``run_evaluation``; a resumed prompt that changed.
     """
     from saag_opt.artifacts import resolve_ref
 
@@ -546,18 +572,24 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
                "b": {"prompt": ref_b, "ref": version_b.ref, "sha256": version_b.sha256}}
     models = {"base": settings.base} | ({"reviewer": settings.reviewer} if settings.reviewer else {})
     plugins = {"mechanism": {"spec": settings.mechanism}, "prompts": prompts}
-    run_dir, header = _start_run(config, "prompts", args_passed, plugins, models,
-                                 {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
+    if resume is None:
+        run_dir, header = _start_run(config, "prompts", args_passed, plugins, models,
+                                     {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
+    else:
+        run_dir, header = resume, _reopen_compare(resume, config, prompts, args_passed)
     with guarded_run(run_dir, header):
         common = {"seed": config.seed}
-        ledger = ledger if ledger is not None else compare_ledger(settings)
+        resuming = resume is not None
+        passes = [d for k in ("base", "a", "b") if (d := _pass_dir(run_dir / k)) is not None] if resuming else []
+        ledger = ledger if ledger is not None else compare_ledger(settings, passes)
         emit(on_event, "stage", "evaluating the base agent alone", stage="base", label="base")
-        base = _evaluate(settings, on_event, ledger, mechanism="none", prompt=ref_a, runs_dir=run_dir / "base",
-                         **common)
+        base = _evaluate(settings, on_event, ledger, resuming, mechanism="none", prompt=ref_a,
+                         runs_dir=run_dir / "base", **common)
         results = {}
         for key, ref in (("a", ref_a), ("b", ref_b)):
             emit(on_event, "stage", f"evaluating {key.upper()} = {labels[key]}", stage=key, label=labels[key])
-            results[key] = _evaluate(settings, on_event, ledger, prompt=ref, runs_dir=run_dir / key, **common)
+            results[key] = _evaluate(settings, on_event, ledger, resuming, prompt=ref, runs_dir=run_dir / key,
+                                     **common)
         stopped = next((r.summary.stopped for r in (base, *results.values()) if r.summary.stopped), None)
         a, b = (_prompt_side(k, labels[k], results[k], prompts[k]) for k in ("a", "b"))  # type: ignore[arg-type]
         if stopped and not matched_ids(a, b):
@@ -571,6 +603,59 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         dataset = read_header(base.run_dir).dataset
         _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)
     return CompareResult(run_dir, summary)
+
+
+def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> CompareConfig:
+    """The configuration a compare of two prompt versions continues with (``compare --resume``).
+
+    ``passed``: what the user typed with ``--resume`` (evaluate option names, plus ``ref_a`` /
+    ``ref_b``); as for ``evaluate --resume``, only ``RESUMABLE_OPTIONS`` may differ from the record.
+
+    Raises:
+        RunError: not a compare run, or a compare of two finished runs (nothing to resume).
+        ConfigError: ``passed`` contradicts the recorded configuration.
+    """
+    from saag_opt.evaluation.runner import resumed_settings
+
+    where = f"--resume {run_dir}"
+    try:
+        header = read_header(run_dir)
+    except RunError as exc:
+        raise RunError(f"--resume {exc}") from exc
+    if header.verb != "compare":
+        raise RunError(f"{where}: it is a {header.verb!r} run, not a compare run")
+    recorded = {k: v for k, v in header.config.items() if k != "mode"}
+    if header.config.get("mode") != "prompts" or not recorded.get("evaluation"):
+        raise RunError(f"{where}: a compare of two finished runs calls no LM and has nothing to resume; run it again")
+    given = dict(passed or {})
+    clashes = [f"{name.upper()} {given[arg]!r} (the run has {recorded[name]!r})"
+               for arg, name in (("ref_a", "a"), ("ref_b", "b")) if arg in given and given[arg] != recorded[name]]
+    if "seed" in given and given["seed"] != recorded.get("seed"):
+        clashes.append(f"--seed {given['seed']!r} (the run has {recorded.get('seed')!r})")
+    evaluation = resumed_settings(recorded["evaluation"], {k: v for k, v in given.items() if k != "seed"},
+                                  where=where, clashes=clashes)
+    return CompareConfig.model_validate(recorded | {"evaluation": evaluation.model_dump(mode="json")})
+
+
+def _reopen_compare(run_dir: Path, config: CompareConfig, prompts: Mapping[str, Mapping[str, Any]],
+                    args_passed: dict[str, Any] | None) -> RunHeader:
+    """``run.json`` of a resumed compare set back to ``started`` (refused if a prompt now means other words).
+
+    Raises:
+        RunError: a prompt reference (e.g. an alias) resolves to other instructions than the run used.
+    """
+    header = read_header(run_dir)
+    recorded = header.plugins.get("prompts") or {}
+    for key, now in prompts.items():
+        was = (recorded.get(key) or {}).get("sha256")
+        if was and was != now["sha256"]:
+            raise RunError(f"--resume {run_dir}: {key.upper()} {now['prompt']!r} now resolves to other instructions "
+                           f"(sha256 {str(now['sha256'])[:12]}; the run used {was[:12]}); start a new run")
+    resumes = [*(getattr(header, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+    header = header.model_copy(update={"status": "started", "finished": None, "error": None, "resumes": resumes,
+                                       "config": config.model_dump(mode="json") | {"mode": "prompts"}})
+    write_header(run_dir, header)
+    return header
 
 
 def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dict[str, Any]) -> Side:
@@ -607,8 +692,10 @@ def preflight_compare(config: CompareConfig) -> Any:
 
 
 def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
-                args_passed: dict[str, Any] | None = None) -> CompareResult:
+                args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> CompareResult:
     """``saag-opt compare A B``: two prompt refs (evaluated now) or two run dirs (no LM calls).
+
+    ``resume``: continue that compare run (prompts mode; ``config`` from ``resume_compare_config``).
 
     Raises:
         ConfigError: a run mixed with a prompt ref, no example in common, bad settings.
@@ -617,7 +704,8 @@ def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
     mode, side_a, side_b = detect_mode(config.a, config.b)
     if mode == "runs":
         return compare_runs(config, cast(RunRef, side_a), cast(RunRef, side_b), args_passed=args_passed)
-    return compare_prompts(config, str(side_a), str(side_b), on_event=on_event, args_passed=args_passed)
+    return compare_prompts(config, str(side_a), str(side_b), on_event=on_event, args_passed=args_passed,
+                           resume=resume)
 
 
 __all__ = [
@@ -638,6 +726,7 @@ __all__ = [
     "matched_ids",
     "parse_side",
     "preflight_compare",
+    "resume_compare_config",
     "run_compare",
     "summarise_side",
 ]

@@ -38,7 +38,7 @@ from saag_opt.agents import (
     SaagInformedReviewer,
     parse_mechanism,
 )
-from saag_opt.errors import ConfigError, CostCapReached, RunError
+from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
@@ -245,7 +245,8 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
         plugins={"mechanism": {"spec": mechanism.spec, "experimental": mechanism.experimental,
                                "args": {"max_repairs": config.max_repairs, "grounding": config.grounding}},
                  "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
-                              "prompt": config.prompt, "experimental": config.saag_informed}},
+                              "prompt": config.prompt, "sha256": _prompt_sha(config, quiet=True),
+                              "experimental": config.saag_informed}},
         dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(examples),
                  "ids_hash": ids, "split_hash": split_hash(examples)})
 
@@ -277,21 +278,34 @@ def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> Eva
         raise RunError(f"--resume {exc}") from exc
     if header.verb != "evaluate":
         raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run")
-    stored = EvaluateConfig.model_validate(header.config)
+    return resumed_settings(header.config, passed, where=f"--resume {run_dir}")
+
+
+def resumed_settings(recorded: Mapping[str, Any], passed: Mapping[str, Any] | None, *, where: str,
+                     clashes: Sequence[str] = ()) -> EvaluateConfig:
+    """``recorded`` (a run's evaluation settings) with the ``RESUMABLE_OPTIONS`` in ``passed`` applied.
+
+    Every other option in ``passed`` must repeat the recorded value; ``clashes`` are the caller's
+    own contradictions (e.g. compare's A and B), reported in the same line.
+
+    Raises:
+        ConfigError: a contradiction (one line naming each option, its value and the recorded one).
+    """
+    stored = EvaluateConfig.model_validate(recorded)
     given = {k: v for k, v in (passed or {}).items() if k in EvaluateConfig.model_fields and k != "runs_dir"}
     fixed = {k: v for k, v in given.items() if k not in RESUMABLE_OPTIONS}
     try:
-        asked = EvaluateConfig.model_validate(header.config | fixed)
+        asked = EvaluateConfig.model_validate(dict(recorded) | fixed)
         differs = [k for k in fixed if getattr(asked, k) != getattr(stored, k)]
     except ValueError:
-        differs = [k for k, v in fixed.items() if v != header.config.get(k)]
-    if differs:
-        clash = "; ".join(f"{_flag(k)} {fixed[k]!r} (the run has {header.config.get(k)!r})" for k in differs)
-        raise ConfigError(f"--resume {run_dir}: {clash}: a resumed run keeps its recorded configuration; drop "
-                          f"{'these options' if len(differs) > 1 else 'that option'} or start a new run "
+        differs = [k for k, v in fixed.items() if v != recorded.get(k)]
+    found = [*clashes, *(f"{_flag(k)} {fixed[k]!r} (the run has {recorded.get(k)!r})" for k in differs)]
+    if found:
+        raise ConfigError(f"{where}: {'; '.join(found)}: a resumed run keeps its recorded configuration; drop "
+                          f"{'these options' if len(found) > 1 else 'that option'} or start a new run "
                           f"(only {', '.join(_flag(k) for k in sorted(RESUMABLE_OPTIONS))} may change)")
     changes = {k: v for k, v in given.items() if k in RESUMABLE_OPTIONS}
-    return EvaluateConfig.model_validate(header.config | changes) if changes else stored
+    return EvaluateConfig.model_validate(dict(recorded) | changes) if changes else stored
 
 
 def _reopen(run_dir: Path, config: EvaluateConfig, examples: Sequence[Example],
@@ -311,6 +325,10 @@ def _reopen(run_dir: Path, config: EvaluateConfig, examples: Sequence[Example],
     if header.dataset.get("ids_hash") not in (None, ids):
         raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's examples (ids "
                        f"hash {ids} != {header.dataset.get('ids_hash')}); start a new run")
+    recorded = (header.plugins.get("reviewer") or {}).get("sha256")
+    if recorded and (now := _prompt_sha(config)) != recorded:  # e.g. an alias (reviewer@best) that moved
+        raise RunError(f"--resume {run_dir}: prompt {config.prompt!r} now resolves to other instructions (sha256 "
+                       f"{str(now)[:12]}; the run used {recorded[:12]}); start a new run")
     spec = parse_mechanism(config.mechanism, max_repairs=config.max_repairs).spec
     kept = finished_records(run_dir / "records.jsonl", spec, (e.id for e in examples))
     atomic_write_jsonl(run_dir / "records.jsonl", [r.model_dump(mode="json") for r in kept])
@@ -385,6 +403,24 @@ def preflight(config: EvaluateConfig) -> Any:
     examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
     return estimate_evaluation(examples, base=config.base, reviewer=config.reviewer, mechanism=config.mechanism,
                                instructions=prompt_instructions(config), max_repairs=config.max_repairs)
+
+
+def _prompt_sha(config: EvaluateConfig, *, quiet: bool = False) -> str | None:
+    """The reviewer prompt's content hash (None without a reviewer): what a resume must match.
+
+    ``quiet``: None for an unknown reference too (the run then fails where it builds the reviewer,
+    with the run directory marked ``error``).
+    """
+    if config.reviewer is None or not parse_mechanism(config.mechanism).needs_reviewer:
+        return None
+    from saag_opt.artifacts import resolve_ref
+
+    try:
+        return resolve_ref(config.prompt, config.prompts_dir).sha256
+    except SaagOptError:
+        if quiet:
+            return None
+        raise
 
 
 def prompt_instructions(config: EvaluateConfig) -> dict[str, str]:

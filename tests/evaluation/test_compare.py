@@ -314,3 +314,58 @@ def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,
         spent = sum(json.loads(p.read_text())["roles"]["total"]["dollars"] for p in run_dir.glob("*/*/costs.json"))
         assert spent <= cap and (spent > 0 or cap < 0.1 * total)  # zero overshoot, summed over the passes
         assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
+
+
+def test_resume_continues_a_stopped_comparison_in_the_same_run(world, prompts, tmp_path: Path,  # noqa: ANN001
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from saag_opt.cli import main
+    from saag_opt.evaluation.compare import resume_compare_config
+    from saag_opt.lm.accounting import ModelPrice
+
+    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+                        lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
+    w, server = world
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))
+    full = run_compare(_config(server, tmp_path, cache_dir=tmp_path / "base-cache-full"))
+    total = json.loads((full.run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-1"))
+    stopped = run_compare(_config(server, tmp_path, max_cost=0.85 * total))  # stops during B's pass
+    run_dir = stopped.run_dir
+    (b_dir,) = (run_dir / "b").iterdir()
+    finished_b = {r.example_id for r in read_run(b_dir).records}
+    stopped_spent = json.loads((run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
+    assert stopped.summary.stopped and 0 < len(finished_b) < LIMIT
+
+    shutil.rmtree(tmp_path / "cache")  # empty caches: a request for finished work would reach the server
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-2"))
+    server.reset()
+    with pytest.raises(ConfigError, match=r"B 'reviewer@production' \(the run has 'reviewer@v2'\); --mechanism 'r1'"):
+        resume_compare_config(run_dir, {"ref_b": "reviewer@production", "mechanism": "r1"})
+    config = resume_compare_config(run_dir, {"ref_a": "reviewer@v1", "max_cost": 3 * total})
+    resumed = run_compare(config, resume=run_dir)
+
+    assert resumed.run_dir == run_dir and [p.name for p in (run_dir / "b").iterdir()] == [b_dir.name]
+    asked = {w.examples[w._which("\n".join(str(m.get("content")) for m in r.body["messages"]))].id
+             for r in server.chat_requests}
+    assert asked and not asked & finished_b, "B's finished examples were asked again"
+    assert not any(MARKER not in r.body["messages"][0]["content"] for r in server.chat_requests if "tools" not in r.body)
+    s, f = resumed.summary, full.summary
+    assert s.stopped is None and s.matched == LIMIT and s.paired.model_dump() == f.paired.model_dump()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "success"
+    spent = json.loads((run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
+    passes = sum(json.loads(p.read_text())["roles"]["total"]["dollars"] for p in run_dir.glob("*/*/costs.json"))
+    assert spent == pytest.approx(passes) and stopped_spent < spent <= 3 * total  # both attempts counted
+    for sub in ("base", "a", "b"):
+        (evaluate_dir,) = (run_dir / sub).iterdir()
+        run = read_run(evaluate_dir)
+        assert run.header.status == "success" and len(run.records) == 2 * LIMIT
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["compare", "--resume", str(run_dir), "reviewer@v1", "reviewer@production"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "B 'reviewer@production' (the run has 'reviewer@v2')" in err
+    with pytest.raises(SystemExit) as info:
+        main(["compare"])
+    assert info.value.code == 2 and "compare needs A and B" in capsys.readouterr().err

@@ -161,3 +161,19 @@ def test_cli_resume_with_a_contradicting_option_is_one_line_and_exit_2(
         main(["evaluate", "--resume", str(run_dir), "--mechanism", "r1", "--workers", "1"])
     assert info.value.code == 0 and server.chat_requests == []
     assert "Accuracy: base vs r1" in capsys.readouterr().out
+
+
+def test_resume_refuses_a_prompt_that_now_means_other_words(world, tmp_path: Path) -> None:  # noqa: ANN001
+    _, server = world
+    prompt = tmp_path / "mine.json"
+    seed = json.loads((REPO / "prompts" / "reviewer" / "v1.json").read_text())
+    seed.pop("sha256", None)
+    prompt.write_text(json.dumps(seed))
+    run_dir = run_evaluation(_config(server, tmp_path, limit=2, prompt=str(prompt))).run_dir
+    assert json.loads((run_dir / "run.json").read_text())["plugins"]["reviewer"]["sha256"]
+    seed["instructions"]["review"] += " Be strict."
+    prompt.write_text(json.dumps(seed))
+    server.reset()
+    with pytest.raises(RunError, match=r"now resolves to other instructions .*; start a new run"):
+        run_evaluation(resume_config(run_dir), resume=run_dir)
+    assert server.chat_requests == []
