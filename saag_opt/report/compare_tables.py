@@ -127,6 +127,8 @@ def print_compare_report(console: Console, summary: CompareSummary, run_dir: str
     if summary.stopped:
         console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
                       f"{summary.matched} example(s) both versions finished)")
+        if run_dir is not None:
+            console.print(f"continue it: saag-opt compare --resume {escape(str(run_dir))} --max-cost <higher>")
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}")
 

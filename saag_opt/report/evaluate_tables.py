@@ -93,6 +93,8 @@ def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir:
     if summary.stopped:
         console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
                       f"{summary.n_examples} finished example(s))")
+        if run_dir is not None:
+            console.print(f"continue it: saag-opt evaluate --resume {escape(str(run_dir))} --max-cost <higher>")
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}")
 
