@@ -145,6 +145,9 @@ class Side:
     source: dict[str, Any] = field(default_factory=dict)
     costs: dict[str, Any] | None = None
     run_dir: Path | None = None
+    reviewer_prompt: dict[str, Any] | None = None
+    """Runs mode: the reviewer prompt the source run recorded (``prompt``, ``prompts_dir``, ``recorded``
+    contamination), for ``run_contamination``."""
 
 
 def _side_from_records(key: SideKey, label: str, condition: str, records: Sequence[ExampleRecord], *,
@@ -226,7 +229,8 @@ class SideSummary(BaseModel):
     gated_share: float | None
     """gate+ mechanisms: share of examples passed by the SAAG gate."""
     contaminated: list[str] = Field(default_factory=list)
-    """Prompts mode: evaluated splits this version was trained or selected on (not held out)."""
+    """Splits of the compared examples this version's reviewer prompt was trained or selected on (not
+    held out). Runs mode: the prompt each source run recorded, checked the same way."""
 
 
 class CompareSummary(BaseModel):
@@ -362,6 +366,89 @@ def _run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, An
     return None
 
 
+def _needs_reviewer(mechanism: Any) -> bool:
+    from saag_opt.agents import parse_mechanism
+
+    try:
+        return parse_mechanism(str(mechanism)).needs_reviewer
+    except ConfigError:
+        return False
+
+
+def _recorded_prompt(run_dir: Path, header: RunHeader, condition: str
+                     ) -> tuple[dict[str, Any], str | None, list[str] | None] | None:
+    """The reviewer prompt behind a run's ``condition``, as the run recorded it.
+
+    Returns ``({"prompt", "ref"?, "sha256"?}, prompts_dir, contaminated-as-recorded)``, or None when
+    the condition has no reviewer prompt (or the run does not say which). An optimize run's rows
+    come from its test comparison, so that compare run is read.
+    """
+    if header.verb == "optimize":
+        compare_run = ((_read_json(run_dir / "summary.json") or {}).get("test") or {}).get("compare_run")
+        if not compare_run:
+            return None
+        inner = Path(compare_run) if (Path(compare_run) / "run.json").is_file() else run_dir / "test" / Path(
+            compare_run).name  # recorded relative to the cwd of the optimize run
+        try:
+            return _recorded_prompt(inner, read_header(inner), condition)
+        except RunError:
+            return None
+    if header.verb == "evaluate":
+        config = header.config
+        if not config.get("reviewer") or not _needs_reviewer(config.get("mechanism")):
+            return None
+        reviewer = header.plugins.get("reviewer") or {}
+        prompt = {"prompt": reviewer.get("prompt") or config.get("prompt"), "sha256": reviewer.get("sha256")}
+        recorded = (_read_json(run_dir / "summary.json") or {}).get("contaminated")
+        return prompt, config.get("prompts_dir"), recorded
+    if header.verb == "compare":
+        summary = _read_json(run_dir / "summary.json") or {}
+        for key in ("a", "b"):
+            side = summary.get(key) or {}
+            recorded_prompt = (header.plugins.get("prompts") or {}).get(key)
+            if side.get("condition") == condition and recorded_prompt:
+                return (dict(recorded_prompt), (header.config.get("evaluation") or {}).get("prompts_dir"),
+                        side.get("contaminated"))
+    return None
+
+
+def run_contamination(side: Side, ids: Sequence[str]) -> tuple[list[str], str | None]:
+    """Splits of ``side``'s examples ``ids`` its reviewer prompt was trained or selected on, and a note.
+
+    The prompt version the source run used is looked up in its prompt store (by the hash it
+    recorded when the reference, e.g. an alias, now means another version) and asked through
+    ``PromptVersion.contaminated``, the same check evaluate and compare make when they run. When
+    the version cannot be found any more, the run's own recorded mark is used and the note says so.
+    """
+    from saag_opt.artifacts import PromptStore
+    from saag_opt.errors import SaagOptError
+
+    found = side.reviewer_prompt
+    if not found:
+        return [], None
+    prompt, prompts_dir, recorded = found["prompt"], found["prompts_dir"], found["recorded"]
+    splits = {str(side.final[i].split) for i in ids if side.final[i].split}
+    version = None
+    try:
+        store = PromptStore(prompts_dir)
+        sha = prompt.get("sha256")
+        try:
+            version = store.resolve(str(prompt.get("ref") or prompt.get("prompt")))
+        except SaagOptError:
+            version = None
+        if sha and (version is None or version.sha256 != sha):
+            version = next(iter(store.find_by_sha(sha)), None)
+    except SaagOptError:
+        version = None
+    if version is not None:
+        return list(version.contaminated(splits)), None
+    shown = prompt.get("ref") or prompt.get("prompt")
+    if recorded is not None:
+        return [s for s in recorded if s in splits], (f"{side.key.upper()}: prompt {shown} is not in the store any "
+                                                      "more; its split contamination is the source run's record")
+    return [], f"{side.key.upper()}: prompt {shown} is not in the store; could not check it for split contamination"
+
+
 def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
     """A side from a finished run, plus notes (unfinished run, several reviewed conditions).
 
@@ -384,8 +471,13 @@ def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
     label = header.run_id if len(conditions) == 1 else f"{header.run_id}#{condition}"
     source = {"run_dir": str(ref.path), "verb": header.verb, "status": header.status,
               "dataset": header.dataset.get("spec"), "split": header.dataset.get("split")}
+    recorded = _recorded_prompt(ref.path, header, condition)
+    if recorded is not None:
+        source["prompt"] = recorded[0].get("ref") or recorded[0].get("prompt")
     side = _side_from_records(key, label, condition, records, source=source,
                               costs=_run_costs(ref.path, header, condition), run_dir=ref.path)
+    if recorded is not None:
+        side.reviewer_prompt = {"prompt": recorded[0], "prompts_dir": recorded[1], "recorded": recorded[2]}
     return side, notes
 
 
@@ -473,6 +565,11 @@ def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
     (a, notes_a), (b, notes_b) = load_run_side("a", ref_a), load_run_side("b", ref_b)
     _disambiguate(a, b)
     summary = compare_sides(a, b, mode="runs", seed=config.seed)
+    ids = matched_ids(a, b)
+    (marks_a, note_a), (marks_b, note_b) = run_contamination(a, ids), run_contamination(b, ids)
+    summary = summary.model_copy(update={"a": summary.a.model_copy(update={"contaminated": marks_a}),
+                                         "b": summary.b.model_copy(update={"contaminated": marks_b})})
+    notes_b += [n for n in (note_a, note_b) if n]
     datasets = {(s.source.get("dataset"), s.source.get("split")) for s in (a, b)}
     summary.notes[:0] = notes_a + notes_b + ([f"the runs used different datasets/splits {sorted(map(str, datasets))}; "
                                               "only examples with the same id are compared"]
@@ -728,5 +825,6 @@ __all__ = [
     "preflight_compare",
     "resume_compare_config",
     "run_compare",
+    "run_contamination",
     "summarise_side",
 ]

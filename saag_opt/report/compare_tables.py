@@ -43,7 +43,7 @@ def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A
                    b: str = "B") -> Table:
     """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows (``a``/``b`` name the columns)."""
     base, acc_a, acc_b = summary.base, summary.a.accuracy, summary.b.accuracy
-    warnings = "".join(contamination_warning(f"{name} ({side.label})", side.contaminated)
+    warnings = "".join(contamination_warning(f"{name} ({side.label}{_prompt_of(side)})", side.contaminated)
                        for side, name in ((summary.a, a), (summary.b, b)))
     table = Table(title=title + warnings)
     for col in ("category", "n", "base %", f"{a} %", f"{b} %", f"{b} - {a}"):
@@ -63,6 +63,12 @@ def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A
     overall = [base.accuracy, acc_a.accuracy, acc_b.accuracy]
     table.add_row("[bold]overall[/]", str(base.n), *map(pct, overall), delta(overall[1], overall[2]))
     return table
+
+
+def _prompt_of(side: SideSummary) -> str:
+    """A finished run's reviewer prompt (runs mode: the label is the run id); prompts mode labels name it."""
+    prompt = side.source.get("prompt") if "run_dir" in side.source else None
+    return f", prompt {prompt}" if prompt else ""
 
 
 def versions_helpharm_table(summary: CompareSummary, *, title: str = "Help / harm vs base (paired, examples "

@@ -124,3 +124,54 @@ def test_evaluate_and_compare_tables_warn_about_contamination(tmp_path: Path, mo
     assert json.loads((tmp_path / "e.json").read_text())["contaminated"] == ["val"]
     sides = json.loads((tmp_path / "c.json").read_text())
     assert (sides["a"]["contaminated"], sides["b"]["contaminated"]) == ([], ["val"])
+
+
+def test_comparing_finished_runs_carries_the_contamination_mark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    dataset, prompts = world.write_world(tmp_path, 2, 2, 2)
+    store = PromptStore(prompts)
+    version = _gepa_version(store)
+    store.alias("reviewer", "prod", version.version)
+    monkeypatch.setenv("COLUMNS", "250")
+    runs = tmp_path / "runs"
+    with ScriptedOpenAIServer(world.handler) as server:
+        spec = f"fake@{server.url}"
+
+        def evaluate(prompt: str, split: str) -> Path:
+            return run_evaluation(EvaluateConfig(base=spec, reviewer=spec, prompt=prompt, mechanism="r1",
+                                                 dataset=dataset, split=split, workers=1, runs_dir=runs,
+                                                 prompts_dir=Path(prompts))).run_dir
+
+        seed_val, gepa_val = evaluate("reviewer@v2", "val"), evaluate("reviewer@prod", "val")
+        seed_test, gepa_test = evaluate("reviewer@v2", "test"), evaluate("reviewer@prod", "test")
+        with pytest.raises(SystemExit):
+            main(["compare", "reviewer@v2", "reviewer@v3-gepa", "--base", spec, "--reviewer", spec, "--mechanism", "r1",
+                  "--dataset", dataset, "--split", "val", "--workers", "1", "--runs-dir", str(runs), "--store", prompts])
+    compare_val = max(runs.glob("*-compare"))
+    store.alias("reviewer", "prod", "v2")  # the alias moved: the runs' recorded hash still finds v3-gepa
+    (gepa_val / "summary.json").write_text(json.dumps(  # an older run had no mark: it is checked, not copied
+        {k: v for k, v in json.loads((gepa_val / "summary.json").read_text()).items() if k != "contaminated"}))
+    capsys.readouterr()
+
+    def compare(a: str, b: str) -> dict:
+        with pytest.raises(SystemExit) as info:
+            main(["compare", a, b, "--runs-dir", str(runs), "--json", str(tmp_path / "c.json")])
+        assert info.value.code in (0, None)
+        return json.loads((tmp_path / "c.json").read_text())
+
+    sides = compare(str(seed_val), str(gepa_val))
+    assert (sides["a"]["contaminated"], sides["b"]["contaminated"]) == ([], ["val"])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (f"WARNING: B ({gepa_val.name}, prompt reviewer@prod) was trained or selected on val: not a held-out "
+            "result") in printed and "WARNING: A" not in printed
+    sides = compare(str(gepa_test), str(seed_test))  # held out on test: no mark
+    assert (sides["a"]["contaminated"], sides["b"]["contaminated"]) == ([], [])
+    assert "WARNING" not in capsys.readouterr().out
+    sides = compare(f"{compare_val}#r1@v3-gepa", f"{compare_val}#r1@v2")  # a compare run's sides
+    assert (sides["a"]["contaminated"], sides["b"]["contaminated"]) == (["val"], [])
+    capsys.readouterr()
+
+    store.path_of("reviewer", version.version).unlink()  # gone from the store: the run's own record is used
+    sides = compare(str(seed_val), f"{compare_val}#r1@v3-gepa")
+    assert sides["b"]["contaminated"] == ["val"]
+    assert any("B: prompt reviewer@v3-gepa is not in the store any more" in n for n in sides["notes"])
