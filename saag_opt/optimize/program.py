@@ -44,6 +44,10 @@ class RolloutContext:
         self.label = label
         self.fatal: BaseException | None = None
         self.rollouts = 0
+        self.unusable_replies = 0
+        """Reviewer replies that stayed unreadable after their retry, over every rollout."""
+        self.rollouts_with_unusable = 0
+        """Rollouts with at least one such reply (GEPA's feedback calls them reviewer errors)."""
         self._lock = threading.Lock()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RolloutContext:
@@ -64,11 +68,30 @@ class RolloutContext:
         with self._lock:
             self.rollouts += 1
         try:
-            return self._run(example, reviewer)
+            outcome = self._run(example, reviewer)
         except ModelUnavailableError as exc:
             with self._lock:
                 self.fatal = self.fatal or exc
             raise
+        unusable = int(getattr(outcome, "reviewer_unusable", 0) or 0)
+        if unusable:
+            with self._lock:
+                self.unusable_replies += unusable
+                self.rollouts_with_unusable += 1
+        return outcome
+
+    def counts(self) -> dict[str, int]:
+        """Rollouts run and the unreadable reviewer replies among them (``optimize.unusable`` persists them)."""
+        with self._lock:
+            return {"rollouts": self.rollouts, "reviewer_unusable": self.unusable_replies,
+                    "rollouts_with_unusable": self.rollouts_with_unusable}
+
+    def restore(self, counts: dict[str, Any]) -> None:
+        """Add an earlier attempt's ``counts()`` (a resumed run reports the whole run)."""
+        with self._lock:
+            self.rollouts += int(counts.get("rollouts") or 0)
+            self.unusable_replies += int(counts.get("reviewer_unusable") or 0)
+            self.rollouts_with_unusable += int(counts.get("rollouts_with_unusable") or 0)
 
 
 class ReviewerProgram(dspy.Module):

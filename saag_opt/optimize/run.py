@@ -27,6 +27,7 @@ from saag_opt.optimize.config import RESUMABLE_OVERRIDES, OptimizeConfig
 from saag_opt.optimize.holdout import evaluate_test
 from saag_opt.optimize.progress import GepaProgress
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
+from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.optimize.world import build_reviewer, build_world, load_splits
 from saag_opt.paths import configure_lm_cache
@@ -56,13 +57,16 @@ class OptimizeResult:
     estimate: dict[str, Any]
     costs: dict[str, Any]
     test: dict[str, Any] | None = None
+    reviewer_unusable: dict[str, Any] | None = None
+    """Unreadable reviewer replies per phase (``optimize.unusable.unusable_by_phase``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary."""
         return {"run_dir": str(self.run_dir), "status": self.status, "seed_version": self.seed_version,
                 "best_version": self.best_version, "versions": {str(k): v for k, v in self.versions.items()},
                 "val_scores": self.val_scores, "metric_calls": self.metric_calls, "stopped_by": self.stopped_by,
-                "estimate": self.estimate, "costs": self.costs, "test": self.test}
+                "estimate": self.estimate, "costs": self.costs, "test": self.test,
+                "reviewer_unusable": self.reviewer_unusable}
 
 
 def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = frozenset()
@@ -121,6 +125,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
 
     configure_lm_cache()
     world = build_world(config, open_ledger(config.max_cost, run_dir))
+    restore_counts(world.context, run_dir)
     cap = world.ledger.cap
     if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
         header.plugins["seed_prompt_given"] = config.prompt
@@ -146,14 +151,21 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
                             minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
                             seed=config.seed, accept=config.accept, stoppers=stoppers,
-                            callbacks=[writer, progress, CostSaver(run_dir, world.ledger)])
+                            callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
+                                       RolloutCountSaver(run_dir, world.context)])
     try:
         details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
         details = None
         emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)
+    rollout_counts = save_counts(run_dir, world.context)
     if world.context.fatal is not None:
         raise world.context.fatal
+    if rollout_counts["reviewer_unusable"]:
+        emit(sink, "warning", f"{rollout_counts['reviewer_unusable']} reviewer repl"
+             f"{'y' if rollout_counts['reviewer_unusable'] == 1 else 'ies'} could not be read in "
+             f"{rollout_counts['rollouts_with_unusable']} of {rollout_counts['rollouts']} GEPA rollouts "
+             f"(--on-unusable {config.on_unusable} decided them)", **rollout_counts)
     if writer.errors:
         raise RunError("could not save GEPA candidates as prompt versions: " + "; ".join(writer.errors))
     if writer.incomplete:
@@ -178,7 +190,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     costs = save_costs(run_dir, world.ledger)
     status = "stopped" if cap is not None and cap.reached else "success"
     result = OptimizeResult(run_dir, status, world.seed.version, best, dict(writer.versions), val_scores, rollouts,
-                            stopped_by, estimate.to_dict(), costs, test)
+                            stopped_by, estimate.to_dict(), costs, test, unusable_by_phase(rollout_counts, test))
     atomic_write_json(run_dir / "summary.json", result.to_dict())
     emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return result

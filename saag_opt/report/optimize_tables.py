@@ -58,6 +58,30 @@ def candidates_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
+def unusable_table(summary: Mapping[str, Any]) -> Table | None:
+    """Reviewer replies still unreadable after a retry, per phase (None for a summary without the counts).
+
+    Why a table of its own: in GEPA's rollouts such a reply reaches only the reflection feedback, so a
+    weak reviewer would otherwise look harmless here; the TEST rows repeat the help/harm table's.
+    """
+    counts = summary.get("reviewer_unusable")
+    if not counts:
+        return None
+    table = Table(title="Reviewer replies unusable (after a retry), per phase")
+    for name in ("phase", "replies", "rollouts / examples affected", "rollouts / examples"):
+        table.add_column(name, justify="left" if name == "phase" else "right")
+    gepa = counts.get("gepa_rollouts") or {}
+    table.add_row("GEPA rollouts (train + val)", str(gepa.get("reviewer_unusable", 0)),
+                  str(gepa.get("rollouts_with_unusable", 0)), str(gepa.get("rollouts", 0)))
+    test = counts.get("test")
+    comparison = (summary.get("test") or {}).get("comparison") or {}
+    n = str(comparison.get("matched", "-"))
+    for name in ("seed", "best"):
+        label = f"TEST {name} ({(summary.get('test') or {}).get(name, '-')})"
+        table.add_row(label, "-" if test is None else str(test.get(name, 0)), "-", "-" if test is None else n)
+    return table
+
+
 def cost_table(costs: Mapping[str, Any]) -> Table:
     """Spend per role: calls, cache hits, tokens, dollars, seconds."""
     table = Table(title="Cost by role, whole run (GEPA and the test phase; summed over resumes)")
@@ -80,6 +104,9 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
         console.print(f"test comparison run: {summary['test'].get('compare_run')}")
     if summary.get("test") and summary["test"].get("stopped"):
         console.print(f"[yellow]test comparison incomplete:[/] {escape(str(summary['test']['stopped']))}")
+    unusable = unusable_table(summary)
+    if unusable is not None:
+        console.print(unusable)
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
@@ -142,4 +169,4 @@ class OptimizeProgress:
 
 
 __all__ = ["OptimizeProgress", "best_vs_seed_table", "candidates_table", "cost_table", "help_harm_table", "print_optimize_report",
-           "seed_vs_best_table"]
+           "seed_vs_best_table", "unusable_table"]
