@@ -127,32 +127,20 @@ class OptimizeProgress:
                                  TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
                                  transient=True)
         self.task: Any = None
+        self._quiet: Any = None
 
     def __enter__(self) -> OptimizeProgress:
-        self._quiet_gepa_bar(True)
+        from saag_opt.optimize.bars import interactive, library_bars_off
+
+        # gepa's bar always (this one shows the same count); dspy's minibatch bars in a log
+        self._quiet = library_bars_off(gepa=True, dspy=not interactive())
+        self._quiet.__enter__()
         self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
-        self._quiet_gepa_bar(False)
-
-    _saved_tqdm: Any = None
-
-    def _quiet_gepa_bar(self, quiet: bool) -> None:
-        """Silence gepa's tqdm bar while this one is up (``quiet``), or restore it.
-
-        dspy.GEPA hard-codes it (``display_progress_bar=True``); this bar shows the same rollout
-        count and more.
-        """
-        import functools
-
-        from gepa.core import engine
-
-        if quiet and engine.tqdm is not None:
-            self._saved_tqdm, engine.tqdm = engine.tqdm, functools.partial(engine.tqdm, disable=True)
-        elif not quiet and self._saved_tqdm is not None:
-            engine.tqdm, self._saved_tqdm = self._saved_tqdm, None
+        self._quiet.__exit__(None, None, None)
 
     def __call__(self, event: Any) -> None:
         """Optimize event handler."""

@@ -4,6 +4,7 @@ included, summed over resumes), re-runs and resumes buy nothing twice, and progr
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,39 @@ def test_the_cli_bar_shows_the_progress_events_and_silences_gepas_own_bar(tmp_pa
         assert "accepted 1" in task.fields["status"] and "best val 1.000" in task.fields["status"]
     assert engine.tqdm is original
     assert "optimize:" in out.getvalue() and "GEPA finished" in out.getvalue()  # other events print as lines
+
+
+def test_a_redirected_optimize_log_has_our_lines_and_no_library_bar_redraws(tmp_path: Path, server) -> None:
+    import os
+    import subprocess
+
+    dataset, prompts = world.write_world(tmp_path)
+    spec = f"fake@{server.url}"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), SAAG_OPT_PROMPTS=prompts)
+    with open(tmp_path / "out.log", "w") as out, open(tmp_path / "err.log", "w") as err:  # not terminals
+        done = subprocess.run([sys.executable, "-m", "saag_opt.cli", "optimize", "--base", spec, "--reviewer", spec,
+                               "--dataset", dataset, "--mechanism", "r1", "--max-metric-calls", "30", "--workers", "2",
+                               "--runs-dir", str(tmp_path / "runs"), "--test-limit", "2"],
+                              env=env, cwd=tmp_path, stdout=out, stderr=err, timeout=300)
+    stdout, stderr = (tmp_path / "out.log").read_text(), (tmp_path / "err.log").read_text()
+    assert done.returncode == 0, stderr[-2000:]
+    for log in (stdout, stderr):
+        assert "it/s]" not in log and "%|" not in log and "\r" not in log, "a tqdm bar was drawn into the log"
+    assert "optimize: run directory" in stderr and "optimize: candidate 1 -> reviewer@v3-gepa" in stderr
+    assert "GEPA candidates (val accuracy)" in stdout
+
+
+def test_library_bars_are_silenced_only_inside_the_block() -> None:
+    from dspy.utils import parallelizer
+    from gepa.core import engine
+
+    from saag_opt.optimize.bars import library_bars_off
+
+    gepa_bar, dspy_bars = engine.tqdm, parallelizer.tqdm
+    with library_bars_off(gepa=True, dspy=False):  # a terminal: dspy's own bars stay as they are
+        assert engine.tqdm is not gepa_bar and parallelizer.tqdm is dspy_bars
+    with library_bars_off():
+        bar = parallelizer.tqdm.tqdm(total=3, file=sys.stdout, disable=False)  # what dspy's executor asks for
+        assert bar.disable and engine.tqdm(total=3).disable
+        parallelizer.tqdm.tqdm._instances.clear()  # the class API dspy's Evaluate also uses still works
+    assert (engine.tqdm, parallelizer.tqdm) == (gepa_bar, dspy_bars)
