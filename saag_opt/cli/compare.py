@@ -58,7 +58,10 @@ def compare(
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
                                                      help="Also write the full comparison JSON here.")] = None,
 ) -> None:
-    """Compare two reviewer prompt versions (evaluated now) or two finished runs (no LM calls), side by side."""
+    """Compare two reviewer prompt versions (evaluated now) or two finished runs (no LM calls), side by side.
+
+    [bold]--resume RUN_DIR[/] (no A, B needed) continues a stopped or interrupted comparison of two prompt versions.
+    """
     from rich.console import Console
 
     from saag_opt.evaluation.compare import CompareConfig, detect_mode, run_compare

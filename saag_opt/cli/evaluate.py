@@ -61,7 +61,10 @@ def evaluate(
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
-    """Run the base agent with and without a reviewer mechanism; print accuracy, help/harm, latency and cost."""
+    """Run the base agent with and without a reviewer mechanism; print accuracy, help/harm, latency and cost.
+
+    [bold]--resume RUN_DIR[/] continues a stopped or interrupted run in its own directory, with its recorded options.
+    """
     from rich.console import Console
 
     from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation

@@ -369,3 +369,7 @@ def test_resume_continues_a_stopped_comparison_in_the_same_run(world, prompts, t
     with pytest.raises(SystemExit) as info:
         main(["compare"])
     assert info.value.code == 2 and "compare needs A and B" in capsys.readouterr().err
+    offline = run_compare(CompareConfig(a=f"{run_dir}#r2@v1", b=str(run_dir), runs_dir=tmp_path / "runs")).run_dir
+    with pytest.raises(SystemExit) as info:  # two finished runs: no LM call to resume
+        main(["compare", "--resume", str(offline)])
+    assert info.value.code == 2 and "calls no LM and has nothing to resume" in capsys.readouterr().err
