@@ -6,7 +6,9 @@ Per example, two conditions are recorded: ``base`` (the base agent alone) and th
 
 Failure policy (STYLE practice 9): an LM call that fails after retries, or any other error inside
 one example, becomes a record with ``error`` (scored incorrect); no example is ever lost. Systemic
-faults raise before work starts (bad config, missing key) or after it (``fail_on_error`` rate).
+faults raise before work starts (bad config, missing key), as soon as a model turns out to be gone
+(dead server, rejected key, unknown model: the finished examples stay in records.jsonl, run.json
+says ``error``, ``--resume RUN_DIR`` continues) or after it (``fail_on_error`` rate).
 Progress and cost are reported through ``saag_opt.events`` (``run_started``, ``example_finished``,
 ``run_finished``); an observer that raises is logged, never allowed to stop the run.
 """
@@ -38,7 +40,7 @@ from saag_opt.agents import (
     SaagInformedReviewer,
     parse_mechanism,
 )
-from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError, SaagOptError
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
@@ -450,6 +452,7 @@ def _run_all(setup: _Setup, todo: Sequence[Example], run_dir: Path, on_event: Ev
     writer = RecordWriter(run_dir / "records.jsonl")
     records: list[ExampleRecord] = list(finished)
     stopped: CostCapReached | None = None
+    unavailable: ModelUnavailableError | None = None
     lock, total = threading.Lock(), len(setup.examples)
     done = total - len(todo)
     try:
@@ -461,9 +464,14 @@ def _run_all(setup: _Setup, todo: Sequence[Example], run_dir: Path, on_event: Ev
                 if future.cancelled():
                     continue
                 try:
-                    pair = future.result()  # _evaluate_example raises only when the spend cap stops the run
+                    pair = future.result()  # raises only when the spend cap stops the run or a model is gone
                 except CostCapReached as exc:
                     stopped = stopped or exc
+                    for other in futures:
+                        other.cancel()
+                    continue
+                except ModelUnavailableError as exc:
+                    unavailable = unavailable or exc
                     for other in futures:
                         other.cancel()
                     continue
@@ -478,6 +486,8 @@ def _run_all(setup: _Setup, todo: Sequence[Example], run_dir: Path, on_event: Ev
                      error=pair[1].error, costs=setup.ledger.snapshot())
     finally:
         writer.close()
+    if unavailable is not None:  # the examples that finished are in records.jsonl; --resume continues
+        raise unavailable
     order = {ex.id: i for i, ex in enumerate(setup.examples)}
     records.sort(key=lambda r: (order.get(r.example_id, 0), r.condition != "base"))
     return records, stopped
@@ -488,6 +498,8 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
 
     Raises:
         CostCapReached: the spend cap refused a call; the example is unfinished and not recorded.
+        ModelUnavailableError: a model cannot be reached or refuses the key; recording every later
+            example as an error would only hide that, so the run stops (unfinished, not recorded).
     """
     spec = setup.mechanism.spec
     cap = setup.ledger.cap
@@ -496,7 +508,7 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
     try:
         base = setup.ctx.propose_initial(setup.agent, example)
         base_record = _base_record(setup, example, base)
-    except CostCapReached:
+    except (CostCapReached, ModelUnavailableError):
         raise
     except Exception as exc:
         message = _error_text(exc)
@@ -506,7 +518,7 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
         with lm_scope, dspy.track_usage() as tracker:
             outcome = setup.mechanism.run(example, setup.agent, setup.reviewer, ctx=setup.ctx)
         return base_record, _mechanism_record(setup, example, outcome, _tracker_tokens(tracker))
-    except CostCapReached:
+    except (CostCapReached, ModelUnavailableError):
         raise
     except Exception as exc:
         failed = _failed_record(setup, example, spec, _error_text(exc))

@@ -216,13 +216,25 @@ class SaagLM(dspy.LM):
         return CallInfo(usage, cached, seconds, dollars, len(probes))
 
     def _translate(self, exc: Exception, attempts: int) -> Exception:
-        """Systemic faults become ModelUnavailableError (one line); the rest LMCallError."""
-        from dspy.utils.exceptions import LMAuthError, LMTransportError
+        """Systemic faults become ModelUnavailableError (one line); the rest LMCallError.
+
+        Systemic: the key is rejected, the server is unreachable, the model or URL path does not
+        exist (404), or billing refuses the call; retrying the next example cannot help. The
+        provider's text is quoted with the API key masked, since a server may echo it.
+        """
+        from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
 
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = _mask_key(first, self.kwargs.get("api_key"))
         if isinstance(exc, LMAuthError):
             hint = MISSING_KEY_MESSAGE.split(": ", 1)[1] if self.spec.kind == "openai" else "check the server's key"
             return ModelUnavailableError(f"{self.spec.text}: the server rejected the API key; {hint}")
+        if isinstance(exc, LMUnsupportedModelError):
+            return ModelUnavailableError(f"{self.spec.text}: the server has no such model or URL path ({first}); "
+                                         "check the model name and that the URL ends in /v1")
+        if isinstance(exc, LMBillingError):
+            return ModelUnavailableError(f"{self.spec.text}: the provider refused the call for billing or quota "
+                                         f"({first})")
         if isinstance(exc, LMTransportError) and _CONNECT_FAILURE.search(first):
             reason = "connection refused" if "refused" in first.lower() else first.rsplit(": ", 1)[-1]
             where = self.kwargs.get("api_base") or "https://api.openai.com/v1"
@@ -230,6 +242,13 @@ class SaagLM(dspy.LM):
         if isinstance(exc, (LMCallError, ModelUnavailableError, SaagOptError)):
             return exc
         return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
+
+
+def _mask_key(text: str, key: Any) -> str:
+    """``text`` with the API key replaced by ``***`` (placeholder keys of local servers are not secret)."""
+    if isinstance(key, str) and len(key) >= 8 and key in text:
+        return text.replace(key, "***")
+    return text
 
 
 @contextlib.contextmanager

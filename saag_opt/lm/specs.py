@@ -102,6 +102,11 @@ def parse_server_url(url: str, raw: str) -> str:
         ConfigError: not an http(s) URL with a host.
     """
     parsed = urlparse(url.strip())
+    if parsed.password is not None:
+        # Why: the spec is written to run.json, cache namespaces and messages; a secret must not be.
+        hidden = raw.replace(parsed.netloc, parsed.netloc.rsplit("@", 1)[-1])
+        raise ConfigError(f"model spec {hidden!r}: the server URL carries credentials (user:password@host); "
+                          "they would be written into run files: drop them and export OPENAI_API_KEY instead")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ConfigError(f"model spec {raw!r}: server URL must look like http://host:port/v1, got {url!r}")
     return url.strip().rstrip("/")

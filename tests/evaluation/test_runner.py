@@ -169,6 +169,36 @@ def test_persistent_failure_becomes_an_error_record(world, tmp_path: Path, examp
     assert header.status == "error" and header.error is not None and "fail-on-error" in header.error.message
 
 
+@pytest.mark.parametrize(("fault", "message"), [
+    (Fault(401, message="bad key sk-test-secret-value"), "rejected the API key"),
+    (Fault(404, message="The model `fake` does not exist"), "no such model or URL path"),
+])
+def test_a_model_that_is_gone_stops_the_run_keeping_finished_examples(
+        world, tmp_path: Path, examples: list[Example], fault: Fault, message: str,  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A rejected key or a wrong URL fails every later call too: the run stops with one line, exit 2,
+    instead of recording every remaining example as an error; the finished examples are kept."""
+    from saag_opt.cli import main
+
+    w, server = world
+    finished = {examples[0].id, examples[1].id}
+    handler = server.handler
+    server.reset(lambda request: handler(request) if w.examples[w._which(json.dumps(request["messages"]))].id
+                 in finished else fault)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--prompt", "reviewer@v1",
+              "--mechanism", "r1", "--split", SPLIT, "--limit", str(LIMIT), "--runs-dir", str(tmp_path / "runs"),
+              "--workers", "1"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(f"error: fake@{re.escape(server.url)}: .*{message}.*", err.strip()) and "Traceback" not in err
+    run_dir = sorted((tmp_path / "runs").iterdir())[-1]
+    run = read_run(run_dir)
+    assert run.header.status == "error" and message in run.header.error.message
+    assert {r.example_id for r in run.records} == finished and not any(r.error for r in run.records)
+    assert "sk-test-secret-value" not in run_dir.joinpath("run.json").read_text()
+
+
 def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
     from pydantic import ValidationError
 

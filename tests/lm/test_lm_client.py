@@ -169,6 +169,31 @@ def test_rejected_key_is_model_unavailable_without_retries(scripted_server: Scri
     assert len(scripted_server.chat_requests) == 1
 
 
+@pytest.mark.parametrize(("status", "text", "message"), [
+    (404, "The model `m` does not exist", r"no such model or URL path \(.*The model `m` does not exist\)"),
+    (402, "insufficient_quota", r"refused the call for billing or quota"),
+])
+def test_wrong_model_or_quota_is_model_unavailable_without_retries(
+        scripted_server: ScriptedOpenAIServer, status: int, text: str, message: str) -> None:
+    """Every later call would fail the same way: systemic, not a per-example error."""
+    scripted_server.inject([Fault(status, message=text)])
+    lm = open_lm(f"openai/m@{scripted_server.url}", role="base", retry_base_delay=0.01)
+    with pytest.raises(ModelUnavailableError, match=message):
+        lm(messages=USER)
+    assert len(scripted_server.chat_requests) == 1
+
+
+def test_a_key_echoed_by_the_server_is_masked(scripted_server: ScriptedOpenAIServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Error texts end up in records.jsonl and logs; a proxy that quotes the key must not leak it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-echoed-secret-123456")
+    scripted_server.inject([Fault(400, message="bad request from key sk-echoed-secret-123456")])
+    lm = open_lm(f"openai/m@{scripted_server.url}", role="base", retries=0, retry_base_delay=0.01)
+    with pytest.raises(LMCallError) as info:
+        lm(messages=USER)
+    assert "sk-echoed-secret-123456" not in str(info.value) and "from key ***" in str(info.value)
+
+
 def test_dead_server_is_one_clean_line() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     lm = open_lm(f"openai/m@{url}", role="base", retry_base_delay=0.01)

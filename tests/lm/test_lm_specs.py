@@ -53,6 +53,13 @@ def test_parse_model_spec_errors(text: str, message: str) -> None:
         parse_model_spec(text)
 
 
+def test_credentials_in_a_server_url_are_refused_without_echoing_them() -> None:
+    """A spec is written to run.json and cache paths: a password in its URL would leak there."""
+    with pytest.raises(ConfigError, match=r"carries credentials") as info:
+        parse_model_spec("openai/m@http://user:s3cret-pass@127.0.0.1:8000/v1")
+    assert "s3cret-pass" not in str(info.value) and "127.0.0.1:8000" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("model", "expected"),
     [
