@@ -157,7 +157,7 @@ def detect_file_format(path: Path) -> str:
     """
     if not path.is_file():
         raise DatasetError("no such dataset file", path=str(path))
-    for line, value in glaive.iter_records(path):
+    for line, value in jsonl.read_records(path):
         if isinstance(value, DatasetError):
             raise value
         keys = set(value) if isinstance(value, dict) else set()

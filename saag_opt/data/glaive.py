@@ -41,7 +41,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from saag_opt.data.jsonl import RowResult, describe_validation_error, read_jsonl, strict, unique_ids
+from saag_opt.data.jsonl import RowResult, describe_validation_error, read_records, strict, unique_ids
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Registry, ToolSpec
 
@@ -267,65 +267,10 @@ def _registry(functions: Sequence[Mapping[str, Any]]) -> Registry:
 # ------------------------------------------------------------------------------------ records
 
 
-def iter_records(path: str | Path) -> Iterator[tuple[int, Any | DatasetError]]:
-    """Yield ``(line, record)`` from a JSON array file or a JSON Lines file.
-
-    A syntax error inside a JSON array ends the file (nothing after it can be located reliably).
-
-    Raises:
-        DatasetError: the file cannot be opened.
-    """
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"cannot read dataset file: {exc}", path=where) from exc
-    if not text.lstrip().startswith("["):
-        yield from read_jsonl(path)
-        return
-    yield from _iter_array(text, where)
-
-
-def _iter_array(text: str, where: str) -> Iterator[tuple[int, Any | DatasetError]]:
-    decoder = json.JSONDecoder()
-    pos = text.index("[") + 1
-    line, counted = 1, 0
-
-    def line_at(p: int) -> int:
-        nonlocal line, counted
-        line += text.count("\n", counted, p)
-        counted = p
-        return line
-
-    while True:
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "]":
-            return
-        start = line_at(pos)
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            yield start, DatasetError(f"invalid JSON in array: {exc.msg}", path=where, line=line_at(exc.pos))
-            return
-        yield start, value
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == ",":
-            pos += 1
-        elif pos >= len(text) or text[pos] != "]":
-            yield line_at(pos), DatasetError("expected ',' or ']' in JSON array", path=where, line=line_at(pos))
-            return
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
 def _iter_format(path: str | Path, to_examples: Callable[[Any, int, str], list[Example]]) -> Iterator[RowResult]:
     where = str(path)
     record = -1
-    for line, value in iter_records(path):
+    for line, value in read_records(path):
         record += 1
         if isinstance(value, DatasetError):
             yield line, value

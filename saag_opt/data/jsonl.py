@@ -18,6 +18,7 @@ can report bad rows and keep going; ``load_*`` raises the first ``DatasetError``
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -92,48 +93,99 @@ class ExampleRow(BaseModel):
 # --------------------------------------------------------------------------------------- reading
 
 
-class _LineCounter:
-    """Feeds lines to jsonlines and remembers the number of the last one it handed out."""
-
-    def __init__(self, lines: Iterable[str]) -> None:
-        self._lines = lines
-        self.line = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for number, text in enumerate(self._lines, start=1):
-            self.line = number
-            yield text
-
-
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any | DatasetError]]:
-    """Yield ``(line, parsed JSON value)`` per non-empty line, or a DatasetError for invalid JSON.
+    """Yield ``(line, parsed JSON value)`` per non-empty line, or a DatasetError for a bad line.
+
+    Each line is decoded on its own, so a line that is not UTF-8 is reported with its number and
+    the lines after it are still read; a UTF-8 byte-order mark and CRLF line ends are accepted.
 
     Raises:
         DatasetError: the file does not exist or cannot be opened.
     """
     where = str(path)
     try:
-        fp = open(path, encoding="utf-8")  # noqa: SIM115 - closed in finally below
+        fp = open(path, "rb")  # noqa: SIM115 - closed in finally below
     except OSError as exc:
         raise DatasetError(f"cannot open dataset file: {exc.strerror or exc}", path=where) from exc
     try:
-        counter = _LineCounter(fp)
-        reader = jsonlines.Reader(counter)
-        while True:
+        for number, raw in enumerate(fp, start=1):
             try:
-                value = reader.read(skip_empty=True)
-            except EOFError:
-                return
-            except jsonlines.InvalidLineError as exc:
-                msg = str(exc).rsplit(" (line ", 1)[0]
-                yield exc.lineno, DatasetError(msg, path=where, line=exc.lineno)
-                continue
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                yield counter.line + 1, DatasetError(f"not UTF-8 text: {exc}", path=where, line=counter.line + 1)
-                return
-            yield counter.line, value
+                yield number, DatasetError(f"not UTF-8 text (byte {exc.start + 1} of the line is "
+                                           f"0x{raw[exc.start]:02x})", path=where, line=number)
+                continue
+            if not text.strip():
+                continue
+            try:
+                value = jsonlines.Reader([text]).read()
+            except jsonlines.InvalidLineError as exc:
+                yield number, DatasetError(str(exc).rsplit(" (line ", 1)[0], path=where, line=number)
+                continue
+            yield number, value
     finally:
         fp.close()
+
+
+def read_records(path: str | Path) -> Iterator[tuple[int, Any | DatasetError]]:
+    """Yield ``(line, record)`` from a JSON array file or a JSON Lines file (told by the first character).
+
+    A syntax error inside a JSON array ends the file (nothing after it can be located reliably).
+
+    Raises:
+        DatasetError: the file cannot be opened.
+    """
+    where = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"cannot open dataset file: {exc.strerror or exc}", path=where) from exc
+    if not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        yield from read_jsonl(path)
+        return
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        yield line, DatasetError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", path=where, line=line)
+        return
+    yield from _iter_array(text, where)
+
+
+def _iter_array(text: str, where: str) -> Iterator[tuple[int, Any | DatasetError]]:
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    line, counted = 1, 0
+
+    def line_at(p: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, p)
+        counted = p
+        return line
+
+    while True:
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == "]":
+            return
+        start = line_at(pos)
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            yield start, DatasetError(f"invalid JSON in array: {exc.msg}", path=where, line=line_at(exc.pos))
+            return
+        yield start, value
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+        elif pos >= len(text) or text[pos] != "]":
+            yield line_at(pos), DatasetError("expected ',' or ']' in JSON array", path=where, line=line_at(pos))
+            return
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
@@ -219,7 +271,7 @@ def bfcl_row_to_example(row: Mapping[str, Any], source: str = "") -> Example:
 
 def iter_bfcl_jsonl(path: str | Path) -> Iterator[RowResult]:
     """Lenient reader of a BFCL-format JSONL file: ``(line, Example | DatasetError)`` per row."""
-    rows = _convert(path, read_jsonl(path), lambda row, where: bfcl_row_to_example(row, source=where))
+    rows = _convert(path, read_records(path), lambda row, where: bfcl_row_to_example(row, source=where))
     return unique_ids(rows, path)
 
 
@@ -295,7 +347,7 @@ def iter_examples_jsonl(path: str | Path) -> Iterator[RowResult]:
 
     A row without ``source`` gets the file path as its source.
     """
-    rows = _convert(path, read_jsonl(path), lambda row, where: row_to_example(row, source=where))
+    rows = _convert(path, read_records(path), lambda row, where: row_to_example(row, source=where))
     return unique_ids(rows, path)
 
 
@@ -337,7 +389,7 @@ def detect_jsonl_format(path: str | Path) -> JsonlFormat:
     Raises:
         DatasetError: the file is empty or its first row has neither shape.
     """
-    for line, value in read_jsonl(path):
+    for line, value in read_records(path):
         if isinstance(value, DatasetError):
             continue
         keys = set(value) if isinstance(value, dict) else set()

@@ -10,7 +10,6 @@ import pytest
 from saag_opt.data.glaive import (
     iter_glaive,
     iter_glaive_sharegpt,
-    iter_records,
     load_glaive,
     load_glaive_sharegpt,
     parse_arguments,
@@ -18,6 +17,7 @@ from saag_opt.data.glaive import (
     parse_system_functions,
     raw_chat_turns,
 )
+from saag_opt.data.jsonl import read_records
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example
 
@@ -147,7 +147,7 @@ def test_jsonl_files_work_too(tmp_path: Path) -> None:
 def test_a_broken_json_array_stops_at_the_break(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('[\n{"a": 1},\n{"b": 2}\n{"c": 3}\n]\n', encoding="utf-8")
-    results = list(iter_records(path))
+    results = list(read_records(path))
     assert results[:2] == [(2, {"a": 1}), (3, {"b": 2})]
     line, error = results[2]
     assert isinstance(error, DatasetError) and len(results) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from saag_opt.data.glaive import iter_glaive_sharegpt
 from saag_opt.data.jsonl import (
     detect_jsonl_format,
+    example_to_row,
     iter_bfcl_jsonl,
     iter_examples_jsonl,
     load_bfcl_jsonl,
@@ -188,3 +190,40 @@ def test_format_is_detected_from_the_keys(tmp_path: Path) -> None:
     empty = write_lines(tmp_path / "e.jsonl", [])
     with pytest.raises(DatasetError, match=r"e\.jsonl: no JSON rows found"):
         load_jsonl(empty)
+
+
+# ------------------------------------------------------------------ files as users actually write them
+
+
+def test_a_line_that_is_not_utf8_is_its_own_error_and_later_rows_still_load(tmp_path: Path) -> None:
+    """A Latin-1 row in a UTF-8 file: file:line for that row, nothing else lost."""
+    path = tmp_path / "mixed.jsonl"
+    good = [json.dumps(bfcl_row(f"s_{i}", "simple_python", GOLD)) for i in range(3)]
+    latin = json.dumps(bfcl_row("s_x", "simple_python", GOLD, content="café crème"), ensure_ascii=False)
+    path.write_bytes((good[0] + "\n").encode() + (latin + "\n").encode("latin-1") + (good[1] + "\n" + good[2] + "\n").encode())
+    results = list(iter_bfcl_jsonl(path))
+    assert [line for line, _ in results] == [1, 2, 3, 4]
+    error = results[1][1]
+    assert isinstance(error, DatasetError) and re.fullmatch(r".*mixed\.jsonl:2: not UTF-8 text \(byte \d+ of the "
+                                                            r"line is 0xe9\)", str(error))
+    assert [ex.id for _, ex in results if isinstance(ex, Example)] == ["s_0", "s_1", "s_2"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
+def test_bfcl_and_example_rows_load_from_a_json_array_file(tmp_path: Path, encoding: str) -> None:
+    """Detection already accepts a JSON array (the Glaive form); the BFCL and example loaders read it too."""
+    rows = [bfcl_row(f"s_{i}", "simple_python", GOLD) for i in range(2)]
+    bfcl = tmp_path / "rows.json"
+    bfcl.write_text(json.dumps(rows, indent=1), encoding=encoding)
+    assert [ex.id for ex in load_jsonl(bfcl)] == ["s_0", "s_1"]
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps([example_to_row(ex) for ex in load_jsonl(bfcl)]), encoding=encoding)
+    assert load_jsonl(ours) == load_jsonl(bfcl)
+
+
+def test_bom_and_crlf_lines_load_like_plain_ones(tmp_path: Path) -> None:
+    rows = [json.dumps(bfcl_row(f"s_{i}", "simple_python", GOLD)) for i in range(2)]
+    plain = write_lines(tmp_path / "plain.jsonl", rows)
+    windows = tmp_path / "windows.jsonl"
+    windows.write_bytes(("\r\n".join(rows) + "\r\n").encode("utf-8-sig"))
+    assert [ex.id for ex in load_jsonl(windows)] == [ex.id for ex in load_jsonl(plain)] == ["s_0", "s_1"]
