@@ -152,7 +152,14 @@ class ToolSpec:
         if not isinstance(params, dict):
             raise ValueError(f"function {name!r}: parameters must be an object")
         params.setdefault("type", "object")
-        params.setdefault("properties", {})
+        props = params.setdefault("properties", {})
+        if type(props) is not dict and not isinstance(props, Mapping):
+            raise ValueError(f"function {name!r}: 'properties' must be an object of parameter schemas, "
+                             f"got {type(props).__name__}")
+        for key, sub in props.items():
+            if type(sub) is not dict and not isinstance(sub, Mapping):
+                raise ValueError(f"function {name!r}: parameter {key!r} must be a schema object "
+                                 f"(e.g. {{\"type\": \"string\"}}), got {json.dumps(sub)[:60]}")
         required = params.get("required") or []
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise ValueError(f"function {name!r}: 'required' must be a list of names")

@@ -232,13 +232,33 @@ def _convert(path: str | Path, rows: Iterable[tuple[int, Any | DatasetError]],
             yield line, DatasetError(f"row must be a JSON object, got {type(value).__name__}", path=where, line=line)
             continue
         try:
-            yield line, convert(value, where)
+            yield line, _answerable(convert(value, where))
         except ValidationError as exc:
             yield line, DatasetError(f"bad row: {describe_validation_error(exc)}", path=where, line=line)
         except DatasetError as exc:
             yield line, DatasetError(str(exc), path=where, line=line)
         except (ValueError, TypeError, KeyError) as exc:
             yield line, DatasetError(f"bad row: {exc}", path=where, line=line)
+
+
+def _answerable(example: Example) -> Example:
+    """The example itself, if it can be asked and answered.
+
+    Why: without a user message with text the agent is asked nothing and SAAG grounds every
+    argument in an empty query; gold naming a tool the row does not register can never be matched.
+    Both used to load and then score every prediction wrong.
+
+    Raises:
+        DatasetError: no user message with text, or gold naming an unregistered tool.
+    """
+    if not example.query.strip():
+        raise DatasetError(f"example {example.id!r} has no user message with text")
+    for call in example.gold or ():
+        for name in call:
+            if example.registry.resolve(name) is None:
+                raise DatasetError(f"example {example.id!r}: gold calls {name!r}, which is not in its tools "
+                                   f"({', '.join(example.registry.names) or 'none'})")
+    return example
 
 
 # ------------------------------------------------------------------------------------ BFCL format

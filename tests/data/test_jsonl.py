@@ -227,3 +227,32 @@ def test_bom_and_crlf_lines_load_like_plain_ones(tmp_path: Path) -> None:
     windows = tmp_path / "windows.jsonl"
     windows.write_bytes(("\r\n".join(rows) + "\r\n").encode("utf-8-sig"))
     assert [ex.id for ex in load_jsonl(windows)] == [ex.id for ex in load_jsonl(plain)] == ["s_0", "s_1"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"function": [{**AREA_FN, "parameters": {"type": "dict", "properties": ["radius"]}}]},
+     r"function 'geometry\.area': 'properties' must be an object of parameter schemas, got list"),
+    ({"function": [{**AREA_FN, "parameters": {"type": "dict", "properties": {"radius": "float"}}}]},
+     r"function 'geometry\.area': parameter 'radius' must be a schema object .*got \"float\""),
+    ({"ground_truth": [{"geometry.volume": {"radius": [2]}}]},
+     r"gold calls 'geometry\.volume', which is not in its tools \(geometry\.area\)"),
+    ({"question": [[]]}, r"has no user message with text"),
+    ({"question": [[{"role": "user"}]]}, r"has no user message with text"),
+    ({"question": [[{"role": "system", "content": "You are helpful."}]]}, r"has no user message with text"),
+])
+def test_rows_that_could_never_be_scored_are_path_line_errors(tmp_path: Path, change: dict, message: str) -> None:
+    """A malformed tool schema, gold for an unregistered tool or an empty question used to load and
+    then score every prediction wrong (or ask the agent nothing); now the row names what is wrong."""
+    path = write_lines(tmp_path / "d.jsonl", [bfcl_row("ok_0", "simple_python", GOLD),
+                                              {**bfcl_row("bad_1", "simple_python", GOLD), **change}])
+    results = list(iter_bfcl_jsonl(path))
+    assert isinstance(results[0][1], Example)
+    error = results[1][1]
+    assert isinstance(error, DatasetError) and re.search(r"d\.jsonl:2: .*" + message, str(error)), str(error)
+
+
+def test_our_schema_rejects_gold_for_an_unregistered_tool(tmp_path: Path) -> None:
+    row = example_to_row(load_jsonl(write_lines(tmp_path / "b.jsonl", [bfcl_row("s_0", "simple_python", GOLD)]))[0])
+    row["gold"] = [{"nope": {"radius": [2]}}]
+    with pytest.raises(DatasetError, match=r"o\.jsonl:1: .*gold calls 'nope', which is not in its tools"):
+        load_examples_jsonl(write_lines(tmp_path / "o.jsonl", [row]))

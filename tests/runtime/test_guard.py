@@ -174,6 +174,12 @@ def test_unknown_tool_is_blocked_by_a_cascade_only_guard() -> None:
     ([{"type": "function", "function": {"description": "x"}}], [], "tools[0] has no function name"),
     (TOOLS, [{"id": "x", "function": {"arguments": "{}"}}], "tool_calls[0] has no function name"),
     (TOOLS, [42], "tool_calls[0] is not an object"),
+    ([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+                                                                             "properties": ["city"]}}}],
+     [openai_call("get_weather", {"city": "Paris"})], "'properties' must be an object of parameter schemas"),
+    ([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+                                                                             "properties": {"city": "string"}}}}],
+     [openai_call("get_weather", {"city": "Paris"})], "parameter 'city' must be a schema object"),
 ])
 def test_bad_input_is_a_block_with_a_clear_reason(tools, calls, expected) -> None:
     guard = Guard.load(reviewer=None, mechanism="none", cache=False)
