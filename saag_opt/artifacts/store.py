@@ -299,9 +299,10 @@ class PromptStore:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Hold the store lock for a write; a store that cannot be written is an ArtifactError naming it."""
         lock = filelock.FileLock(str(self.root / LOCK_FILE), timeout=LOCK_TIMEOUT_S)
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
             with lock:
                 yield
         except filelock.Timeout as exc:
@@ -309,6 +310,9 @@ class PromptStore:
                 f"{self.root / LOCK_FILE}: store is locked by another process for over {LOCK_TIMEOUT_S:.0f}s; "
                 "if no saag-opt process is running, delete the lock file"
             ) from exc
+        except OSError as exc:  # a file where the folder should be, a read-only disk, no permission
+            raise ArtifactError(f"prompt store {self.root}: cannot write there ({exc.strerror or exc}); "
+                                "choose another folder with --store or $SAAG_OPT_PROMPTS") from exc
 
     # -- reading --------------------------------------------------------------------------------
 

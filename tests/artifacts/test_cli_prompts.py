@@ -102,3 +102,18 @@ def test_errors_propagate_as_saag_opt_errors(root: Path) -> None:
     assert isinstance(result.exception, ConfigError) and "Available: txt, md" in str(result.exception)
     result = runner.invoke(prompts_app, ["alias", "v1", "reviewer@v2", "--root", str(root)])
     assert isinstance(result.exception, ArtifactError) and "would shadow" in str(result.exception)
+
+
+@pytest.mark.parametrize("where", ["file", "file/below"])
+def test_a_store_that_cannot_be_written_is_one_line_naming_it(
+        tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--store pointing at a file (or below one) used to end in a FileExistsError traceback."""
+    from saag_opt.cli import main
+
+    (tmp_path / "file").write_text("not a folder")
+    store = tmp_path / where
+    with pytest.raises(SystemExit) as exit_info:
+        main(["prompts", "alias", "mine", "reviewer@v2", "--store", str(store)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: prompt store {store}: cannot write there") and err.count("\n") == 1
