@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, SaagOptError
 from saag_opt.events import EventSink, emit
 from saag_opt.runfiles import (
     RunHeader,
@@ -144,6 +144,7 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
         RunError: the run directory cannot be written, or a local worker failed.
     """
     space = load_space(config.space, config.overrides)
+    check_inputs(space)
     run_dir, storage, study_name = _locate(config)
     settings = config.settings()
     if config.workers > 1 and not storage.parallel:
@@ -181,6 +182,41 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
     finish_header(run_dir, header)
     emit(on_event, "run_finished", f"tune {study_name} finished: {run_dir}", run_dir=str(run_dir))
     return TuneOutcome(run_dir, role, study_name, space, rows, summary)
+
+
+def check_inputs(space: Space) -> None:
+    """Read what trials would read (the dataset, every prompt reference) before any trial runs.
+
+    Why: a missing dataset or a misspelled prompt among the choices otherwise surfaces only in the
+    trial that draws it, after other trials were paid for, and ends the study there.
+
+    Raises:
+        ConfigError, DatasetError, ArtifactError: naming the space key and the bad value.
+    """
+    from saag_opt.artifacts import resolve_ref
+    from saag_opt.data import load_dataset
+    from saag_opt.evaluation.runner import EvaluateConfig
+    from saag_opt.tune.space import Range
+
+    fields = EvaluateConfig.model_fields
+
+    def choices(name: str) -> tuple[str, list[Any]]:
+        dim = space.search.get(name)
+        if dim is not None and not isinstance(dim, Range):
+            return f"search.{name}", list(dim)
+        return f"fixed.{name}", [space.fixed.get(name, fields[name].default)]
+
+    dataset = str(space.fixed.get("dataset", fields["dataset"].default))  # never searched (space.py)
+    split = space.fixed.get("split")
+    if not load_dataset(dataset, split=split, limit=space.fixed.get("limit")):
+        raise ConfigError(f"{space.source}: fixed.dataset: {dataset!r} has no {split} examples")
+    where, prompts = choices("prompt")
+    store = space.fixed.get("prompts_dir")
+    for prompt in prompts:
+        try:
+            resolve_ref(str(prompt), store)
+        except SaagOptError as exc:
+            raise ConfigError(f"{space.source}: {where}: {exc}") from None
 
 
 def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluate: EvaluateFn = run_config) -> None:
@@ -273,4 +309,4 @@ def _header(config: TuneConfig, run_dir: Path, storage: StorageSpec, study: str,
     return header
 
 
-__all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "run_tune", "warm_base_answers"]
+__all__ = ["DEFAULT_TPE_TRIALS", "TuneConfig", "TuneOutcome", "check_inputs", "run_tune", "warm_base_answers"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from saag_opt.errors import ConfigError, RunError
+from saag_opt.errors import ConfigError, RunError, SaagOptError
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
 from saag_opt.tune.storage import (
@@ -284,6 +284,31 @@ def reap_stale(study: Any, storage_kind: str) -> None:
         log.warning("trial %d belonged to a dead worker: failed and enqueued again", number)
 
 
+class _OneLineUserErrors(logging.Filter):
+    """Drop the traceback optuna logs with a failed trial when the failure is a user error.
+
+    Why: optuna's "Trial N failed ... because of the following error: ConfigError('...')" line
+    already names it; the traceback under it reads like a crash (bugs keep theirs).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record; strip ``exc_info`` from those caused by a ``SaagOptError``."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, SaagOptError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_TRIAL_LOGGER = "optuna.study._optimize"
+"""The optuna logger that reports failed trials (with the exception's traceback)."""
+
+
+def _quiet_user_errors() -> None:
+    trial_log = logging.getLogger(_TRIAL_LOGGER)
+    if not any(isinstance(f, _OneLineUserErrors) for f in trial_log.filters):
+        trial_log.addFilter(_OneLineUserErrors())
+
+
 def run_trials(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec, trials_dir: Path, *,
                evaluate: EvaluateFn = run_config, on_trial: Callable[[Any, Any], None] | None = None) -> None:
     """Run trials in this process until the budget is spent, then until no trial is left running.
@@ -299,6 +324,7 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     import optuna
     from optuna.trial import TrialState
 
+    _quiet_user_errors()
     objective = Objective(space, trials_dir, evaluate, storage.kind)
 
     def stop_when_spent(study_: Any, trial: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import jsonlines
 import pytest
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, SaagOptError
 from saag_opt.events import RunEvent
 from saag_opt.tune import TuneConfig, run_tune
 from tests.tune.tune_fakes import FakeEvaluate
@@ -140,3 +140,35 @@ def test_joining_a_study_needs_the_same_space(tmp_path: Path) -> None:
 def test_sqlite_refuses_several_workers(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="sqlite is for one process; use --storage journal:PATH"):
         _run(tmp_path, FakeEvaluate(TABLE), workers=2, storage=f"sqlite:///{tmp_path / 's.db'}")
+
+
+@pytest.mark.parametrize(("fixed", "search", "message"), [
+    ("", 'mechanism = ["r1"]\nprompt = ["reviewer@v2", "reviewer@v99"]',
+     r"space\.toml: search\.prompt: prompt reference 'reviewer@v99' not found"),
+    ('prompt = "reviewer@v99"', 'mechanism = ["r1"]', r"space\.toml: fixed\.prompt: prompt reference 'reviewer@v99'"),
+    ('dataset = "NOPE.jsonl"', 'mechanism = ["r1"]', r"NOPE\.jsonl: no such dataset file"),
+])
+def test_inputs_every_trial_reads_are_checked_before_any_trial(tmp_path: Path, fixed: str, search: str,
+                                                               message: str) -> None:
+    """A bad choice used to surface only in the trial that drew it, after others were paid for."""
+    fake = FakeEvaluate(TABLE)
+    space = tmp_path / "space.toml"
+    space.write_text(f'[fixed]\nbase = "gpt-4o"\nreviewer = "gpt-5-mini"\n{fixed}\n[search]\n{search}\n')
+    with pytest.raises(SaagOptError, match=message):
+        _run(tmp_path, fake, space=space)
+    assert fake.calls == [] and not (tmp_path / "runs").exists()
+
+
+def test_a_trial_failing_on_a_user_error_is_logged_without_a_traceback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """optuna logs a failed trial with its traceback; for a user error one line says it all."""
+    class Refusing(FakeEvaluate):
+        def __call__(self, config: Any) -> Any:
+            if config.mechanism == "s3":
+                raise ConfigError("mechanism s3: not with this reviewer")
+            return super().__call__(config)
+
+    with caplog.at_level("WARNING", logger="optuna"):
+        _run(tmp_path, Refusing(TABLE), sampler="grid", no_test=True)
+    failed = [r for r in caplog.records if "failed" in r.getMessage() and "not with this reviewer" in r.getMessage()]
+    assert failed and all(r.exc_info is None and r.exc_text is None for r in failed)
