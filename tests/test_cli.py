@@ -209,3 +209,33 @@ def test_evaluate_and_compare_report_on_the_test_split_unless_told_otherwise() -
 def test_every_command_the_cascade_decides_in_offers_grounding(command: str, default: str) -> None:
     help_text = " ".join(runner.invoke(app, [command, "--help"], env=WIDE).output.split())
     assert "--grounding" in help_text and re.search(rf"default: \(?{default}\)?\]", help_text)
+
+
+@pytest.mark.parametrize("command", [
+    ["score", str(PREDICTIONS), "--dataset", str(DATASET)],
+    ["evaluate", "--base", "fake", "--mechanism", "none", "--dataset", str(DATASET), "--split", "all"],
+    ["compare", "reviewer@v1", "reviewer@v2", "--base", "fake", "--reviewer", "fake"],
+    ["tune", "--space", str(Path(__file__).parents[1] / "experiments" / "spaces" / "offline-bfcl.toml")],
+])
+def test_json_dash_is_refused_before_any_work(command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--json -`` used to write a file named '-' into the current folder after the whole run."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--json", "-"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "error: --json -: the tables go to stdout; give a file path for the JSON\n"
+    assert not any(tmp_path.iterdir())
+
+
+def test_evaluate_json_in_a_missing_folder_is_written_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to fail with a FileNotFoundError traceback after the run had finished."""
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "new" / "folder" / "summary.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--base", "fake", "--mechanism", "none", "--dataset", str(DATASET), "--split", "all",
+              "--limit", "1", "--runs-dir", str(tmp_path / "runs"), "--json", str(out)])
+    assert exit_info.value.code == 0
+    assert json.loads(out.read_text())["n_examples"] == 1
+    assert [p.name for p in out.parent.iterdir()] == ["summary.json"]  # no temp file left beside it

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from saag_opt.errors import ConfigError
+
 EXIT_USER_ERROR = 2
 """Exit code for a SaagOptError (bad input, missing key, dead server) and for rejected score rows."""
 
@@ -88,6 +90,35 @@ def passed_values(ctx: typer.Context, values: dict[str, Any], *, command_line_on
     """
     explicit = explicit_params(ctx, ("COMMANDLINE",) if command_line_only else ("COMMANDLINE", "ENVIRONMENT"))
     return {k: str(v) if isinstance(v, Path) else v for k, v in values.items() if k in explicit}
+
+
+def output_path(path: Path | None, option: str = "--json") -> Path | None:
+    """Check an output file before the work that fills it (its folder is created).
+
+    Why: a path in a missing folder or ``-`` used to fail only after the whole run, with a
+    traceback (or write a file named ``-``).
+
+    Raises:
+        ConfigError: ``-``, a folder, or a folder that cannot be created.
+    """
+    if path is None:
+        return None
+    if str(path) == "-":
+        raise ConfigError(f"{option} -: the tables go to stdout; give a file path for the JSON")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot create its folder ({exc.strerror or exc})") from None
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a folder; give a file path")
+    return path
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write an output file atomically (a reader never sees half of it)."""
+    from saag_opt.runfiles import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def split_filter(split: str) -> str | None:

@@ -25,8 +25,10 @@ from saag_opt.cli.common import (
     SplitOpt,
     StoreOpt,
     WorkersOpt,
+    output_path,
     passed_values,
     split_filter,
+    write_output,
 )
 from saag_opt.errors import ConfigError
 
@@ -62,6 +64,7 @@ def compare(
 
     [bold]--resume RUN_DIR[/] (no A, B needed) continues a stopped or interrupted comparison of two prompt versions.
     """
+    json_out = output_path(json_out)
     from rich.console import Console
 
     from saag_opt.evaluation.compare import CompareConfig, detect_mode, run_compare
@@ -104,7 +107,7 @@ def compare(
         result = run_compare(config, on_event=progress, args_passed=passed, resume=resume)
     print_compare_report(console, result.summary, str(result.run_dir))
     if json_out is not None:
-        json_out.write_text(result.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
         console.print(f"wrote the comparison to {json_out}")
 
 

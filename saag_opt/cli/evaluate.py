@@ -23,8 +23,10 @@ from saag_opt.cli.common import (
     SplitOpt,
     StoreOpt,
     WorkersOpt,
+    output_path,
     passed_values,
     split_filter,
+    write_output,
 )
 from saag_opt.errors import ConfigError
 
@@ -65,6 +67,7 @@ def evaluate(
 
     [bold]--resume RUN_DIR[/] continues a stopped or interrupted run in its own directory, with its recorded options.
     """
+    json_out = output_path(json_out)
     from rich.console import Console
 
     from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
@@ -101,7 +104,7 @@ def evaluate(
         result = run_evaluation(config, on_event=progress, args_passed=passed, resume=resume)
     print_evaluate_report(console, result.summary, str(result.run_dir))
     if json_out is not None:
-        json_out.write_text(result.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
 
 
 __all__ = ["evaluate"]

@@ -20,6 +20,8 @@ from saag_opt.cli.common import (
     StoreOpt,
     WorkersOpt,
     explicit_params,
+    output_path,
+    write_output,
 )
 from saag_opt.errors import ConfigError
 
@@ -76,6 +78,7 @@ def optimize(
                                                      help="Also write the summary JSON here.")] = None,
 ) -> None:
     """Optimize the reviewer's instructions with GEPA (train split) and select on val; compare on test."""
+    json_out = output_path(json_out)
     from rich.console import Console
 
     from saag_opt.optimize import OptimizeConfig, run_optimize
@@ -108,7 +111,7 @@ def optimize(
     if json_out is not None:
         import json
 
-        json_out.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+        write_output(json_out, json.dumps(summary, indent=2, default=str) + "\n")
 
 
 __all__ = ["Budget", "optimize"]

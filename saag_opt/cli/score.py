@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, Grounding
+from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, Grounding, output_path
 
 JsonOutOpt = Annotated[Optional[Path], typer.Option(
     "--json", metavar="OUT", show_default=False, dir_okay=False,
@@ -39,6 +39,7 @@ def score(
     = Grounding.paper,
 ) -> None:
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
+    json_out = output_path(json_out)
     from rich.console import Console
 
     from saag_opt.data import load_dataset

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from saag_opt.cli.common import RunsDirOpt, passed_values
+from saag_opt.cli.common import RunsDirOpt, output_path, passed_values, write_output
 from saag_opt.errors import ConfigError
 
 TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
@@ -65,6 +65,7 @@ def tune(
     = None,
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
+    json_out = output_path(json_out)
     import optuna
     from rich.console import Console
 
@@ -87,7 +88,7 @@ def tune(
     print_tune_report(Console(), outcome.rows, outcome.summary, outcome.space.metric_names, str(outcome.run_dir),
                       outcome.role, outcome.study)
     if json_out is not None and outcome.summary is not None:
-        json_out.write_text(outcome.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_output(json_out, outcome.summary.model_dump_json(indent=2) + "\n")
 
 
 __all__ = ["TUNE_HELP", "tune"]
