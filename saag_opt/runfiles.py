@@ -32,7 +32,7 @@ from typing import IO, Any, Literal
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import CostCapReached, RunError, SaagOptError
+from saag_opt.errors import CostCapReached, RunError, SaagOptError, validation_message
 
 SCHEMA_VERSION = 1
 """Version of the run-directory format."""
@@ -229,9 +229,13 @@ def read_header(run_dir: Path) -> RunHeader:
         RunError: missing or unreadable ``run.json``.
     """
     try:
-        return RunHeader.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
+        text = (run_dir / "run.json").read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
-        raise RunError(f"{run_dir}: cannot read run.json ({str(exc).splitlines()[0]})") from exc
+        raise RunError(f"{run_dir}: cannot read run.json ({getattr(exc, 'strerror', None) or exc})") from exc
+    try:
+        return RunHeader.model_validate_json(text)
+    except ValueError as exc:
+        raise RunError(f"{run_dir}: cannot read run.json ({validation_message(exc, whole='file')})") from exc
 
 
 RunFinishedHook = Callable[[Path], None]

@@ -1,0 +1,55 @@
+"""Reading a run's files back when they were damaged: a write cut short, a bad row, a broken run.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from saag_opt.errors import RunError
+from saag_opt.evaluation.results import ExampleRecord, read_records
+from saag_opt.runfiles import read_header
+
+
+def _record(i: int) -> dict:
+    return ExampleRecord(run_id="r", example_id=f"ex_{i}", category="simple", condition="base",
+                         correct=True).model_dump(mode="json")
+
+
+def _write(path: Path, rows: list[dict], tail: bytes = b"") -> Path:
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows) + tail)
+    return path
+
+
+def test_a_record_cut_short_by_a_kill_is_left_out_with_a_warning(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A run killed mid-write used to make report and compare fail with a jsonlines traceback."""
+    path = _write(tmp_path / "records.jsonl", [_record(0), _record(1)], tail=json.dumps(_record(2)).encode()[:25])
+    with caplog.at_level(logging.WARNING):
+        records = read_records(path)
+    assert [r.example_id for r in records] == ["ex_0", "ex_1"]
+    assert "records.jsonl:3: ignoring a record cut short" in caplog.text
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path: Path) -> None:
+    path = _write(tmp_path / "records.jsonl", [_record(0)], tail=json.dumps(_record(1)).encode())
+    assert [r.example_id for r in read_records(path)] == ["ex_0", "ex_1"]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (b"{oops", r"records\.jsonl:2: bad record: line contains invalid json"),
+    (b"\xff\xfe", r"records\.jsonl:2: bad record: not UTF-8 text"),
+    (b'{"run_id": "r"}', r"records\.jsonl:2: bad record: example_id: Field required; category: Field required"),
+])
+def test_a_bad_record_inside_the_file_is_named_by_line_and_field(tmp_path: Path, bad: bytes, message: str) -> None:
+    path = _write(tmp_path / "records.jsonl", [_record(0)], tail=bad + b"\n" + json.dumps(_record(1)).encode() + b"\n")
+    with pytest.raises(RunError, match=message):
+        read_records(path)
+
+
+def test_a_bad_run_json_names_the_field(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "verb": "evaluate"}))
+    with pytest.raises(RunError, match=r"cannot read run\.json \(created: Field required\)"):
+        read_header(tmp_path)
