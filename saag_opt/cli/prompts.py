@@ -25,6 +25,7 @@ from saag_opt.artifacts import (
     export_version,
     exporter_names,
 )
+from saag_opt.cli.common import output_path, write_output
 
 prompts_app = typer.Typer(help="Inspect, compare, export and alias prompt versions.", no_args_is_help=True)
 
@@ -118,17 +119,17 @@ def diff_cmd(a: Annotated[str, typer.Argument(help="Old version reference.")],
 def export_cmd(
     ref: Annotated[str, typer.Argument(help="Version reference.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(exporter_names())}.")] = "txt",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout (- = stdout).")] = None,
     root: RootOpt = None,
 ) -> None:
     """Export a version for DSPy, OpenAI, MLflow, or as text/markdown/JSON."""
+    out = None if out is None or str(out) == "-" else output_path(out, "--out")
     version = PromptStore(root).resolve(ref)
     text = export_version(version, fmt)
     if out is None:
         typer.echo(text, nl=False)
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_output(out, text)
     _console().print(f"wrote {version.ref} as {fmt} to {out}")
 
 

@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from saag_opt.cli.common import output_path
+
 REPORT_HELP = (
     "Write one self-contained HTML report (inline SVG charts, no network) for run directories or "
     "`score --json` outputs.\n\nEvery run already writes report.html into its own directory when it finishes; "
@@ -20,11 +22,16 @@ def report(
         help="Run directories (runs/<ts>-evaluate, -compare, -optimize, -tune) or a score --json output file.")],
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", dir_okay=False,
-        help="Where to write the page (default: RUN_DIR/report.html for one run, report.html for several).")] = None,
+        help="Where to write the page (default: RUN_DIR/report.html for one run, report.html for several; "
+             "- for stdout).")] = None,
 ) -> None:
     """Render the runs into one HTML file and print its path and size."""
     from saag_opt.report.html import REPORT_NAME, render_report, write_html
 
+    if out is not None and str(out) == "-":
+        typer.echo(render_report(runs), nl=False)
+        return
+    out = output_path(out, "--out")
     if out is None:
         out = runs[0] / REPORT_NAME if len(runs) == 1 and runs[0].is_dir() else Path(REPORT_NAME)
     path = write_html(render_report(runs), out)
