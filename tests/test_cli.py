@@ -239,3 +239,17 @@ def test_evaluate_json_in_a_missing_folder_is_written_there(tmp_path: Path, monk
     assert exit_info.value.code == 0
     assert json.loads(out.read_text())["n_examples"] == 1
     assert [p.name for p in out.parent.iterdir()] == ["summary.json"]  # no temp file left beside it
+
+
+def test_report_and_prompt_export_write_to_stdout_for_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--out -`` used to write a file named '-' into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    scores = tmp_path / "scores.jsonl"
+    runner.invoke(app, ["score", str(PREDICTIONS), "--dataset", str(DATASET), "--json", str(scores)])
+    before = set(tmp_path.iterdir())
+    result = runner.invoke(app, ["report", str(scores), "--out", "-"])
+    assert result.exit_code == 0 and result.output.lstrip().lower().startswith("<!doctype html>")
+    dashed = runner.invoke(app, ["prompts", "export", "reviewer@v2", "--format", "txt", "--out", "-"])
+    plain = runner.invoke(app, ["prompts", "export", "reviewer@v2", "--format", "txt"])
+    assert dashed.exit_code == plain.exit_code == 0 and dashed.output == plain.output and plain.output.strip()
+    assert set(tmp_path.iterdir()) == before
