@@ -253,3 +253,18 @@ def test_report_and_prompt_export_write_to_stdout_for_dash(tmp_path: Path, monke
     plain = runner.invoke(app, ["prompts", "export", "reviewer@v2", "--format", "txt"])
     assert dashed.exit_code == plain.exit_code == 0 and dashed.output == plain.output and plain.output.strip()
     assert set(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["evaluate", "--bse", "x"], r"error: No such option: --bse \(Possible options: --base, .*\) "
+                                 r"\(see saag-opt evaluate --help\)"),
+    (["evaluate", "--base", "fake", "--workers", "0"], r"error: Invalid value for '--workers': .*"),
+    (["score"], r"error: Missing argument 'predictions'\. \(see saag-opt score --help\)"),
+])
+def test_a_bad_option_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """click used to print a usage line, a hint and a boxed panel for these."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.fullmatch(message, err.strip()), err

@@ -82,16 +82,42 @@ def main(argv: list[str] | None = None) -> None:
     stopping.add_cleanup(_stop_embedded_servers)
     try:
         with stopping.stop_on_signals():
-            app(args=argv, prog_name="saag-opt")
+            # Not standalone: a bad option comes back as an exception, printed below as one line
+            # instead of click's usage block and boxed panel.
+            code = app(args=argv, prog_name="saag-opt", standalone_mode=False)
     except SaagOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
-    except (KeyboardInterrupt, SystemExit):
-        # click turns KeyboardInterrupt (RunInterrupted is one) into "Aborted!" + SystemExit(1).
+    except typer.TyperException as exc:
+        line = _usage_line(exc)
+        if line is None:
+            raise
+        if line:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(int(getattr(exc, "exit_code", EXIT_USER_ERROR)))
+    except (KeyboardInterrupt, SystemExit, typer.Abort):
         if not stopping.requested():
             raise
+        code = None
+    if stopping.requested():  # typer turns KeyboardInterrupt (RunInterrupted is one) into exit code 130
         print(interrupted_message(), file=sys.stderr)
         stopping.exit_interrupted()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_line(exc: BaseException) -> str | None:
+    """A command-line usage error (unknown option, bad value, missing argument) as one line, else None.
+
+    "" for the bare command of a group: its help is already printed.
+    """
+    format_message = getattr(exc, "format_message", None)
+    if not callable(format_message):
+        return None
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return ""
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see {ctx.command_path} --help)" if getattr(ctx, "command_path", None) else ""
+    return " ".join(str(format_message()).split()) + hint
 
 
 _finished_runs: list[Path] = []
