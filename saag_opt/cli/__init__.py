@@ -115,8 +115,8 @@ def _usage_line(exc: BaseException) -> str | None:
         return None
     if type(exc).__name__ == "NoArgsIsHelpError":
         return ""
-    ctx = getattr(exc, "ctx", None)
-    hint = f" (see {ctx.command_path} --help)" if getattr(ctx, "command_path", None) else ""
+    command = getattr(getattr(exc, "ctx", None), "command_path", None)
+    hint = f" (see {command} --help)" if command else ""
     return " ".join(str(format_message()).split()) + hint
 
 
