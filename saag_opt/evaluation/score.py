@@ -1,6 +1,6 @@
 """Score a predictions file offline: SAAG cascade diagnostics and BFCL ground truth per prediction.
 
-A predictions file is JSONL, one prediction per line::
+A predictions file is JSONL, one prediction per line (or a JSON array of the same objects)::
 
     {"id": "p1", "example_id": "simple_python_0", "calls": [{"name": "f", "arguments": {"a": 1}}]}
     {"id": "p2", "example_id": "simple_python_0", "text": "<raw model output>"}
@@ -24,7 +24,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rapidfuzz import process
 
-from saag_opt.data.jsonl import read_jsonl
+from saag_opt.data.jsonl import read_records
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
@@ -200,7 +200,7 @@ def score_predictions(path: str | Path, examples: Sequence[Example], *,
     rows: list[ScoredPrediction] = []
     rejections: list[Rejection] = []
     first_line: dict[str, int] = {}
-    for line, value in read_jsonl(path):
+    for line, value in read_records(path):
         outcome = _score_line(value, by_id, first_line, line, grounding)
         if isinstance(outcome, str):
             rejections.append(Rejection(where, line, outcome))

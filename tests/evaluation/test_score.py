@@ -200,3 +200,13 @@ def test_score_keeps_the_paper_grounding_by_default_and_rows_name_the_mode(
     rows_path, _ = write_score_json(calibrated, tmp_path / "scores.jsonl")
     assert {json.loads(line)["grounding"] for line in rows_path.read_text(encoding="utf-8").splitlines()} == {
         "calibrated"}
+
+
+def test_predictions_may_be_a_json_array_file_like_the_datasets(examples: list[Example], tmp_path: Path) -> None:
+    """The dataset loaders read JSON array files; a predictions file in that shape was one bad 'row'."""
+    path = tmp_path / "preds.json"
+    path.write_text(json.dumps([{"id": "simple_python_0", "text": "calculate_triangle_area(base=10, height=5)"},
+                                {"id": "irrelevance_0", "calls": []}], indent=2), encoding="utf-8-sig")
+    result = score_predictions(path, examples)
+    assert result.rejections == () and [(r.id, r.correct) for r in result.rows] == [
+        ("simple_python_0", True), ("irrelevance_0", True)]
