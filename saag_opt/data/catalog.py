@@ -156,7 +156,7 @@ def detect_file_format(path: Path) -> str:
         DatasetError: missing file, no records, or a record of no known shape.
     """
     if not path.is_file():
-        raise DatasetError("no such dataset file", path=str(path))
+        raise _not_a_file(path)
     for line, value in jsonl.read_records(path):
         if isinstance(value, DatasetError):
             raise value
@@ -168,6 +168,12 @@ def detect_file_format(path: Path) -> str:
         raise DatasetError(f"cannot tell the dataset format from keys {sorted(keys)}; expected one of: {known}",
                            path=str(path), line=line)
     raise DatasetError("no records found", path=str(path))
+
+
+def _not_a_file(path: Path) -> DatasetError:
+    if path.is_dir():
+        return DatasetError("is a folder; give a dataset file (.jsonl or .json) inside it", path=str(path))
+    return DatasetError("no such dataset file", path=str(path))
 
 
 def _read(path: Path, fmt: str | None = None) -> Iterator[RowResult]:
@@ -200,10 +206,10 @@ def iter_dataset(spec: str) -> Iterator[RowResult]:
     if info is not None and info.prefix:
         path = Path(rest).expanduser()
         if not path.is_file():
-            raise DatasetError("no such dataset file", path=str(path))
+            raise _not_a_file(path)
         return _read(path, prefix)
     path = Path(spec).expanduser()
-    if path.suffix in (".jsonl", ".json") or path.is_file():
+    if path.suffix in (".jsonl", ".json") or path.exists():
         return _read(path)
     raise _unknown(spec)
 

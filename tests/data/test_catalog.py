@@ -140,6 +140,16 @@ def test_missing_files_are_dataset_errors(tmp_path: Path) -> None:
         load_dataset(f"glaive:{tmp_path / 'x.json'}")
 
 
+@pytest.mark.parametrize("name", ["data", "data.jsonl"])
+def test_a_folder_given_as_dataset_says_so(tmp_path: Path, name: str) -> None:
+    """It used to say "no such dataset file" (data.jsonl) or "unknown dataset" with the whole catalog (data)."""
+    (tmp_path / name).mkdir()
+    with pytest.raises(DatasetError, match=rf"{name}: is a folder; give a dataset file"):
+        load_dataset(str(tmp_path / name))
+    with pytest.raises(DatasetError, match=rf"{name}: is a folder"):
+        load_dataset(f"glaive:{tmp_path / name}")
+
+
 def test_missing_shipped_dir_says_how_to_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_DATASETS", str(tmp_path))
     with pytest.raises(DatasetError, match=r"build_shipped\.py"):
