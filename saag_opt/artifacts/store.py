@@ -189,8 +189,8 @@ def load_version_file(path: str | os.PathLike[str]) -> PromptVersion:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read prompt version ({exc.strerror or exc})") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read prompt version ({getattr(exc, 'strerror', None) or exc})") from exc
     try:
         return PromptVersion.model_validate_json(text)
     except ValidationError as exc:

@@ -60,9 +60,9 @@ def load_prompt(ref: str | os.PathLike[str] | PromptVersion, store: str | os.Pat
 def read_exported(path: Path) -> dict[str, str]:
     """Instructions from an exported prompt file (txt, dspy, openai or mlflow format)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read prompt file ({exc.strerror or exc})") from exc
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read prompt file ({getattr(exc, 'strerror', None) or exc})") from exc
     if path.suffix == ".md":
         raise ArtifactError(f"{path}: the md export is for reading; use {_FORMATS}")
     try:

@@ -253,9 +253,13 @@ def load_space(path: str | Path, overrides: dict[str, Any] | None = None) -> Spa
     """
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        raw = file.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # a byte-order mark is how some editors save UTF-8
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read the space file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{file}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from exc
     return parse_space(apply_overrides(data, overrides or {}), source=str(file))

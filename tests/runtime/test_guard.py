@@ -252,6 +252,17 @@ def test_cost_is_priced_per_decision_from_the_usage_of_its_calls() -> None:
     assert guard._dollars({"openai/unknown": {"prompt_tokens": 1000}}) == 0
 
 
+@pytest.mark.parametrize("name", ["prompt.txt", "v9.json"])
+def test_a_prompt_file_that_is_not_utf8_is_an_artifact_error(name: str, tmp_path: Path) -> None:
+    """It used to escape as a UnicodeDecodeError."""
+    path = tmp_path / name
+    path.write_bytes("Review the call. Réponse: ".encode("latin-1"))
+    from saag_opt.runtime.prompt import load_prompt
+
+    with pytest.raises(ArtifactError, match=rf"{name}: cannot read prompt"):
+        load_prompt(path)
+
+
 @pytest.mark.parametrize(("fmt", "name"), [("txt", "p.txt"), ("dspy", "p.json"), ("openai", "p.json"),
                                            ("mlflow", "p.json"), ("json", "p.json")])
 def test_an_exported_prompt_file_works(fmt: str, name: str, tmp_path: Path) -> None:

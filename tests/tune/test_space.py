@@ -107,6 +107,18 @@ def test_bad_toml_names_the_file_and_line(tmp_path: Path) -> None:
         load_space(tmp_path / "missing.toml")
 
 
+def test_a_space_file_in_another_encoding_names_the_line_and_a_bom_is_fine(tmp_path: Path) -> None:
+    """A Latin-1 file used to raise UnicodeDecodeError with a traceback; a BOM was "not valid TOML"."""
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('[fixed]\nbase = "gpt-4o"\n# réglages\n[search]\nmechanism = ["r1"]\n'.encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"^{latin}: line 3: not UTF-8 text \(byte 0xe9\)$"):
+        load_space(latin)
+    bom = tmp_path / "bom.toml"
+    bom.write_text('[fixed]\nbase = "gpt-4o"\nreviewer = "gpt-5-mini"\n[search]\nmechanism = ["r1"]\n',
+                   encoding="utf-8-sig")
+    assert load_space(bom).search == {"mechanism": ["r1"]}
+
+
 @pytest.mark.parametrize("name", ["offline-bfcl.toml", "paper-bfcl.toml"])
 def test_shipped_example_spaces_validate(name: str) -> None:
     space = load_space(REPO / "experiments" / "spaces" / name)
