@@ -245,14 +245,21 @@ def _answerable(example: Example) -> Example:
     """The example itself, if it can be asked and answered.
 
     Why: without a user message with text the agent is asked nothing and SAAG grounds every
-    argument in an empty query; gold naming a tool the row does not register can never be matched.
-    Both used to load and then score every prediction wrong.
+    argument in an empty query; gold naming a tool the row does not register can never be matched;
+    two tools whose OpenAI-safe names collide (``a.b`` and ``a_b``) reach the agent as one name.
+    Each used to load and then score predictions wrong (or fail every request).
 
     Raises:
-        DatasetError: no user message with text, or gold naming an unregistered tool.
+        DatasetError: no user message with text, gold naming an unregistered tool, or colliding names.
     """
     if not example.query.strip():
         raise DatasetError(f"example {example.id!r} has no user message with text")
+    safe: dict[str, str] = {}
+    for tool in example.registry:
+        other = safe.setdefault(tool.safe_name, tool.name)
+        if other != tool.name:
+            raise DatasetError(f"example {example.id!r}: tools {other!r} and {tool.name!r} are both sent as "
+                               f"{tool.safe_name!r} (OpenAI names allow only letters, digits, _ and -)")
     for call in example.gold or ():
         for name in call:
             if example.registry.resolve(name) is None:

@@ -236,6 +236,8 @@ def test_bom_and_crlf_lines_load_like_plain_ones(tmp_path: Path) -> None:
      r"function 'geometry\.area': parameter 'radius' must be a schema object .*got \"float\""),
     ({"ground_truth": [{"geometry.volume": {"radius": [2]}}]},
      r"gold calls 'geometry\.volume', which is not in its tools \(geometry\.area\)"),
+    ({"function": [AREA_FN, {**AREA_FN, "name": "geometry_area"}]},
+     r"tools 'geometry\.area' and 'geometry_area' are both sent as 'geometry_area'"),
     ({"question": [[]]}, r"has no user message with text"),
     ({"question": [[{"role": "user"}]]}, r"has no user message with text"),
     ({"question": [[{"role": "system", "content": "You are helpful."}]]}, r"has no user message with text"),
