@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -88,14 +89,24 @@ def configure_lm_cache() -> Path:
 
     Why: re-runs, resumes and ``compare`` must find earlier LM replies, so every command uses the
     same persistent cache rather than dspy's default or a temp dir.
+
+    Raises:
+        RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
     """
     import dspy
 
     where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
     if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
         return where  # ours is still the active cache: rebuilding it opens 16 sqlite shards (~0.15 s)
-    where.mkdir(parents=True, exist_ok=True)
-    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
+    except (OSError, sqlite3.DatabaseError) as exc:
+        from saag_opt.errors import RunError
+
+        damaged = isinstance(exc, sqlite3.DatabaseError)
+        raise RunError(f"LM cache {where}: {'damaged' if damaged else 'cannot be used'} ({exc}); move it aside or "
+                       f"set ${CACHE_ENV} to another folder (earlier replies are then asked again)") from exc
     _CONFIGURED[where] = dspy.cache
     return where
 
