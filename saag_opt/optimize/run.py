@@ -158,6 +158,13 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
         details = None
         emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)
+    except Exception:
+        # When every rollout of the seed evaluation failed (a key rejected, a server gone), gepa fails
+        # on its own terms ("requires objective_scores ..."); the cause the user can fix is the fault.
+        if world.context.fatal is not None:
+            save_counts(run_dir, world.context)
+            raise world.context.fatal from None
+        raise
     rollout_counts = save_counts(run_dir, world.context)
     if world.context.fatal is not None:
         raise world.context.fatal

@@ -94,6 +94,19 @@ def test_missing_key_points_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert header["status"] == "error" and "OPENAI_API_KEY" in header["error"]["message"]
 
 
+def test_a_reviewer_whose_key_is_rejected_stops_with_that_message(tmp_path: Path, server) -> None:
+    """Every seed rollout failing used to end in gepa's "requires objective_scores" ValueError."""
+    from saag_opt.testing.scripted_server import Fault
+
+    with ScriptedOpenAIServer(lambda request: Fault(401, message="invalid key")) as rejecting:
+        config = _config(tmp_path, server, reviewer=f"fake@{rejecting.url}", max_metric_calls=14,
+                         evaluate_test=False)
+        with pytest.raises(ModelUnavailableError, match=r"rejected the API key"):
+            run_optimize(config)
+    header = json.loads(next((tmp_path / "runs").iterdir()).joinpath("run.json").read_text())
+    assert header["status"] == "error" and "rejected the API key" in header["error"]["message"]
+
+
 def test_resume_extends_a_finished_run_cumulatively(tmp_path: Path, server) -> None:
     first = run_optimize(_config(tmp_path, server, max_metric_calls=20, evaluate_test=False))
     more = OptimizeConfig(resume=str(first.run_dir), max_metric_calls=45, base="ignored-on-resume")
