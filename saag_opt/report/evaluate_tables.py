@@ -114,11 +114,15 @@ class EvaluateProgress:
         self.task: Any = None
 
     def __enter__(self) -> EvaluateProgress:
-        self.progress.start()
+        # Not on a log file or pipe: nothing is drawn there, and stopping would print a stray blank line
+        # (ahead of an error message, say).
+        if self.progress.console.is_terminal:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.progress.live.is_started:
+            self.progress.stop()
 
     def __call__(self, event: RunEvent) -> None:
         """Runner event handler."""
