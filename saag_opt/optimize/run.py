@@ -28,7 +28,7 @@ from saag_opt.optimize.holdout import evaluate_test
 from saag_opt.optimize.progress import GepaProgress
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
-from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
+from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa, set_aside_unreadable_state
 from saag_opt.optimize.world import build_reviewer, build_world, load_splits
 from saag_opt.paths import configure_lm_cache
 from saag_opt.runfiles import (
@@ -153,6 +153,10 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
                             seed=config.seed, accept=config.accept, stoppers=stoppers,
                             callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
                                        RolloutCountSaver(run_dir, world.context)])
+    aside = set_aside_unreadable_state(settings.log_dir)
+    if aside is not None:
+        emit(sink, "warning", f"GEPA's checkpoint could not be read and was moved to {aside}; GEPA starts again "
+             "from the seed (finished LM calls replay from the cache)", moved_to=str(aside))
     try:
         details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,34 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
     )
 
 
+STATE_FILE = "gepa_state.bin"
+"""gepa's checkpoint in ``log_dir``: a resume continues from it."""
+
+
+def set_aside_unreadable_state(log_dir: Path) -> Path | None:
+    """Move a checkpoint gepa could not load (damaged, or from an incompatible gepa) aside; return where.
+
+    Why: gepa would fail inside ``compile`` with an unpickling traceback and the run could never be
+    resumed. Without the checkpoint GEPA starts again from the seed, and the finished rollouts and
+    reflections replay from the LM cache; the old file is kept for inspection.
+    """
+    import pickle
+
+    path = log_dir / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as handle:
+            state = pickle.load(handle)  # noqa: S301 - our own run directory's checkpoint, as gepa loads it
+        if isinstance(state, dict):
+            return None
+    except Exception:  # noqa: BLE001, S110 - any failure to load means gepa cannot resume from it either
+        pass
+    aside = path.with_name(f"{STATE_FILE}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.replace(aside)
+    return aside
+
+
 def compile_gepa(gepa: dspy.GEPA, student: dspy.Module, trainset: Sequence[dspy.Example],
                  valset: Sequence[dspy.Example]) -> Any:
     """Run GEPA (train for reflection, val for selection) and return ``detailed_results``.
@@ -78,4 +107,5 @@ def compile_gepa(gepa: dspy.GEPA, student: dspy.Module, trainset: Sequence[dspy.
 
 
 
-__all__ = ["ACCEPTANCE", "ADDITIONAL_INSTRUCTIONS", "GepaSettings", "build_gepa", "compile_gepa"]
+__all__ = ["ACCEPTANCE", "ADDITIONAL_INSTRUCTIONS", "STATE_FILE", "GepaSettings", "build_gepa", "compile_gepa",
+           "set_aside_unreadable_state"]

@@ -107,6 +107,20 @@ def test_a_reviewer_whose_key_is_rejected_stops_with_that_message(tmp_path: Path
     assert header["status"] == "error" and "rejected the API key" in header["error"]["message"]
 
 
+def test_resume_after_the_gepa_checkpoint_was_damaged_starts_over_and_keeps_the_file(tmp_path: Path, server) -> None:
+    """A truncated gepa_state.bin used to make every resume fail with an UnpicklingError traceback."""
+    first = run_optimize(_config(tmp_path, server, max_metric_calls=20, evaluate_test=False))
+    state = first.run_dir / "gepa" / "gepa_state.bin"
+    state.write_bytes(state.read_bytes()[:100])
+    events = []
+    second = run_optimize(OptimizeConfig(resume=str(first.run_dir), max_metric_calls=20, base="ignored-on-resume"),
+                          on_event=events.append)
+    assert second.status == "success" and second.best_version == first.best_version
+    (kept,) = (first.run_dir / "gepa").glob("gepa_state.bin.unreadable-*")
+    assert kept.stat().st_size == 100 and state.stat().st_size > 100  # a fresh checkpoint beside it
+    assert any(e.kind == "warning" and "could not be read" in e.message for e in events)
+
+
 def test_resume_extends_a_finished_run_cumulatively(tmp_path: Path, server) -> None:
     first = run_optimize(_config(tmp_path, server, max_metric_calls=20, evaluate_test=False))
     more = OptimizeConfig(resume=str(first.run_dir), max_metric_calls=45, base="ignored-on-resume")
