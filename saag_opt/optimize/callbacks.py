@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from saag_opt.errors import RunError
 from saag_opt.events import EventSink, emit
 from saag_opt.runfiles import atomic_write_json
 
@@ -44,9 +45,13 @@ class ArtifactWriter:
         self.versions: dict[int, str] = {0: seed_version.version}
         self.val_scores: dict[int, dict[str, float]] = {}
         if map_path.is_file():
-            saved = json.loads(map_path.read_text(encoding="utf-8"))
-            self.versions.update({int(k): v for k, v in saved.get("versions", {}).items()})
-            self.val_scores.update({int(k): v for k, v in saved.get("val_scores", {}).items()})
+            try:
+                saved = json.loads(map_path.read_text(encoding="utf-8"))
+                self.versions.update({int(k): v for k, v in saved.get("versions", {}).items()})
+                self.val_scores.update({int(k): v for k, v in saved.get("val_scores", {}).items()})
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                raise RunError(f"{map_path}: unreadable ({exc}); it maps GEPA candidates to the prompt versions "
+                               "already saved, so a resume cannot go on without it: start a new run") from exc
 
     def on_budget_updated(self, event: Mapping[str, Any]) -> None:
         """Remember the cumulative rollout count (recorded as the candidate's discovery cost)."""

@@ -138,3 +138,16 @@ def test_fatal_model_error_is_remembered() -> None:
     with pytest.raises(ModelUnavailableError):
         ctx.run(scripted.make_examples(1, "train")[0], None)
     assert isinstance(ctx.fatal, ModelUnavailableError) and ctx.rollouts == 1
+
+
+@pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"versions": {"x": "v3"}}'])
+def test_a_damaged_candidate_map_is_a_run_error_naming_it(tmp_path: Path, content: str) -> None:
+    """It used to be a JSONDecodeError (or AttributeError) traceback on resume."""
+    from saag_opt.errors import RunError
+
+    store = PromptStore(tmp_path / "prompts")
+    seed = store.save_new("reviewer", {"review": "Review."}, suffix="", source="manual")
+    path = tmp_path / "artifacts.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(RunError, match=r"artifacts\.json: unreadable .* start a new run"):
+        ArtifactWriter(store, seed_version=seed, map_path=path, metadata={}, spent=lambda: 0.0)
