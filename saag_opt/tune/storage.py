@@ -99,10 +99,12 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
     if spec.kind == "journal":
         Path(spec.url).parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(spec.url))
-    if spec.kind == "sqlite":
-        Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
+    from sqlalchemy.exc import SQLAlchemyError
+
     try:
+        if spec.kind == "sqlite":
+            Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
         with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
@@ -111,9 +113,20 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
     except ImportError as exc:
         raise ModelUnavailableError(f"--storage {spec.redacted}: the database driver is missing ({exc}); "
                                     "pip install 'saag-opt[postgres]'") from exc
-    except optuna.exceptions.StorageInternalError as exc:
+    except (optuna.exceptions.StorageInternalError, SQLAlchemyError, OSError) as exc:
+        # A refused connection arrives as sqlalchemy's OperationalError, a damaged sqlite file as DatabaseError.
+        reason = str(exc.__cause__ or exc).strip().splitlines()[0]
         raise ModelUnavailableError(f"--storage {spec.redacted}: cannot open the database: "
-                                    f"{str(exc.__cause__ or exc).splitlines()[0]}") from exc
+                                    f"{_without_password(reason, spec)}") from exc
+
+
+def _without_password(text: str, spec: StorageSpec) -> str:
+    """``text`` with the storage URL's password masked (driver messages may quote the URL)."""
+    if spec.kind != "rdb" or "@" not in spec.url or "://" not in spec.url:
+        return text
+    creds = spec.url.split("://", 1)[1].rsplit("@", 1)[0]
+    password = creds.split(":", 1)[1] if ":" in creds else ""
+    return text.replace(password, "***") if password else text
 
 
 def worker_id() -> str:

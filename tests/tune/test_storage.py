@@ -71,3 +71,21 @@ def test_journal_recovery_fails_and_re_enqueues_only_dead_workers_trials(tmp_pat
     waiting = study.get_trials(states=(TrialState.WAITING,))
     assert len(waiting) == 1 and waiting[0].user_attrs[RETRY_ATTR] == numbers["dead"]
     assert waiting[0].system_attrs["fixed_params"] == by_number[numbers["dead"]].params  # run with the same config
+
+
+def test_a_database_that_cannot_be_opened_is_one_line_without_the_password(tmp_path: Path) -> None:
+    """A refused PostgreSQL connection or a damaged sqlite file used to be a sqlalchemy traceback."""
+    from saag_opt.errors import ModelUnavailableError
+    from saag_opt.tune.storage import open_storage
+
+    damaged = tmp_path / "study.db"
+    damaged.write_bytes(b"garbage, not sqlite")
+    with pytest.raises(ModelUnavailableError, match=r"^--storage sqlite:///.*study\.db: cannot open the database: "
+                                                    r"file is not a database$"):
+        open_storage(parse_storage(str(damaged)))
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ModelUnavailableError, match=r"cannot open the database|driver is missing") as info:
+        open_storage(parse_storage(f"postgresql://saag:s3cret-pw@127.0.0.1:{port}/study"))
+    assert "s3cret-pw" not in str(info.value) and "\n" not in str(info.value)
