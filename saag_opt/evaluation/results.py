@@ -300,13 +300,16 @@ def read_run(path: str | os.PathLike[str], *, header_only: bool = False) -> RunC
     """Read an evaluate run directory back (validated).
 
     Raises:
-        RunError: missing or unreadable ``run.json`` / ``records.jsonl`` (with file and line).
+        RunError: missing or unreadable ``run.json`` / ``summary.json`` / ``records.jsonl`` (with file and line).
     """
     run_dir = Path(path)
     header = read_header(run_dir)
     summary_path = run_dir / "summary.json"
-    summary = (EvaluationSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
-               if summary_path.is_file() else None)
+    try:
+        summary = (EvaluationSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
+                   if summary_path.is_file() else None)
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{summary_path}: cannot read ({validation_message(exc, whole='file')})") from exc
     if header_only:
         return RunContents(header=header, summary=summary)
     records_path = run_dir / "records.jsonl"

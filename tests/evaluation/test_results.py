@@ -53,3 +53,13 @@ def test_a_bad_run_json_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "verb": "evaluate"}))
     with pytest.raises(RunError, match=r"cannot read run\.json \(created: Field required\)"):
         read_header(tmp_path)
+
+
+def test_a_damaged_summary_is_a_run_error_naming_the_file(tmp_path: Path) -> None:
+    from saag_opt.evaluation.results import read_run
+    from saag_opt.runfiles import new_header, write_header
+
+    write_header(tmp_path, new_header(tmp_path, "evaluate"))
+    (tmp_path / "summary.json").write_text('{"run_id": 5', encoding="utf-8")
+    with pytest.raises(RunError, match=r"summary\.json: cannot read \(file: Invalid JSON"):
+        read_run(tmp_path)
