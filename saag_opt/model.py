@@ -163,6 +163,10 @@ class ToolSpec:
         required = params.get("required") or []
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise ValueError(f"function {name!r}: 'required' must be a list of names")
+        undeclared = [r for r in required if r not in props]
+        if undeclared:  # every call would fail SAAG stage 2 whether it passes the parameter or not
+            raise ValueError(f"function {name!r}: required parameter(s) {', '.join(map(repr, undeclared))} "
+                             "not declared in 'properties'")
         return cls(name=name, description=str(raw.get("description") or ""), parameters=params,
                    required=tuple(required))
 

@@ -234,6 +234,8 @@ def test_bom_and_crlf_lines_load_like_plain_ones(tmp_path: Path) -> None:
      r"function 'geometry\.area': 'properties' must be an object of parameter schemas, got list"),
     ({"function": [{**AREA_FN, "parameters": {"type": "dict", "properties": {"radius": "float"}}}]},
      r"function 'geometry\.area': parameter 'radius' must be a schema object .*got \"float\""),
+    ({"function": [{**AREA_FN, "parameters": {**AREA_FN["parameters"], "required": ["radius", "units"]}}]},
+     r"function 'geometry\.area': required parameter\(s\) 'units' not declared in 'properties'"),
     ({"ground_truth": [{"geometry.volume": {"radius": [2]}}]},
      r"gold calls 'geometry\.volume', which is not in its tools \(geometry\.area\)"),
     ({"function": [AREA_FN, {**AREA_FN, "name": "geometry_area"}]},

@@ -180,6 +180,9 @@ def test_unknown_tool_is_blocked_by_a_cascade_only_guard() -> None:
     ([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
                                                                              "properties": {"city": "string"}}}}],
      [openai_call("get_weather", {"city": "Paris"})], "parameter 'city' must be a schema object"),
+    ([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city", "country"]}}}],
+     [openai_call("get_weather", {"city": "Paris"})], "required parameter(s) 'country' not declared"),
 ])
 def test_bad_input_is_a_block_with_a_clear_reason(tools, calls, expected) -> None:
     guard = Guard.load(reviewer=None, mechanism="none", cache=False)
