@@ -229,7 +229,7 @@ class SaagLM(dspy.LM):
         if isinstance(exc, LMAuthError):
             hint = MISSING_KEY_MESSAGE.split(": ", 1)[1] if self.spec.kind == "openai" else "check the server's key"
             return ModelUnavailableError(f"{self.spec.text}: the server rejected the API key; {hint}")
-        if isinstance(exc, LMUnsupportedModelError):
+        if isinstance(exc, LMUnsupportedModelError) or getattr(exc, "status", None) == 404:
             return ModelUnavailableError(f"{self.spec.text}: the server has no such model or URL path ({first}); "
                                          "check the model name and that the URL ends in /v1")
         if isinstance(exc, LMBillingError):

@@ -171,6 +171,7 @@ def test_rejected_key_is_model_unavailable_without_retries(scripted_server: Scri
 
 @pytest.mark.parametrize(("status", "text", "message"), [
     (404, "The model `m` does not exist", r"no such model or URL path \(.*The model `m` does not exist\)"),
+    (404, "Not Found", r"no such model or URL path \(.*Not Found\); check the model name and that the URL ends in /v1"),
     (402, "insufficient_quota", r"refused the call for billing or quota"),
 ])
 def test_wrong_model_or_quota_is_model_unavailable_without_retries(
