@@ -43,8 +43,8 @@ class BfclRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
-    """BFCL id, e.g. ``simple_python_12``."""
+    id: str = Field(min_length=1, coerce_numbers_to_str=True)
+    """BFCL id, e.g. ``simple_python_12`` (a number is read as its text, as in predictions files)."""
     category: str = Field(min_length=1)
     """BFCL category, e.g. ``simple_python`` or ``irrelevance``."""
     question: list[Any] = Field(min_length=1)
@@ -72,8 +72,8 @@ class ExampleRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
-    """Unique id; registry-size variants append ``@r<N>`` to the base id."""
+    id: str = Field(min_length=1, coerce_numbers_to_str=True)
+    """Unique id (a number is read as its text); registry-size variants append ``@r<N>`` to the base id."""
     category: str = Field(min_length=1)
     """Category (BFCL category, ``glaive``, ...)."""
     messages: list[MessageRow] = Field(min_length=1)

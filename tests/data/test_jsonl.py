@@ -260,3 +260,12 @@ def test_our_schema_rejects_gold_for_an_unregistered_tool(tmp_path: Path) -> Non
     row["gold"] = [{"nope": {"radius": [2]}}]
     with pytest.raises(DatasetError, match=r"o\.jsonl:1: .*gold calls 'nope', which is not in its tools"):
         load_examples_jsonl(write_lines(tmp_path / "o.jsonl", [row]))
+
+
+def test_a_numeric_id_is_read_as_its_text_like_in_predictions_files(tmp_path: Path) -> None:
+    """Datasets refused ``"id": 17`` while predictions files accepted it; a prediction for it could not match."""
+    path = write_lines(tmp_path / "n.jsonl", [{**bfcl_row("x", "simple_python", GOLD), "id": 17},
+                                              {**bfcl_row("x", "simple_python", GOLD), "id": True}])
+    results = list(iter_bfcl_jsonl(path))
+    assert isinstance(results[0][1], Example) and results[0][1].id == "17"
+    assert isinstance(results[1][1], DatasetError) and "n.jsonl:2: bad row: id:" in str(results[1][1])
