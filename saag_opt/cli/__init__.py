@@ -80,13 +80,14 @@ def main(argv: list[str] | None = None) -> None:
     # The bundled price map: offline runs must not wait on a network refresh (dspy and litellm read it).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     stopping.add_cleanup(_stop_embedded_servers)
+    _finished_runs.clear()  # "during this command" (tests call main() many times in one process)
     try:
         with stopping.stop_on_signals():
             # Not standalone: a bad option comes back as an exception, printed below as one line
             # instead of click's usage block and boxed panel.
             code = app(args=argv, prog_name="saag-opt", standalone_mode=False)
     except SaagOptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{_resume_hint(exc)}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
     except typer.TyperException as exc:
         line = _usage_line(exc)
@@ -143,6 +144,22 @@ def interrupted_message() -> str:
     space = " --space SPACE.toml" if verb == "tune" else ""
     return (f"interrupted: finished examples are saved and {run_dir} is marked interrupted; continue it with: "
             f"saag-opt {verb}{space} --resume {run_dir}")
+
+
+def _resume_hint(exc: BaseException) -> str:
+    """For a model that went away mid-run: where the finished examples are and the command that continues."""
+    from saag_opt.errors import ModelUnavailableError, RunError
+    from saag_opt.runfiles import read_header
+
+    if not isinstance(exc, ModelUnavailableError) or not _finished_runs:
+        return ""
+    run_dir = _finished_runs[-1]  # the outermost run (its passes end first)
+    try:
+        verb = read_header(run_dir).verb
+    except RunError:
+        return ""
+    space = " --space SPACE.toml" if verb == "tune" else ""
+    return f" (finished examples are kept; once fixed, continue with: saag-opt {verb}{space} --resume {run_dir})"
 
 
 def _stop_embedded_servers() -> None:

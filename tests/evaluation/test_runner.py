@@ -191,12 +191,20 @@ def test_a_model_that_is_gone_stops_the_run_keeping_finished_examples(
               "--workers", "1"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert re.fullmatch(f"error: fake@{re.escape(server.url)}: .*{message}.*\n", err)  # one line, nothing else
     run_dir = sorted((tmp_path / "runs").iterdir())[-1]
+    assert re.fullmatch(f"error: fake@{re.escape(server.url)}: .*{message}.* \\(finished examples are kept; once "
+                        f"fixed, continue with: saag-opt evaluate --resume {re.escape(str(run_dir))}\\)\n", err)
     run = read_run(run_dir)
     assert run.header.status == "error" and message in run.header.error.message
     assert {r.example_id for r in run.records} == finished and not any(r.error for r in run.records)
     assert "sk-test-secret-value" not in run_dir.joinpath("run.json").read_text()
+
+    server.reset(handler)  # the key or URL fixed: the printed command finishes the same run
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--resume", str(run_dir)])
+    assert exit_info.value.code == 0
+    run = read_run(run_dir)
+    assert run.header.status == "success" and {r.example_id for r in run.records} == {ex.id for ex in examples}
 
 
 def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
