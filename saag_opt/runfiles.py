@@ -94,6 +94,34 @@ def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
         jsonlines.Writer(handle, compact=True, sort_keys=False).write_all(rows)
 
 
+def read_run_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` per non-blank line of a JSONL run file (records, trials).
+
+    A last line without its newline that does not parse is a write cut short (the process was
+    killed, the disk filled): that row never finished, so it is skipped with a warning.
+
+    Raises:
+        RunError: an unreadable file, or a line that is not UTF-8 JSON (file:line).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    lines = data.split(b"\n")
+    for line, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = jsonlines.Reader([raw.decode("utf-8")]).read()
+        except (UnicodeDecodeError, jsonlines.InvalidLineError) as exc:
+            if line == len(lines):  # no newline after it
+                logging.getLogger(__name__).warning("%s:%d: ignoring a row cut short while being written", path, line)
+                return
+            reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc).rsplit(" (line ", 1)[0]
+            raise RunError(f"{path}:{line}: bad row: {reason}") from exc
+        yield line, value
+
+
 class JsonShelf:
     """JSON documents by hex key, one small file each: ``<directory>/<key[:2]>/<key>.json``.
 
@@ -313,6 +341,7 @@ __all__ = [
     "new_header",
     "on_run_finished",
     "package_versions",
+    "read_run_jsonl",
     "read_header",
     "utc_now",
 ]

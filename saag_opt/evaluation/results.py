@@ -9,7 +9,6 @@ atomic writes, provenance) is ``saag_opt.runfiles``.
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -21,9 +20,7 @@ from pydantic import BaseModel, Field
 
 from saag_opt.errors import RunError, validation_message
 from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
-from saag_opt.runfiles import RunHeader, read_header
-
-log = logging.getLogger(__name__)
+from saag_opt.runfiles import RunHeader, read_header, read_run_jsonl
 
 
 class CallRecord(BaseModel):
@@ -233,30 +230,13 @@ class RunContents(BaseModel):
 def read_records(path: Path) -> list[ExampleRecord]:
     """The rows of a ``records.jsonl`` (any run verb writes the same rows).
 
-    A last line without its newline that does not parse is a write cut short (the process was
-    killed, the disk filled): that example never finished, so it is left out, with a warning.
+    A record cut short by a kill is left out with a warning (``runfiles.read_run_jsonl``).
 
     Raises:
         RunError: an unreadable file, or a row that is not an ``ExampleRecord`` (with file and line).
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RunError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    lines = data.split(b"\n")
     records = []
-    for line, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        torn = line == len(lines)  # no newline after it
-        try:
-            row = jsonlines.Reader([raw.decode("utf-8")]).read()
-        except (UnicodeDecodeError, jsonlines.InvalidLineError) as exc:
-            if torn:
-                log.warning("%s:%d: ignoring a record cut short while being written", path, line)
-                break
-            reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc).rsplit(" (line ", 1)[0]
-            raise RunError(f"{path}:{line}: bad record: {reason}") from exc
+    for line, row in read_run_jsonl(path):
         try:
             records.append(ExampleRecord.model_validate(row))
         except ValueError as exc:

@@ -30,7 +30,7 @@ def test_a_record_cut_short_by_a_kill_is_left_out_with_a_warning(tmp_path: Path,
     with caplog.at_level(logging.WARNING):
         records = read_records(path)
     assert [r.example_id for r in records] == ["ex_0", "ex_1"]
-    assert "records.jsonl:3: ignoring a record cut short" in caplog.text
+    assert "records.jsonl:3: ignoring a row cut short" in caplog.text
 
 
 def test_a_whole_last_record_without_its_newline_is_kept(tmp_path: Path) -> None:
@@ -39,8 +39,8 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("bad", "message"), [
-    (b"{oops", r"records\.jsonl:2: bad record: line contains invalid json"),
-    (b"\xff\xfe", r"records\.jsonl:2: bad record: not UTF-8 text"),
+    (b"{oops", r"records\.jsonl:2: bad row: line contains invalid json"),
+    (b"\xff\xfe", r"records\.jsonl:2: bad row: not UTF-8 text"),
     (b'{"run_id": "r"}', r"records\.jsonl:2: bad record: example_id: Field required; category: Field required"),
 ])
 def test_a_bad_record_inside_the_file_is_named_by_line_and_field(tmp_path: Path, bad: bytes, message: str) -> None:
@@ -63,3 +63,14 @@ def test_a_damaged_summary_is_a_run_error_naming_the_file(tmp_path: Path) -> Non
     (tmp_path / "summary.json").write_text('{"run_id": 5', encoding="utf-8")
     with pytest.raises(RunError, match=r"summary\.json: cannot read \(file: Invalid JSON"):
         read_run(tmp_path)
+
+
+def test_report_pages_read_a_torn_trials_file_like_records(tmp_path: Path) -> None:
+    """report on a tune run killed mid-write used to fail with a jsonlines traceback."""
+    from saag_opt.report.pages.base import read_jsonl
+
+    path = _write(tmp_path / "trials.jsonl", [{"number": 0}], tail=b'{"number": 1, "sta')
+    assert read_jsonl(path) == [{"number": 0}]
+    path.write_bytes(b'{"number": 0}\n\xff\n{"number": 2}\n')
+    with pytest.raises(RunError, match=r"trials\.jsonl:2: bad row: not UTF-8 text"):
+        read_jsonl(path)

@@ -8,12 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonlines
-
 from saag_opt.errors import RunError
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.evaluation.results import read_records as _read_records_file
-from saag_opt.runfiles import RunHeader
+from saag_opt.runfiles import RunHeader, read_run_jsonl
 
 
 @dataclass
@@ -53,11 +51,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     rows = []
-    with jsonlines.open(path) as reader:
-        for line, row in enumerate(reader, start=1):
-            if not isinstance(row, dict):
-                raise RunError(f"{path}:{line}: expected a JSON object")
-            rows.append(row)
+    for line, row in read_run_jsonl(path):
+        if not isinstance(row, dict):
+            raise RunError(f"{path}:{line}: expected a JSON object")
+        rows.append(row)
     return rows
 
 
