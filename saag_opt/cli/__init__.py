@@ -154,12 +154,20 @@ def _resume_hint(exc: BaseException) -> str:
     if not isinstance(exc, ModelUnavailableError) or not _finished_runs:
         return ""
     run_dir = _finished_runs[-1]  # the outermost run (its passes end first)
+    if not _has_work(run_dir):  # e.g. a missing key, found before any call: rerunning is the same
+        return ""
     try:
         verb = read_header(run_dir).verb
     except RunError:
         return ""
     space = " --space SPACE.toml" if verb == "tune" else ""
     return f" (finished examples are kept; once fixed, continue with: saag-opt {verb}{space} --resume {run_dir})"
+
+
+def _has_work(run_dir: Path) -> bool:
+    """Whether a run (or one of its passes or trials) finished anything a resume would keep."""
+    return any(path.stat().st_size > 0 for path in run_dir.rglob("records.jsonl")) or any(
+        run_dir.glob("gepa/*"))
 
 
 def _stop_embedded_servers() -> None:
