@@ -131,7 +131,9 @@ def repair_rounds(records: Sequence[ExampleRecord]) -> dict[str, Any] | None:
     ``saag_pass`` at index r means the r-th repair fixed what the cascade saw. None for mechanisms
     without SAAG rounds.
     """
-    saag_rows = [r for r in records if r.rounds and all(x.reviewer == "saag" for x in r.rounds)]
+    # A gated reviewer's only round on a clean call is the SAAG gate: that is not self-repair.
+    saag_rows = [r for r in records if r.rounds and all(x.reviewer == "saag" for x in r.rounds)
+                 and not r.condition.startswith("gate+")]
     if not saag_rows:
         return None
     outcome: dict[str, list[int]] = {}
