@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import dspy
 
@@ -25,6 +25,8 @@ from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion
     from saag_opt.saag import PredictionReport
+
+_R = TypeVar("_R", bound="Reviewer")
 
 PREDICTOR_NAMES = ("review", "select", "grade")
 """Predictor names, as ``named_predictors()`` and prompt artifacts spell them."""
@@ -201,7 +203,7 @@ class Reviewer(dspy.Module):
         return self.review(conversation=conversation, tool_docs=tool_docs, tentative_calls=tentative_calls)
 
     @classmethod
-    def from_prompt(cls, version: PromptVersion | Mapping[str, str]) -> Reviewer:
+    def from_prompt(cls: type[_R], version: PromptVersion | Mapping[str, str]) -> _R:
         """A reviewer whose predictors carry the artifact's instructions.
 
         Raises:
@@ -318,3 +320,20 @@ class SaagInformedReviewer(Reviewer):
         inputs = super().review_inputs(example, prediction)
         inputs["saag_report"] = render_saag_report(blind_cascade(prediction, example, self.grounding))
         return inputs
+
+
+def make_reviewer(prompt: PromptVersion | Mapping[str, str], *, saag_informed: bool = False,
+                  grounding: GroundingMode = INTERVENTION_GROUNDING) -> Reviewer:
+    """The reviewer for ``prompt``: plain, or SAAG-informed showing a report with stage-3 ``grounding``.
+
+    Why one builder: evaluate, compare, tune, optimize's rollouts and the runtime Guard must put the
+    same request in front of the reviewer for the same options (``grounding`` is ignored by a plain one).
+
+    Raises:
+        ArtifactError: the prompt names a predictor a reviewer does not have.
+    """
+    if not saag_informed:
+        return Reviewer.from_prompt(prompt)
+    reviewer = SaagInformedReviewer.from_prompt(prompt)
+    reviewer.grounding = grounding
+    return reviewer

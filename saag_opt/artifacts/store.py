@@ -50,6 +50,7 @@ from saag_opt.errors import ArtifactError, validation_message
 from saag_opt.model import canonical_json
 from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
 from saag_opt.runfiles import atomic_write_text, utc_now
+from saag_opt.saag.calibration import ModeName
 
 SCHEMA_VERSION = 1
 """Bump when PromptVersion's fields change meaning; migrate old files in a before-validator."""
@@ -113,6 +114,11 @@ class PromptVersion(BaseModel):
     """Splits of ``dataset`` whose examples shaped the instructions (GEPA: rollouts and reflection)."""
     selected_on: list[Split] = Field(default_factory=list)
     """Splits of ``dataset`` the version was chosen on (GEPA: the val scores)."""
+    saag_report: ModeName | None = None
+    """The reviewer it was tuned for saw the gold-free SAAG report of each call, with this stage-3
+    grounding (``optimize --saag-informed``); None = a plain reviewer (or unknown, for a manual prompt).
+    Why kept: instructions learnt beside the report may lean on it, so ``evaluate`` warns when the
+    reviewer it runs does not match (``reviewer_mismatch``)."""
     scores: dict[str, Any] = Field(default_factory=dict)
     """Metric name -> value (JSON values), e.g. ``{"val_accuracy": 0.925}``."""
     cost: dict[str, Any] = Field(default_factory=dict)
@@ -171,6 +177,23 @@ class PromptVersion(BaseModel):
         """
         seen = set(self.trained_on) | set(self.selected_on)
         return [s for s in SPLIT_NAMES if s in seen and s in set(splits)]
+
+    def reviewer_mismatch(self, saag_informed: bool, grounding: str) -> str | None:
+        """Why a reviewer with these options is not the one this version was tuned for (None = it is, or unknown).
+
+        Only a GEPA version knows what its reviewer saw; a manual prompt (the seeds) fits either.
+        """
+        if self.source != "gepa":
+            return None
+        if self.saag_report is not None and not saag_informed:
+            return (f"tuned for a reviewer that sees the SAAG report (--saag-informed --grounding {self.saag_report}); "
+                    "this reviewer does not see it")
+        if self.saag_report is None and saag_informed:
+            return "tuned for a reviewer without the SAAG report; this reviewer sees it (--saag-informed)"
+        if saag_informed and self.saag_report != grounding:
+            return (f"tuned beside a SAAG report with --grounding {self.saag_report}; this reviewer's report uses "
+                    f"--grounding {grounding}")
+        return None
 
 
 def default_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -584,6 +607,8 @@ def render_markdown(version: PromptVersion) -> str:
         ("trained on", version.trained_on), ("selected on", version.selected_on),
         ("scores", version.scores), ("cost", version.cost),
     ]
+    if version.saag_report is not None:  # only then: the seeds' pages stay as shipped
+        rows.append(("tuned with SAAG report", f"yes (grounding {version.saag_report})"))
     lines = [f"# {version.ref}", "", "<!-- generated from the .json by saag-opt; do not edit by hand -->", "",
              "| field | value |", "|---|---|"]
     lines += [f"| {key} | {_cell(value)} |" for key, value in rows]
@@ -596,7 +621,7 @@ def render_markdown(version: PromptVersion) -> str:
 
 
 _DIFF_FIELDS = ("program", "sha256", "parents", "source", "created", "models", "dataset", "split_hash",
-                "trained_on", "selected_on", "scores", "cost", "notes")
+                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes")
 
 
 def diff_versions(a: PromptVersion, b: PromptVersion) -> str:

@@ -14,6 +14,7 @@ import typer
 from saag_opt.cli.common import (
     DatasetOpt,
     DryRunOpt,
+    GroundingOpt,
     OnUnusable,
     OnUnusableOpt,
     RunsDirOpt,
@@ -51,6 +52,10 @@ def optimize(
     prompt: Annotated[str, typer.Option("--prompt", help="Seed prompt reference.")] = "reviewer@v2",
     mechanism: Annotated[str, typer.Option(
         "--mechanism", help="A mechanism that calls the reviewer, e.g. r2, s5, g5, gate+r2.")] = "r2",
+    saag_informed: Annotated[bool, typer.Option(
+        "--saag-informed", help="Experimental: the reviewer also sees the gold-free SAAG report of the call it reviews "
+        "(as evaluate --saag-informed), in GEPA's rollouts and on test; the saved versions record it.")] = False,
+    grounding: GroundingOpt = None,
     dataset: DatasetOpt = "shipped:bfcl",
     budget: Annotated[Optional[Budget], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
     max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
@@ -85,12 +90,15 @@ def optimize(
     from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report
 
     values: dict[str, Any] = dict(
-        base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism, dataset=dataset,
+        base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism,
+        saag_informed=saag_informed, dataset=dataset,
         budget=budget.value if budget else None, accept=accept.value, max_metric_calls=max_metric_calls,
         max_cost=max_cost, on_unusable=on_unusable.value,
         workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
         evaluate_test=not no_test, runs_dir=str(runs_dir), prompts_dir=str(prompts_dir) if prompts_dir else None,
         resume=str(resume) if resume else None)
+    if grounding is not None:
+        values["grounding"] = grounding.value
     try:
         config = OptimizeConfig(**values)
     except ValueError as exc:
@@ -102,7 +110,9 @@ def optimize(
 
         print_estimate(Console(), preflight_optimize(config).to_dict())
         return
-    passed = ({name for name in explicit_params(ctx) if name in OptimizeConfig.model_fields}
+    # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
+    sources = ("COMMANDLINE",) if resume is not None else ("COMMANDLINE", "ENVIRONMENT")
+    passed = ({name for name in explicit_params(ctx, sources) if name in OptimizeConfig.model_fields}
               | ({"evaluate_test"} if no_test else set()))
     with OptimizeProgress(console) as progress:
         result = run_optimize(config, on_event=progress, overrides=passed)

@@ -231,6 +231,8 @@ class SideSummary(BaseModel):
     contaminated: list[str] = Field(default_factory=list)
     """Splits of the compared examples this version's reviewer prompt was trained or selected on (not
     held out). Runs mode: the prompt each source run recorded, checked the same way."""
+    reviewer_mismatch: str | None = None
+    """Prompts mode: why this version's reviewer is not the one GEPA tuned it for (``EvaluationSummary``)."""
 
 
 class CompareSummary(BaseModel):
@@ -694,8 +696,10 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         summary = compare_sides(a, b, mode="prompts", seed=config.seed)
         summary = summary.model_copy(update={
             "run_id": run_dir.name, "base_costs": base.summary.costs, "stopped": stopped,
-            "a": summary.a.model_copy(update={"contaminated": results["a"].summary.contaminated}),
-            "b": summary.b.model_copy(update={"contaminated": results["b"].summary.contaminated}),
+            "a": summary.a.model_copy(update={"contaminated": results["a"].summary.contaminated,
+                                              "reviewer_mismatch": results["a"].summary.reviewer_mismatch}),
+            "b": summary.b.model_copy(update={"contaminated": results["b"].summary.contaminated,
+                                              "reviewer_mismatch": results["b"].summary.reviewer_mismatch}),
             "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
         dataset = read_header(base.run_dir).dataset
         _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)

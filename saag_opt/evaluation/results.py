@@ -210,6 +210,9 @@ class EvaluationSummary(BaseModel):
     """Cost ledger per role (calls, tokens, dollars, seconds)."""
     contaminated: list[str] = Field(default_factory=list)
     """Evaluated splits the reviewer prompt was trained or selected on (``["val"]``): not held out."""
+    reviewer_mismatch: str | None = None
+    """Why the reviewer run is not the one the (GEPA) prompt was tuned for, e.g. tuned seeing the SAAG
+    report and run without ``--saag-informed`` (``PromptVersion.reviewer_mismatch``); None = it is."""
     stopped: str | None = None
     """Why the run ended before every example was evaluated (``--max-cost`` reached); None = complete."""
     on_unusable: str = "approve"

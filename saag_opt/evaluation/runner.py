@@ -37,7 +37,7 @@ from saag_opt.agents import (
     MechanismOutcome,
     Proposal,
     Reviewer,
-    SaagInformedReviewer,
+    make_reviewer,
     parse_mechanism,
 )
 from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError, SaagOptError
@@ -213,11 +213,8 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger:
             raise ConfigError(f"reviewer: mechanism {mechanism.spec!r} needs --reviewer")
         from saag_opt.artifacts import resolve_ref
 
-        cls = SaagInformedReviewer if config.saag_informed else Reviewer
         version = resolve_ref(config.prompt, config.prompts_dir)
-        reviewer = cls.from_prompt(version)
-        if isinstance(reviewer, SaagInformedReviewer):
-            reviewer.grounding = config.grounding
+        reviewer = make_reviewer(version, saag_informed=config.saag_informed, grounding=config.grounding)
         reviewer_options = options | {"temperature": config.reviewer_temperature}
         if config.reasoning_effort is not None:
             reviewer_options["reasoning_effort"] = config.reasoning_effort
@@ -594,4 +591,6 @@ def summarise(records: Sequence[ExampleRecord], setup: _Setup, *, seed: int = 0)
         agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
         costs=setup.ledger.to_dict(), on_unusable=setup.config.on_unusable,
         contaminated=list(setup.prompt_version.contaminated({e.split for e in setup.examples if e.split}))
-        if setup.prompt_version is not None else [])
+        if setup.prompt_version is not None else [],
+        reviewer_mismatch=setup.prompt_version.reviewer_mismatch(setup.config.saag_informed, setup.config.grounding)
+        if setup.prompt_version is not None else None)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.optimize.budget import BudgetName
+from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 
 RESUMABLE_OVERRIDES = frozenset({"max_metric_calls", "budget", "max_cost", "workers", "evaluate_test",
                                  "test_limit"})
@@ -28,6 +29,11 @@ class OptimizeConfig(BaseModel):
     """Seed prompt reference."""
     mechanism: str = "r2"
     """Review mechanism the reviewer is optimized for; it must call the reviewer (r2, s5, gate+r2, ...)."""
+    saag_informed: bool = False
+    """Experimental: the reviewer also sees the gold-free SAAG report of the call it reviews, in GEPA's
+    rollouts and on TEST, built as ``evaluate --saag-informed`` builds it (``agents.make_reviewer``)."""
+    grounding: ModeName = INTERVENTION_GROUNDING
+    """Stage 3 of the gold-free cascade: what ``saag_informed`` shows and when ``gate+`` lets a call pass."""
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag_opt.data.load_dataset``)."""
     budget: BudgetName | None = None

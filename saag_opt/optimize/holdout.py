@@ -15,6 +15,9 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
                   sink: EventSink | None) -> dict[str, Any]:
     """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
 
+    The reviewer is the one GEPA's rollouts ran (``saag_informed``, ``grounding``), so the test
+    measures the prompts with the inputs they were tuned on.
+
     Returns ``{"seed", "best", "compare_run", "comparison", "stopped"}``; ``comparison`` is the
     compare run's ``CompareSummary``. The compare run's rows are copied into this run's
     ``records.jsonl``. The run's spend cap covers the comparison: when it stops it, ``stopped`` says
@@ -30,7 +33,8 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
     evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
                                 dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
-                                seed=config.seed, on_unusable=config.on_unusable)
+                                seed=config.seed, on_unusable=config.on_unusable,
+                                saag_informed=config.saag_informed, grounding=config.grounding)
     try:
         compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
                                                  runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],

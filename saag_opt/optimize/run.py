@@ -59,10 +59,15 @@ class OptimizeResult:
     test: dict[str, Any] | None = None
     reviewer_unusable: dict[str, Any] | None = None
     """Unreadable reviewer replies per phase (``optimize.unusable.unusable_by_phase``)."""
+    saag_informed: bool = False
+    """The reviewer saw the gold-free SAAG report, in GEPA's rollouts and on TEST."""
+    grounding: str | None = None
+    """Stage-3 mode of that report (and of a gate)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary."""
-        return {"run_dir": str(self.run_dir), "status": self.status, "seed_version": self.seed_version,
+        return {"run_dir": str(self.run_dir), "status": self.status, "saag_informed": self.saag_informed,
+                "grounding": self.grounding, "seed_version": self.seed_version,
                 "best_version": self.best_version, "versions": {str(k): v for k, v in self.versions.items()},
                 "val_scores": self.val_scores, "metric_calls": self.metric_calls, "stopped_by": self.stopped_by,
                 "estimate": self.estimate, "costs": self.costs, "test": self.test,
@@ -84,6 +89,7 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
             raise RunError(f"--resume {exc}") from exc
         if header.verb != "optimize":
             raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an optimize run")
+        _refuse_changes(run_dir, header, config, overrides)
         stored = header.config | {k: getattr(config, k) for k in overrides if k in RESUMABLE_OVERRIDES}
         effective = OptimizeConfig.model_validate(stored | {"resume": str(run_dir)})
         header.status, header.finished, header.error = "started", None, None
@@ -94,8 +100,43 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
                         args_passed={k: getattr(config, k) for k in overrides},
                         models={"base": config.base, "reviewer": config.reviewer,
                                 "reflection": config.reflection_spec},
-                        plugins={"mechanism": {"spec": config.mechanism}})
+                        plugins={"mechanism": {"spec": config.mechanism},
+                                 "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
+                                              "experimental": config.saag_informed,
+                                              "grounding": config.grounding}})
     return run_dir, config, header
+
+
+_FLAGS = {"prompts_dir": "--store", "evaluate_test": "--no-test"}
+
+
+def _refuse_changes(run_dir: Path, header: Any, config: OptimizeConfig, overrides: frozenset[str] | set[str]) -> None:
+    """A resumed run keeps what it measures: an option given again must repeat the recorded value.
+
+    Why: GEPA's checkpoint, the saved versions and the cached rollouts all belong to the recorded
+    configuration; resuming with another reviewer input (``--saag-informed``, ``--grounding``),
+    mechanism or model would mix two experiments in one run. ``RESUMABLE_OVERRIDES`` may change.
+
+    Raises:
+        ConfigError: one line naming each contradicting option, its value and the recorded one.
+    """
+    from saag_opt.errors import ConfigError
+
+    recorded = OptimizeConfig.model_validate(header.config)
+    given_seed = (header.plugins or {}).get("seed_prompt_given")
+    differs = []
+    for name in sorted(set(overrides) - RESUMABLE_OVERRIDES - {"resume", "runs_dir"}):
+        if name not in OptimizeConfig.model_fields:
+            continue
+        value, before = getattr(config, name), getattr(recorded, name)
+        if value == before or (name == "prompt" and value == given_seed):  # the alias the run pinned
+            continue
+        differs.append(f"{_FLAGS.get(name, '--' + name.replace('_', '-'))} {value!r} (the run has {before!r})")
+    if differs:
+        raise ConfigError(f"--resume {run_dir}: {'; '.join(differs)}: a resumed run keeps its recorded configuration; "
+                          f"drop {'these options' if len(differs) > 1 else 'that option'} or start a new run (only "
+                          f"{', '.join(sorted(_FLAGS.get(k, '--' + k.replace('_', '-')) for k in RESUMABLE_OVERRIDES))}"
+                          " may change)")
 
 
 def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
@@ -201,7 +242,8 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     costs = save_costs(run_dir, world.ledger)
     status = "stopped" if cap is not None and cap.reached else "success"
     result = OptimizeResult(run_dir, status, world.seed.version, best, dict(writer.versions), val_scores, rollouts,
-                            stopped_by, estimate.to_dict(), costs, test, unusable_by_phase(rollout_counts, test))
+                            stopped_by, estimate.to_dict(), costs, test, unusable_by_phase(rollout_counts, test),
+                            config.saag_informed, config.grounding)
     atomic_write_json(run_dir / "summary.json", result.to_dict())
     emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return result
@@ -210,7 +252,9 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
 def _artifact_metadata(config: OptimizeConfig, split: str) -> dict[str, Any]:
     return {"models": {"base": config.base, "reviewer": config.reviewer, "reflection": config.reflection_spec},
             "dataset": config.dataset, "split_hash": split, "trained_on": ["train"], "selected_on": ["val"],
-            "notes": f"GEPA ({config.mechanism}) from {config.prompt}; val = the dataset's val split"}
+            "saag_report": config.grounding if config.saag_informed else None,
+            "notes": f"GEPA ({config.mechanism}{', SAAG-informed reviewer' if config.saag_informed else ''}) "
+                     f"from {config.prompt}; val = the dataset's val split"}
 
 
 

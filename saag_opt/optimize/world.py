@@ -12,6 +12,7 @@ from typing import Any
 from saag_opt.errors import RunError
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.paths import base_predictions_dir
+from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 
 
 @dataclass
@@ -28,6 +29,10 @@ class World:
     seed: Any
     context: Any
     components: tuple[str, ...]
+    saag_informed: bool = False
+    """The reviewer also sees the gold-free SAAG report (``OptimizeConfig.saag_informed``)."""
+    grounding: ModeName = INTERVENTION_GROUNDING
+    """Stage-3 mode of that report and of the gate."""
 
 
 def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
@@ -58,17 +63,22 @@ def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
     mechanism = parse_mechanism(config.mechanism)
     agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
     mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()),
-                                on_unusable=config.on_unusable)
+                                on_unusable=config.on_unusable, grounding=config.grounding)
     context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
     return World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
-                  mechanism.components)
+                 mechanism.components, config.saag_informed, config.grounding)
 
 
 def build_reviewer(world: World, instructions: Mapping[str, str]) -> Any:
-    """A Reviewer carrying ``instructions`` whose predictors all talk to the reviewer LM."""
-    from saag_opt.agents.reviewer import Reviewer
+    """The reviewer evaluate would build for these options (``make_reviewer``), talking to the reviewer LM.
 
-    reviewer = Reviewer.from_prompt(dict(instructions))
+    GEPA copies it per candidate and changes only the instructions, so every rollout puts the same
+    request in front of the reviewer as ``evaluate`` (``--saag-informed``: the SAAG report too).
+    """
+    from saag_opt.agents.reviewer import make_reviewer
+
+    reviewer = make_reviewer(dict(instructions), saag_informed=world.saag_informed,
+                             grounding=world.grounding)
     reviewer.set_lm(world.reviewer_lm)
     return reviewer
 

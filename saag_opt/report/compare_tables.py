@@ -12,7 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, ci_points, contamination_warning, delta, num, pct, points
+from saag_opt.report.format import (
+    cached_reviews,
+    ci_points,
+    contamination_warning,
+    delta,
+    mismatch_warning,
+    num,
+    pct,
+    points,
+)
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
@@ -44,6 +53,7 @@ def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A
     """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows (``a``/``b`` name the columns)."""
     base, acc_a, acc_b = summary.base, summary.a.accuracy, summary.b.accuracy
     warnings = "".join(contamination_warning(f"{name} ({side.label}{_prompt_of(side)})", side.contaminated)
+                       + mismatch_warning(f"{name} ({side.label})", side.reviewer_mismatch)
                        for side, name in ((summary.a, a), (summary.b, b)))
     table = Table(title=title + warnings)
     for col in ("category", "n", "base %", f"{a} %", f"{b} %", f"{b} - {a}"):

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, contamination_warning, delta, pct
+from saag_opt.report.format import cached_reviews, contamination_warning, delta, mismatch_warning, pct
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ def accuracy_table(summary: EvaluationSummary) -> Table:
     """Per-category accuracy (%) of the base agent and with the reviewer, plus suite rows."""
     base, final = summary.base, summary.reviewed
     table = Table(title=f"Accuracy: base vs {escape(summary.mechanism)}"
-                  + contamination_warning(summary.prompt, summary.contaminated))
+                  + contamination_warning(summary.prompt, summary.contaminated)
+                  + mismatch_warning(summary.prompt, summary.reviewer_mismatch))
     for col in ("category", "n", "base %", "reviewed %", "delta"):
         table.add_column(col, justify="left" if col == "category" else "right")
     for cat, score in base.categories.items():

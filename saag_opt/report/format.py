@@ -61,6 +61,15 @@ def num(value: Any, fmt: str = ".3f") -> str:
     return "inf" if is_inf(value) else format(float(value), fmt)
 
 
+def mismatch_warning(prompt: str | None, why: str | None) -> str:
+    """A title line when the reviewer run is not the one a GEPA prompt was tuned for (``reviewer_mismatch``)."""
+    if not why:
+        return ""
+    from rich.markup import escape
+
+    return f"\n[bold yellow]WARNING: {escape(prompt or 'the prompt')} was {escape(why)}[/]"
+
+
 def contamination_warning(prompt: str | None, splits: list[str]) -> str:
     """A second title line when a reviewer prompt was trained or selected on an evaluated split."""
     if not splits:

@@ -157,11 +157,12 @@ class Guard:
         labels: list[str | None] = [None, None]
         review_module, loaded = None, None
         if reviewer is not None:
-            from saag_opt.agents import Reviewer, SaagInformedReviewer
+            from saag_opt.agents import make_reviewer
             from saag_opt.runtime.prompt import load_prompt
 
             loaded = load_prompt(prompt, store)
-            review_module = (SaagInformedReviewer if saag_informed else Reviewer).from_prompt(loaded.instructions)
+            review_module = make_reviewer(loaded.instructions, saag_informed=saag_informed,
+                                          grounding=_cascade_options(grounding)["grounding"])
             review_lm = _open(reviewer, "reviewer", timeout, retries)
             review_module.set_lm(review_lm)
             ledger_models[str(review_lm.model)] = getattr(review_lm, "spec", None)
