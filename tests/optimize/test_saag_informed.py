@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.artifacts.store import PromptStore
+from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.cli import main
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
@@ -198,3 +198,45 @@ def test_selection_and_grading_mechanisms_accept_the_flag_as_evaluate_does(mecha
 def test_optimize_still_refuses_a_mechanism_without_a_reviewer() -> None:
     with pytest.raises(ValueError, match="never calls the LLM reviewer"):
         OptimizeConfig(mechanism="saag", saag_informed=True)
+
+
+def _version(saag_report: str | None, source: str = "gepa") -> PromptVersion:
+    return PromptVersion(version="v3-gepa", program="reviewer", instructions={"review": "Check."}, source=source,
+                         saag_report=saag_report)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("saag_report", "source", "informed", "grounding", "expected"), [
+    ("calibrated", "gepa", False, "calibrated", "tuned for a reviewer that sees the SAAG report"),
+    ("calibrated", "gepa", True, "calibrated", None),
+    ("calibrated", "gepa", True, "paper", "tuned beside a SAAG report with --grounding calibrated"),
+    (None, "gepa", True, "calibrated", "tuned for a reviewer without the SAAG report"),
+    (None, "gepa", False, "paper", None),
+    (None, "manual", True, "calibrated", None),  # a hand-written prompt (the seeds) fits either reviewer
+])
+def test_a_version_knows_which_reviewer_it_was_tuned_for(saag_report: str | None, source: str, informed: bool,
+                                                         grounding: str, expected: str | None) -> None:
+    why = _version(saag_report, source).reviewer_mismatch(informed, grounding)
+    assert (why is None) if expected is None else (why is not None and why.startswith(expected))
+
+
+def test_evaluate_warns_when_a_gepa_prompt_meets_another_reviewer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    dataset, prompts = world.write_world(tmp_path, 2, 2, 2)
+    PromptStore(prompts).save_new("reviewer", {"review": world.PROPOSED_INSTRUCTION}, parents=["v2"], source="gepa",
+                                  saag_report="calibrated")
+    monkeypatch.setenv("COLUMNS", "250")
+    printed = {}
+    with ScriptedOpenAIServer(world.handler) as server:
+        spec = f"fake@{server.url}"
+        for flags in (["--saag-informed"], []):
+            out = tmp_path / f"e{len(flags)}.json"
+            with pytest.raises(SystemExit) as info:
+                main(["evaluate", "--prompt", "reviewer@v3-gepa", *flags, "--base", spec, "--reviewer", spec,
+                      "--mechanism", "r1", "--dataset", dataset, "--split", "test", "--workers", "1", "--store", prompts,
+                      "--runs-dir", str(tmp_path / "runs"), "--json", str(out)])
+            assert info.value.code in (0, None)
+            printed[bool(flags)] = (" ".join(capsys.readouterr().out.split()), json.loads(out.read_text()))
+    assert "WARNING" not in printed[True][0] and printed[True][1]["reviewer_mismatch"] is None
+    assert ("WARNING: reviewer@v3-gepa was tuned for a reviewer that sees the SAAG report (--saag-informed --grounding "
+            "calibrated); this reviewer does not see it") in printed[False][0]
+    assert printed[False][1]["reviewer_mismatch"].startswith("tuned for a reviewer that sees the SAAG report")

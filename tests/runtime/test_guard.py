@@ -341,6 +341,16 @@ def test_saag_informed_reviewer_sees_the_cascade_report(world) -> None:
     assert "saag_report" in json.dumps(review["messages"]) and "failed at stage 3" in json.dumps(review["messages"])
 
 
+@pytest.mark.parametrize(("grounding", "shown"), [("paper", "failed at stage 3"), ("calibrated", "call 0: passed")])
+def test_the_informed_reviewer_sees_the_report_of_the_guards_grounding(world, grounding: str, shown: str) -> None:
+    """It used to see the calibrated report whatever ``grounding`` said (the paper test fails this call)."""
+    w, server = world
+    guard_for(server, saag_informed=True, grounding=grounding, gate=False).review(
+        MESSAGES, TOOLS, [openai_call("get_weather", {"city": "Paris, France"})])
+    review = json.dumps(next(r.body for r in server.chat_requests if "tools" not in r.body)["messages"])
+    assert "saag_report" in review and shown in review
+
+
 def test_a_client_timeout_reads_as_the_decision_timeout() -> None:
     """The LM client's own bound equals the guard's, so either may fire first: one message for both."""
     from saag_opt.lm.retry import LMCallError
