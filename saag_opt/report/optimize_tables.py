@@ -110,6 +110,9 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
                   f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
+    if summary.get("saag_informed"):
+        console.print(f"reviewer: SAAG-informed (experimental; it saw the gold-free SAAG report, grounding "
+                      f"{escape(str(summary.get('grounding')))}, in every rollout and on test)")
     if summary.get("status") == "stopped":
         console.print("[yellow]--max-cost reached:[/] finished work is kept; continue with "
                       f"saag-opt optimize --resume {escape(str(summary.get('run_dir')))} --max-cost <higher>")

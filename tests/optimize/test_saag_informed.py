@@ -174,7 +174,9 @@ def test_resume_refuses_a_change_of_what_the_reviewer_sees(tmp_path: Path, capsy
     assert more.metric_calls > first.metric_calls and all(REPORT in _messages(r) for r in resumed)
 
 
-def test_the_cli_flags_reach_the_run(tmp_path: Path) -> None:
+def test_the_cli_flags_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
     dataset, prompts = world.write_world(tmp_path, 6, 4, 2)
     with ScriptedOpenAIServer(world.handler) as server:
         spec = f"fake@{server.url}"
@@ -186,6 +188,8 @@ def test_the_cli_flags_reach_the_run(tmp_path: Path) -> None:
     (run_dir,) = (tmp_path / "runs").glob("*-optimize")
     config = read_header(run_dir).config
     assert (config["saag_informed"], config["grounding"], config["mechanism"]) == (True, "paper", "gate+r1")
+    assert "reviewer: SAAG-informed (experimental; it saw the gold-free SAAG report, grounding paper" in \
+        " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("mechanism", ["s3", "g3", "gate+s3"])
