@@ -50,7 +50,6 @@ from saag_opt.errors import ArtifactError, validation_message
 from saag_opt.model import canonical_json
 from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
 from saag_opt.runfiles import atomic_write_text, utc_now
-from saag_opt.saag.calibration import ModeName
 
 SCHEMA_VERSION = 1
 """Bump when PromptVersion's fields change meaning; migrate old files in a before-validator."""
@@ -61,6 +60,9 @@ LOCK_TIMEOUT_S = 60.0
 
 Source = Literal["manual", "gepa", "optuna"]
 Split = Literal["train", "val", "test"]
+GroundingName = Literal["paper", "calibrated"]
+"""``saag.calibration.ModeName``, spelled out: the CLI imports the store and must not load the cascade
+(tests/optimize/test_saag_informed.py checks the two agree)."""
 SPLIT_NAMES: tuple[Split, ...] = ("train", "val", "test")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # always fullmatch: "$" accepts a trailing \n
@@ -114,7 +116,7 @@ class PromptVersion(BaseModel):
     """Splits of ``dataset`` whose examples shaped the instructions (GEPA: rollouts and reflection)."""
     selected_on: list[Split] = Field(default_factory=list)
     """Splits of ``dataset`` the version was chosen on (GEPA: the val scores)."""
-    saag_report: ModeName | None = None
+    saag_report: GroundingName | None = None
     """The reviewer it was tuned for saw the gold-free SAAG report of each call, with this stage-3
     grounding (``optimize --saag-informed``); None = a plain reviewer (or unknown, for a manual prompt).
     Why kept: instructions learnt beside the report may lean on it, so ``evaluate`` warns when the
