@@ -6,8 +6,10 @@ carry the two halves of a reviewer's job as "higher is better" per-example value
 ``help`` = 1 when the review fixed a wrong base call, ``no_harm`` = 0 when it broke a right one.
 
 Feedback is read only by the reflection LM. It may quote the gold calls (that is the training
-signal), but nothing here is ever passed to the reviewer: the reviewer's inputs are built by the
-mechanism from the conversation, the tool docs and the tentative calls alone.
+signal, on one line labelled as gold), but nothing here is ever passed to the reviewer: the reviewer's
+inputs are built by the mechanism from the conversation, the tool docs and the tentative calls alone
+(with ``--saag-informed``, also the gold-free SAAG report of those calls, which the reflection LM then
+reads among the reviewer's inputs; tests/optimize/test_saag_informed.py checks both from the request log).
 
 Scoring calls (``pred_name is None``) happen for every rollout, so they compute only the truth
 check and the outcome class; the SAAG diagnosis and the long text are built only when GEPA asks
