@@ -8,7 +8,6 @@ atomic writes, provenance) is ``saag_opt.runfiles``.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Iterable
@@ -250,31 +249,21 @@ def read_records(path: Path) -> list[ExampleRecord]:
 def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[ExampleRecord]:
     """The records of the examples in ``ids`` that finished: a ``base`` row and a ``condition`` row each.
 
-    What a resumed run keeps (``evaluate --resume``). A line cut short by a crash (not JSON) is
-    skipped; an example with only one of its rows, or one not in ``ids`` (any more), is dropped so
-    it is run again; a repeated row keeps the first copy.
+    What a resumed run keeps (``evaluate --resume``). A last row cut short by a crash is skipped
+    (``runfiles.read_run_jsonl``) so its example is redone; an example with only one of its rows, or
+    one not in ``ids`` (any more), is dropped so it is run again; a repeated row keeps the first copy.
 
     Raises:
-        RunError: a JSON line that is not an ``ExampleRecord`` (with file and line).
+        RunError: an unreadable file, or a line (other than a torn last one) that is not an
+            ``ExampleRecord`` (with file and line).
     """
     if not path.is_file():
         return []
     wanted = set(ids)
     rows: dict[tuple[str, str], ExampleRecord] = {}
-    with jsonlines.open(path) as reader:
-        for line in itertools.count(1):  # each read() consumes exactly one line
-            try:
-                row = reader.read()
-            except EOFError:
-                break
-            except jsonlines.InvalidLineError:
-                continue  # torn by a crash mid-write (or blank): that example is redone
-            try:
-                record = ExampleRecord.model_validate(row)
-            except ValueError as exc:
-                raise RunError(f"{path}:{line}: bad record: {str(exc).splitlines()[0]}") from exc
-            if record.example_id in wanted and record.condition in ("base", condition):
-                rows.setdefault((record.example_id, record.condition), record)
+    for record in read_records(path):
+        if record.example_id in wanted and record.condition in ("base", condition):
+            rows.setdefault((record.example_id, record.condition), record)
     return [record for (example_id, cond), record in rows.items()
             if (example_id, "base") in rows and (example_id, condition) in rows]
 

@@ -74,3 +74,35 @@ def test_report_pages_read_a_torn_trials_file_like_records(tmp_path: Path) -> No
     path.write_bytes(b'{"number": 0}\n\xff\n{"number": 2}\n')
     with pytest.raises(RunError, match=r"trials\.jsonl:2: bad row: not UTF-8 text"):
         read_jsonl(path)
+
+
+def _pair(i: int, condition: str = "r1") -> list[dict]:
+    return [_record(i), _record(i) | {"condition": condition}]
+
+
+@pytest.mark.parametrize("torn", [json.dumps(_record(2)).encode()[:25], b'{"run_id": "r", "example_id": "\xff\xfe'],
+                         ids=["json", "not-utf8"])
+def test_resume_redoes_an_example_whose_last_row_was_cut_short(tmp_path: Path, torn: bytes) -> None:
+    """evaluate --resume on a records.jsonl whose torn last row held non-UTF-8 bytes was a UnicodeDecodeError
+    traceback (finished_records read it with jsonlines.open)."""
+    from saag_opt.evaluation.results import finished_records
+
+    path = _write(tmp_path / "records.jsonl", [*_pair(0), *_pair(1), _record(2)], tail=torn)
+    kept = finished_records(path, "r1", ["ex_0", "ex_1", "ex_2"])
+    assert sorted((r.example_id, r.condition) for r in kept) == [
+        ("ex_0", "base"), ("ex_0", "r1"), ("ex_1", "base"), ("ex_1", "r1")]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (b"{oops", r"records\.jsonl:3: bad row: line contains invalid json"),
+    (b"\xff\xfe", r"records\.jsonl:3: bad row: not UTF-8 text"),
+], ids=["json", "not-utf8"])
+def test_resume_names_a_bad_line_inside_records_by_file_and_line(tmp_path: Path, bad: bytes, message: str) -> None:
+    """A damaged line that is not the last is not a crash's torn write: refuse with file:line (it used to be
+    skipped silently, or a UnicodeDecodeError traceback)."""
+    from saag_opt.evaluation.results import finished_records
+
+    path = _write(tmp_path / "records.jsonl", _pair(0), tail=bad + b"\n" + b"".join(
+        json.dumps(r).encode() + b"\n" for r in _pair(1)))
+    with pytest.raises(RunError, match=message):
+        finished_records(path, "r1", ["ex_0", "ex_1"])
