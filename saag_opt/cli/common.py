@@ -50,6 +50,11 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
     help="Hard cap on the run's LM spend (every role): a call that could pass it is never sent; the run "
          "stops cleanly, keeping finished work.")]
 
+RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
+    help="How long one LM request may wait for the server; a request that takes longer is retried with "
+         "backoff like a 5xx, then the example is recorded as an error. Lower it for a server that may hang.")]
+
 
 class OnUnusable(str, Enum):
     """What an unreadable review means."""

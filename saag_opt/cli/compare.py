@@ -20,6 +20,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     OnUnusable,
     OnUnusableOpt,
+    RequestTimeoutOpt,
     ResumeOpt,
     RunsDirOpt,
     SplitOpt,
@@ -52,6 +53,7 @@ def compare(
     workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     max_cost: MaxCostOpt = None,
+    request_timeout: RequestTimeoutOpt = None,
     on_unusable: OnUnusableOpt = OnUnusable.approve,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
@@ -75,7 +77,7 @@ def compare(
     values: dict[str, Any] = dict(base=base, reviewer=reviewer, mechanism=mechanism, dataset=dataset,
                                   split=split_filter(split), limit=limit, workers=workers, seed=seed,
                                   runs_dir=runs_dir, prompts_dir=prompts_dir, max_cost=max_cost,
-                                  on_unusable=on_unusable.value)
+                                  on_unusable=on_unusable.value, request_timeout=request_timeout)
     if grounding is not None:
         values["grounding"] = grounding.value
     refs = {k: v for k, v in (("ref_a", ref_a), ("ref_b", ref_b)) if v is not None}

@@ -18,6 +18,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     OnUnusable,
     OnUnusableOpt,
+    RequestTimeoutOpt,
     ResumeOpt,
     RunsDirOpt,
     SplitOpt,
@@ -55,6 +56,7 @@ def evaluate(
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
     max_cost: MaxCostOpt = None,
+    request_timeout: RequestTimeoutOpt = None,
     on_unusable: OnUnusableOpt = OnUnusable.approve,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
@@ -77,7 +79,8 @@ def evaluate(
                                   saag_informed=saag_informed, dataset=dataset, split=split_filter(split),
                                   limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
                                   fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir,
-                                  max_cost=max_cost, on_unusable=on_unusable.value)
+                                  max_cost=max_cost, on_unusable=on_unusable.value,
+                                  request_timeout=request_timeout)
     if grounding is not None:
         values["grounding"] = grounding.value
     try:

@@ -17,6 +17,7 @@ from saag_opt.cli.common import (
     GroundingOpt,
     OnUnusable,
     OnUnusableOpt,
+    RequestTimeoutOpt,
     RunsDirOpt,
     StoreOpt,
     WorkersOpt,
@@ -65,6 +66,7 @@ def optimize(
         help="Hard cap on the run's spend: every role, reflection and the test phase, summed over resumes. A call "
              "that could pass it is never sent; the run stops cleanly and --resume continues it.")] = None,
     on_unusable: OnUnusableOpt = OnUnusable.approve,
+    request_timeout: RequestTimeoutOpt = None,
     dry_run: DryRunOpt = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Continue an optimize run directory.")] = None,
@@ -93,7 +95,7 @@ def optimize(
         base=base, reviewer=reviewer, reflection=reflection, prompt=prompt, mechanism=mechanism,
         saag_informed=saag_informed, dataset=dataset,
         budget=budget.value if budget else None, accept=accept.value, max_metric_calls=max_metric_calls,
-        max_cost=max_cost, on_unusable=on_unusable.value,
+        max_cost=max_cost, on_unusable=on_unusable.value, request_timeout=request_timeout,
         workers=workers, train_limit=train_limit, val_limit=val_limit, test_limit=test_limit,
         evaluate_test=not no_test, runs_dir=str(runs_dir), prompts_dir=str(prompts_dir) if prompts_dir else None,
         resume=str(resume) if resume else None)

@@ -53,6 +53,7 @@ from saag_opt.evaluation.results import (
 )
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.ledgerfile import save_costs
+from saag_opt.lm.retry import RequestTimeout, call_options
 from saag_opt.model import Example, Prediction
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.runfiles import (
@@ -124,8 +125,8 @@ class EvaluateConfig(BaseModel):
     """Extra attempts per LM call after 429/5xx/timeouts/malformed replies."""
     retry_base_delay: float = Field(default=1.0, ge=0.0, le=60.0)
     """First backoff delay in seconds (doubles per attempt, jittered)."""
-    request_timeout: float | None = Field(default=None, gt=0.0)
-    """Per-request timeout in seconds (None = the client's default)."""
+    request_timeout: RequestTimeout = None
+    """Seconds one LM request may take before it is retried (None = the HTTP client's bound; ``lm.retry``)."""
     max_cost: float | None = Field(default=None, gt=0.0)
     """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
     stops cleanly with the finished examples kept (``summary.stopped``)."""
@@ -203,9 +204,8 @@ def _build(config: EvaluateConfig, run_id: str, examples: list[Example], ledger:
     from saag_opt.lm import open_lm, parse_model_spec
 
     mechanism = parse_mechanism(config.mechanism, max_repairs=config.max_repairs)
-    options: dict[str, Any] = {"retries": config.retries, "retry_base_delay": config.retry_base_delay}
-    if config.request_timeout is not None:
-        options["timeout"] = config.request_timeout
+    options = call_options(retries=config.retries, retry_base_delay=config.retry_base_delay,
+                           request_timeout=config.request_timeout)
     agent = BaseAgent(open_lm(parse_model_spec(config.base), role="base", ledger=ledger, **options), ledger=ledger)
     reviewer, reviewer_lm, version = None, None, None
     if mechanism.needs_reviewer:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field
 
 from saag_opt import stopping
 from saag_opt.errors import SaagOptError
@@ -40,6 +42,19 @@ class RetryPolicy:
     attempts: int = 5
     base_delay: float = 1.0
     max_delay: float = 30.0
+
+
+RequestTimeout = Annotated[float | None, Field(gt=0.0)]
+"""Seconds one LM request may take (each retry gets as long again); None = the HTTP client's own bound.
+The type of every config's ``request_timeout`` (evaluate, compare, optimize, tune's ``[fixed]``), so
+all mean the same by it; ``call_options`` turns it into ``open_lm``'s ``timeout``."""
+
+
+def call_options(*, retries: int | None = None, retry_base_delay: float | None = None,
+                 request_timeout: float | None = None) -> dict[str, Any]:
+    """``open_lm`` keyword arguments for a run's retry settings; None leaves ``open_lm``'s (the client's) default."""
+    given = {"retries": retries, "retry_base_delay": retry_base_delay, "timeout": request_timeout}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -105,4 +120,5 @@ def with_retries(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["LMCallError", "MalformedReplyError", "RetryPolicy", "backoff_delay", "is_transient", "with_retries"]
+__all__ = ["LMCallError", "MalformedReplyError", "RequestTimeout", "RetryPolicy", "backoff_delay", "call_options",
+           "is_transient", "with_retries"]

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from saag_opt.lm.retry import RequestTimeout
 from saag_opt.optimize.budget import BudgetName
 from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 
@@ -45,6 +46,9 @@ class OptimizeConfig(BaseModel):
     over resumes): a call that could pass it is never sent; the run stops cleanly and can resume."""
     on_unusable: Literal["approve", "reject"] = "approve"
     """What an unreadable review (after its retry) means, in rollouts and on test."""
+    request_timeout: RequestTimeout = None
+    """Seconds one LM request may take before it is retried, every role and the test phase (None = the
+    HTTP client's bound; ``lm.retry``)."""
     workers: int | None = Field(default=None, ge=1, le=64)
     """Concurrent rollouts; None = 4, or 1 with an embedded model."""
     seed: int = 0

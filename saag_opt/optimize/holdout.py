@@ -34,7 +34,8 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
                                 dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
                                 seed=config.seed, on_unusable=config.on_unusable,
-                                saag_informed=config.saag_informed, grounding=config.grounding)
+                                saag_informed=config.saag_informed, grounding=config.grounding,
+                                request_timeout=config.request_timeout)
     try:
         compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
                                                  runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],

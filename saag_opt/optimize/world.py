@@ -48,20 +48,21 @@ def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
     from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism
     from saag_opt.artifacts.store import PromptStore
     from saag_opt.lm import CostLedger, open_lm, parse_model_spec
+    from saag_opt.lm.retry import call_options
     from saag_opt.optimize.program import RolloutContext
 
     ledger = ledger if ledger is not None else CostLedger()
-    base_spec = parse_model_spec(config.base)
-    open_lm(base_spec, role="base", ledger=ledger)  # fail fast (missing key) before any work
-    reviewer_lm = open_lm(config.reviewer, role="reviewer", ledger=ledger)
+    options = call_options(request_timeout=config.request_timeout)
+    base_lm = open_lm(parse_model_spec(config.base), role="base", ledger=ledger, **options)  # fails fast (no key)
+    reviewer_lm = open_lm(config.reviewer, role="reviewer", ledger=ledger, **options)
     reflection_lm = open_lm(config.reflection_spec, role="reflection", ledger=ledger, temperature=1.0,
-                            max_tokens=config.reflection_max_tokens)
+                            max_tokens=config.reflection_max_tokens, **options)
     store = PromptStore(config.prompts_dir)
     seed = store.resolve(config.prompt)
     if not store.exists(seed.program, seed.version):  # a seed given as a file path: lineage needs it stored
         seed = store.adopt(config.prompt)
     mechanism = parse_mechanism(config.mechanism)
-    agent = BaseAgent(base_spec, ledger=ledger)  # same cache key as the evaluation runner's agent
+    agent = BaseAgent(base_lm, ledger=ledger)  # same LM settings (cache key) as the evaluation runner's agent
     mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()),
                                 on_unusable=config.on_unusable, grounding=config.grounding)
     context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
