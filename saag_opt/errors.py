@@ -53,5 +53,13 @@ class RunError(SaagOptError, RuntimeError):
     """A run directory cannot be created, read or resumed."""
 
 
+class RunFailed(RunError):
+    """A run ended without a result: every example failed (e.g. a server answering each call with a 5xx).
+
+    The CLI exits 1 for it, not 2: the command and its input may be right, the run still is not a
+    measurement.
+    """
+
+
 class CostCapReached(SaagOptError, RuntimeError):
     """The next LM call could cost more than what is left under ``--max-cost``; the run stops cleanly."""

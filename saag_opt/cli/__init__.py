@@ -6,9 +6,10 @@ Thin typer commands that parse flags, call one library function and hand the res
 One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``) or noun group
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
-turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2; any other
-exception keeps its traceback, because that is a bug, not a user mistake. SIGTERM and Ctrl-C stop a
-run cleanly (``saag_opt.stopping``): run marked ``interrupted``, embedded servers stopped, exit 143/130.
+turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2 (1 for a run in
+which every example failed); any other exception keeps its traceback, because that is a bug, not a
+user mistake. SIGTERM and Ctrl-C stop a run cleanly (``saag_opt.stopping``): run marked
+``interrupted``, embedded servers stopped, exit 143/130.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Annotated
 import typer
 
 from saag_opt import __version__, stopping
-from saag_opt.cli.common import EXIT_USER_ERROR
+from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR
 from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
 from saag_opt.cli.optimize import optimize
@@ -29,7 +30,7 @@ from saag_opt.cli.prompts import prompts_app
 from saag_opt.cli.report import REPORT_HELP, report, write_run_report
 from saag_opt.cli.score import SCORE_HELP, datasets_app, score
 from saag_opt.cli.tune import TUNE_HELP, tune
-from saag_opt.errors import SaagOptError
+from saag_opt.errors import RunFailed, SaagOptError
 
 __all__ = ["app", "main"]
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
             code = app(args=argv, prog_name="saag-opt", standalone_mode=False)
     except SaagOptError as exc:
         print(f"error: {exc}{_resume_hint(exc)}", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
+        sys.exit(EXIT_RUN_FAILED if isinstance(exc, RunFailed) else EXIT_USER_ERROR)
     except typer.TyperException as exc:
         line = _usage_line(exc)
         if line is None:

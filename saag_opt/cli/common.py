@@ -12,6 +12,8 @@ from saag_opt.errors import ConfigError
 
 EXIT_USER_ERROR = 2
 """Exit code for a SaagOptError (bad input, missing key, dead server) and for rejected score rows."""
+EXIT_RUN_FAILED = 1
+"""Exit code for a run that ended without a result (``RunFailed``: every example failed)."""
 
 DatasetOpt = Annotated[str, typer.Option(
     "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,

@@ -8,7 +8,8 @@ Failure policy (STYLE practice 9): an LM call that fails after retries, or any o
 one example, becomes a record with ``error`` (scored incorrect); no example is ever lost. Systemic
 faults raise before work starts (bad config, missing key), as soon as a model turns out to be gone
 (dead server, rejected key, unknown model: the finished examples stay in records.jsonl, run.json
-says ``error``, ``--resume RUN_DIR`` continues) or after it (``fail_on_error`` rate).
+says ``error``, ``--resume RUN_DIR`` continues) or after it: a run in which every example failed
+has no result (``RunFailed``), and ``fail_on_error`` bounds the error share of any other.
 Progress and cost are reported through ``saag_opt.events`` (``run_started``, ``example_finished``,
 ``run_finished``); an observer that raises is logged, never allowed to stop the run.
 """
@@ -40,7 +41,7 @@ from saag_opt.agents import (
     make_reviewer,
     parse_mechanism,
 )
-from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError, SaagOptError
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError, RunFailed, SaagOptError
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
@@ -355,6 +356,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         ConfigError: bad dataset/split/prompt/mechanism, or a mechanism without a reviewer.
         ModelUnavailableError: a model cannot be reached (missing key, dead server).
         RunError: the run directory cannot be written or resumed, or the error rate exceeds ``fail_on_error``.
+        RunFailed: every example failed (``run.json`` says ``error``, the records are kept).
     """
     from saag_opt.data import load_dataset
 
@@ -384,7 +386,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         if stopped is not None:
             summary = summary.model_copy(update={"stopped": str(stopped)})
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
-        _check_error_rate(config, summary)
+        _check_errors(config, summary, records, run_dir)
     finish_header(run_dir, header, stopped)
     emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return EvaluationResult(run_dir, summary, records)
@@ -431,8 +433,22 @@ def prompt_instructions(config: EvaluateConfig) -> dict[str, str]:
     return dict(resolve_ref(config.prompt, config.prompts_dir).instructions)
 
 
-def _check_error_rate(config: EvaluateConfig, summary: EvaluationSummary) -> None:
-    if config.fail_on_error is None or summary.n_examples == 0:
+def _check_errors(config: EvaluateConfig, summary: EvaluationSummary, records: Sequence[ExampleRecord],
+                  run_dir: Path) -> None:
+    """Fail a run whose every example failed (no result to report), or whose error share passes ``fail_on_error``.
+
+    Raises:
+        RunFailed: every example has an error (the first one is quoted).
+        RunError: more than ``fail_on_error`` of the examples have one.
+    """
+    if summary.n_examples == 0:
+        return
+    if summary.errors == summary.n_examples:
+        first = next((r.error for r in records if r.error), "")
+        line = " ".join(first.split())
+        raise RunFailed(f"all {summary.n_examples} examples failed, the first with: "
+                        f"{line[:300] + '...' if len(line) > 300 else line} (see {run_dir / 'records.jsonl'})")
+    if config.fail_on_error is None:
         return
     rate = summary.errors / summary.n_examples
     if rate > config.fail_on_error:

@@ -76,3 +76,40 @@ def test_optimize_request_timeout_reaches_every_role(tmp_path: Path,
                                 request_timeout=0.5, runs_dir=str(tmp_path / "runs"))
         world = build_world(config)
     assert [lm.kwargs.get("timeout") for lm in (world.agent.lm, world.reviewer_lm, world.reflection_lm)] == [0.5] * 3
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "--mechanism", "none"],
+    ["compare", "reviewer@v1", "reviewer@v2", "--mechanism", "r1"],
+])
+def test_a_run_where_every_example_failed_is_a_failed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """A server answering every call with a 5xx used to end with every example an error, the tables and exit 0."""
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(lambda _: Fault(503, message="overloaded")) as server:
+        code = _run([*command, "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--dataset",
+                     str(DATASET), "--split", "all", "--limit", "2", "--runs-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr()
+    assert code == 1
+    line = err.err.strip()
+    assert "\n" not in line and "Traceback" not in err.err and "Accuracy" not in err.out
+    assert line.startswith("error: all 2 examples failed, the first with: LMCallError: ") and "overloaded" in line
+    run_dir = next((tmp_path / "runs").iterdir())
+    header = json.loads((run_dir / "run.json").read_text())
+    assert header["status"] == "error" and "all 2 examples failed" in header["error"]["message"]
+    assert header["error"]["traceback"] is None
+
+
+def test_a_run_with_some_errors_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def fails_one(request: dict) -> object:
+        return Fault(503) if HANGS_ON in json.dumps(request.get("messages")) else echo_handler(request)
+
+    with ScriptedOpenAIServer(fails_one) as server:
+        code = _run(["evaluate", "--base", f"fake@{server.url}", "--mechanism", "none", "--dataset", str(DATASET),
+                     "--split", "all", "--limit", "2", "--runs-dir", str(tmp_path / "runs")])
+    assert code == 0 and "Accuracy" in capsys.readouterr().out
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "success"
