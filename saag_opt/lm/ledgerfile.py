@@ -27,14 +27,14 @@ def earlier_roles(run_dir: Path) -> dict[str, Any]:
     return roles if isinstance(roles, dict) else {}
 
 
-def open_ledger(max_cost: float | None, run_dir: Path, *, parent: CostLedger | None = None) -> CostLedger:
-    """The run's ledger with an earlier attempt's accounts restored.
+def open_ledger(max_cost: float | None, run_dir: Path | None, *, parent: CostLedger | None = None) -> CostLedger:
+    """The run's ledger with an earlier attempt's accounts restored (none for ``run_dir=None``: a new run).
 
     Without ``parent``: capped at ``max_cost`` in total (earlier spend included). With ``parent``
     (a pass of a bigger run whose cap covers it): a child of it; the restored accounts stay in the
     child (the parent restores its own total).
     """
-    roles = earlier_roles(run_dir)
+    roles = earlier_roles(run_dir) if run_dir is not None else {}
     if parent is not None:
         ledger = parent.child()
     else:

@@ -1,11 +1,12 @@
 """``saag-opt optimize``: GEPA over the reviewer's instructions via dspy.GEPA (DESIGN sections 7, 8, 10).
 
-Flow of ``run_optimize``: open (or re-open) ``runs/<ts>-optimize/``; load TRAIN and VAL splits (TEST is
-never shown to GEPA); build the student (``program.ReviewerProgram``) around the seed prompt; emit a
-cost estimate; run ``dspy.GEPA`` with ``log_dir=<run>/gepa`` and cloudpickle; every candidate that
-enters GEPA's pool becomes a prompt artifact (``reviewer@v3-gepa``...) with its parents and val
-score; the best is aliased ``best``; then seed and best are compared on TEST with
-``compare_prompts`` (``holdout``) and the comparison is written to ``summary.json``.
+Flow of ``run_optimize``: open the models and the seed prompt and load TRAIN and VAL (TEST is never
+shown to GEPA), then open (or re-open) ``runs/<ts>-optimize/``; build the student
+(``program.ReviewerProgram``) around the seed prompt; emit a cost estimate; run ``dspy.GEPA`` with
+``log_dir=<run>/gepa`` and cloudpickle; every candidate that enters GEPA's pool becomes a prompt
+artifact (``reviewer@v3-gepa``...) with its parents and val score; the best is aliased ``best``;
+then seed and best are compared on TEST with ``compare_prompts`` (``holdout``) and the comparison
+is written to ``summary.json``.
 
 Resume (``--resume RUN_DIR``) reloads the stored config, reuses the same gepa ``log_dir`` (gepa's
 ``max_metric_calls`` is cumulative, and 0.1.4 re-evaluates the seed on val once per resume; those
@@ -29,7 +30,7 @@ from saag_opt.optimize.progress import GepaProgress
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa, set_aside_unreadable_state
-from saag_opt.optimize.world import build_reviewer, build_world, load_splits
+from saag_opt.optimize.world import World, build_reviewer, build_world, load_splits
 from saag_opt.paths import configure_lm_cache
 from saag_opt.runfiles import (
     atomic_write_json,
@@ -143,35 +144,61 @@ def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
                  overrides: frozenset[str] | set[str] = frozenset()) -> OptimizeResult:
     """Optimize the reviewer's instructions with GEPA; see the module docstring.
 
+    A new run checks its inputs (``_start``) before its run directory exists, so a bad dataset,
+    split, key or seed prompt leaves none behind; a resumed run checks them with its run.json
+    marked ``error`` on failure.
+
     Raises:
-        ConfigError, ModelUnavailableError, ArtifactError, DatasetError: bad input (run.json says error).
-        RunError: the run directory cannot be created/resumed, or a candidate could not be saved.
+        ConfigError, ModelUnavailableError, ArtifactError, DatasetError: bad input.
+        RunError: the run directory cannot be created/resumed, a split is empty, or a candidate could not be saved.
     """
+    start = None if config.resume else _start(config, None)
     run_dir, config, header = open_run(config, overrides)
     write_header(run_dir, header)
     emit(on_event, "resumed" if config.resume else "run_started", f"run directory {run_dir}", run_dir=str(run_dir))
     with guarded_run(run_dir, header):
-        result = _run(config, run_dir, header, on_event)
+        result = _run(config, run_dir, header, on_event, start if start is not None else _start(config, run_dir))
     finish_header(run_dir, header, status=result.status)
     return result
 
 
+@dataclass
+class _Started:
+    """What the start checks built: the models, prompt store and seed, and the splits GEPA sees."""
 
-def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | None) -> OptimizeResult:
+    world: World
+    train: list[Any]
+    val: list[Any]
+
+
+def _start(config: OptimizeConfig, run_dir: Path | None) -> _Started:
+    """Open the LM cache and the models (key, spend-cap pricing), resolve the seed, load TRAIN and VAL.
+
+    ``run_dir``: the run being resumed (its earlier spend counts against ``--max-cost``); None for a new run.
+
+    Raises:
+        ConfigError, ModelUnavailableError, ArtifactError, DatasetError, RunError: as ``run_optimize``.
+    """
+    configure_lm_cache()
+    world = build_world(config, open_ledger(config.max_cost, run_dir))
+    train, val = load_splits(config)
+    return _Started(world, train, val)
+
+
+def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | None,
+         started: _Started) -> OptimizeResult:
     """The body of ``run_optimize`` once the run directory exists."""
     from saag_opt.data.splits import split_hash
     from saag_opt.optimize.budget import resolve_metric_calls
     from saag_opt.optimize.feedback import metric
     from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 
-    configure_lm_cache()
-    world = build_world(config, open_ledger(config.max_cost, run_dir))
+    world, train, val = started.world, started.train, started.val
     restore_counts(world.context, run_dir)
     cap = world.ledger.cap
     if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
         header.plugins["seed_prompt_given"] = config.prompt
         header.config["prompt"] = world.seed.ref
-    train, val = load_splits(config)
     header.dataset = {"spec": config.dataset, "train": len(train), "val": len(val),
                       "split_hash": split_hash(train + val)}
     write_header(run_dir, header)
