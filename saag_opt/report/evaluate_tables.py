@@ -15,6 +15,7 @@ from rich.table import Table
 
 from saag_opt.report.format import cached_reviews, contamination_warning, delta, mismatch_warning, pct
 from saag_opt.report.helpharm_rows import helpharm_table
+from saag_opt.report.live import start_bar, stop_bar
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
@@ -115,15 +116,11 @@ class EvaluateProgress:
         self.task: Any = None
 
     def __enter__(self) -> EvaluateProgress:
-        # Not on a log file or pipe: nothing is drawn there, and stopping would print a stray blank line
-        # (ahead of an error message, say).
-        if self.progress.console.is_terminal:
-            self.progress.start()
+        start_bar(self.progress)  # on a terminal only
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.progress.live.is_started:
-            self.progress.stop()
+        stop_bar(self.progress)
 
     def __call__(self, event: RunEvent) -> None:
         """Runner event handler."""

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
 from saag_opt.report.format import num
+from saag_opt.report.live import start_bar, stop_bar
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.compare import CompareSummary
@@ -138,11 +139,11 @@ class OptimizeProgress:
         # gepa's bar always (this one shows the same count); dspy's minibatch bars in a log
         self._quiet = library_bars_off(gepa=True, dspy=not interactive())
         self._quiet.__enter__()
-        self.progress.start()
+        start_bar(self.progress)  # on a terminal only
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        stop_bar(self.progress)
         self._quiet.__exit__(None, None, None)
 
     def __call__(self, event: Any) -> None:

@@ -41,3 +41,14 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path: Path, monkeypatch: pyt
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_an_error_on_a_piped_stderr_is_the_only_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress bar drew nothing on a pipe but printed a blank line when it stopped, ahead of the error."""
+    dataset, prompts = world.write_world(tmp_path)
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", prompts)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _run(["optimize", "--dataset", dataset, "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: OPENAI_API_KEY is not set") and err.count("\n") == 1, repr(err)
