@@ -197,6 +197,9 @@ class Objective:
         except (ConfigError, RunError) as exc:
             trial.set_user_attr(ERROR_ATTR, str(exc))
             raise
+        except SaagOptError:  # it ends the study (not in run_trials' catch): the CLI's one line says why
+            _silence_trial_failure_log()
+            raise
         metrics = trial_metrics(summary)
         trial.set_user_attr(RUN_DIR_ATTR, str(run_dir))
         trial.set_user_attr(METRICS_ATTR, metrics)
@@ -303,6 +306,16 @@ _TRIAL_LOGGER = "optuna.study._optimize"
 """The optuna logger that reports failed trials (with the exception's traceback)."""
 
 
+def _silence_trial_failure_log() -> None:
+    """Keep optuna's two "Trial N failed ..." warnings from printing ahead of the error that stops the study.
+
+    Why: they repeat the one line the CLI prints for it; ``run_trials`` restores the verbosity.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
 def _quiet_user_errors() -> None:
     trial_log = logging.getLogger(_TRIAL_LOGGER)
     if not any(isinstance(f, _OneLineUserErrors) for f in trial_log.filters):
@@ -333,19 +346,23 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
         if not budget_left(study_, space, settings):
             study_.stop()
 
-    while True:
-        reap_stale(study, storage.kind)
-        if budget_left(study, space, settings):
-            # UpdateFinishedTrialError: a heartbeat declared this (slow, not dead) worker's trial stale and
-            # retried it elsewhere; the retry stands, this worker goes on.
-            study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], gc_after_trial=False,
-                           catch=(ConfigError, RunError, optuna.exceptions.UpdateFinishedTrialError),
-                           show_progress_bar=False)
-        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            continue
-        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            return
-        time.sleep(POLL_SECONDS * 2)
+    verbosity = optuna.logging.get_verbosity()
+    try:
+        while True:
+            reap_stale(study, storage.kind)
+            if budget_left(study, space, settings):
+                # UpdateFinishedTrialError: a heartbeat declared this (slow, not dead) worker's trial stale and
+                # retried it elsewhere; the retry stands, this worker goes on.
+                study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], gc_after_trial=False,
+                               catch=(ConfigError, RunError, optuna.exceptions.UpdateFinishedTrialError),
+                               show_progress_bar=False)
+            if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                continue
+            if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                return
+            time.sleep(POLL_SECONDS * 2)
+    finally:  # an error that ended the study silenced optuna's trial log (_silence_trial_failure_log)
+        optuna.logging.set_verbosity(verbosity)
 
 
 def retry_of(trial: Any) -> int | None:
