@@ -4,7 +4,7 @@ cli -> (optimize, evaluation, artifacts, report, runtime) -> agents -> (lm, saag
 cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
 run time too. ``runfiles`` (atomic writes, run.json) sits beside ``errors`` at the bottom: every layer
 above the pure core may write through it, it imports nothing but ``errors``; ``events`` (the one run
-event type) imports nothing from the package.
+event type) and ``credentials`` (what counts as a secret in a URL) import nothing from the package.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ FORBIDDEN: dict[str, set[str]] = {
                  "testing", "paths", "events"},
     "events": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
                "testing", "paths", "runfiles", "errors"},
+    "credentials": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
+                    "testing", "paths", "runfiles", "errors", "events", "tune", "runtime"},
     "data": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm"},
     "lm": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "data", "saag"},
     "agents": {"cli", "optimize", "evaluation", "report"},

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from saag_opt.credentials import mask_url_secrets, url_secrets
 from saag_opt.errors import ConfigError
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
@@ -101,12 +102,11 @@ def parse_server_url(url: str, raw: str) -> str:
     Raises:
         ConfigError: not an http(s) URL with a host.
     """
+    if url_secrets(url):  # the spec is written to run.json, cache namespaces and messages; a secret must not be
+        raise ConfigError(f"model spec {mask_url_secrets(raw, url)!r}: the server URL carries credentials (a "
+                          "password or a key in its query); they would be written into run files: drop them and "
+                          "export OPENAI_API_KEY instead")
     parsed = urlparse(url.strip())
-    if parsed.password is not None:
-        # Why: the spec is written to run.json, cache namespaces and messages; a secret must not be.
-        hidden = raw.replace(parsed.netloc, parsed.netloc.rsplit("@", 1)[-1])
-        raise ConfigError(f"model spec {hidden!r}: the server URL carries credentials (user:password@host); "
-                          "they would be written into run files: drop them and export OPENAI_API_KEY instead")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ConfigError(f"model spec {raw!r}: server URL must look like http://host:port/v1, got {url!r}")
     return url.strip().rstrip("/")

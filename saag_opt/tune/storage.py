@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from saag_opt.credentials import mask_url_secrets, redacted_url
 from saag_opt.errors import ConfigError, ModelUnavailableError
 
 StorageKind = Literal["sqlite", "journal", "rdb"]
@@ -51,13 +52,8 @@ class StorageSpec:
 
     @property
     def redacted(self) -> str:
-        """``text`` without a password, for run files and messages."""
-        if self.kind != "rdb" or "@" not in self.url or "://" not in self.url:
-            return self.text
-        scheme, rest = self.url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else self.url
+        """``text`` with its credentials masked (``saag_opt.credentials``), for run files and messages."""
+        return redacted_url(self.url) if self.kind == "rdb" else self.text
 
 
 def parse_storage(text: str) -> StorageSpec:
@@ -121,12 +117,8 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
 
 
 def _without_password(text: str, spec: StorageSpec) -> str:
-    """``text`` with the storage URL's password masked (driver messages may quote the URL)."""
-    if spec.kind != "rdb" or "@" not in spec.url or "://" not in spec.url:
-        return text
-    creds = spec.url.split("://", 1)[1].rsplit("@", 1)[0]
-    password = creds.split(":", 1)[1] if ":" in creds else ""
-    return text.replace(password, "***") if password else text
+    """``text`` with the storage URL's credentials masked (driver messages may quote the URL)."""
+    return mask_url_secrets(text, spec.url) if spec.kind == "rdb" else text
 
 
 def worker_id() -> str:
