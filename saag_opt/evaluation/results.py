@@ -250,8 +250,10 @@ def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[Exa
     """The records of the examples in ``ids`` that finished: a ``base`` row and a ``condition`` row each.
 
     What a resumed run keeps (``evaluate --resume``). A last row cut short by a crash is skipped
-    (``runfiles.read_run_jsonl``) so its example is redone; an example with only one of its rows, or
-    one not in ``ids`` (any more), is dropped so it is run again; a repeated row keeps the first copy.
+    (``runfiles.read_run_jsonl``) so its example is redone; an example with only one of its rows, one
+    not in ``ids`` (any more), or one that ended in an error (a call that failed after its retries:
+    resuming after an outage must try it again) is dropped so it is run again; a repeated row keeps
+    the first copy.
 
     Raises:
         RunError: an unreadable file, or a line (other than a torn last one) that is not an
@@ -264,8 +266,10 @@ def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[Exa
     for record in read_records(path):
         if record.example_id in wanted and record.condition in ("base", condition):
             rows.setdefault((record.example_id, record.condition), record)
-    return [record for (example_id, cond), record in rows.items()
-            if (example_id, "base") in rows and (example_id, condition) in rows]
+    done = {example_id for (example_id, _), record in rows.items()
+            if (example_id, "base") in rows and (example_id, condition) in rows
+            and rows[(example_id, "base")].error is None and rows[(example_id, condition)].error is None}
+    return [record for (example_id, _), record in rows.items() if example_id in done]
 
 
 def read_run(path: str | os.PathLike[str], *, header_only: bool = False) -> RunContents:

@@ -177,3 +177,21 @@ def test_resume_refuses_a_prompt_that_now_means_other_words(world, tmp_path: Pat
     with pytest.raises(RunError, match=r"now resolves to other instructions .*; start a new run"):
         run_evaluation(resume_config(run_dir), resume=run_dir)
     assert server.chat_requests == []
+
+
+def test_resume_tries_again_the_examples_that_ended_in_an_error(world, tmp_path: Path, examples: list[Example]) -> None:  # noqa: ANN001
+    # A provider outage for two examples: their calls failed after the retries. Resuming after the outage
+    # must ask for them again (and only them); the rest are kept.
+    w, server = world
+    w.failing = {examples[1].id, examples[5].id}
+    first = run_evaluation(_config(server, tmp_path, retries=1))
+    assert sorted({r.example_id for r in first.records if r.error is not None}) == sorted(w.failing)
+    w.failing = set()
+    server.reset()
+    resumed = run_evaluation(resume_config(first.run_dir), resume=first.run_dir)
+    assert set(_asked(w, server)) == {examples[1].id, examples[5].id}
+    records = read_records(first.run_dir / "records.jsonl")
+    assert all(r.error is None for r in records) and len(records) == 2 * LIMIT
+    assert sorted((r.example_id, r.condition) for r in records) == sorted(
+        (e.id, c) for e in examples for c in ("base", "r1")), "an example is missing or appears twice"
+    assert resumed.summary.errors == 0
