@@ -166,20 +166,23 @@ class BaseAgent:
         Raises:
             ModelUnavailableError: the model cannot be reached (missing key, dead server).
         """
+        from saag_opt.lm.latency import lm_clock
+
         turns = [t if isinstance(t, FeedbackTurn) else FeedbackTurn(*t) for t in feedback]
         temp = self.temperature if temperature is None else temperature
         messages = self.build_messages(example, turns)
-        seconds, tokens, last = 0.0, 0, Prediction(raw=None, status="unparsable")
-        for attempt in range(1, self.max_attempts + 1):
-            result = self._call(example, messages, temp)
-            seconds += float(getattr(result, "seconds", 0.0) or 0.0)
-            tokens += _total_tokens(getattr(result, "usage", None))
-            last = self._read(example, result)
-            if last.status != "unparsable":
-                return Proposal(last, seconds, tokens, attempt, False, temp)
-            messages = messages + [{"role": "assistant", "content": last.raw or ""},
-                                   {"role": "system", "content": RETRY_NUDGE}]
-        return Proposal(last, seconds, tokens, self.max_attempts, False, temp)
+        tokens, last, attempts = 0, Prediction(raw=None, status="unparsable"), 0
+        with lm_clock() as clock:  # a reply replayed from the LM cache counts at its original time
+            while attempts < self.max_attempts:
+                attempts += 1
+                result = self._call(example, messages, temp)
+                tokens += _total_tokens(getattr(result, "usage", None))
+                last = self._read(example, result)
+                if last.status != "unparsable":
+                    break
+                messages = messages + [{"role": "assistant", "content": last.raw or ""},
+                                       {"role": "system", "content": RETRY_NUDGE}]
+        return Proposal(last, clock.seconds, tokens, attempts, False, temp)
 
     def _call(self, example: Example, messages: list[dict[str, Any]], temperature: float) -> Any:
         from saag_opt.lm import chat_completion

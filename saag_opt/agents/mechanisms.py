@@ -14,7 +14,6 @@ cascade inside a mechanism is ``check_calls`` (registry + query only).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, Proposal
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
 from saag_opt.errors import ConfigError
+from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
 from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
 
@@ -69,8 +69,9 @@ class Candidate:
 class MechanismOutcome:
     """What a mechanism did for one example.
 
-    ``seconds`` covers every LM call of the condition (cached proposals count the time of their
-    original call), so ``seconds / base.seconds`` is the latency multiplier.
+    ``seconds`` covers every LM call of the condition, timed with ``lm_clock`` (a proposal or reply
+    replayed from a cache counts at the time of its original call), so ``seconds / base.seconds`` is
+    the latency multiplier.
     """
 
     mechanism: str
@@ -287,9 +288,9 @@ class Progressive(MechanismFacts):
         base = ctx.propose_initial(agent, example)
         current, seconds, history, rounds, unusable = base.prediction, base.seconds, [], [], 0
         for index in range(self.n):
-            start = time.perf_counter()
-            verdict = rev.review_call(example, current)
-            seconds += time.perf_counter() - start
+            with lm_clock() as clock:
+                verdict = rev.review_call(example, current)
+            seconds += clock.seconds
             unusable += verdict.failed is not None
             if verdict.failed and ctx.on_unusable == "approve":
                 rounds.append(ReviewRound(index, current, "reviewer_failed", "llm", note=verdict.failed))
@@ -354,9 +355,9 @@ class Selection(MechanismFacts):
         rev = _need(reviewer, self.spec)
         base = ctx.propose_initial(agent, example)
         cands = _candidates(example, agent, ctx, self.n)
-        start = time.perf_counter()
-        index, failure = rev.select_candidate(example, [c.prediction for c in cands])
-        took = time.perf_counter() - start
+        with lm_clock() as clock:
+            index, failure = rev.select_candidate(example, [c.prediction for c in cands])
+        took = clock.seconds
         notes = []
         if failure is not None or index is None or not 0 <= index < len(cands):
             notes.append(f"selector returned {index!r}{f' ({failure})' if failure else ''}; using candidate 0")
@@ -399,9 +400,9 @@ class Grading(MechanismFacts):
         base = ctx.propose_initial(agent, example)
         graded, seconds, notes = [], 0.0, []
         for cand in _candidates(example, agent, ctx, self.n):
-            start = time.perf_counter()
-            grade = rev.grade_candidate(example, cand.prediction)
-            seconds += time.perf_counter() - start + cand.seconds
+            with lm_clock() as clock:
+                grade = rev.grade_candidate(example, cand.prediction)
+            seconds += clock.seconds + cand.seconds
             if grade.failed:
                 notes.append(f"candidate {cand.index}: grade unusable ({grade.failed})")
             graded.append(Candidate(cand.index, cand.temperature, cand.prediction, grade.score,

@@ -11,6 +11,9 @@ Design (DESIGN sections 5, 9, 10):
   cache hits without private APIs; it forwards to any outer tracker (``dspy.track_usage`` keeps
   working). ``forward`` is *not* overridden: that would switch dspy to its deprecated legacy path.
 * Retries. dspy's ``num_retries`` is set to 0 and ``with_retries`` wraps each call (retry.py says why).
+* Latency. A real call's wall time is remembered by request hash (``latency.CallTimes``, beside the
+  LM cache); a cache hit reports it to the open ``lm_clock`` blocks, so reported latency does not
+  depend on what an earlier run cached. The ledger keeps the real (~0 s) time of a hit.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -40,6 +44,7 @@ from saag_opt.lm.accounting import (
     worst_case_dollars,
 )
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
+from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
     LMCallError,
     MalformedReplyError,
@@ -57,6 +62,10 @@ _RETRY_MARK = "#retry"  # in the rollout id of a caller's retry; see SaagLM._sal
 _CONNECT_FAILURE = re.compile(r"failed to connect|connection refused|name or service not known|nodename", re.I)
 _WARNED: set[tuple[str, float]] = set()
 _WARNED_LOCK = threading.Lock()
+_TRANSPORT_KEYS = ["api_key", "api_base", "base_url", "cache", "num_retries", "timeout", "headers", "extra_headers"]
+"""Call options that do not change the reply: left out of the request hash (and never stored)."""
+_CALL_TIMES: dict[Path | None, CallTimes] = {}
+_CALL_TIMES_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,9 @@ class SaagLM(dspy.LM):
             if probes:
                 self._book(probes, started, error=True)
             raise self._translate(exc, len(probes)) from exc
-        return outputs, self._book(probes, started, error=False)
+        info = self._book(probes, started, error=False)
+        self._time(info, prompt, messages, kwargs)
+        return outputs, info
 
     def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
         """Hold this attempt's worst-case price under the ledger's spend cap (None when uncapped).
@@ -192,7 +203,7 @@ class SaagLM(dspy.LM):
                     outputs = await super().acall(prompt, messages=messages, **call_kwargs)
                 if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                     raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
-                self._book(probes, started, error=False)
+                self._time(self._book(probes, started, error=False), prompt, messages, kwargs)
                 return outputs
             except Exception as exc:
                 if attempt + 1 >= self.retry.attempts or not _should_retry(exc, errors):
@@ -214,6 +225,30 @@ class SaagLM(dspy.LM):
                            error=error, model=self.spec.label, retries=max(0, len(probes) - 1))
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return CallInfo(usage, cached, seconds, dollars, len(probes))
+
+    def _time(self, info: CallInfo, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+        """Remember a real call's wall time; report a cache hit's original time to the open latency clocks."""
+        if not info.cached and not {**self.kwargs, **kwargs}.get("cache", self.cache):
+            return  # caching off: no entry will replay this call, so its time is not needed
+        key = self._request_hash(prompt, messages, kwargs)
+        times = _call_times()
+        if not info.cached:
+            if key is not None:
+                times.put(key, info.seconds)
+            return
+        note_replay(times.get(key) if key is not None else None, info.seconds)
+
+    def _request_hash(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> str | None:
+        """A hash of what decides dspy's cache entry (model, prompt/messages, options incl. the salted rollout id).
+
+        Computed with dspy's own canonical hashing (``Cache.cache_key``); None if the request does not encode.
+        """
+        request = {"model": self.model, "model_type": self.model_type, "prompt": prompt, "messages": messages,
+                   **{k: v for k, v in {**self.kwargs, **kwargs}.items() if v is not None}}
+        try:
+            return str(dspy.cache.cache_key({"saag_call_times": 1, **request}, _TRANSPORT_KEYS))
+        except Exception:  # an option dspy cannot encode: the time stays unknown, as before
+            return None
 
     def _translate(self, exc: Exception, attempts: int) -> Exception:
         """Systemic faults become ModelUnavailableError (one line); the rest LMCallError.
@@ -242,6 +277,17 @@ class SaagLM(dspy.LM):
         if isinstance(exc, (LMCallError, ModelUnavailableError, SaagOptError)):
             return exc
         return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
+
+
+def _call_times() -> CallTimes:
+    """The time store beside the active dspy disk cache (in memory only when dspy caches in memory only)."""
+    cache = dspy.cache
+    where = getattr(cache, "disk_cache_dir", None) if getattr(cache, "enable_disk_cache", False) else None
+    directory = Path(where) / "saag-call-seconds" if where else None
+    with _CALL_TIMES_LOCK:
+        if directory not in _CALL_TIMES:
+            _CALL_TIMES[directory] = CallTimes(directory)
+        return _CALL_TIMES[directory]
 
 
 def _mask_key(text: str, key: Any) -> str:

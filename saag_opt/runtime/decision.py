@@ -27,7 +27,8 @@ class Decision:
         reviewed: True when an LLM reviewer gave a usable verdict; False when the gate (or a
             reviewer failure handled by ``on_error``) decided without one.
         cost_usd: dollars spent on LM calls for this decision (0 for a cache hit or a local model).
-        latency_s: wall seconds the decision took.
+        latency_s: wall seconds the decision took; an LM reply replayed from the LM cache counts at the time
+            of its original call (``saag_opt.lm.latency``).
         error: the reviewer failure (timeout, unreachable server, unusable reply) when one occurred.
         cached: the decision was replayed from the review cache.
         revision_report: the cascade report of the revised calls (``revise``, or a failed revision).

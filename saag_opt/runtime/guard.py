@@ -27,8 +27,8 @@ a small thread pool so that the caller gets its decision on time even if a reque
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -51,6 +51,7 @@ from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer
     from saag_opt.artifacts import PromptVersion
+    from saag_opt.lm.latency import LatencyClock
     from saag_opt.saag import PredictionReport
 
 OnError = Literal["allow", "block"]
@@ -204,35 +205,39 @@ class Guard:
 
     def review(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         """Decide on ``tool_calls`` (see the module docstring); never raises for bad input."""
-        started = time.perf_counter()
-        early = self._prepare(messages, tools, tool_calls, started)
-        if isinstance(early, Decision):
-            return early
-        inp, report, key = early
-        if self.timeout is None:
-            outcome, cost = self._run_lm(inp, report)
-        else:
-            future = self._executor().submit(self._run_lm, inp, report)
-            try:
-                outcome, cost = future.result(timeout=self.timeout)
-            except FutureTimeout:
-                outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
-        return self._finish(inp, report, key, outcome, cost, started)
+        from saag_opt.lm.latency import lm_clock  # lazy: importing the guard does not import dspy
+
+        with lm_clock() as clock:
+            early = self._prepare(messages, tools, tool_calls, clock)
+            if isinstance(early, Decision):
+                return early
+            inp, report, key = early
+            if self.timeout is None:
+                outcome, cost = self._run_lm(inp, report)
+            else:  # the worker runs in a copy of this context, so its cache hits reach the clock
+                future = self._executor().submit(contextvars.copy_context().run, self._run_lm, inp, report)
+                try:
+                    outcome, cost = future.result(timeout=self.timeout)
+                except FutureTimeout:
+                    outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
+            return self._finish(inp, report, key, outcome, cost, clock)
 
     async def areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool."""
-        started = time.perf_counter()
-        early = self._prepare(messages, tools, tool_calls, started)
-        if isinstance(early, Decision):
-            return early
-        inp, report, key = early
-        loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self._executor(), self._run_lm, inp, report)
-        try:
-            outcome, cost = await asyncio.wait_for(work, timeout=self.timeout)
-        except asyncio.TimeoutError:
-            outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
-        return self._finish(inp, report, key, outcome, cost, started)
+        from saag_opt.lm.latency import lm_clock
+
+        with lm_clock() as clock:
+            early = self._prepare(messages, tools, tool_calls, clock)
+            if isinstance(early, Decision):
+                return early
+            inp, report, key = early
+            loop = asyncio.get_running_loop()
+            work = loop.run_in_executor(self._executor(), contextvars.copy_context().run, self._run_lm, inp, report)
+            try:
+                outcome, cost = await asyncio.wait_for(work, timeout=self.timeout)
+            except asyncio.TimeoutError:
+                outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
+            return self._finish(inp, report, key, outcome, cost, clock)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -240,19 +245,19 @@ class Guard:
         return self._pool
 
     def _prepare(self, messages: Any, tools: Any, tool_calls: Any,
-                 started: float) -> Decision | tuple[GuardInput, PredictionReport, str]:
+                 clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str]:
         """Read the input, run the cascade and the gate; a Decision when no LM is needed."""
         try:
             inp = read_input(messages, tools, tool_calls, self.registries)
         except GuardInputError as exc:
             return Decision("block", None, f"The tool calls could not be checked: {exc}.", f"bad input: {exc}",
-                            latency_s=time.perf_counter() - started)
+                            latency_s=clock.seconds)
         if not inp.calls:
-            return Decision("allow", [], None, "no tool calls to review", latency_s=time.perf_counter() - started)
+            return Decision("allow", [], None, "no tool calls to review", latency_s=clock.seconds)
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
         if self.gate and report.clean:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
-                                     lambda: (None, report.to_dict()), latency_s=time.perf_counter() - started)
+                                     lambda: (None, report.to_dict()), latency_s=clock.seconds)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
             def psi_and_report() -> tuple[str | None, dict[str, Any]]:
                 return correction_for(report), report.to_dict()
@@ -260,14 +265,14 @@ class Guard:
             if not _hard_failure(report):
                 return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
                                          "passed SAAG stages 1-2 (no LLM reviewer; any notes in feedback)",
-                                         psi_and_report, latency_s=time.perf_counter() - started)
+                                         psi_and_report, latency_s=clock.seconds)
             if self.reviser is None:
                 return Decision.deferred("block", None, f"{_stage_summary(report)}; no reviser to revise it",
-                                         psi_and_report, latency_s=time.perf_counter() - started)
+                                         psi_and_report, latency_s=clock.seconds)
         key = review_key(self.config, inp.messages, inp.tools, [c.to_dict() for c in inp.calls])
         hit = self.cache.get(key)
         if hit is not None:
-            data = dict(hit, cached=True, cost_usd=0.0, latency_s=time.perf_counter() - started)
+            data = dict(hit, cached=True, cost_usd=0.0, latency_s=clock.seconds)
             try:
                 return Decision.from_dict(data)
             except (TypeError, ValueError):
@@ -385,14 +390,14 @@ class Guard:
                         cacheable=False)
 
     def _finish(self, inp: GuardInput, report: PredictionReport, key: str, outcome: _Outcome, cost: float,
-                started: float) -> Decision:
+                clock: LatencyClock) -> Decision:
         calls = None
         if outcome.action == "allow":
             calls = [c.to_dict() for c in inp.calls]
         elif outcome.action == "revise" and outcome.prediction is not None:
             calls = _with_ids(outcome.prediction, inp)
         decision = Decision(outcome.action, calls, outcome.feedback, outcome.reason, report.to_dict(),
-                            outcome.reviewed, round(cost, 10), time.perf_counter() - started, outcome.error,
+                            outcome.reviewed, round(cost, 10), clock.seconds, outcome.error,
                             False, outcome.revision_report, outcome.rounds)
         if outcome.cacheable and outcome.error is None:
             self.cache.put(key, decision.to_dict())
