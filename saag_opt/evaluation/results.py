@@ -105,7 +105,11 @@ class ExampleRecord(BaseModel):
     gated: bool = False
     """The SAAG gate let the base call through without an LLM review."""
     seconds: float = 0.0
-    """Latency of the condition: base call (its original time when cached) + everything after."""
+    """Latency of the condition: base call + everything after; a proposal or LM reply replayed from a
+    cache counts at the time of its original call."""
+    untimed_replays: int = 0
+    """LM replies replayed from the cache whose original time is unknown (entries older than the time
+    store): counted at their ~0 s replay time, so ``seconds`` is a lower bound when > 0."""
     tokens: int = 0
     """Tokens billed for this row in this run (0 when served from cache)."""
     cached: bool = False
@@ -174,6 +178,9 @@ class LatencySummary(BaseModel):
     """Mean seconds of the whole mechanism per example, base call included."""
     overhead_x: float | None
     """final / base; None when the base mean is 0 or unknown."""
+    untimed_replays: int = 0
+    """Replayed LM replies of unknown original time in the pairs (``ExampleRecord.untimed_replays``):
+    when > 0 the seconds above are lower bounds (latency incomplete)."""
 
 
 class EvaluationSummary(BaseModel):

@@ -53,6 +53,7 @@ from saag_opt.evaluation.results import (
     finished_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.lm.latency import lm_clock
 from saag_opt.lm.ledgerfile import save_costs
 from saag_opt.lm.retry import RequestTimeout, call_options
 from saag_opt.model import Example, Prediction
@@ -519,8 +520,9 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
     if cap is not None and cap.reached:
         raise CostCapReached(cap.message())
     try:
-        base = setup.ctx.propose_initial(setup.agent, example)
-        base_record = _base_record(setup, example, base)
+        with lm_clock() as base_clock:  # counts the base call's replays of unknown time
+            base = setup.ctx.propose_initial(setup.agent, example)
+        base_record = _base_record(setup, example, base, base_clock.untimed)
     except (CostCapReached, ModelUnavailableError):
         raise
     except Exception as exc:
@@ -528,9 +530,10 @@ def _evaluate_example(setup: _Setup, example: Example) -> tuple[ExampleRecord, E
         return _failed_record(setup, example, "base", message), _failed_record(setup, example, spec, message)
     try:
         lm_scope = dspy.context(lm=setup.reviewer_lm) if setup.reviewer_lm is not None else nullcontext()
-        with lm_scope, dspy.track_usage() as tracker:
+        with lm_scope, dspy.track_usage() as tracker, lm_clock() as clock:
             outcome = setup.mechanism.run(example, setup.agent, setup.reviewer, ctx=setup.ctx)
-        return base_record, _mechanism_record(setup, example, outcome, _tracker_tokens(tracker))
+        return base_record, _mechanism_record(setup, example, outcome, _tracker_tokens(tracker),
+                                              base_clock.untimed + clock.untimed)
     except (CostCapReached, ModelUnavailableError):
         raise
     except Exception as exc:
@@ -561,15 +564,16 @@ def _common(setup: _Setup, example: Example, condition: str) -> dict[str, Any]:
             "split": example.split, "condition": condition}
 
 
-def _base_record(setup: _Setup, example: Example, base: Proposal) -> ExampleRecord:
+def _base_record(setup: _Setup, example: Example, base: Proposal, untimed: int) -> ExampleRecord:
     verdict = judge_with_gold(base.prediction.calls, example)
     return ExampleRecord(**_common(setup, example, "base"), final=call_record(base.prediction),
                          correct=verdict.correct, truth_reason=verdict.reason, saag=verdict.cascade.to_dict(),
-                         seconds=base.seconds,
+                         seconds=base.seconds, untimed_replays=untimed,
                          tokens=0 if base.cached else base.tokens, cached=base.cached)
 
 
-def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome, tokens: int) -> ExampleRecord:
+def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome, tokens: int,
+                      untimed: int) -> ExampleRecord:
     verdict = judge_with_gold(outcome.final.calls, example)
     base_saag = diagnose_with_gold(outcome.base.prediction.calls, example).to_dict()
     rounds = [RoundRecord(index=r.index, reviewer=r.reviewer, verdict=r.verdict, tentative=call_record(r.tentative),
@@ -582,7 +586,8 @@ def _mechanism_record(setup: _Setup, example: Example, outcome: MechanismOutcome
         truth_reason=verdict.reason, saag=verdict.cascade.to_dict(), base=call_record(outcome.base.prediction),
         base_saag=base_saag,
         rounds=rounds, candidates=cands, selected=outcome.selected, reviewer_calls=outcome.reviewer_calls,
-        agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, tokens=tokens,
+        agent_calls=outcome.agent_calls, gated=outcome.gated, seconds=outcome.seconds, untimed_replays=untimed,
+        tokens=tokens,
         cached=outcome.base.cached, notes=list(outcome.notes), reviewer_unusable=outcome.reviewer_unusable)
 
 

@@ -62,6 +62,9 @@ def overhead_table(summary: EvaluationSummary) -> Table:
     table.add_row("base s / item", "-" if lat.base_mean_seconds is None else f"{lat.base_mean_seconds:.2f}")
     table.add_row("with review s / item", "-" if lat.final_mean_seconds is None else f"{lat.final_mean_seconds:.2f}")
     table.add_row("latency overhead", "-" if lat.overhead_x is None else f"{lat.overhead_x:.1f}x")
+    if lat.untimed_replays:
+        table.add_row("latency incomplete: cached replies of unknown original time (counted ~0 s)",
+                      str(lat.untimed_replays))
     table.add_row("reviewer calls / item", "-" if summary.reviewer_calls_per_item is None
                   else f"{summary.reviewer_calls_per_item:.2f}")
     table.add_row("reviews replayed from cache (~0 s)", cached_reviews(summary.costs))

@@ -102,3 +102,23 @@ def test_gate_after_the_ungated_run_reports_the_reviewer_time_of_the_reviewed_ex
     assert gated.summary.latency.overhead_x == pytest.approx(expected, rel=0.05)
     assert gated.summary.latency.overhead_x > 1.5
     assert _ledger_seconds(gated, "reviewer") < 0.5
+
+
+def test_replays_of_unknown_time_are_counted_so_the_summary_says_latency_is_incomplete(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import saag_opt.lm.client as client
+
+    examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
+    with ScriptedOpenAIServer(World(examples), latency=LATENCY) as server:
+        first = _run(server, tmp_path, "r2")
+        # As with an LM cache filled before the time store existed: the replies replay, their times are gone.
+        monkeypatch.setattr(client, "_CALL_TIMES", {})
+        for path in (tmp_path / "lm-cache" / "saag-call-seconds").rglob("*.json"):
+            path.unlink()
+        again = _run(server, tmp_path, "r2")
+    assert first.summary.latency.untimed_replays == 0
+    reviews = sum(r.reviewer_calls for r in again.records if r.condition == "r2")
+    agent = sum(r.agent_calls for r in again.records if r.condition == "r2")
+    assert again.summary.latency.untimed_replays >= reviews + agent  # ChatAdapter may ask more than once
+    assert all(r.untimed_replays == 0 for r in again.records if r.condition == "base")  # base-prediction cache
+    assert again.summary.latency.overhead_x < first.summary.latency.overhead_x  # what the count warns about
