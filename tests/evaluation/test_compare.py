@@ -264,7 +264,8 @@ def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsy
     for key in ("a", "b"):
         assert {"label", "accuracy", "help_harm", "latency", "tokens", "dollars", "costs"} <= set(data[key])
         assert {"helpfulness", "harmfulness", "ratio", "mcnemar_p"} <= set(data[key]["help_harm"])
-        assert {"base_mean_seconds", "final_mean_seconds", "overhead_x"} == set(data[key]["latency"])
+        assert {"base_mean_seconds", "final_mean_seconds", "overhead_x", "untimed_replays"} == set(data[key]["latency"])
+        assert data[key]["latency"]["untimed_replays"] == 0  # every reply replayed here was timed when first made
     assert set(data["base"]["categories"]) == {ex.category for ex in load_dataset(DATASET, split=SPLIT, limit=LIMIT)}
 
     compare_dir = Path(data["a"]["run_dir"]).parents[1]
