@@ -367,3 +367,23 @@ def test_a_client_timeout_reads_as_the_decision_timeout() -> None:
     assert _is_timeout(wrapped) and not _is_timeout(ValueError("bad reply"))
     assert guard._why(wrapped) == "review timed out after 0.5 s"
     assert guard._why(ValueError("bad reply")) == "ValueError: bad reply"
+
+
+@pytest.mark.parametrize("path", ["inline", "pool", "async"])
+def test_latency_counts_a_review_replayed_from_the_lm_cache_at_its_original_time(world, path: str) -> None:
+    w, server = world
+    server.latency = 0.3
+    call = [openai_call("get_weather", {"city": f"Paris-{path}"})]
+    options = {"gate": False, **({} if path == "inline" else {"timeout": 10.0})}
+
+    def decide() -> Decision:
+        guard = guard_for(server, **options)  # no decision cache: only the LM cache replays
+        return asyncio.run(guard.areview(MESSAGES, TOOLS, call)) if path == "async" else guard.review(
+            MESSAGES, TOOLS, call)
+
+    first = decide()
+    made = len(server.chat_requests)
+    again = decide()
+    assert made >= 1 and len(server.chat_requests) == made and not again.cached
+    assert first.latency_s >= 0.3
+    assert again.latency_s == pytest.approx(first.latency_s, abs=0.1)
