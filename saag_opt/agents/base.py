@@ -75,6 +75,8 @@ class Proposal:
     attempts: int = 1
     cached: bool = False
     temperature: float | None = None
+    untimed: int = 0
+    """LM replies replayed from the cache with an unknown original time (``seconds`` is then a lower bound)."""
 
 
 def render_calls_json(prediction: Prediction) -> str:
@@ -182,7 +184,7 @@ class BaseAgent:
                     break
                 messages = messages + [{"role": "assistant", "content": last.raw or ""},
                                        {"role": "system", "content": RETRY_NUDGE}]
-        return Proposal(last, clock.seconds, tokens, attempts, False, temp)
+        return Proposal(last, clock.seconds, tokens, attempts, False, temp, clock.untimed)
 
     def _call(self, example: Example, messages: list[dict[str, Any]], temperature: float) -> Any:
         from saag_opt.lm import chat_completion
@@ -294,7 +296,11 @@ class BasePredictionCache:
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def get_or_propose(self, agent: BaseAgent, example: Example, temperature: float | None = None) -> Proposal:
-        """The cached proposal, or a fresh one that is then stored (failures are not stored)."""
+        """The cached proposal, or a fresh one that is then stored.
+
+        Failures are not stored, and a proposal timed from LM replies of unknown original time is kept
+        in memory only: on disk its ``seconds`` would be a lower bound that no later run could see.
+        """
         key = self.key(agent, example, temperature)
         hit = self._load(key)
         if hit is not None:
@@ -321,7 +327,7 @@ class BasePredictionCache:
     def _store(self, key: str, proposal: Proposal) -> None:
         with self._lock:
             self._memory[key] = proposal
-        if self._shelf is not None:
+        if self._shelf is not None and not proposal.untimed:  # else its seconds would stay a lower bound on disk
             self._shelf.save(key, _proposal_to_dict(proposal))
 
 

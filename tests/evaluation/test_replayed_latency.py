@@ -111,14 +111,36 @@ def test_replays_of_unknown_time_are_counted_so_the_summary_says_latency_is_inco
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
     with ScriptedOpenAIServer(World(examples), latency=LATENCY) as server:
         first = _run(server, tmp_path, "r2")
+        made = len(server.chat_requests)
         # As with an LM cache filled before the time store existed: the replies replay, their times are gone.
         monkeypatch.setattr(client, "_CALL_TIMES", {})
         for path in (tmp_path / "lm-cache" / "saag-call-seconds").rglob("*.json"):
             path.unlink()
         again = _run(server, tmp_path, "r2")
+        assert len(server.chat_requests) == made
     assert first.summary.latency.untimed_replays == 0
     reviews = sum(r.reviewer_calls for r in again.records if r.condition == "r2")
     agent = sum(r.agent_calls for r in again.records if r.condition == "r2")
     assert again.summary.latency.untimed_replays >= reviews + agent  # ChatAdapter may ask more than once
     assert all(r.untimed_replays == 0 for r in again.records if r.condition == "base")  # base-prediction cache
     assert again.summary.latency.overhead_x < first.summary.latency.overhead_x  # what the count warns about
+
+
+def test_a_base_proposal_timed_from_an_untimed_replay_is_not_stored_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import saag_opt.lm.client as client
+
+    examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
+    with ScriptedOpenAIServer(World(examples), latency=LATENCY) as server:
+        _run(server, tmp_path, "none")
+        made = len(server.chat_requests)
+        monkeypatch.setattr(client, "_CALL_TIMES", {})
+        for path in [*(tmp_path / "lm-cache" / "saag-call-seconds").rglob("*.json"),
+                     *(tmp_path / "base-cache").rglob("*.json")]:
+            path.unlink()
+        again = _run(server, tmp_path, "none")
+        assert len(server.chat_requests) == made
+    base_rows = [r for r in again.records if r.condition == "base"]
+    assert all(r.untimed_replays >= 1 and r.seconds < LATENCY for r in base_rows)
+    assert again.summary.latency.untimed_replays >= 2 * len(base_rows)  # both rows carry the base call's count
+    assert not list((tmp_path / "base-cache").rglob("*.json"))  # a later run times them again, or counts them
