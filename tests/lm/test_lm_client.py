@@ -206,22 +206,28 @@ def test_dead_server_is_one_clean_line() -> None:
 
 
 def test_concurrent_clients_are_served_in_parallel(scripted_server: ScriptedOpenAIServer) -> None:
-    scripted_server.latency = 0.2
-    lm = open_lm(f"openai/m@{scripted_server.url}", role="base", cache=False)
+    # Structural, not timed: every handler waits at a barrier that opens only when all 16 requests are
+    # inside the server at once; a serial server would break the barrier (timeout) and answer 500s.
+    barrier = threading.Barrier(16, timeout=20)
+
+    def together(req: dict) -> Reply:
+        barrier.wait()
+        return Reply(text="ok")
+
+    scripted_server.handler = together
+    lm = open_lm(f"openai/m@{scripted_server.url}", role="base", cache=False, retries=0)
     results: list[object] = []
 
     def one(i: int) -> None:
         results.append(lm(messages=[{"role": "user", "content": f"q{i}"}]))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
-    started = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.monotonic() - started
-    assert len(results) == 16 and len(scripted_server.chat_requests) == 16
-    assert elapsed < 1.6, f"16 x 200 ms took {elapsed:.2f} s: the server is not concurrent"  # serial: 3.2 s
+    assert not barrier.broken, "the server did not hold 16 requests at once: it is not concurrent"
+    assert results == [["ok"]] * 16 and len(scripted_server.chat_requests) == 16
     assert lm.ledger.account("base").calls == 16
 
 
