@@ -3,8 +3,9 @@
 cli -> (optimize, evaluation, artifacts, report, runtime) -> agents -> (lm, saag, data, model); nothing imports
 cli; the saag core imports only the data model (and stdlib/rapidfuzz), which test_purity checks at
 run time too. ``runfiles`` (atomic writes, run.json) sits beside ``errors`` at the bottom: every layer
-above the pure core may write through it, it imports nothing but ``errors``; ``events`` (the one run
-event type) and ``credentials`` (what counts as a secret in a URL) import nothing from the package.
+above the pure core may write through it, it imports nothing but ``errors`` and ``memo`` (per-process
+memos keyed by file stamps); ``memo``, ``events`` (the one run event type) and ``credentials`` (what counts
+as a secret in a URL) import nothing from the package.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ FORBIDDEN: dict[str, set[str]] = {
                "testing", "paths", "runfiles", "errors"},
     "credentials": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
                     "testing", "paths", "runfiles", "errors", "events", "tune", "runtime"},
+    "memo": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm", "data", "saag", "model",
+             "testing", "paths", "runfiles", "errors", "events", "tune", "runtime"},
     "data": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "lm"},
     "lm": {"cli", "optimize", "evaluation", "artifacts", "report", "agents", "data", "saag"},
     "agents": {"cli", "optimize", "evaluation", "report"},

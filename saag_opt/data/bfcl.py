@@ -30,6 +30,7 @@ __all__ = [
     "bfcl_available",
     "bfcl_categories",
     "bfcl_data_dir",
+    "bfcl_files",
     "default_cache_dir",
     "example_from_bfcl_row",
     "fetch_bfcl",
@@ -178,6 +179,18 @@ def _short(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ())) or "row"
     return f"{where}: {err.get('msg', 'invalid')}"
+
+
+def bfcl_files(category: str, *, root: str | Path | None = None) -> tuple[Path, ...]:
+    """The files ``load_bfcl(category, root=root)`` reads: the wheel, or the data dir's question and answer files.
+
+    Raises:
+        DatasetError: no BFCL data (as ``load_bfcl``).
+    """
+    base = _resolve_root(root)
+    if base.is_file():
+        return (base,)
+    return base / f"BFCL_v4_{category}.json", base / "possible_answer" / f"BFCL_v4_{category}.json"
 
 
 def load_bfcl(category: str, *, root: str | Path | None = None) -> list[Example]:

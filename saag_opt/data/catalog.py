@@ -19,7 +19,7 @@ recorded one), then ``split`` filters and ``limit`` keeps N examples spread over
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,6 +30,7 @@ from saag_opt.data import glaive, jsonl
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
 from saag_opt.errors import ConfigError, DatasetError
+from saag_opt.memo import Memo, file_stamps
 from saag_opt.model import Example
 from saag_opt.paths import shipped
 
@@ -187,12 +188,21 @@ def iter_dataset(spec: str) -> Iterator[RowResult]:
         ConfigError: unknown name (with the nearest names and the full list).
         DatasetError: a missing file or missing BFCL data.
     """
+    return _resolve(spec)[0]()
+
+
+Source = tuple[Callable[[], Iterator[RowResult]], Callable[[], tuple[Path, ...]]]
+"""How to read a spec's rows, and which files that reads (``load_dataset``'s memo key)."""
+
+
+def _resolve(spec: str) -> Source:
+    """The reader of a spec and the files it reads (see ``iter_dataset`` for the errors)."""
     prefix, sep, rest = spec.partition(":")
     if sep and prefix == "bfcl":
         if rest in BFCL_GROUPS:
-            return _bfcl_rows(BFCL_GROUPS[rest])
+            return _bfcl_source(BFCL_GROUPS[rest])
         if rest in _bfcl_categories():
-            return _bfcl_rows([rest])
+            return _bfcl_source((rest,))
         raise _unknown(spec)
     if sep and prefix == "shipped":
         if rest not in SHIPPED:
@@ -201,22 +211,40 @@ def iter_dataset(spec: str) -> Iterator[RowResult]:
         if not path.is_file():
             raise DatasetError("shipped dataset file is missing; regenerate it with "
                                "`python experiments/build_shipped.py`", path=str(path))
-        return _read(path)
+        return _file_source(path)
     info = _LOADERS.get(prefix) if sep else None
     if info is not None and info.prefix:
         path = Path(rest).expanduser()
         if not path.is_file():
             raise _not_a_file(path)
-        return _read(path, prefix)
+        return _file_source(path, prefix)
     path = Path(spec).expanduser()
     if path.suffix in (".jsonl", ".json") or path.exists():
-        return _read(path)
+        return _file_source(path)
     raise _unknown(spec)
+
+
+def _file_source(path: Path, fmt: str | None = None) -> Source:
+    return (lambda: _read(path, fmt)), (lambda: (path,))
+
+
+def _bfcl_source(names: tuple[str, ...]) -> Source:
+    from saag_opt.data.bfcl import bfcl_files
+
+    return (lambda: _bfcl_rows(names)), (lambda: tuple(f for name in names for f in bfcl_files(name)))
+
+
+_LOADED: Memo[tuple[Example, ...]] = Memo(size=8)
+"""``load_dataset`` results of this process, keyed by spec, split, limit, loaders and file stamps."""
 
 
 def load_dataset(spec: str, *, split: str | None = None, limit: int | None = None,
                  errors: list[DatasetError] | None = None) -> list[Example]:
     """Examples of a dataset spec (see the module docstring), each tagged with its split.
+
+    A load without bad rows is memoised for the process, keyed by the stamps (inode, size, mtime,
+    ctime) of the files it read: a tune worker parses its dataset once, not once per trial, and an
+    edited file is read again.
 
     Args:
         spec: dataset name or path.
@@ -233,18 +261,29 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 0:
         raise ConfigError(f"limit must be >= 0, got {limit}")
+    read, files = _resolve(spec)
+    stamps = file_stamps(files())
+    key = (spec, split, limit, tuple(_LOADERS.values()), stamps) if stamps is not None else None
+    cached = _LOADED.get(key) if key is not None else None
+    if cached is not None:
+        return list(cached)
     examples: list[Example] = []
-    for _, item in iter_dataset(spec):
+    bad = False
+    for _, item in read():
         if isinstance(item, DatasetError):
             if errors is None:
                 raise item
             errors.append(item)
+            bad = True
             continue
         examples.append(item)
     examples = assign_splits(examples)
     if split is not None:
         examples = [ex for ex in examples if ex.split == split]
-    return examples if limit is None else stratified_head(examples, limit)
+    examples = examples if limit is None else stratified_head(examples, limit)
+    if key is not None and not bad:
+        _LOADED.put(key, tuple(examples))
+    return examples
 
 
 def stratified_head(examples: list[Example], limit: int) -> list[Example]:

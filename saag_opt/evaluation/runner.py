@@ -495,9 +495,10 @@ def _run_all(setup: _Setup, todo: Sequence[Example], run_dir: Path, on_event: Ev
                 with lock:
                     records.extend(pair)
                     done += 1
-                emit(on_event, "example_finished", f"{done}/{total} {pair[0].example_id}", done=done, total=total,
-                     example_id=pair[0].example_id, base_correct=pair[0].correct, final_correct=pair[1].correct,
-                     error=pair[1].error, costs=setup.ledger.snapshot())
+                if on_event is not None:  # the ledger snapshot is not free (a tune trial has no observer)
+                    emit(on_event, "example_finished", f"{done}/{total} {pair[0].example_id}", done=done,
+                         total=total, example_id=pair[0].example_id, base_correct=pair[0].correct,
+                         final_correct=pair[1].correct, error=pair[1].error, costs=setup.ledger.snapshot())
     finally:
         writer.close()
     if unavailable is not None:  # the examples that finished are in records.jsonl; --resume continues

@@ -241,3 +241,62 @@ def test_a_registered_loader_is_a_prefix_and_auto_detected(tmp_path: Path, monke
     assert "mine:<path>" in catalog.dataset_names()
     with pytest.raises(ConfigError, match="reserved"):
         catalog.register_loader("shipped", read_mine, "no")
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record every file the catalog parses (memo disabled for files younger than 0 s, i.e. never)."""
+    from saag_opt import memo
+    from saag_opt.data import catalog
+
+    monkeypatch.setattr(memo, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(catalog, "_LOADED", memo.Memo(size=8))
+    reads: list[Path] = []
+    real = catalog._read
+
+    def read(path: Path, fmt: str | None = None):  # noqa: ANN202 - the catalog's own reader, counted
+        reads.append(path)
+        return real(path, fmt)
+
+    monkeypatch.setattr(catalog, "_read", read)
+    return reads
+
+
+def test_a_dataset_is_parsed_once_per_process_until_its_file_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _counting_reads(monkeypatch)
+    path = tmp_path / "mine.jsonl"
+    shutil.copy(ROOT / "datasets" / "registry-5.jsonl", path)
+    first = load_dataset(str(path), limit=3)
+    first.clear()  # the caller's list is its own
+    again = load_dataset(str(path), limit=3)
+    assert len(again) == 3 and reads == [path]
+    assert len(load_dataset(str(path), split="val")) > 3 and len(reads) == 2  # another split is another load
+
+    text = path.read_text(encoding="utf-8")
+    with open(path, "w", encoding="utf-8") as handle:  # rewritten in place: same inode, same size
+        handle.write(text.replace('"id":"simple_python_', '"id":"SIMPLE_PYTHON_'))
+    assert path.stat().st_size == len(text.encode())
+    edited = load_dataset(str(path), limit=3)
+    assert [e.id for e in edited] == [e.id.replace("simple_python", "SIMPLE_PYTHON") for e in again] != [
+        e.id for e in again]
+    assert len(reads) == 3
+
+
+def test_a_freshly_written_or_bad_dataset_is_never_memoised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt import memo
+
+    reads = _counting_reads(monkeypatch)
+    monkeypatch.setattr(memo, "RACY_SECONDS", 3600.0)  # every file here changed within the last hour
+    path = tmp_path / "mine.jsonl"
+    shutil.copy(ROOT / "datasets" / "registry-5.jsonl", path)
+    load_dataset(str(path))
+    load_dataset(str(path))
+    assert len(reads) == 2
+
+    monkeypatch.setattr(memo, "RACY_SECONDS", 0.0)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(path.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
+    for _ in range(2):
+        errors: list[DatasetError] = []
+        assert load_dataset(str(bad), errors=errors) and len(errors) == 1  # the bad row is reported every time
+    assert reads.count(bad) == 2
