@@ -44,6 +44,7 @@ from saag_opt.lm.accounting import (
     worst_case_dollars,
 )
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
+from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
     LMCallError,
@@ -150,7 +151,8 @@ class SaagLM(dspy.LM):
             hold = self._reserve(prompt, messages, call_kwargs)  # before the probe: a refused call is no call
             probe = _UsageProbe(dspy.settings.usage_tracker)
             probes.append(probe)
-            with _settled(hold, probe, self.spec), dspy.context(usage_tracker=probe):
+            with _settled(hold, probe, self.spec), dspy.context(usage_tracker=probe), \
+                    self._one_at_a_time(prompt, messages, call_kwargs):
                 outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
             if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                 raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
@@ -168,6 +170,12 @@ class SaagLM(dspy.LM):
         info = self._book(probes, started, error=False)
         self._time(info, prompt, messages, kwargs)
         return outputs, info
+
+    def _one_at_a_time(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
+        """While a cacheable request is sent, an identical one elsewhere waits for its cached reply (``inflight``)."""
+        directory = lock_dir() if call_kwargs.get("cache", self.cache) else None
+        key = self._request_hash(prompt, messages, call_kwargs) if directory is not None else None
+        return one_at_a_time(key, directory) if key is not None else contextlib.nullcontext()
 
     def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
         """Hold this attempt's worst-case price under the ledger's spend cap (None when uncapped).
