@@ -10,9 +10,10 @@ adds an argument and is approved).
 
 Each worker count starts from nothing: a fresh dspy cache, a fresh base-prediction cache and a
 fresh journal. As `tune --workers N` does, the base agent's answers are asked for once before the
-workers start (inside the wall time); the reviewer calls two configurations share (r1 and r2 open
-with the same review) may be made twice when two workers run them at once. The worker processes are the ones
-`saag-opt tune --workers N` starts (tune.workers.Supervisor), including N = 1.
+workers start (inside the wall time); a reviewer call two configurations share (r1 and r2 open
+with the same review) is sent once even when two workers run them at once (the second waits for the
+first's reply: lm.inflight), so `LM calls` stays at the 1-worker count. The worker processes are the
+ones `saag-opt tune --workers N` starts (tune.workers.Supervisor), including N = 1.
 
   trials/min (study)  = 12 / (last trial's end - first trial's start), read from the storage (a
                         repeat answered from a stored result would not count: there is none here): the
