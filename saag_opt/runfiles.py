@@ -354,6 +354,22 @@ def read_header(run_dir: Path) -> RunHeader:
         raise RunError(f"{run_dir}: cannot read run.json ({validation_message(exc, whole='file')})") from exc
 
 
+def resume_header(run_dir: Path, verb: str) -> RunHeader:
+    """``run.json`` of the run ``--resume RUN_DIR`` names, which must be a ``verb`` run.
+
+    Raises:
+        RunError: missing or unreadable ``run.json``, or a run of another verb (both name ``--resume``).
+    """
+    try:
+        header = read_header(run_dir)
+    except RunError as exc:
+        raise RunError(f"--resume {exc}") from exc
+    if header.verb != verb:
+        raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not {'an' if verb[0] in 'aeiou' else 'a'} "
+                       f"{verb} run")
+    return header
+
+
 RunFinishedHook = Callable[[Path], None]
 _FINISH_HOOKS: list[RunFinishedHook] = []
 

@@ -52,6 +52,7 @@ from saag_opt.runfiles import (
     guarded_run,
     new_header,
     read_header,
+    resume_header,
     utc_now,
     write_header,
 )
@@ -719,12 +720,7 @@ def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None
     from saag_opt.evaluation.runner import resumed_settings
 
     where = f"--resume {run_dir}"
-    try:
-        header = read_header(run_dir)
-    except RunError as exc:
-        raise RunError(f"--resume {exc}") from exc
-    if header.verb != "compare":
-        raise RunError(f"{where}: it is a {header.verb!r} run, not a compare run")
+    header = resume_header(run_dir, "compare")
     recorded = {k: v for k, v in header.config.items() if k != "mode"}
     if header.config.get("mode") != "prompts" or not recorded.get("evaluation"):
         raise RunError(f"{where}: a compare of two finished runs calls no LM and has nothing to resume; run it again")

@@ -67,6 +67,7 @@ from saag_opt.runfiles import (
     guarded_run,
     new_header,
     read_header,
+    resume_header,
     utc_now,
     write_header,
 )
@@ -273,12 +274,7 @@ def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> Eva
         RunError: ``run_dir`` is not an evaluate run, or its ``run.json`` cannot be read.
         ConfigError: ``passed`` contradicts the recorded configuration (one line naming the options).
     """
-    try:
-        header = read_header(run_dir)
-    except RunError as exc:
-        raise RunError(f"--resume {exc}") from exc
-    if header.verb != "evaluate":
-        raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run")
+    header = resume_header(run_dir, "evaluate")
     return resumed_settings(header.config, passed, where=f"--resume {run_dir}")
 
 

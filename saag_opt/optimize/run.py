@@ -38,7 +38,7 @@ from saag_opt.runfiles import (
     finish_header,
     guarded_run,
     new_header,
-    read_header,
+    resume_header,
     write_header,
 )
 
@@ -84,12 +84,7 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
     """
     if config.resume:
         run_dir = Path(config.resume)
-        try:
-            header = read_header(run_dir)
-        except RunError as exc:
-            raise RunError(f"--resume {exc}") from exc
-        if header.verb != "optimize":
-            raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an optimize run")
+        header = resume_header(run_dir, "optimize")
         _refuse_changes(run_dir, header, config, overrides)
         stored = header.config | {k: getattr(config, k) for k in overrides if k in RESUMABLE_OVERRIDES}
         effective = OptimizeConfig.model_validate(stored | {"resume": str(run_dir)})
