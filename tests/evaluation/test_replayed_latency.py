@@ -73,11 +73,13 @@ def test_a_rerun_served_from_the_cache_reports_the_latency_of_the_original_calls
     reviewed = {k: s for k, s in _seconds(first).items() if k[1] == "r2"}
     assert all(s >= 2 * LATENCY for s in reviewed.values())  # a base call and at least one review each
     replayed = _seconds(again)
-    for key, seconds in _seconds(first).items():
-        assert replayed[key] == pytest.approx(seconds, abs=0.1), key
+    for key, seconds in _seconds(first).items():  # tolerances for load; a lost replay loses >= LATENCY
+        assert replayed[key] == pytest.approx(seconds, rel=0.25, abs=0.1), key
+        assert replayed[key] >= (2 * LATENCY if key[1] == "r2" else LATENCY), key
     overhead, overhead_again = first.summary.latency.overhead_x, again.summary.latency.overhead_x
     assert overhead is not None and overhead > 1.5
-    assert overhead_again == pytest.approx(overhead, rel=0.05)
+    assert overhead_again is not None and overhead_again > 1.5
+    assert overhead_again == pytest.approx(overhead, rel=0.2)
     # The ledger is spend: the re-run's reviewer calls were cache hits and took ~0 s.
     assert _ledger_seconds(first, "reviewer") >= LIMIT * LATENCY
     assert _ledger_seconds(again, "reviewer") < 0.5
@@ -96,10 +98,10 @@ def test_gate_after_the_ungated_run_reports_the_reviewer_time_of_the_reviewed_ex
     assert reviewed and len(reviewed) < len(rows)
     for row in reviewed:  # a base call and 1-2 reviews (and a revision): as long as in the r2 run
         assert row.seconds >= (2 if row.rounds[0].verdict == "approve" else 4) * LATENCY
-        assert row.seconds == pytest.approx(r2[row.example_id].seconds, abs=0.1)
+        assert row.seconds == pytest.approx(r2[row.example_id].seconds, rel=0.25, abs=0.1)
     base_mean = gated.summary.latency.base_mean_seconds
     expected = 1 + sum(r.seconds - base_mean for r in reviewed) / len(rows) / base_mean
-    assert gated.summary.latency.overhead_x == pytest.approx(expected, rel=0.05)
+    assert gated.summary.latency.overhead_x == pytest.approx(expected, rel=0.1)
     assert gated.summary.latency.overhead_x > 1.5
     assert _ledger_seconds(gated, "reviewer") < 0.5
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -44,12 +45,13 @@ def test_a_cache_hit_counts_at_its_original_time_but_the_ledger_keeps_the_real_t
         assert lm(messages=messages) == ["ok"]
     assert len(slow_server.chat_requests) == 1
     assert real.seconds >= LATENCY
-    assert replay.seconds == pytest.approx(real.seconds, abs=0.05)
-    assert outer.seconds == pytest.approx(replay.seconds, abs=0.01)
+    # Bounds, not equality: load may stretch either timing, never by a server latency both ways.
+    assert LATENCY <= replay.seconds <= real.seconds + LATENCY
+    assert replay.seconds <= outer.seconds <= replay.seconds + LATENCY  # the replay is counted once
     assert replay.untimed == 0
     account = lm.ledger.account("reviewer")
     assert (account.calls, account.cache_hits) == (2, 1)
-    assert account.seconds == pytest.approx(real.seconds, abs=0.05)  # the hit is booked at ~0 s
+    assert account.seconds < real.seconds + LATENCY  # the hit is booked at its real (~0 s) time
     # Only a hash and the seconds are stored: no message text, no key.
     files = list(_store().rglob("*.json"))
     assert files
@@ -69,7 +71,7 @@ def test_an_async_cache_hit_counts_at_its_original_time(slow_server: ScriptedOpe
 
     first, second = asyncio.run(timed()), asyncio.run(timed())
     assert len(slow_server.chat_requests) == 1
-    assert first >= LATENCY and second == pytest.approx(first, abs=0.05)
+    assert first >= LATENCY and LATENCY <= second <= first + LATENCY
 
 
 def test_a_hit_without_a_known_time_keeps_the_replay_time_and_is_counted(
@@ -103,6 +105,9 @@ def test_a_different_request_is_not_timed_as_another(slow_server: ScriptedOpenAI
     messages = _messages()
     lm(messages=messages)
     slow_server.latency = 0.0
+    started = time.perf_counter()
     with lm_clock() as clock:
         lm(messages=messages, temperature=0.7)  # another cache entry: a real, fast call
-    assert len(slow_server.chat_requests) == 2 and clock.seconds < LATENCY
+    wall = time.perf_counter() - started
+    # No replayed time is added: the clock says no more than the wall time around it (load-proof).
+    assert len(slow_server.chat_requests) == 2 and clock.untimed == 0 and clock.seconds <= wall

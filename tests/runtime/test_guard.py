@@ -386,4 +386,5 @@ def test_latency_counts_a_review_replayed_from_the_lm_cache_at_its_original_time
     again = decide()
     assert made >= 1 and len(server.chat_requests) == made and not again.cached
     assert first.latency_s >= 0.3
-    assert again.latency_s == pytest.approx(first.latency_s, abs=0.1)
+    # The replay counts the review's original time (>= the server latency; ~0 s before), and only once.
+    assert 0.3 <= again.latency_s <= first.latency_s + 0.3
