@@ -430,10 +430,16 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
                 payload = strip_paths(json.loads((run / part).read_text(encoding="utf-8")))
                 (dest / part).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"collected {run.name} -> results/{dest.relative_to(RESULTS)}")
+    update_meta(name, meta)
+
+
+def update_meta(name: str, meta: dict[str, str]) -> None:
+    """Merge provenance into ``experiments/results/<name>/meta.json`` (the machine is recorded once)."""
     meta_path = RESULTS / name / "meta.json"
     current = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     current.setdefault("machine", f"{platform.machine()}, {platform.system()}, python {platform.python_version()}")
     current.update(meta)
+    meta_path.parent.mkdir(parents=True, exist_ok=True)
     meta_path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -448,8 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partial", action="store_true", help="--collect also takes runs stopped before the end")
     parser.add_argument("--check", action="store_true", help="compare with the committed JSON; write nothing")
     args = parser.parse_args(argv)
+    meta = dict(item.split("=", 1) for item in args.meta)
     if args.collect is not None:
-        collect(args.name, args.collect, dict(item.split("=", 1) for item in args.meta), partial=args.partial)
+        collect(args.name, args.collect, meta, partial=args.partial)
+    elif meta and not args.check:
+        update_meta(args.name, meta)
     data = json.loads(json.dumps(recompute(args.name)))
     json_path, md_path = RESULTS / f"{args.name}.json", RESULTS / f"{args.name}.md"
     if args.check:
