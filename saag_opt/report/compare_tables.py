@@ -116,8 +116,11 @@ def cost_table(summary: CompareSummary) -> Table:
     table.add_row("with review s / item", *(num(s.latency.final_mean_seconds, ".2f") for s in sides))
     table.add_row("latency overhead", *("-" if s.latency.overhead_x is None else f"{s.latency.overhead_x:.1f}x"
                                         for s in sides))
+    if any(s.latency.untimed_replays for s in sides):
+        table.add_row("latency incomplete: cached replies of unknown original time (counted ~0 s)",
+                      *(str(s.latency.untimed_replays) for s in sides))
     table.add_row("reviewer calls / item", *(num(s.reviewer_calls_per_item, ".2f") for s in sides))
-    table.add_row("reviews replayed from cache (~0 s)", *(cached_reviews(s.costs) for s in sides))
+    table.add_row("reviews replayed from the LM cache (timed as first asked)", *(cached_reviews(s.costs) for s in sides))
     if any(s.gated_share is not None for s in sides):
         table.add_row("passed by the SAAG gate %", *(pct(s.gated_share) for s in sides))
     table.add_row("tokens (reviews + revisions)", *(str(s.tokens) for s in sides))

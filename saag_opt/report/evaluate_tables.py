@@ -67,7 +67,7 @@ def overhead_table(summary: EvaluationSummary) -> Table:
                       str(lat.untimed_replays))
     table.add_row("reviewer calls / item", "-" if summary.reviewer_calls_per_item is None
                   else f"{summary.reviewer_calls_per_item:.2f}")
-    table.add_row("reviews replayed from cache (~0 s)", cached_reviews(summary.costs))
+    table.add_row("reviews replayed from the LM cache (timed as first asked)", cached_reviews(summary.costs))
     if summary.gated_share is not None:
         table.add_row("passed by the SAAG gate", f"{100 * summary.gated_share:.1f} %")
     table.add_section()

@@ -44,8 +44,8 @@ def ratio(value: Any) -> str:
 def cached_reviews(costs: Any) -> str:
     """``cached / all`` reviewer calls of a run's cost snapshot, or ``-``.
 
-    Why it is shown: a reply answered from the LM cache costs ~0 s, so a repeated run's latency
-    overhead understates the real one; the row tells the reader how much of it was replayed.
+    Why it is shown: a reply answered from the LM cache costs nothing and is timed at its original
+    call (``lm.latency``); the row tells the reader how much of a run was replayed rather than asked.
     """
     account = ((costs or {}).get("roles") or {}).get("reviewer") if isinstance(costs, dict) else None
     if not account:
