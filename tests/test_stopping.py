@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -123,28 +123,36 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def _sigterm_when(cmd: list[str], env: dict[str, str], cwd: Path, ready: Callable[[], bool],
+                  what: str) -> tuple[int, str, float]:
+    """Run ``cmd``, send SIGTERM once ``ready()`` holds: (exit code, stderr, seconds from signal to exit)."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"{what} in 120 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        return proc.returncode, err, time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.integration
 def test_sigterm_stops_evaluate_within_seconds_and_resume_finishes_the_same_run(tmp_path: Path) -> None:
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
     world = _World(examples)
     runs = tmp_path / "runs"
     with ScriptedOpenAIServer(world, latency=0.4) as server:
-        proc = subprocess.Popen(_evaluate_cmd(server.url, runs), env=_env(tmp_path), cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 120
-            while not (runs.exists() and len(_lines(next(runs.iterdir()) / "records.jsonl")) >= 4):
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "no example finished in 120 s"
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            sent = time.monotonic()
-            out, err = proc.communicate(timeout=30)
-            took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 143, err
+        code, err, took = _sigterm_when(
+            _evaluate_cmd(server.url, runs), _env(tmp_path), tmp_path,
+            lambda: runs.exists() and len(_lines(next(runs.iterdir()) / "records.jsonl")) >= 4,
+            "no example finished")
+        assert code == 143, err
         assert took < 5, f"took {took:.1f} s to stop"
         assert "Traceback" not in err
         (run_dir,) = runs.iterdir()
@@ -186,21 +194,9 @@ def test_sigterm_stops_optimize_within_seconds_and_resume_finishes_it(tmp_path: 
         spec = f"fake@{server.url}"
         cmd = [sys.executable, "-m", "saag_opt.cli", "optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset,
                "--mechanism", "r1", "--max-metric-calls", "40", "--workers", "2", "--runs-dir", str(runs), "--no-test"]
-        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 120
-            while len(server.chat_requests) < 10:  # well inside GEPA's loop
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "optimize made no progress in 120 s"
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            sent = time.monotonic()
-            _, err = proc.communicate(timeout=30)
-            took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 143 and took < 5, (took, err[-2000:])
+        code, err, took = _sigterm_when(cmd, env, tmp_path, lambda: len(server.chat_requests) >= 10,  # inside GEPA
+                                        "optimize made no progress")
+        assert code == 143 and took < 5, (took, err[-2000:])
         (run_dir,) = runs.iterdir()
         header = json.loads((run_dir / "run.json").read_text())
         assert header["status"] == "interrupted" and "SIGTERM" in header["error"]["message"]
