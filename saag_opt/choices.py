@@ -28,6 +28,12 @@ ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 SplitName = Literal["train", "val", "test"]
 """The three hash splits of a dataset; GEPA and tune see train and val only."""
 
+GuardAction = Literal["allow", "revise", "block"]
+"""What the runtime guard does with proposed calls: run them, run its revision instead, or run nothing."""
+
+OnError = Literal["allow", "block"]
+"""What the runtime guard does when its review fails (timeout, dead server, unusable reply)."""
+
 
 def values(choice: object) -> tuple[str, ...]:
     """The values of one of the Literals above, in their written order (for CLI enums and messages)."""

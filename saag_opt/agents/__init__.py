@@ -10,6 +10,7 @@ from saag_opt.agents.base import (
     example_fingerprint,
     registry_json_schema,
 )
+from saag_opt.agents.guarded import GuardedReview, LiveTurn
 from saag_opt.agents.mechanisms import (
     BINARY_FEEDBACK,
     DEFAULT_MAX_REPAIRS,
@@ -23,6 +24,7 @@ from saag_opt.agents.mechanisms import (
     NoReview,
     Progressive,
     ReviewRound,
+    Ruling,
     Selection,
     SelfRepair,
     describe_mechanisms,
@@ -60,6 +62,8 @@ __all__ = [
     "Gate",
     "Grade",
     "Grading",
+    "GuardedReview",
+    "LiveTurn",
     "Mechanism",
     "MechanismContext",
     "MechanismFacts",
@@ -69,6 +73,7 @@ __all__ = [
     "Proposal",
     "ReviewRound",
     "Reviewer",
+    "Ruling",
     "SaagInformedReviewer",
     "Selection",
     "SelfRepair",

@@ -1,9 +1,10 @@
 """Review mechanisms: how the base agent, a reviewer and the SAAG cascade combine (DESIGN 3 and 5).
 
 Specs: ``none`` | ``binary`` | ``saag`` (SAAG self-repair, no LLM reviewer) | ``r<N>`` (progressive
-review) | ``s<N>`` (best-of-N selection) | ``g<N>`` (best-of-N grading) | ``gate+r<N>`` /
-``gate+s<N>`` / ``gate+g<N>`` (experimental: the LLM reviewer only runs when the gold-free SAAG
-cascade does not pass the base call cleanly).
+review) | ``s<N>`` (best-of-N selection) | ``g<N>`` (best-of-N grading) | ``guard+r<N>``
+(experimental: the runtime guard's loop, ``r<N>`` plus its stage 1-2 rules; agents/guarded.py) |
+``gate+r<N>`` / ``gate+s<N>`` / ``gate+g<N>`` / ``gate+guard+r<N>`` (experimental: the LLM reviewer
+only runs when the gold-free SAAG cascade does not pass the base call cleanly).
 
 Every round-0 proposal (the base prediction and the s/g candidates) goes through
 ``MechanismContext.propose_initial``, i.e. the on-disk ``BasePredictionCache``, so mechanisms and
@@ -13,17 +14,22 @@ cascade inside a mechanism is ``check_calls`` (registry + query only).
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, Proposal
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
+from saag_opt.choices import GuardAction
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
 from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
+
+if TYPE_CHECKING:
+    from saag_opt.saag import PredictionReport
 
 DEFAULT_MAX_REPAIRS = 5
 """D_max of the SAAG self-repair loop (the paper used 15; DESIGN section 3)."""
@@ -66,6 +72,24 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class Ruling:
+    """What the runtime guard's rules decided (``guard+r<N>``): the guard builds its ``Decision`` from it.
+
+    ``feedback`` is the text for the agent's model; ``reviewed``: a usable verdict was had; ``error``:
+    the reviewer failure on the way; ``revision_report``: the cascade of the revised calls;
+    ``cacheable`` False = the guard must not replay it (a failure decided it).
+    """
+
+    action: GuardAction
+    reason: str
+    feedback: str | None = None
+    reviewed: bool = False
+    error: str | None = None
+    revision_report: PredictionReport | None = None
+    cacheable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class MechanismOutcome:
     """What a mechanism did for one example.
 
@@ -86,6 +110,8 @@ class MechanismOutcome:
     gated: bool = False
     notes: tuple[str, ...] = ()
     reviewer_unusable: int = 0
+    ruling: Ruling | None = None
+    """``guard+r<N>`` only: allow / revise / block and why (a block's ``final`` makes no call)."""
 
 
 OnUnusable = Literal["approve", "reject"]
@@ -419,7 +445,8 @@ class Gate:
     """``gate+<mech>`` (experimental): skip the LLM reviewer when the base call passes SAAG cleanly.
 
     "Cleanly" = every call passes the gold-free cascade with no correction (not even drift). An
-    abstention never passes (FNEM = -1), so the reviewer judges every abstention.
+    abstention never passes (FNEM = -1), so the inner mechanism handles every abstention (``r<N>``
+    reviews it; ``guard+r<N>`` lets it through unreviewed, as the runtime guard does).
     """
 
     inner: Mechanism
@@ -458,10 +485,7 @@ class Gate:
             return MechanismOutcome(self.spec, base, base.prediction,
                                     (ReviewRound(0, base.prediction, "saag_pass", "saag"),),
                                     seconds=base.seconds, gated=True)
-        out = self.inner.run(example, agent, reviewer, ctx=ctx)
-        return MechanismOutcome(self.spec, out.base, out.final, out.rounds, out.candidates, out.selected,
-                                out.reviewer_calls, out.agent_calls, out.seconds, False, out.notes,
-                                out.reviewer_unusable)
+        return replace(self.inner.run(example, agent, reviewer, ctx=ctx), mechanism=self.spec, gated=False)
 
 
 # -- registry --------------------------------------------------------------------------------------
@@ -478,20 +502,33 @@ class _Registration:
 
 
 _MECHANISMS: dict[str, _Registration] = {}
-_NAME = re.compile(r"^[a-z][a-z_-]*$")
-_SPEC = re.compile(r"^(?P<name>[a-z][a-z_-]*)(?P<n>\d*)$")
+_WORDS = r"[a-z][a-z_-]*(?:\+[a-z][a-z_-]*)*"
+_NAME = re.compile(rf"^{_WORDS}$")
+_SPEC = re.compile(rf"^(?P<name>{_WORDS})(?P<n>\d*)$")
 GATE_PREFIX = "gate+"
 """``gate+<spec>`` wraps any mechanism that calls the reviewer in a ``Gate``."""
+_BUILT_IN_MODULES = ("saag_opt.agents.guarded",)
+"""Built-in mechanisms that live (and register) in their own module, which imports this one; the
+registry imports them on first use so that every reader sees them, whichever module was imported."""
+
+
+def _load_built_ins() -> None:
+    for module in _BUILT_IN_MODULES:
+        importlib.import_module(module)
 
 
 def register_mechanism(name: str, factory: MechanismFactory, description: str, *, numbered: bool = False) -> None:
     """Make ``name`` (``name<N>`` when ``numbered``) a mechanism spec; a new mechanism is a class plus this call.
 
+    A name is lowercase words joined by ``+`` (``guard+r``); ``gate+`` is the gate's prefix.
+
     Raises:
-        ConfigError: a name that is not lowercase letters, ``_`` or ``-`` (digits and ``+`` belong to the grammar).
+        ConfigError: a name that is not lowercase letters, ``_``, ``-`` and inner ``+`` (digits belong to
+            the grammar), or one that starts with ``gate+``.
     """
-    if not _NAME.match(name):
-        raise ConfigError(f"mechanism name {name!r}: use lowercase letters, '_' or '-'")
+    if not _NAME.match(name) or name.startswith(GATE_PREFIX):
+        raise ConfigError(f"mechanism name {name!r}: use lowercase letters, '_' or '-' (words joined by '+'), "
+                          f"not starting with {GATE_PREFIX!r}")
     _MECHANISMS[name] = _Registration(factory, description, numbered)
 
 
@@ -506,6 +543,7 @@ def _sample(name: str) -> Mechanism:
 
 def mechanism_names(*, reviewer_only: bool = False) -> list[str]:
     """The accepted spec forms (gate+ forms last), for help texts and error messages."""
+    _load_built_ins()
     forms = [_form(name) for name in _MECHANISMS if not reviewer_only or _sample(name).needs_reviewer]
     gated = [GATE_PREFIX + _form(name) for name in _MECHANISMS if _sample(name).needs_reviewer]
     return forms + gated
@@ -513,17 +551,19 @@ def mechanism_names(*, reviewer_only: bool = False) -> list[str]:
 
 def describe_mechanisms() -> dict[str, str]:
     """Spec form -> one-line description."""
+    _load_built_ins()
     out = {_form(name): f"{_form(name)}: {entry.description}" for name, entry in _MECHANISMS.items()}
     out[GATE_PREFIX + "<mechanism>"] = "experimental: LLM reviewer only when the SAAG cascade does not pass cleanly"
     return out
 
 
 def parse_mechanism(spec: str, *, max_repairs: int | None = None) -> Mechanism:
-    """Parse a registered spec (``none``, ``binary``, ``saag``, ``r<N>``, ``s<N>``, ``g<N>``), optionally ``gate+``.
+    """Parse a registered spec (``mechanism_names()``: ``none``, ``r2``, ``guard+r2``, ...), optionally ``gate+``.
 
     Raises:
         ConfigError: unknown form, N < 1, or a gate around a mechanism without an LLM reviewer.
     """
+    _load_built_ins()
     text = (spec or "").strip().lower()
     gate = text.startswith(GATE_PREFIX)
     match = _SPEC.match(text.removeprefix(GATE_PREFIX))

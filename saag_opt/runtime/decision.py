@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, get_args
 
-Action = Literal["allow", "revise", "block"]
-ACTIONS: tuple[Action, ...] = ("allow", "revise", "block")
+from saag_opt.choices import GuardAction as Action
+
+ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,18 @@ call by call):
 
 1. The gold-free SAAG cascade (``check_calls``) runs on the calls. With ``gate=True`` a call set
    that passes cleanly (no correction, not even drift) is allowed without an LLM call.
-2. Otherwise the reviewer (``r<N>``: at most N reviews) judges the calls. A rejection is revised:
-   the reviser (the base agent's code path, by default on the reviewer's model) rewrites the calls
-   with the feedback as a system message, as GEPA tuned the prompt (agents/base.py). The revision
-   after the N-th rejection is not reviewed again (the ``r<N>`` reading of agents/mechanisms.py).
-3. Rules that hold whatever the reviewer says: a call that fails stage 1 or 2 (unknown function,
-   missing required or spurious parameter, unreadable arguments) never runs as is; it is revised
-   with the psi feedback, or blocked. A revision must pass stages 1-2 and make a call, else block.
-   Without a reviser (``revise=False``, or no model) every rejection is a block with feedback.
+2. Otherwise the guard runs the registered mechanism ``guard+r<N>`` (``agents/guarded.py``;
+   ``guard.mechanism``), the loop ``evaluate --mechanism guard+r<N>`` measures (``guard.spec``
+   names it, with ``gate+`` when the gate is on). The reviewer (at most N reviews) judges the
+   calls. A rejection is revised: the reviser (the base agent's code path, by default on the
+   reviewer's model) rewrites the calls with the feedback as a system message, as GEPA tuned the
+   prompt (agents/base.py). The revision after the N-th rejection is not reviewed again (the
+   ``r<N>`` reading of agents/mechanisms.py).
+3. Rules that hold whatever the reviewer says (the loop's own): a call that fails stage 1 or 2
+   (unknown function, missing required or spurious parameter, unreadable arguments) never runs as
+   is; it is revised with the psi feedback, or blocked. A revision must pass stages 1-2 and make a
+   call, else block. Without a reviser (``revise=False``, or no model) every rejection is a block
+   with feedback.
 4. ``on_error`` decides what a reviewer failure does (timeout, unreachable server, unusable
    reply): ``allow`` runs the proposed calls unreviewed, ``block`` runs nothing; ``decision.error``
    and ``decision.reason`` say so. A call failing stage 1-2 is still revised from the psi feedback
@@ -31,14 +35,15 @@ import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
+from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction
 from saag_opt.runtime.cache import ReviewCache, review_key
-from saag_opt.runtime.decision import Action, Decision
+from saag_opt.runtime.decision import Decision
 from saag_opt.runtime.inputs import (
     GuardInput,
     GuardInputError,
@@ -49,37 +54,21 @@ from saag_opt.saag import check_calls, correction_for
 from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
-    from saag_opt.agents import BaseAgent, Reviewer
+    from saag_opt.agents import BaseAgent, Reviewer, ReviewRound, Ruling
+    from saag_opt.agents.guarded import GuardedReview
     from saag_opt.artifacts import PromptVersion
     from saag_opt.lm.latency import LatencyClock
     from saag_opt.saag import PredictionReport
 
-OnError = Literal["allow", "block"]
 
-
-@dataclass
-class _Outcome:
+class _Ruled(NamedTuple):
     """What the LM part decided, before costs and timing are added."""
 
-    action: Action
-    prediction: Prediction | None
-    feedback: str | None
-    reason: str
-    reviewed: bool = False
-    error: str | None = None
-    revision_report: dict[str, Any] | None = None
-    rounds: list[dict[str, Any]] = field(default_factory=list)
-    cacheable: bool = True
-
-
-def _hard_failure(report: PredictionReport) -> bool:
-    """Some call failed stage 1 (registry) or 2 (structure): it cannot run as proposed."""
-    return any(call.stage_reached in (1, 2) for call in report.calls)
-
-
-def _stage_summary(report: PredictionReport) -> str:
-    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
-    return f"failed SAAG stage {'/'.join(stages)}"
+    ruling: Ruling
+    final: Prediction
+    """What runs on ``revise`` (the revised calls); the proposed calls on ``allow``."""
+    rounds: list[dict[str, Any]]
+    """``Decision.rounds``."""
 
 
 class Guard:
@@ -126,7 +115,8 @@ class Guard:
                 JSON, or an exported prompt file (txt, dspy, openai, mlflow).
             reviewer: model spec (``gpt-5-mini``, ``local``, ``openai/<m>@URL``) or a ``dspy.LM``;
                 None = a cascade-only guard (mechanism ``none``).
-            mechanism: ``r<N>`` (at most N reviews), ``gate+r<N>`` (same, gate on), or ``none``.
+            mechanism: ``r<N>`` or ``guard+r<N>`` (the guard's loop, at most N reviews), ``gate+r<N>`` /
+                ``gate+guard+r<N>`` (same, gate on), or ``none``. Either spelling runs ``guard+r<N>``.
             gate: skip the LLM when the cascade passes cleanly.
             on_error: ``allow`` or ``block`` on a reviewer timeout, dead server or unusable reply.
             timeout: seconds for the LM part of one decision (None = no bound).
@@ -142,17 +132,18 @@ class Guard:
             ConfigError: a bad mechanism, model spec or option. ArtifactError: unknown prompt.
             ModelUnavailableError: a missing key or model runtime (checked here, not per review).
         """
-        from saag_opt.agents import Gate, NoReview, Progressive, parse_mechanism
+        from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism
 
         parsed = parse_mechanism(mechanism)
-        if isinstance(parsed, Gate) and isinstance(parsed.inner, Progressive):
+        if isinstance(parsed, Gate) and isinstance(parsed.inner, (Progressive, GuardedReview)):
             gate, reviews = True, parsed.inner.n
-        elif isinstance(parsed, Progressive):
+        elif isinstance(parsed, (Progressive, GuardedReview)):
             reviews = parsed.n
         elif isinstance(parsed, NoReview):
             reviews, reviewer = 1, None
         else:
-            raise ConfigError(f"mechanism {mechanism!r}: a runtime guard runs r<N>, gate+r<N> or none")
+            raise ConfigError(f"mechanism {mechanism!r}: a runtime guard runs r<N>, gate+r<N> or none "
+                              "(guard+r<N> and gate+guard+r<N> name the same loops)")
         _cascade_options(grounding)  # fail here, not per review
         ledger_models: dict[str, Any] = {}
         labels: list[str | None] = [None, None]
@@ -200,6 +191,18 @@ class Guard:
         return {"prompt": self.prompt_sha256, "reviewer": self.reviewer_label, "reviser": self.reviser_label,
                 "reviews": self.reviews, "gate": self.gate, "grounding": self.grounding,
                 "saag_informed": bool(getattr(self.reviewer, "experimental", False))}
+
+    @cached_property
+    def mechanism(self) -> GuardedReview:
+        """The loop this guard runs once the gate has not settled a decision: ``guard+r<reviews>``."""
+        from saag_opt.agents.guarded import GuardedReview  # lazy: importing the guard does not import dspy
+
+        return GuardedReview(self.reviews)
+
+    @property
+    def spec(self) -> str:
+        """What ``evaluate --mechanism`` runs to measure this guard: ``guard+r<N>``, ``gate+`` with the gate."""
+        return ("gate+" if self.gate else "") + self.mechanism.spec
 
     # -- reviewing ---------------------------------------------------------------------------------
 
@@ -259,15 +262,17 @@ class Guard:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
+            from saag_opt.agents.guarded import hard_failure, stage_summary  # lazy: the guard's import stays light
+
             def psi_and_report() -> tuple[str | None, dict[str, Any]]:
                 return correction_for(report), report.to_dict()
 
-            if not _hard_failure(report):
+            if not hard_failure(report):
                 return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
                                          "passed SAAG stages 1-2 (no LLM reviewer; any notes in feedback)",
                                          psi_and_report, latency_s=clock.seconds)
             if self.reviser is None:
-                return Decision.deferred("block", None, f"{_stage_summary(report)}; no reviser to revise it",
+                return Decision.deferred("block", None, f"{stage_summary(report)}; no reviser to revise it",
                                          psi_and_report, latency_s=clock.seconds)
         key = review_key(self.config, inp.messages, inp.tools, [c.to_dict() for c in inp.calls])
         hit = self.cache.get(key)
@@ -282,124 +287,52 @@ class Guard:
     def _check(self, inp: GuardInput, calls: Any) -> PredictionReport:
         return check_calls(calls, inp.registry, inp.grounding_text, **self._cascade_options)
 
-    def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Outcome, float]:
-        """The reviews and revisions, with their cost; failures become an ``on_error`` outcome."""
+    def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Ruled, float]:
+        """``guard.mechanism`` on the proposed calls, with its cost; an exception becomes an ``on_error`` ruling."""
         import dspy
+
+        from saag_opt.agents.guarded import LiveTurn
 
         with dspy.track_usage() as usage:
             try:
-                outcome = self._lm_rounds(inp, report)
+                turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
+                                grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
+                                grounding=self.grounding)
+                out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
+                if out.ruling is None:
+                    raise TypeError(f"{self.mechanism.spec} returned no ruling")
+                ruled = _Ruled(out.ruling, out.final, _decision_rounds(out.rounds))
             except Exception as exc:  # noqa: BLE001 - a guard never throws into the agent loop
-                outcome = self._failed(inp, report, self._why(exc))
-        return outcome, self._dollars(usage.get_total_tokens())
-
-    def _lm_rounds(self, inp: GuardInput, report: PredictionReport) -> _Outcome:
-        from saag_opt.agents import FeedbackTurn
-        from saag_opt.agents.mechanisms import DEFAULT_REJECTION
-
-        current, current_report = inp.tentative, report
-        history: list[FeedbackTurn] = []
-        rounds: list[dict[str, Any]] = []
-        reviewed, error, text = False, None, ""
-        for index in range(self.reviews):
-            hard = _hard_failure(current_report)
-            verdict, failure = self._verdict(inp, current)
-            if verdict is not None:
-                reviewed = True
-            elif failure is not None:
-                error = failure
-                if not hard:
-                    if index == 0:
-                        return self._failed(inp, report, failure, rounds)
-                    break  # a revision that passed stages 1-2 runs, as after the N-th review
-            elif not hard:
-                break  # no LLM reviewer: a revision that passes stages 1-2 runs
-            calls_now = [c.to_dict() for c in current.calls]
-            if verdict is not None and not verdict.error and not hard:
-                rounds.append({"calls": calls_now, "verdict": "approve", "feedback": verdict.feedback or None})
-                if index == 0:
-                    return _Outcome("allow", current, verdict.feedback or None, "the reviewer approved",
-                                    reviewed=True, rounds=rounds)
-                return self._revised(current, current_report, text, "the reviewer approved the revision",
-                                     reviewed, error, rounds)
-            parts = [verdict.feedback or DEFAULT_REJECTION] if verdict is not None and verdict.error else []
-            if hard:
-                parts.append(correction_for(current_report) or "")
-            text = "\n".join(p for p in parts if p)
-            why = "the reviewer rejected it" if verdict is not None and verdict.error else ""
-            if hard:
-                why = " and ".join(filter(None, [why, _stage_summary(current_report)]))
-            rounds.append({"calls": calls_now, "verdict": "reject", "feedback": text})
-            if self.reviser is None:
-                return _Outcome("block", None, text, f"{why}; no reviser (revise=False)", reviewed, error,
-                                rounds=rounds)
-            try:
-                revision = self.reviser.propose(inp.example, feedback=[*history, FeedbackTurn(current, text)])
-            except Exception as exc:  # noqa: BLE001 - a failed revision blocks, with its reason
-                return _Outcome("block", None, text, f"{why}; the revision failed: {_describe(exc)}", reviewed,
-                                error or _describe(exc), rounds=rounds, cacheable=False)
-            history.append(FeedbackTurn(current, text))
-            current = revision.prediction
-            current_report = self._check(inp, list(current.calls))
-        return self._revised(current, current_report, text, f"revised after {len(history)} rejection(s)",
-                             reviewed, error, rounds)
-
-    def _revised(self, revision: Prediction, report: PredictionReport, text: str, why: str, reviewed: bool,
-                 error: str | None, rounds: list[dict[str, Any]]) -> _Outcome:
-        """A revision runs only if it makes a call and passes stages 1-2; else block."""
-        if not revision.calls:
-            return _Outcome("block", None, text, f"{why}, but the revision makes no call", reviewed, error,
-                            rounds=rounds)
-        if _hard_failure(report):
-            more = correction_for(report) or ""
-            return _Outcome("block", None, "\n".join(filter(None, [text, more])),
-                            f"{why}, but the revision {_stage_summary(report)}", reviewed, error,
-                            report.to_dict(), rounds)
-        return _Outcome("revise", revision, text or None, why, reviewed, error, report.to_dict(), rounds)
-
-    def _verdict(self, inp: GuardInput, prediction: Prediction) -> tuple[Any, str | None]:
-        """The reviewer's verdict, or None and why it could not be had."""
-        if self.reviewer is None:
-            return None, None
-        try:
-            verdict = self.reviewer.review_call(inp.example, prediction)
-        except Exception as exc:  # noqa: BLE001 - any reviewer failure goes to on_error
-            return None, self._why(exc)
-        if verdict.failed:
-            return None, f"unusable reviewer reply ({verdict.failed})"
-        return verdict, None
+                ruled = self._failed(inp, report, self._why(exc))
+        return ruled, self._dollars(usage.get_total_tokens())
 
     def _why(self, exc: BaseException) -> str:
         """A request timeout reads like the decision timeout it raced (the client's bound is the same)."""
+        from saag_opt.agents.guarded import describe_error
+
         if self.timeout is not None and _is_timeout(exc):
             return f"review timed out after {self.timeout:g} s"
-        return _describe(exc)
+        return describe_error(exc)
 
-    def _failed(self, inp: GuardInput, report: PredictionReport, error: str,
-                rounds: list[dict[str, Any]] | None = None) -> _Outcome:
-        """``on_error``: run the proposed calls unreviewed, or nothing; stage 1-2 failures never run."""
-        if _hard_failure(report):
-            return _Outcome("block", None, correction_for(report),
-                            f"{_stage_summary(report)} and the review failed ({error})", error=error,
-                            rounds=rounds or [], cacheable=False)
-        if self.on_error == "allow":
-            return _Outcome("allow", inp.tentative, None, f"reviewer failed ({error}); on_error=allow: runs unreviewed",
-                            error=error, rounds=rounds or [], cacheable=False)
-        return _Outcome("block", None, f"The tool call could not be reviewed ({error}); it was not run.",
-                        f"reviewer failed ({error}); on_error=block", error=error, rounds=rounds or [],
-                        cacheable=False)
+    def _failed(self, inp: GuardInput, report: PredictionReport, error: str) -> _Ruled:
+        """``on_error`` outside the loop (a timeout, an unexpected failure): the loop's own rule."""
+        from saag_opt.agents.guarded import failed_review
 
-    def _finish(self, inp: GuardInput, report: PredictionReport, key: str, outcome: _Outcome, cost: float,
+        return _Ruled(failed_review(report, error, self.on_error), inp.tentative, [])
+
+    def _finish(self, inp: GuardInput, report: PredictionReport, key: str, outcome: _Ruled, cost: float,
                 clock: LatencyClock) -> Decision:
+        ruling = outcome.ruling
         calls = None
-        if outcome.action == "allow":
+        if ruling.action == "allow":
             calls = [c.to_dict() for c in inp.calls]
-        elif outcome.action == "revise" and outcome.prediction is not None:
-            calls = _with_ids(outcome.prediction, inp)
-        decision = Decision(outcome.action, calls, outcome.feedback, outcome.reason, report.to_dict(),
-                            outcome.reviewed, round(cost, 10), clock.seconds, outcome.error,
-                            False, outcome.revision_report, outcome.rounds)
-        if outcome.cacheable and outcome.error is None:
+        elif ruling.action == "revise":
+            calls = _with_ids(outcome.final, inp)
+        revision = ruling.revision_report.to_dict() if ruling.revision_report is not None else None
+        decision = Decision(ruling.action, calls, ruling.feedback, ruling.reason, report.to_dict(),
+                            ruling.reviewed, round(cost, 10), clock.seconds, ruling.error,
+                            False, revision, outcome.rounds)
+        if ruling.cacheable and ruling.error is None:
             self.cache.put(key, decision.to_dict())
         return decision
 
@@ -463,9 +396,11 @@ def _is_timeout(exc: BaseException | None) -> bool:
     return False
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+def _decision_rounds(rounds: tuple[ReviewRound, ...]) -> list[dict[str, Any]]:
+    """``Decision.rounds``: each verdict the turn was revised or allowed on (a bare reviewer failure is none)."""
+    return [{"calls": [c.to_dict() for c in r.tentative.calls], "verdict": "approve" if r.verdict == "approve" else "reject",
+             "feedback": r.feedback}
+            for r in rounds if r.verdict != "reviewer_failed" or r.feedback is not None]
 
 
 def _label(lm: Any) -> str:

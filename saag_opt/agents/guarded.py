@@ -1,0 +1,294 @@
+"""``guard+r<N>``: the runtime guard's review-revise loop, as a mechanism ``evaluate`` can measure.
+
+The loop is ``r<N>`` (review; on rejection revise with the feedback; at most N reviews; the revision
+after the N-th rejection runs unreviewed) plus the rules a live guard keeps whatever the reviewer says:
+
+- a call failing SAAG stage 1 or 2 (unknown function, missing required or spurious parameter,
+  unreadable arguments) never runs as proposed: it is revised with the psi feedback (joined to the
+  reviewer's, if it rejected too), or blocked;
+- a revision runs only if it makes a call and passes stages 1-2, else the turn is blocked;
+- without a reviser (``agent`` None) a rejection blocks, with its feedback;
+- a reply without calls is not reviewed (the guard only ever sees tool calls); an unreadable reply
+  (``status="unparsable"``) is a stage-1 failure, like malformed arguments.
+
+``runtime.Guard`` runs this class on every decision that needs an LM (its gate and its cascade-only
+shortcuts apply the same rules without one), so the prompt GEPA tuned and ``evaluate --mechanism
+guard+r<N>`` measured is the loop a live agent gets. ``gate+guard+r<N>`` is the ``Gate`` around it:
+the guard's ``gate=True``. ``reviewer`` None is the cascade-only guard (stage 1-2 rules alone).
+
+Two worlds, one loop; the context decides which:
+
+- ``evaluate`` / ``compare`` / ``tune`` / ``optimize`` (a plain ``MechanismContext``): round 0 is the
+  cached base call; LM failures propagate (the runner records them per example); an unusable review
+  follows ``ctx.on_unusable`` like ``r<N>``: ``approve`` = the runtime's ``on_error="allow"`` (the
+  call runs unreviewed), ``reject`` = a rejection with ``DEFAULT_REJECTION``. A block is scored as
+  an abstention: the final prediction makes no call, which is what the live agent executes.
+- the runtime guard (``LiveTurn``): round 0 is the calls the live agent proposed; a reviewer that
+  raises or replies unusably is data, and ``on_error`` (allow | block) decides, as documented on
+  ``runtime.guard``; a revision that raises blocks.
+
+Either way the outcome carries a ``Ruling`` (allow | revise | block, the reason, the feedback) that
+the guard turns into its ``Decision``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from saag_opt.agents.base import BaseAgent, FeedbackTurn, Proposal
+from saag_opt.agents.mechanisms import (
+    DEFAULT_REJECTION,
+    MechanismContext,
+    MechanismFacts,
+    MechanismOutcome,
+    Progressive,
+    ReviewRound,
+    RoundVerdict,
+    Ruling,
+    register_mechanism,
+)
+from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
+from saag_opt.choices import OnError
+from saag_opt.errors import ConfigError
+from saag_opt.lm.latency import lm_clock
+from saag_opt.model import Example, Prediction, Registry
+from saag_opt.saag import check_calls, correction_for
+
+if TYPE_CHECKING:
+    from saag_opt.agents.mechanisms import Mechanism
+    from saag_opt.saag import PredictionReport
+
+NO_CALL = Prediction((), raw=None, status="empty")
+"""What a blocked turn executes: nothing (an abstention, as ``evaluate`` scores it)."""
+
+
+def hard_failure(report: PredictionReport) -> bool:
+    """Some call failed stage 1 (registry) or 2 (structure): it cannot run as proposed."""
+    return any(call.stage_reached in (1, 2) for call in report.calls)
+
+
+def stage_summary(report: PredictionReport) -> str:
+    """``failed SAAG stage 1/2``: the stages that keep a call from running, for reasons."""
+    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
+    return f"failed SAAG stage {'/'.join(stages)}"
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: first line`` of an exception (at most 300 characters), for reasons and ``error``."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ruling:
+    """The review of the proposed calls failed: ``on_error`` decides, but a stage 1-2 failure never runs."""
+    if hard_failure(report):
+        return Ruling("block", f"{stage_summary(report)} and the review failed ({error})", correction_for(report),
+                      error=error, cacheable=False)
+    if on_error == "allow":
+        return Ruling("allow", f"reviewer failed ({error}); on_error=allow: runs unreviewed", error=error,
+                      cacheable=False)
+    return Ruling("block", f"reviewer failed ({error}); on_error=block",
+                  f"The tool call could not be reviewed ({error}); it was not run.", error=error, cacheable=False)
+
+
+@dataclass(kw_only=True)
+class LiveTurn(MechanismContext):
+    """The runtime guard's context: round 0 is what a live agent proposed, and failures are data."""
+
+    proposed: Prediction
+    """The calls as proposed (``runtime.inputs.GuardInput.tentative``)."""
+    report: PredictionReport
+    """The cascade report of the proposed calls as received (malformed arguments included)."""
+    registry: Registry
+    """The tools the calls are checked against."""
+    grounding_text: str
+    """What arguments are grounded in: the user messages and the tool results."""
+    on_error: OnError = "allow"
+    """What a failed review of the proposed calls does (stage 1-2 failures are revised or blocked anyway)."""
+    why: Callable[[BaseException], str] = field(default=describe_error)
+    """How a reviewer exception reads in ``error`` (the guard names its timeout)."""
+
+    def propose_initial(self, agent: BaseAgent | None, example: Example, temperature: float | None = None) -> Proposal:
+        """The proposed calls: the live agent already made its round-0 call."""
+        return Proposal(self.proposed)
+
+    def check(self, prediction: Prediction) -> PredictionReport:
+        """The gold-free cascade of a revision, grounded like the proposal."""
+        return check_calls(list(prediction.calls), self.registry, self.grounding_text, grounding=self.grounding)
+
+
+@dataclass(frozen=True)
+class GuardedReview(MechanismFacts):
+    """``guard+r<N>``: the runtime guard's loop (module docstring); at most N reviews."""
+
+    n: int
+    components = ("review",)
+    experimental = True
+
+    @property
+    def spec(self) -> str:
+        """``guard+r<N>``."""
+        return f"guard+r{self.n}"
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """As ``r<N>``: the stage 1-2 rule adds revisions only where a call cannot run anyway."""
+        return Progressive(self.n).calls_per_example(reject_rate)
+
+    def run(self, example: Example, agent: BaseAgent | None, reviewer: Reviewer | None, *,
+            ctx: MechanismContext) -> MechanismOutcome:
+        """Review, revise, apply the stage 1-2 rules; ``agent`` None = no reviser, ``reviewer`` None = cascade only."""
+        loop = _Loop(self.n, example, agent, reviewer, ctx)
+        ruling, final = loop.decide()
+        notes = (f"blocked: {ruling.reason} (nothing runs: scored as an abstention)",) if ruling.action == "block" else ()
+        return MechanismOutcome(self.spec, loop.base, final, tuple(loop.rounds), reviewer_calls=loop.reviews,
+                                agent_calls=len(loop.history), seconds=loop.seconds, notes=notes,
+                                reviewer_unusable=loop.unusable, ruling=ruling)
+
+
+class _Loop:
+    """One run's state: the current calls and their report, the feedback history, the rounds."""
+
+    def __init__(self, n: int, example: Example, agent: BaseAgent | None, reviewer: Reviewer | None,
+                 ctx: MechanismContext) -> None:
+        self.n, self.example, self.agent, self.reviewer, self.ctx = n, example, agent, reviewer, ctx
+        self.live = ctx if isinstance(ctx, LiveTurn) else None
+        if self.live is not None:
+            self.base = self.live.propose_initial(agent, example)
+        elif agent is None:
+            raise ConfigError("guard+r<N> needs a base agent outside the runtime guard")
+        else:
+            self.base = ctx.propose_initial(agent, example)
+        self.current = self.base.prediction
+        self.report = self.live.report if self.live is not None else self.check(self.current)
+        self.history: list[FeedbackTurn] = []
+        self.rounds: list[ReviewRound] = []
+        self.error: str | None = None
+        self.reviewed, self.text = False, ""
+        self.seconds, self.reviews, self.unusable = self.base.seconds, 0, 0
+
+    @property
+    def on_error(self) -> OnError:
+        """The live guard's ``on_error``; evaluate's ``on_unusable=approve`` reads as ``allow``."""
+        return self.live.on_error if self.live is not None else "allow"
+
+    def check(self, prediction: Prediction) -> PredictionReport:
+        if self.live is not None:
+            return self.live.check(prediction)
+        return blind_cascade(prediction, self.example, self.ctx.grounding)
+
+    def decide(self) -> tuple[Ruling, Prediction]:
+        """The ruling and what runs (the loop of the module docstring)."""
+        if not self.current.calls and self.current.status != "unparsable":
+            return Ruling("allow", "no tool calls to review"), self.current
+        for index in range(self.n):
+            hard = hard_failure(self.report)
+            verdict, failure = self.ask()
+            if failure is not None:
+                self.error = failure
+                if self.live is None and self.ctx.on_unusable == "reject":
+                    verdict = Verdict(True, "")  # evaluate's --on-unusable reject, as in r<N>
+                elif not hard:
+                    self.rounds.append(ReviewRound(index, self.current, "reviewer_failed", "llm", note=failure))
+                    if index == 0:
+                        ruling = failed_review(self.report, failure, self.on_error)
+                        return ruling, (self.current if ruling.action == "allow" else NO_CALL)
+                    break  # a revision that passed stages 1-2 runs, as after the N-th review
+            elif verdict is None and not hard:  # no LLM reviewer: what passes stages 1-2 runs
+                if index == 0:
+                    return Ruling("allow", "passed SAAG stages 1-2 (no LLM reviewer; any notes in feedback)",
+                                  correction_for(self.report)), self.current
+                break
+            if verdict is not None and not verdict.error and not hard:
+                self.rounds.append(ReviewRound(index, self.current, "approve", "llm", verdict.feedback or None))
+                if index == 0:
+                    return Ruling("allow", "the reviewer approved", verdict.feedback or None, reviewed=True), self.current
+                return self.revised("the reviewer approved the revision")
+            ended = self.feed_back(index, verdict, failure, hard)
+            if ended is not None:
+                return ended
+        return self.revised(f"revised after {len(self.history)} rejection(s)")
+
+    def ask(self) -> tuple[Verdict | None, str | None]:
+        """The reviewer's usable verdict, or why there is none (None, None: no reviewer)."""
+        if self.reviewer is None:
+            return None, None
+        self.reviews += 1
+        verdict: Verdict | None = None
+        with lm_clock() as clock:
+            try:
+                verdict = self.reviewer.review_call(self.example, self.current)
+                failure = f"unusable reviewer reply ({verdict.failed})" if verdict.failed else None
+            except Exception as exc:
+                if self.live is None:
+                    raise  # evaluate records an LM failure per example
+                failure = self.live.why(exc)
+        self.seconds += clock.seconds
+        if failure is not None:
+            self.unusable += 1
+            return None, failure
+        self.reviewed = True
+        return verdict, None
+
+    def feed_back(self, index: int, verdict: Verdict | None, failure: str | None,
+                  hard: bool) -> tuple[Ruling, Prediction] | None:
+        """Revise with the rejection and/or the psi text; a ruling when that ends the turn."""
+        rejected = verdict is not None and verdict.error
+        parts = [(verdict.feedback if verdict is not None else "") or DEFAULT_REJECTION] if rejected else []
+        if hard:
+            parts.append(correction_for(self.report) or "")
+        text = self.text = "\n".join(p for p in parts if p)
+        why = ("the review was unusable (on_unusable=reject)" if rejected and failure is not None
+               else "the reviewer rejected it" if rejected else "")
+        if hard:
+            why = " and ".join(filter(None, [why, stage_summary(self.report)]))
+        verdict_name: RoundVerdict = "reviewer_failed" if failure is not None else "reject" if rejected else "saag_fail"
+        tentative = self.current
+
+        def record(revised: Prediction | None = None) -> None:
+            self.rounds.append(ReviewRound(index, tentative, verdict_name,
+                                           "saag" if verdict_name == "saag_fail" else "llm", text, revised, failure))
+
+        if self.agent is None:
+            record()
+            return Ruling("block", f"{why}; no reviser (revise=False)", text, self.reviewed, self.error), NO_CALL
+        try:
+            revision = self.agent.propose(self.example, feedback=[*self.history, FeedbackTurn(tentative, text)])
+        except Exception as exc:
+            if self.live is None:
+                raise  # evaluate records an LM failure per example
+            record()
+            return Ruling("block", f"{why}; the revision failed: {describe_error(exc)}", text, self.reviewed,
+                          self.error or describe_error(exc), cacheable=False), NO_CALL
+        record(revision.prediction)
+        self.seconds += revision.seconds
+        self.history.append(FeedbackTurn(tentative, text))
+        self.current, self.report = revision.prediction, self.check(revision.prediction)
+        return None
+
+    def revised(self, why: str) -> tuple[Ruling, Prediction]:
+        """A revision runs only if it makes a call and passes stages 1-2; else block."""
+        text, report = self.text, self.report
+        if not self.current.calls:
+            return Ruling("block", f"{why}, but the revision makes no call", text, self.reviewed, self.error), NO_CALL
+        if hard_failure(report):
+            feedback = "\n".join(filter(None, [text, correction_for(report) or ""]))
+            return Ruling("block", f"{why}, but the revision {stage_summary(report)}", feedback, self.reviewed,
+                          self.error, report), NO_CALL
+        return Ruling("revise", why, text or None, self.reviewed, self.error, report), self.current
+
+
+def _guarded(n: int, max_repairs: int | None) -> Mechanism:
+    return GuardedReview(n)
+
+
+register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its stage 1-2 rules (experimental)",
+                   numbered=True)
+
+
+if TYPE_CHECKING:
+    _g: Mechanism = GuardedReview(2)
+
+__all__ = ["NO_CALL", "GuardedReview", "LiveTurn", "describe_error", "failed_review", "hard_failure",
+           "stage_summary"]
