@@ -43,7 +43,7 @@ from saag_opt.lm.accounting import (
     usage_numbers,
     worst_case_dollars,
 )
-from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
+from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend, parse_model_spec
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
@@ -54,7 +54,7 @@ from saag_opt.lm.retry import (
     is_transient,
     with_retries,
 )
-from saag_opt.lm.specs import ModelSpec, is_reasoning_model, parse_model_spec
+from saag_opt.lm.specs import ModelSpec, is_reasoning_model
 from saag_opt.lm.spendcap import Hold
 
 REASONING_MIN_TOKENS = 16000
