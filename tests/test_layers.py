@@ -147,3 +147,8 @@ def test_no_import_circle_except_the_documented_facades() -> None:
 def test_the_model_spec_is_a_value_that_asks_no_backend() -> None:
     """The circle that was: lm/specs.py asked the backend registry for a spec's own text."""
     assert not {m for m in _imported(MODULES["saag_opt.lm.specs"]) if m.startswith("saag_opt.lm")}
+
+
+def test_the_mode_vocabulary_loads_no_rule() -> None:
+    """saag/modes.py is what configs, the reviewer and the guard import to name a stage-3 mode."""
+    assert _imported(MODULES["saag_opt.saag.modes"]) <= {"saag_opt.choices"}

@@ -23,7 +23,7 @@ from saag_opt.agents.reviewer import Reviewer, blind_cascade
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 DEFAULT_MAX_REPAIRS = 5
 """D_max of the SAAG self-repair loop (the paper used 15; DESIGN section 3)."""

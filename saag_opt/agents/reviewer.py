@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import dspy
 
 from saag_opt.model import Example, Prediction
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion

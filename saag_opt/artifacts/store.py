@@ -46,6 +46,7 @@ import filelock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from rapidfuzz import fuzz, process
 
+from saag_opt.choices import GroundingName
 from saag_opt.errors import ArtifactError, validation_message
 from saag_opt.model import canonical_json
 from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
@@ -60,9 +61,6 @@ LOCK_TIMEOUT_S = 60.0
 
 Source = Literal["manual", "gepa", "optuna"]
 Split = Literal["train", "val", "test"]
-GroundingName = Literal["paper", "calibrated"]
-"""``saag.calibration.ModeName``, spelled out: the CLI imports the store and must not load the cascade
-(tests/optimize/test_saag_informed.py checks the two agree)."""
 SPLIT_NAMES: tuple[Split, ...] = ("train", "val", "test")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # always fullmatch: "$" accepts a trailing \n

@@ -72,7 +72,7 @@ from saag_opt.runfiles import (
     write_header,
 )
 from saag_opt.saag import INTERVENTION_GROUNDING, diagnose_with_gold, judge_with_gold
-from saag_opt.saag.calibration import ModeName
+from saag_opt.saag.modes import ModeName
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion

@@ -46,7 +46,7 @@ from saag_opt.runtime.inputs import (
     read_input,
 )
 from saag_opt.saag import check_calls, correction_for
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer

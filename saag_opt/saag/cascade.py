@@ -42,17 +42,12 @@ from saag_opt.model import (
     ToolSpec,
     canonical_json,
 )
-from saag_opt.saag.calibration import (
-    GroundingMode,
-    RuleSet,
-    calibrate,
-    calibration_rules,
-    duplicate_calls,
-    type_conflicts,
-)
+from saag_opt.saag.calibration import calibrate
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.corrections import duplicate_message, psi1_message, psi2_message, psi3_message, type_message
+from saag_opt.saag.flags import duplicate_calls, type_conflicts
 from saag_opt.saag.grounding import ground_arguments, query_context
+from saag_opt.saag.modes import GroundingMode, RuleSet, calibration_rules
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [
@@ -264,7 +259,7 @@ def check_calls(calls: Sequence[ToolCall] | None, registry: Registry, query: str
 
 
 def _flag_duplicates(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -> tuple[CascadeReport, ...]:
-    """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``calibration``)."""
+    """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``saag.flags``)."""
     parts = [split_call(call) for call in items]
     names = [name for name, _, malformed in parts if not malformed and isinstance(name, str)]
     if len(set(names)) == len(names):

@@ -167,7 +167,7 @@ def psi3_message(misses: Sequence[tuple[str, Any, float | None]], query: str,
 
 
 def type_message(mistyped: Sequence[tuple[str, str]], values: Mapping[str, Any]) -> str | None:
-    """Calibrated mode: values whose JSON type contradicts the schema (``calibration.type_conflicts``)."""
+    """Calibrated mode: values whose JSON type contradicts the schema (``flags.type_conflicts``)."""
     if not mistyped:
         return None
     lines = [f"{_code(param)} = {_show(values.get(param))} is not of the schema's type `{declared}`."

@@ -204,15 +204,6 @@ def test_optimize_still_refuses_a_mechanism_without_a_reviewer() -> None:
         OptimizeConfig(mechanism="saag", saag_informed=True)
 
 
-def test_a_version_names_the_groundings_the_cascade_has() -> None:
-    from typing import get_args
-
-    from saag_opt.artifacts.store import GroundingName
-    from saag_opt.saag.calibration import ModeName
-
-    assert get_args(GroundingName) == get_args(ModeName)
-
-
 def _version(saag_report: str | None, source: str = "gepa") -> PromptVersion:
     return PromptVersion(version="v3-gepa", program="reviewer", instructions={"review": "Check."}, source=source,
                          saag_report=saag_report)  # type: ignore[arg-type]
