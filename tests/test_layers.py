@@ -1,4 +1,4 @@
-"""The import layers of docs/design.md §1, checked on the source as an allow-list (STYLE practice 1).
+"""The import layers of docs/design.md §1.1, checked on the source as an allow-list.
 
 Every top-level part of ``saag_opt`` (a subpackage or a module) names the parts it may import; any
 other import fails, lazy and ``TYPE_CHECKING`` imports included, and a new part fails until it is
@@ -60,7 +60,7 @@ CIRCLES: dict[str, tuple[str, str]] = {
     # hub module: (the package its circle stays inside, why it is allowed)
     "saag_opt.runtime.guard": ("saag_opt.runtime", "a facade: Guard.openai_turn, wrap_react, langchain_middleware and "
                                "openai_agents_guardrail import their adapter lazily; the adapters name Guard only under "
-                               "TYPE_CHECKING (docs/design.md §14)"),
+                               "TYPE_CHECKING (docs/design.md §1.2)"),
     "saag_opt.optimize.budget": ("saag_opt.optimize", "not a facade: config imports BudgetName from budget, budget "
                                  "types OptimizeConfig; issue 16 item 5 opens it in this pass: delete this entry then"),
 }

@@ -1,6 +1,6 @@
 """``open_lm`` and ``chat_completion``: every LM call of saag-opt goes through one ``dspy.LM`` subclass.
 
-Design (DESIGN sections 5, 9, 10):
+Design (docs/design.md §5, §9, §10):
 
 * One path. Base-agent calls (native tools, schema-constrained JSON) and reviewer/reflection calls
   all use ``dspy.LM``, so one dspy disk cache covers all of them and one hook counts their cost.

@@ -1,4 +1,4 @@
-"""``Guard``: a tuned reviewer in front of a live agent's tool calls (DESIGN section 14).
+"""``Guard``: a tuned reviewer in front of a live agent's tool calls (docs/design.md §14).
 
 One decision per set of proposed calls (an assistant turn, or one call in frameworks that guard
 call by call):

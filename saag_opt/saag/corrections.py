@@ -1,4 +1,4 @@
-"""The psi correction messages of the SAAG loop (papers.md 1.3-1.7, DESIGN section 3).
+"""The psi correction messages of the SAAG loop (SAAG paper §2; docs/design.md §3).
 
 Each builder sees only what the agent itself saw or produced: the call, the registry and the
 query. None of them receives gold, so none can leak a gold value. The paper's templates

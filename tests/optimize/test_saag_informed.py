@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 REPORT = "[[ ## saag_report ## ]]"
 """How dspy's chat adapter heads the report field in a reviewer request."""
 GOLD_LINE = "Expected (gold, for your analysis only"
-"""The one feedback line that quotes gold to the reflection LM (DESIGN: the training signal)."""
+"""The one feedback line that quotes gold to the reflection LM (docs/design.md §7: the training signal)."""
 
 
 @pytest.fixture(autouse=True)
