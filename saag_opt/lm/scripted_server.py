@@ -14,6 +14,9 @@ Example:
 
 Requests are served concurrently (one thread per connection), so ``latency=0.2`` with 16 clients
 takes about 0.2 s, not 3.2 s.
+
+It is a product part of the ``fake`` model backend (``lm.backends``), hence its place in ``lm``;
+``saag_opt.testing`` re-exports it for tests. Standard library only.
 """
 
 from __future__ import annotations
