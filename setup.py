@@ -1,7 +1,7 @@
 """Build hook: carry the repository's top-level ``datasets/`` and ``prompts/`` into the wheel.
 
 The repository keeps the shipped datasets and the seed prompts at its top level (where users and
-DESIGN.md expect them); an installed package must still find them, so the build copies them to
+docs/design.md §1 expect them); an installed package must still find them, so the build copies them to
 ``saag_opt/_shipped/`` where ``saag_opt.paths.shipped`` reads them through ``importlib.resources``.
 Everything else about the build is in pyproject.toml.
 """

@@ -1,7 +1,7 @@
 """Progress events of a run (evaluate, compare, optimize, tune): one type, one way to send it.
 
 Observers (the CLI's progress bar and log lines, a notebook, a test) get ``RunEvent``s through
-``emit``. An observer that raises is logged and ignored (STYLE practice 16): a broken progress bar
+``emit``. An observer that raises is logged and ignored (docs/design.md §10): a broken progress bar
 must never stop a paid run.
 """
 

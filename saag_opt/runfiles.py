@@ -4,7 +4,7 @@ Every verb (evaluate, compare, optimize, score) and every store (prompt versions
 base-prediction cache, dataset files) writes through ``atomic_file``: a temp file in the target's
 directory + ``os.replace``, so a reader (or a crash) never sees half a file.
 
-A run directory is shaped like an eval log (STYLE practice 13): ``run.json`` (``RunHeader``) is
+A run directory is shaped like an eval log (docs/design.md §10): ``run.json`` (``RunHeader``) is
 written at start with ``status="started"`` and rewritten atomically at the end through
 ``finish_header`` (``guarded_run`` does so when the body raises). What the rows and summary of a
 run hold is the verb's business (``evaluation.results`` for evaluate runs).

@@ -1,4 +1,4 @@
-"""Import BFCL's ``ast_checker`` without its provider SDKs (research/anchors.md section 6).
+"""Import BFCL's ``ast_checker`` without its provider SDKs (docs/design.md §4).
 
 ``bfcl_eval.constants.model_config`` imports every model handler; with ``--no-deps`` that fails.
 The checker only needs ``MODEL_CONFIG_MAPPING[name].underscore_to_dot``, so a stub stands in: FC model

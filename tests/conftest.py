@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-# Before anything imports dspy or litellm (DESIGN section 11).
+# Before anything imports dspy or litellm (docs/design.md §11).
 os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="saag-opt-dspy-cache-"))
 # Every saag-opt cache (base predictions, fetched data, logs) is private to the session, except
 # the assembled model files, which are large and read-only: those stay shared.

@@ -23,7 +23,7 @@ import pytest
 from tests.test_cli import _gold_call, _scalar_gold
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "saag_opt", "datasets", "prompts")
+SOURCE = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "docs", "saag_opt", "datasets", "prompts")
 """What the build reads (a missing name here fails the build loudly rather than hiding a dependency)."""
 
 

@@ -41,8 +41,9 @@ from saag_opt.data.bfcl import bfcl_available, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag import check_calls, clear_caches
-from saag_opt.saag.calibration import CALIBRATION_RULES, GroundingMode, calibrate
+from saag_opt.saag.calibration import calibrate
 from saag_opt.saag.grounding import ground_arguments, query_context
+from saag_opt.saag.modes import CALIBRATION_RULES, GroundingMode
 from saag_opt.saag.structure import allowed_params
 from saag_opt.saag.truth import check_truth
 

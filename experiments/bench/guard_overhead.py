@@ -46,7 +46,7 @@ from saag_opt.model import Example, ToolCall
 from saag_opt.runtime import Guard
 from saag_opt.runtime.inputs import read_input
 from saag_opt.saag import check_calls, clear_caches
-from saag_opt.saag.calibration import ModeName
+from saag_opt.saag.modes import ModeName
 
 
 def _score_bench() -> Any:

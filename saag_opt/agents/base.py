@@ -1,4 +1,4 @@
-"""The base tool-calling agent: messages + registry -> a ``Prediction`` (DESIGN section 5).
+"""The base tool-calling agent: messages + registry -> a ``Prediction`` (docs/design.md §5).
 
 It is *frozen* during optimization: its system prompt is a module constant whose hash is part of
 every base-prediction cache key, and it is never a GEPA component. It sees only

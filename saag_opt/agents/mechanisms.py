@@ -1,4 +1,4 @@
-"""Review mechanisms: how the base agent, a reviewer and the SAAG cascade combine (DESIGN 3 and 5).
+"""Review mechanisms: how the base agent, a reviewer and the SAAG cascade combine (docs/design.md §3, §5).
 
 Specs: ``none`` | ``binary`` | ``saag`` (SAAG self-repair, no LLM reviewer) | ``r<N>`` (progressive
 review) | ``s<N>`` (best-of-N selection) | ``g<N>`` (best-of-N grading) | ``guard+r<N>``
@@ -26,13 +26,13 @@ from saag_opt.choices import GuardAction
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
     from saag_opt.saag import PredictionReport
 
 DEFAULT_MAX_REPAIRS = 5
-"""D_max of the SAAG self-repair loop (the paper used 15; DESIGN section 3)."""
+"""D_max of the SAAG self-repair loop (the paper used 15; docs/design.md §3)."""
 
 BINARY_FEEDBACK = "Your previous function call was incorrect. Try again."
 """The content-free signal of the ``binary`` ablation."""
@@ -41,7 +41,7 @@ DEFAULT_REJECTION = "The tentative function calls contain an error. Check them a
 """Sent when a reviewer rejects with empty feedback."""
 
 TEMPERATURE_RANGE = (0.3, 1.0)
-"""Candidate temperatures for s<N>/g<N> (paper 2.2; evenly spaced is our reading)."""
+"""Candidate temperatures for s<N>/g<N> (Reinforced Agent paper §2.1; evenly spaced is our reading)."""
 
 RoundVerdict = Literal["approve", "reject", "reviewer_failed", "saag_pass", "saag_fail"]
 

@@ -1,4 +1,4 @@
-"""The reviewer: a ``dspy.Module`` with three predictors - review, select, grade (DESIGN section 5).
+"""The reviewer: a ``dspy.Module`` with three predictors - review, select, grade (docs/design.md §5).
 
 The predictor names ``review``, ``select`` and ``grade`` are the keys of a prompt artifact's
 ``instructions`` and the components GEPA evolves. Inputs are rendered strings built only from what
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import dspy
 
 from saag_opt.model import Example, Prediction
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, GroundingMode
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion

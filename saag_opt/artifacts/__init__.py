@@ -15,18 +15,9 @@ from saag_opt.artifacts.export import (
     get_exporter,
     register_exporter,
 )
-from saag_opt.artifacts.store import (
-    PROMPTS_ENV,
-    PromptStore,
-    PromptVersion,
-    content_hash,
-    default_root,
-    diff_versions,
-    load_version_file,
-    render_markdown,
-    resolve_ref,
-    validate_name,
-)
+from saag_opt.artifacts.render import diff_versions, render_markdown
+from saag_opt.artifacts.store import PROMPTS_ENV, PromptStore, default_root, resolve_ref
+from saag_opt.artifacts.version import PromptVersion, content_hash, load_version_file, validate_name
 
 __all__ = [
     "PROMPTS_ENV",

@@ -14,7 +14,8 @@ import sys
 from importlib import metadata as importlib_metadata
 from typing import TYPE_CHECKING, Any, Protocol
 
-from saag_opt.artifacts.store import PromptVersion, render_markdown
+from saag_opt.artifacts.render import render_markdown
+from saag_opt.artifacts.version import PromptVersion
 from saag_opt.errors import ConfigError
 
 

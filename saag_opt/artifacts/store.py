@@ -1,4 +1,4 @@
-"""Immutable, content-hashed prompt versions on disk (DESIGN.md section 8).
+"""The prompt store: immutable, content-hashed prompt versions on disk (docs/design.md §8).
 
 Layout under the store root (``$SAAG_OPT_PROMPTS``, else the user's data dir, see ``saag_opt.paths``)::
 
@@ -9,8 +9,8 @@ Layout under the store root (``$SAAG_OPT_PROMPTS``, else the user's data dir, se
 
 Decisions:
 
-* ``sha256`` hashes the *content* only: canonical JSON of ``{"program", "instructions"}``. Metadata
-  (scores, cost, notes, lineage) is kept beside the content and never changes the hash.
+* A version's file model, hash and name rules are in ``artifacts.version``; its markdown page and
+  diffs in ``artifacts.render``.
 * A version is immutable. Saving an existing name with other content raises ``ArtifactError``; with
   the same content it is a no-op that returns the stored version (the file on disk wins, its metadata
   is never rewritten).
@@ -25,177 +25,33 @@ Decisions:
   versions and aliases are always written to the store root, numbered after the seeds
   (``v3-gepa``), with the seeds as parents. A store's own file of the same name wins (a private
   test world, or a store made before the seeds were built in); the seeds folder is never written.
-* Names (program, version, alias) match ``[A-Za-z0-9._-]+`` without a leading dot, so a name can
-  never escape its directory (optuna artifacts/_filesystem.py checks ids the same way).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
-from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
 
 import filelock
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 from rapidfuzz import fuzz, process
 
+from saag_opt.artifacts.render import render_markdown
+from saag_opt.artifacts.version import PromptVersion, content_hash, is_safe_name, load_version_file, validate_name
 from saag_opt.errors import ArtifactError, validation_message
-from saag_opt.model import canonical_json
-from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped  # noqa: F401  (PROMPTS_ENV is re-exported)
-from saag_opt.runfiles import atomic_write_text, utc_now
-
-SCHEMA_VERSION = 1
-"""Bump when PromptVersion's fields change meaning; migrate old files in a before-validator."""
+from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped
+from saag_opt.runfiles import atomic_write_text
 
 ALIASES_FILE = "aliases.json"
 LOCK_FILE = ".lock"
 LOCK_TIMEOUT_S = 60.0
 
-Source = Literal["manual", "gepa", "optuna"]
-Split = Literal["train", "val", "test"]
-GroundingName = Literal["paper", "calibrated"]
-"""``saag.calibration.ModeName``, spelled out: the CLI imports the store and must not load the cascade
-(tests/optimize/test_saag_informed.py checks the two agree)."""
-SPLIT_NAMES: tuple[Split, ...] = ("train", "val", "test")
-
-_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # always fullmatch: "$" accepts a trailing \n
 _NUMBERED_RE = re.compile(r"^v(\d+)(?:$|[-._])")
-
-
-def validate_name(name: str, what: str = "version") -> str:
-    """Return ``name`` if it is safe as a file name; path separators and leading dots are refused."""
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        raise ArtifactError(
-            f"invalid {what} name {name!r}: use letters, digits, '.', '_' or '-' (no leading dot, "
-            "no path separators, at most 100 characters)"
-        )
-    return name
-
-
-def content_hash(program: str, instructions: Mapping[str, str]) -> str:
-    """SHA-256 of the canonical JSON of program + instructions: what makes two versions 'the same'."""
-    payload = canonical_json({"program": program, "instructions": dict(instructions)})
-    return sha256(payload.encode("utf-8")).hexdigest()
-
-
-class PromptVersion(BaseModel):
-    """One immutable prompt version: per-predictor instructions plus where they came from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    schema_version: int = SCHEMA_VERSION
-    """File format version (see ``SCHEMA_VERSION``)."""
-    version: str
-    """Name inside the program, e.g. ``v2`` or ``v3-gepa``; safe as a file name."""
-    program: str
-    """The DSPy program the instructions belong to, e.g. ``reviewer``."""
-    instructions: dict[str, str]
-    """Predictor name (as ``named_predictors()`` spells it) -> instruction text."""
-    sha256: str = ""
-    """Content hash of program + instructions; filled in when empty, checked when given."""
-    parents: list[str] = Field(default_factory=list)
-    """Versions (same program) this one was derived from; empty for a root."""
-    created: str = Field(default_factory=utc_now)
-    """ISO-8601 UTC timestamp."""
-    source: Source = "manual"
-    """Who wrote it: a person (``manual``), a GEPA run, or an Optuna study."""
-    models: dict[str, str] = Field(default_factory=dict)
-    """Role -> model spec used when it was produced/scored, e.g. ``{"reviewer": "gpt-5-mini"}``."""
-    dataset: str | None = None
-    """Dataset it was optimised or scored on, if any."""
-    split_hash: str | None = None
-    """Hash of the train/val split, so scores are comparable only on the same split."""
-    trained_on: list[Split] = Field(default_factory=list)
-    """Splits of ``dataset`` whose examples shaped the instructions (GEPA: rollouts and reflection)."""
-    selected_on: list[Split] = Field(default_factory=list)
-    """Splits of ``dataset`` the version was chosen on (GEPA: the val scores)."""
-    saag_report: GroundingName | None = None
-    """The reviewer it was tuned for saw the gold-free SAAG report of each call, with this stage-3
-    grounding (``optimize --saag-informed``); None = a plain reviewer (or unknown, for a manual prompt).
-    Why kept: instructions learnt beside the report may lean on it, so ``evaluate`` warns when the
-    reviewer it runs does not match (``reviewer_mismatch``)."""
-    scores: dict[str, Any] = Field(default_factory=dict)
-    """Metric name -> value (JSON values), e.g. ``{"val_accuracy": 0.925}``."""
-    cost: dict[str, Any] = Field(default_factory=dict)
-    """Spend to produce it, e.g. ``{"usd": 1.2, "metric_calls": 400}``."""
-    notes: str = ""
-    """Free text: provenance, caveats."""
-
-    @field_validator("version", "program")
-    @classmethod
-    def _safe_name(cls, value: str) -> str:
-        if not _NAME_RE.fullmatch(value):
-            raise ValueError(f"{value!r} is not a safe name ([A-Za-z0-9._-], no leading dot)")
-        return value
-
-    @field_validator("instructions")
-    @classmethod
-    def _non_empty(cls, value: dict[str, str]) -> dict[str, str]:
-        if not value:
-            raise ValueError("at least one predictor instruction is required")
-        if any(not name.strip() for name in value):
-            raise ValueError("predictor names must be non-empty")
-        return value
-
-    @field_validator("created")
-    @classmethod
-    def _iso(cls, value: str) -> str:
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise ValueError(f"created {value!r} is not an ISO-8601 timestamp") from exc
-        if parsed.tzinfo is None:
-            raise ValueError(f"created {value!r} has no UTC offset (write e.g. 2026-03-30T12:00:00+00:00)")
-        return value
-
-    @model_validator(mode="after")
-    def _check_hash(self) -> PromptVersion:
-        expected = content_hash(self.program, self.instructions)
-        if not self.sha256:
-            object.__setattr__(self, "sha256", expected)
-        elif self.sha256 != expected:
-            raise ValueError(f"sha256 {self.sha256[:12]}... does not match the content (expected {expected[:12]}...)")
-        if self.version in self.parents:
-            raise ValueError(f"version {self.version!r} lists itself as a parent")
-        return self
-
-    @property
-    def ref(self) -> str:
-        """``program@version``, the reference that resolves back to this version."""
-        return f"{self.program}@{self.version}"
-
-    def contaminated(self, splits: Iterable[str]) -> list[Split]:
-        """Which of ``splits`` this version was trained or selected on (train, val, test order).
-
-        Why: a score on such a split is not a held-out result. Splits are assigned by a hash of the
-        example id, the same for every dataset, so the split name alone is what can overlap.
-        """
-        seen = set(self.trained_on) | set(self.selected_on)
-        return [s for s in SPLIT_NAMES if s in seen and s in set(splits)]
-
-    def reviewer_mismatch(self, saag_informed: bool, grounding: str) -> str | None:
-        """Why a reviewer with these options is not the one this version was tuned for (None = it is, or unknown).
-
-        Only a GEPA version knows what its reviewer saw; a manual prompt (the seeds) fits either.
-        """
-        if self.source != "gepa":
-            return None
-        if self.saag_report is not None and not saag_informed:
-            return (f"tuned for a reviewer that sees the SAAG report (--saag-informed --grounding {self.saag_report}); "
-                    "this reviewer does not see it")
-        if self.saag_report is None and saag_informed:
-            return "tuned for a reviewer without the SAAG report; this reviewer sees it (--saag-informed)"
-        if saag_informed and self.saag_report != grounding:
-            return (f"tuned beside a SAAG report with --grounding {self.saag_report}; this reviewer's report uses "
-                    f"--grounding {grounding}")
-        return None
 
 
 def default_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -203,23 +59,6 @@ def default_root(root: str | os.PathLike[str] | None = None) -> Path:
     if root is not None:
         return Path(root).expanduser()
     return prompts_dir()
-
-
-def load_version_file(path: str | os.PathLike[str]) -> PromptVersion:
-    """Read and validate one version JSON (hash included).
-
-    Raises:
-        ArtifactError: the file is missing, not JSON, or fails validation (message names the path).
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{path}: cannot read prompt version ({getattr(exc, 'strerror', None) or exc})") from exc
-    try:
-        return PromptVersion.model_validate_json(text)
-    except ValidationError as exc:
-        raise ArtifactError(f"{path}: invalid prompt version: {validation_message(exc, whole='file')}") from exc
 
 
 def version_sort_key(name: str) -> tuple[int, str]:
@@ -344,13 +183,13 @@ class PromptStore:
     def programs(self) -> _Names:
         """Program names that have a directory in the store or among the seeds."""
         return sorted({p.name for layer in self._layers() if layer.is_dir()
-                       for p in layer.iterdir() if p.is_dir() and _NAME_RE.fullmatch(p.name)})
+                       for p in layer.iterdir() if p.is_dir() and is_safe_name(p.name)})
 
     def version_names(self, program: str) -> _Names:
         """Version names of a program (own and seeds) in natural order (tmp files and non-names skipped)."""
         validate_name(program, "program")
         names = {p.stem for layer in self._layers() for p in (layer / program).glob("*.json")
-                 if _NAME_RE.fullmatch(p.stem)}
+                 if is_safe_name(p.stem)}
         return sorted(names, key=version_sort_key)
 
     def exists(self, program: str, version: str) -> bool:
@@ -578,72 +417,8 @@ def resolve_ref(ref: str, root: str | os.PathLike[str] | None = None) -> PromptV
     return PromptStore(root).resolve(ref)
 
 
-# -- rendering and diff ---------------------------------------------------------------------------
-
-
-def _cell(value: Any) -> str:
-    """A markdown table cell: JSON-ish for containers, '-' for empty, pipes escaped."""
-    if value in (None, "", [], {}):
-        text = "-"
-    elif isinstance(value, list):
-        text = ", ".join(map(str, value))
-    elif isinstance(value, dict):
-        text = ", ".join(f"{k}={v}" for k, v in value.items())
-    else:
-        text = str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _fence(text: str) -> str:
-    """A code fence longer than any backtick run inside ``text``."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def render_markdown(version: PromptVersion) -> str:
-    """Human-readable page: metadata table (lineage, models, scores), then each instruction."""
-    rows = [
-        ("version", version.version), ("program", version.program), ("sha256", f"`{version.sha256}`"),
-        ("parents", version.parents), ("source", version.source), ("created", version.created),
-        ("models", version.models), ("dataset", version.dataset), ("split hash", version.split_hash),
-        ("trained on", version.trained_on), ("selected on", version.selected_on),
-        ("scores", version.scores), ("cost", version.cost),
-    ]
-    if version.saag_report is not None:  # only then: the seeds' pages stay as shipped
-        rows.append(("tuned with SAAG report", f"yes (grounding {version.saag_report})"))
-    lines = [f"# {version.ref}", "", "<!-- generated from the .json by saag-opt; do not edit by hand -->", "",
-             "| field | value |", "|---|---|"]
-    lines += [f"| {key} | {_cell(value)} |" for key, value in rows]
-    if version.notes:
-        lines += ["", version.notes.strip()]
-    for name, text in version.instructions.items():
-        fence = _fence(text)
-        lines += ["", f"## Predictor `{name}`", "", f"{fence}text", text.rstrip("\n"), fence]
-    return "\n".join(lines) + "\n"
-
-
-_DIFF_FIELDS = ("program", "sha256", "parents", "source", "created", "models", "dataset", "split_hash",
-                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes")
-
-
-def diff_versions(a: PromptVersion, b: PromptVersion) -> str:
-    """Metadata changes, then a unified diff of each predictor's instructions (``a`` -> ``b``)."""
-    out = [f"--- {a.ref}", f"+++ {b.ref}"]
-    for field in _DIFF_FIELDS:
-        old, new = getattr(a, field), getattr(b, field)
-        if old != new:
-            if field == "sha256":
-                old, new = old[:12], new[:12]
-            out.append(f"~ {field}: {json.dumps(old, sort_keys=True)} -> {json.dumps(new, sort_keys=True)}")
-    for name in list(a.instructions) + [n for n in b.instructions if n not in a.instructions]:
-        old_text, new_text = a.instructions.get(name), b.instructions.get(name)
-        if old_text == new_text:
-            out.append(f"= predictor {name}: instructions identical")
-            continue
-        body = difflib.unified_diff(
-            (old_text or "").splitlines(), (new_text or "").splitlines(),
-            fromfile=f"{a.ref}:{name}" + ("" if old_text is not None else " (absent)"),
-            tofile=f"{b.ref}:{name}" + ("" if new_text is not None else " (absent)"), lineterm="",
-        )
-        out.extend(body)
-    return "\n".join(out) + "\n"
+__all__ = [
+    "ALIASES_FILE", "LOCK_FILE", "LOCK_TIMEOUT_S", "PROMPTS_ENV", "PromptStore", "default_root", "nearest",
+    "resolve_ref", "version_sort_key",
+    "PromptVersion",  # from artifacts.version: tests and optimize/ import it from here too
+]

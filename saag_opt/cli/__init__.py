@@ -59,7 +59,7 @@ def _version(value: bool) -> None:
 
 
 RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune"})
-"""Commands that create run directories: each finished run gets report.html (DESIGN section 13)."""
+"""Commands that create run directories: each finished run gets report.html (docs/design.md §13)."""
 
 
 @app.callback()

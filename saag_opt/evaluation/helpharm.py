@@ -1,9 +1,9 @@
-"""Help / harm statistics for a reviewer (Reinforced Agent paper, section 4.1; DESIGN section 6).
+"""Help / harm statistics for a reviewer (Reinforced Agent paper §4.1; docs/design.md §6).
 
 Pure: no LM, no I/O. Every number comes from the paired 2x2 table of (base correct, final correct)
 per example. The rates are *conditional* (helpfulness over the base agent's errors, harmfulness
 over its correct answers) because that is the only reading consistent with the paper's numbers
-(research/papers.md 2.5). McNemar's exact test and the bootstrap interval both use only the
+(docs/design.md §6). McNemar's exact test and the bootstrap interval both use only the
 discordant pairs / the four cell counts, so they are cheap for any dataset size.
 """
 

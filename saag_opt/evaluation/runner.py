@@ -4,7 +4,7 @@ Per example, two conditions are recorded: ``base`` (the base agent alone) and th
 (``r2``, ``gate+r2``, ...). The base prediction is computed once and cached on disk
 (``BasePredictionCache``), so other mechanisms and prompt versions reuse it for free.
 
-Failure policy (STYLE practice 9): an LM call that fails after retries, or any other error inside
+Failure policy (docs/design.md §10): an LM call that fails after retries, or any other error inside
 one example, becomes a record with ``error`` (scored incorrect); no example is ever lost. Systemic
 faults raise before work starts (bad config, missing key), as soon as a model turns out to be gone
 (dead server, rejected key, unknown model: the finished examples stay in records.jsonl, run.json
@@ -72,7 +72,7 @@ from saag_opt.runfiles import (
     write_header,
 )
 from saag_opt.saag import INTERVENTION_GROUNDING, diagnose_with_gold, judge_with_gold
-from saag_opt.saag.calibration import ModeName
+from saag_opt.saag.modes import ModeName
 
 if TYPE_CHECKING:
     from saag_opt.artifacts import PromptVersion

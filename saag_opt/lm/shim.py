@@ -1,7 +1,7 @@
 """ASGI shim: OpenAI ``json_schema`` response_format -> llama-cpp-python's ``json_object`` + schema.
 
 llama-cpp-python 0.3.36 answers ``{"type": "json_schema", ...}`` with HTTP 500 but supports the same
-constraint as ``{"type": "json_object", "schema": {...}}`` (research/local_llm.md section 4). Rewriting
+constraint as ``{"type": "json_object", "schema": {...}}`` (docs/design.md §9). Rewriting
 the request body in front of its app lets every caller use the OpenAI form. Pure ASGI, no llama
 imports, so it is testable without the runtime.
 """

@@ -1,6 +1,8 @@
-"""Model specs: the strings users type after --base/--reviewer/--reflection (DESIGN section 9).
+"""Model specs: the value the strings users type after --base/--reviewer/--reflection parse to.
 
-Accepted forms (each parsed by its backend in ``lm.backends``; a new backend brings its own form):
+A value type only: ``parse_model_spec`` (in ``lm.backends``, the registry) asks each backend to claim
+the text, and that backend fills the spec, so this module imports no backend (docs/design.md §9).
+Accepted forms (a new backend brings its own form):
 
 * ``gpt-4o``, ``gpt-5-mini``, ``o4-mini``, ``openai/<model>``: OpenAI (key from ``OPENAI_API_KEY``).
 * ``openai/<model>@http://host:port/v1`` (or ``<model>@http://...``): any OpenAI-compatible server.
@@ -12,7 +14,7 @@ Accepted forms (each parsed by its backend in ``lm.backends``; a new backend bri
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from saag_opt.credentials import mask_url_secrets, url_secrets
@@ -31,17 +33,33 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """A parsed model reference; rebuildable from ``.text``.
+    """A parsed model reference, self-contained: rebuildable from ``.text``.
+
+    Get one from ``parse_model_spec`` (``saag_opt.lm.backends``): the backend that claims the text
+    fills the derived fields (``text``, ``native_tools``, ``serial``), so a spec answers for itself
+    without asking the registry. Equality and hashing see only ``kind``, ``model`` and ``base_url``.
 
     Attributes:
         kind: the name of the backend that parsed it (``openai``, ``compatible``, ``local``, ``fake``, ...).
         model: the model id sent to the server (local: the registry name, e.g. qwen2.5-coder-0.5b).
         base_url: the server's ``/v1`` URL for compatible/fake servers, else None.
+        text: the canonical spec string, written by its backend: ``parse_model_spec(spec.text) == spec``.
+            A spec built by hand without it reads as its model id (``<model>@<url>`` with a server).
+        native_tools: ``tool_choice="auto"`` returns real ``tool_calls`` (llama.cpp's default template does not).
+        serial: the server answers one request at a time (an embedded model), so extra workers only queue.
     """
 
     kind: str
     model: str
     base_url: str | None = None
+    text: str = field(default="", compare=False)
+    native_tools: bool = field(default=True, compare=False)
+    serial: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            text = self.model if self.base_url is None else f"{self.model}@{self.base_url}"
+            object.__setattr__(self, "text", text)
 
     @property
     def label(self) -> str:
@@ -51,49 +69,8 @@ class ModelSpec:
         netloc = urlparse(self.base_url).netloc
         return _UNSAFE.sub("-", f"{self.model}-at-{netloc}").strip("-")
 
-    @property
-    def text(self) -> str:
-        """The canonical spec string (its backend writes it); ``parse_model_spec(spec.text) == spec``."""
-        from saag_opt.lm.backends import get_backend
-
-        return get_backend(self.kind).spec_text(self)
-
-    @property
-    def native_tools(self) -> bool:
-        """Whether ``tool_choice="auto"`` returns real ``tool_calls`` (llama.cpp's default template does not)."""
-        from saag_opt.lm.backends import get_backend
-
-        return get_backend(self.kind).native_tools
-
-    @property
-    def serial(self) -> bool:
-        """The server answers one request at a time (an embedded model), so extra workers only queue."""
-        from saag_opt.lm.backends import get_backend
-
-        return get_backend(self.kind).serial
-
     def __str__(self) -> str:
         return self.text
-
-
-def parse_model_spec(text: str | ModelSpec) -> ModelSpec:
-    """Parse a model reference: the first registered backend that claims the text parses it.
-
-    Raises:
-        ConfigError: empty text, a bad URL, an unknown local model, or a form no backend claims.
-    """
-    from saag_opt.lm.backends import backend_forms, claim_spec
-
-    if isinstance(text, ModelSpec):
-        return text
-    raw = (text or "").strip()
-    if not raw:
-        raise ConfigError("model spec is empty: use e.g. gpt-4o, local, or openai/<model>@http://host:port/v1")
-    spec = claim_spec(raw)
-    if spec is None:
-        forms = backend_forms()
-        raise ConfigError(f"unknown model {raw!r}: use {', '.join(forms[:-1])}, or {forms[-1]}")
-    return spec
 
 
 def parse_server_url(url: str, raw: str) -> str:
@@ -118,29 +95,10 @@ def is_reasoning_model(spec: ModelSpec | str) -> bool:
     return _REASONING.match(model.rsplit("/", 1)[-1]) is not None
 
 
-def default_workers(*specs: ModelSpec | str | None) -> int:
-    """Concurrency when the user gave none: 1 with an embedded model, else 4.
-
-    Why: the llama.cpp server answers one request at a time, so extra workers only queue, inflate
-    every measured latency and break its prompt-prefix (KV) cache between alternating prompts.
-    """
-    for spec in specs:
-        if spec is None:
-            continue
-        try:
-            if parse_model_spec(spec).serial:
-                return 1
-        except ConfigError:
-            continue  # a bad spec is reported where it is opened, with its flag name
-    return 4
-
-
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
-    "default_workers",
     "LOCAL_MODEL_NAMES",
     "ModelSpec",
     "is_reasoning_model",
-    "parse_model_spec",
     "parse_server_url",
 ]

@@ -1,28 +1,51 @@
 """GEPA over the reviewer's instructions: the student program, the feedback metric, budgets, the run."""
 
-from saag_opt.optimize.budget import (
-    CostEstimate,
-    CostStopper,
-    Price,
-    auto_metric_calls,
-    estimate_cost,
-    estimate_run,
-    resolve_metric_calls,
-)
-from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
-from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.feedback import (
-    OutcomeClass,
-    ReviewStep,
-    RolloutView,
-    build_feedback,
-    classify_outcome,
-    metric,
-    view_outcome,
-)
-from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
-from saag_opt.optimize.run import OptimizeResult, run_optimize
-from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from saag_opt.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from saag_opt.optimize.budget import (
+        CostEstimate,
+        CostStopper,
+        Price,
+        auto_metric_calls,
+        estimate_cost,
+        estimate_run,
+        resolve_metric_calls,
+    )
+    from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+    from saag_opt.optimize.config import OptimizeConfig
+    from saag_opt.optimize.feedback import (
+        OutcomeClass,
+        ReviewStep,
+        RolloutView,
+        build_feedback,
+        classify_outcome,
+        metric,
+        view_outcome,
+    )
+    from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
+    from saag_opt.optimize.run import OptimizeResult, run_optimize
+    from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, {
+        "budget": (
+            "CostEstimate", "CostStopper", "Price", "auto_metric_calls", "estimate_cost", "estimate_run",
+            "resolve_metric_calls",
+        ),
+        "callbacks": ("ArtifactWriter", "FatalStopper"),
+        "config": ("OptimizeConfig",),
+        "feedback": (
+            "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback", "classify_outcome", "metric",
+            "view_outcome",
+        ),
+        "program": ("ReviewerProgram", "RolloutContext", "to_dspy_examples"),
+        "run": ("OptimizeResult", "run_optimize"),
+        "wiring": ("GepaSettings", "build_gepa", "compile_gepa"),
+    })
 
 __all__ = [
     "ArtifactWriter",

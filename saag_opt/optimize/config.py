@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from saag_opt.lm.retry import RequestTimeout
 from saag_opt.optimize.budget import BudgetName
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 RESUMABLE_OVERRIDES = frozenset({"max_metric_calls", "budget", "max_cost", "workers", "evaluate_test",
                                  "test_limit"})

@@ -1,4 +1,4 @@
-"""The GEPA metric: a score for selection and a feedback text for reflection (DESIGN section 7).
+"""The GEPA metric: a score for selection and a feedback text for reflection (docs/design.md §7).
 
 Score = the final call (after review) is correct by BFCL's rules (1.0 / 0.0). ``objective_scores``
 carry the two halves of a reviewer's job as "higher is better" per-example values, so gepa's

@@ -3,7 +3,7 @@
 Only reviewer predictors are GEPA components. The base agent, the mechanism, LM clients and the
 base-output cache live in ``RolloutContext``, referenced (not owned) by the student, so:
 
-* ``named_predictors()`` never shows the base agent (it is frozen; DESIGN section 5);
+* ``named_predictors()`` never shows the base agent (it is frozen; docs/design.md §5);
 * ``DspyAdapter.build_program`` -> ``Module.deepcopy`` -> ``copy.deepcopy`` copies signatures only:
   ``ReviewerProgram.__deepcopy__`` seeds the memo with every LM and the context so each candidate
   program shares the same HTTP clients, caches and ledger instead of cloning them;

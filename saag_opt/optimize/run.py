@@ -1,4 +1,4 @@
-"""``saag-opt optimize``: GEPA over the reviewer's instructions via dspy.GEPA (DESIGN sections 7, 8, 10).
+"""``saag-opt optimize``: GEPA over the reviewer's instructions via dspy.GEPA (docs/design.md §7, §8, §10).
 
 Flow of ``run_optimize``: open the models and the seed prompt and load TRAIN and VAL (TEST is never
 shown to GEPA), then open (or re-open) ``runs/<ts>-optimize/``; build the student

@@ -1,4 +1,4 @@
-"""dspy.GEPA with the project's fixed choices, and the call that runs it (DESIGN section 7)."""
+"""dspy.GEPA with the project's fixed choices, and the call that runs it (docs/design.md §7)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ ACCEPTANCE = {"strict": "strict_improvement", "equal": "improvement_or_equal"}
 
 
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
-    """dspy.GEPA with the project's fixed choices (see anchors.md sections 1-2 for why each)."""
+    """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each)."""
     from dspy.teleprompt.gepa import InstructionProposer
 
     return dspy.GEPA(

@@ -12,7 +12,7 @@ from typing import Any
 from saag_opt.errors import RunError
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.paths import base_predictions_dir
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 
 @dataclass

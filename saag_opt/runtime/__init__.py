@@ -1,4 +1,4 @@
-"""The runtime guard: a tuned reviewer in front of a live agent's tool calls (DESIGN section 14).
+"""The runtime guard: a tuned reviewer in front of a live agent's tool calls (docs/design.md §14).
 
 ``Guard.load(...)`` then ``guard.review(messages, tools, tool_calls)`` -> ``Decision``. Adapters for
 a plain OpenAI loop, the OpenAI Agents SDK, dspy.ReAct and LangChain v1 live in their own modules and

@@ -1,7 +1,7 @@
 """dspy.ReAct adapter: every tool call is reviewed before it runs.
 
 ``BaseCallback.on_tool_start`` only observes (dspy swallows its exceptions), so the hook is to replace
-``react.tools[name]`` with a reviewing ``dspy.Tool`` (research/next.md section B). The wrapper keeps
+``react.tools[name]`` with a reviewing ``dspy.Tool`` (docs/design.md §14). The wrapper keeps
 the tool's name, description and argument schema, so ReAct's prompt is unchanged. What it does:
 
 * ``allow``: runs the tool with the proposed arguments.

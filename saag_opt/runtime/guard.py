@@ -1,4 +1,4 @@
-"""``Guard``: a tuned reviewer in front of a live agent's tool calls (DESIGN section 14).
+"""``Guard``: a tuned reviewer in front of a live agent's tool calls (docs/design.md §14).
 
 One decision per set of proposed calls (an assistant turn, or one call in frameworks that guard
 call by call):
@@ -51,7 +51,7 @@ from saag_opt.runtime.inputs import (
     read_input,
 )
 from saag_opt.saag import check_calls, correction_for
-from saag_opt.saag.calibration import INTERVENTION_GROUNDING, ModeName
+from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer, ReviewRound, Ruling

@@ -1,6 +1,6 @@
 """The plain OpenAI tool-calling loop: one assistant reply in, what to run and what to append out.
 
-The hook sits between reading ``tool_calls`` and dispatching them (research/next.md section B).
+The hook sits between reading ``tool_calls`` and dispatching them (docs/design.md §14).
 A chat endpoint wants a tool message for every call of an assistant message, so:
 
 * ``allow``: the assistant message as the model wrote it; run every call.

@@ -52,15 +52,8 @@ any dataset; each has its own positive and negative tests in tests/saag/test_cal
   from the query or the description, at least half from the query, one from the description only.
 
 These rules only *accept*. On BFCL they remove most false alarms but also much of the paper's
-apparent recall: an invalid call built from a gold call whose other value is not verbatim is
-flagged by the paper for the wrong reason. Calibrated mode therefore adds two general checks that
-*flag* errors the paper's cascade cannot see at all (each ablated in the benchmark too):
-
-* ``types``: a value whose JSON type contradicts the parameter's schema ``type`` is a miss:
-  ``"5"`` for an integer, ``5.0`` for an integer, ``["x"]`` for a string, ``null`` where the
-  schema neither allows null nor defaults to it (an int for a ``number`` is fine, as in BFCL).
-* ``duplicates``: a prediction that repeats a call exactly (same function, same arguments) fails:
-  the repeat executes the same action twice and is almost always a slip for a different call.
+apparent recall, so calibrated mode also runs the two flag checks of ``saag.flags`` (``types``,
+``duplicates``). The mode names and rule lists are in ``saag.modes``.
 """
 
 from __future__ import annotations
@@ -70,53 +63,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date as _date
 from itertools import accumulate
-from typing import Any, Literal, Union
+from typing import Any, Union
 
 from saag_opt.saag.grounding import QueryContext, contains_word, ground_value, number_tokens
+from saag_opt.saag.modes import ACCEPT_RULES, RuleSet
 
-__all__ = [
-    "ACCEPT_RULES", "CALIBRATION_RULES", "FLAG_CHECKS", "INTERVENTION_GROUNDING", "GroundingMode", "ModeName", "RuleSet",
-    "calibrate", "calibration_rules", "duplicate_calls", "type_conflicts",
-]
-
-ACCEPT_RULES: tuple[str, ...] = ("default", "format", "inflection", "qualifier", "date", "relative_date", "time",
-                                 "number_word", "scaled_number", "unit", "code", "described_code", "template")
-"""Rules that accept a value the paper's stage 3 missed, in the order they are tried."""
-
-FLAG_CHECKS: tuple[str, ...] = ("types", "duplicates")
-"""Checks that flag what the paper's cascade does not see (module docstring)."""
-
-CALIBRATION_RULES: tuple[str, ...] = ACCEPT_RULES + FLAG_CHECKS
-"""Every rule and check of calibrated mode."""
-
-RuleSet = frozenset[str]
-ModeName = Literal["paper", "calibrated"]
-"""The two named stage-3 modes (what CLI options and configs accept)."""
-GroundingMode = Union[ModeName, RuleSet]
-"""``"paper"``, ``"calibrated"`` (every rule) or a set of rule names (the benchmark's ablation)."""
-
-_ALL: RuleSet = frozenset(CALIBRATION_RULES)
-
-INTERVENTION_GROUNDING: ModeName = "calibrated"
-"""Stage-3 mode of the cascade wherever it triggers an intervention (self-repair, gate, SAAG-informed
-reviewer, runtime guard). ``calibrated`` (``saag_opt.saag.calibration``): on every BFCL gold call and
-its invalid perturbations it flags 9.4% of correct calls instead of 44.3% and 91.6% of invalid ones
-instead of 79.2% (experiments/bench/grounding_calibration.py), so it sends fewer correct calls and more
-wrong ones to repair. ``score`` keeps ``paper`` so its numbers stay the paper's."""
-
-
-def calibration_rules(mode: GroundingMode) -> RuleSet:
-    """The rules a mode enables (empty for ``paper``); raises ValueError on an unknown mode or rule."""
-    if mode == "paper":
-        return frozenset()
-    if mode == "calibrated":
-        return _ALL
-    if isinstance(mode, frozenset):
-        unknown = mode - _ALL
-        if unknown:
-            raise ValueError(f"unknown calibration rule(s) {sorted(unknown)}; known: {list(CALIBRATION_RULES)}")
-        return mode
-    raise ValueError(f"grounding must be 'paper' or 'calibrated', got {mode!r}")
+__all__ = ["Miss", "Rule", "as_number", "calibrate", "same_value"]
 
 
 # -- the query, prepared once for the rules ----------------------------------------------------------------
@@ -304,9 +256,15 @@ _PARTS: dict[str, Callable[[_Prepared], Any]] = {
 
 
 def _word_numbers(words: Sequence[str]) -> set[float]:
-    out: set[float] = set()
+    """The numbers the words write out ("twenty five", "third", "a dozen")."""
     if _NUMBER_WORDS.isdisjoint(words):
-        return out  # most queries write no number as a word: one set check instead of the loop
+        return set()  # most queries write no number as a word: one set check instead of the scan
+    return _scan_word_numbers(words)
+
+
+def _scan_word_numbers(words: Sequence[str]) -> set[float]:
+    """What ``_word_numbers`` finds, by looking at every word (its oracle in the tests)."""
+    out: set[float] = set()
     for i, word in enumerate(words):
         if word not in _NUMBER_WORDS:
             continue
@@ -421,7 +379,8 @@ def _numbers_equal(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _as_number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A finite number read from a number or a numeric string (``"1,000"``); None otherwise (bools too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -437,7 +396,7 @@ def _as_number(value: Any) -> float | None:
 
 def default_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
     """The parameter's schema ``default``, or the value its description states after "default"."""
-    if "default" in schema and _same_value(value, schema["default"]):
+    if "default" in schema and same_value(value, schema["default"]):
         return True
     description = schema.get("description")
     if not isinstance(description, str):
@@ -452,17 +411,18 @@ def default_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bo
     if isinstance(value, str):
         needle = " ".join(value.casefold().split())
         return bool(needle) and contains_word(clause, needle)
-    number = _as_number(value)
+    number = as_number(value)
     if number is None:
         return False
     stated = number_tokens(clause) | _word_numbers(_WORD.findall(clause))
     return any(_numbers_equal(number, float(n)) for n in stated)
 
 
-def _same_value(value: Any, default: Any) -> bool:
+def same_value(value: Any, default: Any) -> bool:
+    """``value`` is ``default``: strings up to case and outer space, numbers by value (never a numeric string)."""
     if isinstance(value, str) and isinstance(default, str):
         return value.casefold().strip() == default.casefold().strip()
-    a, b = _as_number(value), _as_number(default)
+    a, b = as_number(value), as_number(default)
     if a is not None and b is not None and not isinstance(value, str) and not isinstance(default, str):
         return _numbers_equal(a, b)
     return type(value) is type(default) and value == default
@@ -690,13 +650,13 @@ def time_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
 
 def number_word_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
     """A number the query writes as a word ("two", "twenty five", "third", "a dozen")."""
-    number = _as_number(value)
+    number = as_number(value)
     return number is not None and any(_numbers_equal(number, n) for n in _prepared(ctx).word_numbers)
 
 
 def scaled_number_rule(value: Any, schema: Mapping[str, Any], ctx: QueryContext) -> bool:
     """A query number scaled by its written unit: "10%" -> 0.1, "1.2 million" -> 1200000."""
-    number = _as_number(value)
+    number = as_number(value)
     return number is not None and any(_numbers_equal(number, n) for n in _prepared(ctx).scaled)
 
 
@@ -761,96 +721,3 @@ _RULES_FOR: dict[type, tuple[str, ...]] = {
 }
 """The rules after ``default`` that can accept a value of this exact type, in order (every other rule
 returns False for it at once: most read only strings); a type not listed tries them all."""
-
-
-# -- the flagging checks ------------------------------------------------------------------------------------
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "float": (int, float), "boolean": (bool,),
-    "array": (list, tuple), "tuple": (list, tuple), "object": (dict,), "dict": (dict,),
-}
-
-
-def type_conflicts(arguments: Mapping[str, Any], schema: Mapping[str, Any] | None,
-                   ctx: QueryContext | None = None) -> list[tuple[str, str]]:
-    """``(param, expected type)`` for each value whose JSON type contradicts its schema ``type``.
-
-    Unknown or missing schema types (``any``, a list of types other than ``[T, "null"]``) never
-    conflict; an int is a number, a bool is no number; null conflicts unless the schema allows null
-    (``"null"`` in its type, ``nullable``) or defaults to it. A value the schema documents
-    itself does not conflict either: its default (``default`` rule) or a literal its description
-    quotes ("'True' for smoking rooms, 'dontcare' for no preference"). With the query (``ctx``),
-    a non-numeric string the query states verbatim does not conflict: it names an object of the
-    user's (``myItemList`` for an array, ``ResultSet.CONCUR_READ_ONLY`` for an integer).
-    """
-    out: list[tuple[str, str]] = []
-    if schema is None:
-        return out
-    for param, value in arguments.items():
-        sub = schema.get(param)
-        if type(sub) is dict:
-            declared = sub.get("type")
-            if type(declared) is str and (declared, type(value)) in _TYPE_AGREES:
-                continue  # the common case, decided without the general checks below
-        elif not isinstance(sub, Mapping):
-            continue
-        declared = sub.get("type")
-        nullable = bool(sub.get("nullable")) or ("default" in sub and sub["default"] is None)
-        if isinstance(declared, list):
-            names = [t for t in declared if isinstance(t, str)]
-            nullable = nullable or "null" in names
-            names = [t for t in names if t != "null"]
-            declared = names[0] if len(names) == 1 else None
-        if not isinstance(declared, str):
-            continue
-        expected = _JSON_TYPES.get(declared.casefold())
-        if expected is None:
-            continue
-        if value is None:
-            if not nullable and not _documented(value, sub):
-                out.append((param, declared))
-        elif not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
-            if (ctx is not None and _names_an_object(value, ctx)) or _documented(value, sub):
-                continue
-            out.append((param, declared))
-    return out
-
-
-_TYPE_AGREES: frozenset[tuple[str, type]] = frozenset(
-    (declared, kind) for declared, expected in _JSON_TYPES.items()
-    for kind in (str, int, float, bool, list, tuple, dict)
-    if issubclass(kind, expected) and (kind is not bool or bool in expected))
-"""``(schema type, exact Python type)`` pairs that never conflict: what ``type_conflicts`` decides for
-them by its general rules, looked up in one step (types are checked on every argument)."""
-
-
-def _documented(value: Any, schema: Mapping[str, Any]) -> bool:
-    """The schema's own default for the value, or a literal its description quotes."""
-    if "default" in schema and _same_value(value, schema["default"]):
-        return True
-    description = schema.get("description")
-    if not isinstance(description, str):
-        return False
-    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-    folded = description.casefold()
-    if value is None and re.search(r"default(?:s)?(?: value)?(?: is| to|:)?\s*['\"]?(?:none|null)\b", folded):
-        return True
-    return any(f"{q}{text.casefold()}{q}" in folded for q in ("'", '"', "`"))
-
-
-def _names_an_object(value: Any, ctx: QueryContext) -> bool:
-    return isinstance(value, str) and _as_number(value) is None and ground_value(value, ctx)[0]
-
-
-def duplicate_calls(calls: Sequence[object]) -> dict[int, int]:
-    """``{later index: earlier index}`` for calls (as ``(name, canonical arguments)``) that repeat one exactly."""
-    first: dict[object, int] = {}
-    out: dict[int, int] = {}
-    for index, key in enumerate(calls):
-        try:
-            earlier = first.setdefault(key, index)
-        except TypeError:  # unhashable: cannot be compared cheaply, never a duplicate
-            continue
-        if earlier != index:
-            out[index] = earlier
-    return out

@@ -1,13 +1,13 @@
 """The strict SAAG cascade, per call and per prediction, and its stage-conditional aggregates.
 
 A call goes through stage 1 (registry), 2 (structure) and 3 (grounding) in order and stops at the
-first failing stage (papers.md 1.3); metrics of stages it never reached are None. Aggregates
+first failing stage (SAAG paper, Figure 1); metrics of stages it never reached are None. Aggregates
 therefore are *stage-conditional*: the stage-2 means are over calls that passed stage 1, the
 stage-3 means over calls that passed stage 2, NCS over calls with FNEM = 0. They are diagnostics
 of the calls that got that far, not population statistics, and ``CascadeStats`` carries the n
 and the condition of every mean so reports can say so.
 
-Predictions (DESIGN section 3):
+Predictions (docs/design.md §3):
 
 * a prediction passes iff every call passes; its ``stage_reached`` is the earliest failing stage
   among its calls;
@@ -42,17 +42,12 @@ from saag_opt.model import (
     ToolSpec,
     canonical_json,
 )
-from saag_opt.saag.calibration import (
-    GroundingMode,
-    RuleSet,
-    calibrate,
-    calibration_rules,
-    duplicate_calls,
-    type_conflicts,
-)
+from saag_opt.saag.calibration import calibrate
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.corrections import duplicate_message, psi1_message, psi2_message, psi3_message, type_message
+from saag_opt.saag.flags import duplicate_calls, type_conflicts
 from saag_opt.saag.grounding import ground_arguments, query_context
+from saag_opt.saag.modes import GroundingMode, RuleSet, calibration_rules
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [
@@ -264,7 +259,7 @@ def check_calls(calls: Sequence[ToolCall] | None, registry: Registry, query: str
 
 
 def _flag_duplicates(items: Sequence[Any], reports: tuple[CascadeReport, ...]) -> tuple[CascadeReport, ...]:
-    """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``calibration``)."""
+    """Calibrated mode: a call that repeats an earlier one exactly fails at stage 3 (``saag.flags``)."""
     parts = [split_call(call) for call in items]
     names = [name for name, _, malformed in parts if not malformed and isinstance(name, str)]
     if len(set(names)) == len(names):
@@ -335,7 +330,7 @@ def correction_for(report: PredictionReport) -> str | None:
 
     It joins every call's corrections: psi of the first failing stage, plus the psi2 drift part
     when stage 2 passed with drifted parameters. A passing prediction may therefore still return
-    a drift correction; the loop stops at pass (DESIGN section 3), so using it is the caller's choice.
+    a drift correction; the loop stops at pass (docs/design.md §3), so using it is the caller's choice.
     """
     if not report.applicable or not report.corrections:
         return None

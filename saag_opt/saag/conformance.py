@@ -1,4 +1,4 @@
-"""SAAG stage 1, registry conformance: FNEM and NCS (papers.md 1.4, DESIGN section 3).
+"""SAAG stage 1, registry conformance: FNEM and NCS (SAAG paper §2.1; docs/design.md §3).
 
 FNEM (Eq. 1) is -1 when no name could be parsed (None, a non-string, or an empty/blank string),
 0 when the name is not registered and 1 when it is. A name written in its OpenAI-safe spelling

@@ -1,4 +1,4 @@
-"""The psi correction messages of the SAAG loop (papers.md 1.3-1.7, DESIGN section 3).
+"""The psi correction messages of the SAAG loop (SAAG paper §2; docs/design.md §3).
 
 Each builder sees only what the agent itself saw or produced: the call, the registry and the
 query. None of them receives gold, so none can leak a gold value. The paper's templates
@@ -167,7 +167,7 @@ def psi3_message(misses: Sequence[tuple[str, Any, float | None]], query: str,
 
 
 def type_message(mistyped: Sequence[tuple[str, str]], values: Mapping[str, Any]) -> str | None:
-    """Calibrated mode: values whose JSON type contradicts the schema (``calibration.type_conflicts``)."""
+    """Calibrated mode: values whose JSON type contradicts the schema (``flags.type_conflicts``)."""
     if not mistyped:
         return None
     lines = [f"{_code(param)} = {_show(values.get(param))} is not of the schema's type `{declared}`."

@@ -1,4 +1,4 @@
-"""SAAG stage 3, argument value grounding: AVEM, QSLO, VHR (papers.md 1.6, DESIGN section 3).
+"""SAAG stage 3, argument value grounding: AVEM, QSLO, VHR (SAAG paper §2.3; docs/design.md §3).
 
 Values are grounded against the user query Q only. Exact match is type-aware:
 
@@ -20,7 +20,7 @@ Values are grounded against the user query Q only. Exact match is type-aware:
   is the worst (largest) element h and its PartialRatio the worst (smallest) over failed strings.
 * **bools, nulls, objects**, empty lists and empty strings are *assumptions*: excluded from VHR
   and from the pass decision, counted as non-matching in AVEM's denominator |P| (paper).
-* **schema enum values** (a departure from DESIGN section 3): a string that is one of the
+* **schema enum values** (a departure from the paper; docs/design.md §3): a string that is one of the
   parameter's ``enum`` values (of its ``items`` for an array; compared exactly) is grounded in the
   registry, not the query. Found in Q it is an exact match as usual; not found, it is an
   *assumption* like a bool, not a miss (a list element likewise drops out of the list's h and

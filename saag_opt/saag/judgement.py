@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from saag_opt.model import Example, ToolCall
-from saag_opt.saag.calibration import GroundingMode
 from saag_opt.saag.cascade import PredictionReport, diagnose_with_gold
+from saag_opt.saag.modes import GroundingMode
 from saag_opt.saag.truth import check_truth
 
 __all__ = ["GoldJudgement", "judge_with_gold"]

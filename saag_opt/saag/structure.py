@@ -1,4 +1,4 @@
-"""SAAG stage 2, structural completeness: RPR, PDS, SPR and drift (papers.md 1.5, DESIGN section 3).
+"""SAAG stage 2, structural completeness: RPR, PDS, SPR and drift (SAAG paper §2.2; docs/design.md §3).
 
 * ``RPR = |required & P| / |required|`` (Eq. 3); 1.0 when the tool requires nothing.
 * For each predicted parameter p outside the schema, ``PDS(p) = max_a WRatio(p, a) / 100`` over the

@@ -1,4 +1,4 @@
-"""Ground-truth check with BFCL's semantics (DESIGN.md section 4).
+"""Ground-truth check with BFCL's semantics (docs/design.md §4).
 
 ``check_truth`` reproduces the ``valid`` flag of ``bfcl_eval``'s ``ast_checker`` (version
 2026.3.23, Python rules) without importing it, so the pure core can score predictions offline and

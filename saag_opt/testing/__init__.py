@@ -1,8 +1,12 @@
-"""Test doubles shipped with the package, so users' own tests can use them too."""
+"""Test doubles shipped with the package, so users' own tests can use them too.
+
+The scripted OpenAI-compatible server is a product part of the ``fake`` model backend, so it lives
+in ``saag_opt.lm.scripted_server``; it is re-exported here, where tests look for it.
+"""
 
 from __future__ import annotations
 
-from saag_opt.testing.scripted_server import (
+from saag_opt.lm.scripted_server import (
     Fault,
     RecordedRequest,
     Reply,

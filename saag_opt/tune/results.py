@@ -113,7 +113,7 @@ def trial_row(t: Any, space: Space, *, pareto: bool = False) -> TrialRow:
 def pareto_trials(study: Any) -> list[Any]:
     """Feasible Pareto-optimal trials, one per configuration (the original, not a repeat).
 
-    ``study.best_trials`` already drops infeasible trials (research/next.md A1, measured).
+    ``study.best_trials`` already drops infeasible trials (measured; docs/design.md §12).
     """
     best = sorted(study.best_trials, key=lambda t: t.number)
     seen: set[str] = set()

@@ -1,6 +1,6 @@
 """The storage ladder: sqlite (one process), a journal file (local workers), PostgreSQL (many machines).
 
-Optuna's own storages, nothing home-made (research/next.md A3).
+Optuna's own storages, nothing home-made (docs/design.md §12).
 
 * ``sqlite:///PATH`` (or a path ending in ``.db``): one process. sqlite's locking breaks under
   parallel writers, so more than one worker on it is refused.

@@ -73,7 +73,7 @@ class TuneSettings:
 
 
 def make_sampler(settings: TuneSettings, seed_offset: int = 0) -> Any:
-    """TPE for search, BruteForce for a grid (research/next.md A2: never NSGA-II or GP here)."""
+    """TPE for search, BruteForce for a grid (docs/design.md §12: never NSGA-II or GP here)."""
     import optuna
 
     seed = settings.seed + seed_offset

@@ -21,7 +21,7 @@ TOOLS = [
 
 
 def _call_schema(tools: list[dict]) -> dict:
-    """anyOf over the registry: what DESIGN section 9 says to use for local tool calls."""
+    """anyOf over the registry: what docs/design.md §9 says to use for local tool calls."""
     return {"anyOf": [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
                                                          "arguments": t["function"]["parameters"]},
                        "required": ["name", "arguments"]} for t in tools]}

@@ -111,3 +111,26 @@ def test_a_registered_backend_parses_its_own_prefix(monkeypatch: pytest.MonkeyPa
     assert parse_model_spec(spec.text) == spec and parse_model_spec("gpt-4o").kind == "openai"
     with pytest.raises(ConfigError, match="or ollama:<model>"):
         parse_model_spec("claude-3-opus")
+
+
+def test_a_parsed_spec_carries_its_backends_facts_without_asking_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend fills text, native_tools and serial when it parses: a spec is a self-contained value."""
+    from saag_opt.lm import backends
+
+    spec = parse_model_spec("local:qwen2.5-coder-0.5b")
+    monkeypatch.setattr(backends, "_BACKENDS", {})  # no registry left to ask
+    assert (spec.text, str(spec), spec.native_tools, spec.serial) == (
+        "local:qwen2.5-coder-0.5b", "local:qwen2.5-coder-0.5b", False, True)
+    assert spec == ModelSpec("local", "qwen2.5-coder-0.5b")  # derived fields never split equality or hashing
+    assert hash(spec) == hash(ModelSpec("local", "qwen2.5-coder-0.5b"))
+
+
+def test_the_scripted_server_keeps_its_old_import_path() -> None:
+    import saag_opt.lm.scripted_server as moved
+    import saag_opt.testing
+    import saag_opt.testing.scripted_server as old
+
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(moved, name)
+    for name in saag_opt.testing.__all__:
+        assert getattr(saag_opt.testing, name) is getattr(moved, name)

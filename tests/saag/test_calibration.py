@@ -9,13 +9,10 @@ import pytest
 from saag_opt.model import Registry, ToolCall, ToolSpec
 from saag_opt.saag import CALIBRATION_RULES, check_calls, run_cascade
 from saag_opt.saag.calibration import (
-    ACCEPT_RULES,
-    calibration_rules,
     code_rule,
     date_rule,
     default_rule,
     described_code_rule,
-    duplicate_calls,
     format_rule,
     inflection_rule,
     number_word_rule,
@@ -24,10 +21,11 @@ from saag_opt.saag.calibration import (
     scaled_number_rule,
     template_rule,
     time_rule,
-    type_conflicts,
     unit_rule,
 )
+from saag_opt.saag.flags import duplicate_calls, type_conflicts
 from saag_opt.saag.grounding import query_context
+from saag_opt.saag.modes import ACCEPT_RULES, calibration_rules
 
 
 def _accepts(rule: Any, value: Any, query: str, schema: dict[str, Any] | None = None) -> bool:

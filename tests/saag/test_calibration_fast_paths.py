@@ -22,9 +22,11 @@ import pytest
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Registry, ToolCall, ToolSpec
-from saag_opt.saag import calibration, cascade, check_calls, clear_caches
-from saag_opt.saag.calibration import _JSON_TYPES, _PARTS, _RULES, ACCEPT_RULES, _Prepared, _Run, _stem
+from saag_opt.saag import calibration, cascade, check_calls, clear_caches, flags
+from saag_opt.saag.calibration import _PARTS, _RULES, _Prepared, _Run, _stem
+from saag_opt.saag.flags import _JSON_TYPES
 from saag_opt.saag.grounding import query_context
+from saag_opt.saag.modes import ACCEPT_RULES
 from tests.conftest import requires
 
 QUERIES = [
@@ -81,30 +83,7 @@ def test_month_and_number_word_shortcuts_agree_with_the_full_scan() -> None:
         text = query_context(query).text
         words = calibration._WORD.findall(text)
         assert calibration._dates(text, words) == calibration._dates(text)
-        assert calibration._word_numbers(words) == _every_word_number(words)
-
-
-def _every_word_number(words: list[str]) -> set[float]:
-    """``_word_numbers`` as it was before its prefilter: every word looked up."""
-    units, tens, ordinals, other = calibration._UNITS, calibration._TENS, calibration._ORDINALS, calibration._OTHER_WORDS
-    out: set[float] = set()
-    for i, word in enumerate(words):
-        if word in units:
-            out.add(units[word])
-        elif word in ordinals:
-            out.add(ordinals[word])
-        elif word in other:
-            out.add(other[word])
-        elif word in tens:
-            out.add(tens[word])
-            following = words[i + 1] if i + 1 < len(words) else ""
-            if following in units and 0 < units[following] < 10:
-                out.add(tens[word] + units[following])
-        if word in ("hundred", "thousand", "million", "billion") and i > 0:
-            base = units.get(words[i - 1]) or tens.get(words[i - 1])
-            if base:
-                out.add(base * other[word])
-    return out
+        assert calibration._word_numbers(words) == calibration._scan_word_numbers(words)
 
 
 def test_the_type_table_agrees_with_the_general_type_rules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,10 +92,10 @@ def test_the_type_table_agrees_with_the_general_type_rules(monkeypatch: pytest.M
     schema = {f"p{i}": {"type": t} for i, t in enumerate(declared)}
     for value in values:
         arguments = {name: value for name in schema}
-        fast = calibration.type_conflicts(arguments, schema)
+        fast = flags.type_conflicts(arguments, schema)
         with monkeypatch.context() as patch:
-            patch.setattr(calibration, "_TYPE_AGREES", frozenset())
-            assert calibration.type_conflicts(arguments, schema) == fast, value
+            patch.setattr(flags, "_TYPE_AGREES", frozenset())
+            assert flags.type_conflicts(arguments, schema) == fast, value
 
 
 @pytest.mark.parametrize("kind", [int, float, bool])
@@ -141,7 +120,7 @@ def test_duplicate_check_without_shared_names_skips_nothing() -> None:
 
 def _slow_paths(patch: pytest.MonkeyPatch) -> None:
     """Turn every shortcut off: eager prepared query, no type table, every rule for every type."""
-    patch.setattr(calibration, "_TYPE_AGREES", frozenset())
+    patch.setattr(flags, "_TYPE_AGREES", frozenset())
     patch.setattr(calibration, "_RULES_FOR", {})
     eager_init = _Prepared.__init__
 

@@ -29,7 +29,7 @@ ROUNDS = [
 
 
 def test_saag_worked_example_one_correction_per_round() -> None:
-    """papers.md 1.3 (B): fabricated name -> drifted + spurious -> numeric hallucination -> pass."""
+    """SAAG paper, Figure 1 (B): fabricated name -> drifted + spurious -> numeric hallucination -> pass."""
     reports = [diagnose_with_gold([call], EXAMPLE) for call in ROUNDS]
     messages = [correction_for(r) for r in reports]
     assert [r.stage_reached for r in reports] == [1, 2, 3, "passed"]

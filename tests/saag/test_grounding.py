@@ -216,7 +216,7 @@ def test_number_tokens_of_common_runs(query: str, numbers: set[float]) -> None:
     assert number_tokens(fold_query(query)) == numbers
 
 
-# --- schema enum values are grounded in the registry (departure from DESIGN section 3) ---------
+# --- schema enum values are grounded in the registry (a departure from the paper; docs/design.md §3) ---------
 
 UNIT_SCHEMA = {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
                "tags": {"type": "array", "items": {"type": "string", "enum": ["hot", "cold"]}},

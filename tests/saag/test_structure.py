@@ -50,7 +50,7 @@ def test_drift_alone_passes_stage_two() -> None:
 
 
 def test_near_miss_whose_nearest_is_already_present_is_spurious() -> None:
-    # Paper Eq. 5 would give SPR = 0 here (PDS 0.875 >= 0.8); our rule counts it (DESIGN section 3).
+    # Paper Eq. 5 would give SPR = 0 here (PDS 0.875 >= 0.8); our rule counts it (docs/design.md §3).
     result = check_structure({"location": "Paris", "lcoation": "Paris", "days": 1}, WEATHER)
     assert result.drifted == {} and result.spurious == ("lcoation",)
     assert result.spr == pytest.approx(1 / 3)

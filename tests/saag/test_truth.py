@@ -1,4 +1,4 @@
-"""check_truth on hand-made examples: one test per BFCL rule (DESIGN.md section 4)."""
+"""check_truth on hand-made examples: one test per BFCL rule (docs/design.md §4)."""
 
 from __future__ import annotations
 

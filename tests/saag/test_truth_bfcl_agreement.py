@@ -1,4 +1,4 @@
-"""check_truth agrees with BFCL's own ast_checker (DESIGN.md section 4: >= 99.5% of calls).
+"""check_truth agrees with BFCL's own ast_checker (docs/design.md §4: >= 99.5% of calls).
 
 Every example of the claimed categories gets the gold call and every applicable perturbation
 (saag_opt.data.perturb); both checkers score the same calls. BFCL sees the original (dotted) names,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saag_opt.errors import ConfigError
-from saag_opt.lm.backends import LocalBackend
-from saag_opt.lm.specs import parse_model_spec
+from saag_opt.lm.backends import LocalBackend, parse_model_spec
 from saag_opt.tune.space import parse_space
 from saag_opt.tune.workers import (
     SHARED_LOCAL_ENV,

@@ -10,9 +10,8 @@ import os
 from collections.abc import Callable, Sequence
 
 from saag_opt.errors import ModelUnavailableError
-from saag_opt.lm.backends import ModelBackend
-from saag_opt.lm.specs import parse_model_spec
-from saag_opt.testing.scripted_server import Fault, Reply, ScriptedOpenAIServer
+from saag_opt.lm.backends import ModelBackend, parse_model_spec
+from saag_opt.lm.scripted_server import Fault, Reply, ScriptedOpenAIServer
 
 NOT_A_SPEC = "\u2205 not a model spec \u2205"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from saag_opt.artifacts.export import Exporter
-from saag_opt.artifacts.store import PromptVersion
+from saag_opt.artifacts.version import PromptVersion
 
 
 def check_exporter(exporter: Exporter, version: PromptVersion) -> str:

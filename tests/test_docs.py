@@ -1,0 +1,61 @@
+"""Every section of docs/design.md that the code, README or docs cite exists, and nothing cites outside the repo.
+
+Why: docstrings used to cite sections of a design file that was never in the project; a user reading
+``docs/design.md §9`` must find a "## 9." heading there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DESIGN = REPO / "docs" / "design.md"
+CITED_IN = sorted({*REPO.glob("saag_opt/**/*.py"), *REPO.glob("tests/**/*.py"), *REPO.glob("experiments/**/*.py"),
+                   *REPO.glob("docs/**/*.md"), *REPO.glob("prompts/**/*.json"), *REPO.glob("prompts/**/*.md"),
+                   REPO / "README.md", REPO / "setup.py", REPO / "pyproject.toml"} - {Path(__file__).resolve()})
+CITATION = re.compile(r"docs/design\.md`?((?:(?:,|,? and)? §\d+(?:\.\d+)?)+)")
+SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
+OUTSIDE = re.compile(r"DESIGN(?:\.md| section| \d)|research/|papers\.md|anchors\.md|next\.md|local_llm\.md"
+                     r"|STYLE(?:\.md| practice)|\.\./shared")
+"""How the project used to cite material that lives outside it (the first design, research notes, a style guide)."""
+
+
+def _sections() -> set[str]:
+    heads = re.findall(r"^## (\d+)\. |^### (\d+\.\d+) ", DESIGN.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {major or minor for major, minor in heads}
+
+
+def _cited(path: Path) -> list[tuple[int, str]]:
+    text = path.read_text(encoding="utf-8")
+    if path == DESIGN:  # inside the document a bare §N is a cross-reference
+        return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in SECTION.finditer(text)]
+    return [(text.count("\n", 0, m.start()) + 1, n) for m in CITATION.finditer(text) for n in SECTION.findall(m.group(1))]
+
+
+def test_the_design_numbers_its_sections_in_order() -> None:
+    majors = [int(n) for n in re.findall(r"^## (\d+)\. ", DESIGN.read_text(encoding="utf-8"), flags=re.MULTILINE)]
+    assert majors == list(range(1, len(majors) + 1))
+
+
+@pytest.mark.parametrize("path", CITED_IN, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_cited_section_exists(path: Path) -> None:
+    missing = [f"{path.relative_to(REPO)}:{line}: §{n}" for line, n in _cited(path) if n not in _sections()]
+    assert not missing, f"docs/design.md has no such section: {missing}"
+
+
+@pytest.mark.parametrize("path", CITED_IN, ids=lambda p: str(p.relative_to(REPO)))
+def test_nothing_cites_material_outside_the_repository(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    hits = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+            for m in OUTSIDE.finditer(text)]
+    assert not hits, f"cite docs/design.md (or the public source) instead: {hits}"
+
+
+def test_the_citations_are_found() -> None:
+    """The pattern sees the forms the code uses (one section, a list, a trailing 'and')."""
+    found = [SECTION.findall(m.group(1)) for m in CITATION.finditer(
+        "a (docs/design.md §9) b (docs/design.md §5, §9, §10) c `docs/design.md` §1 and §16 d docs/design.md §1.2")]
+    assert found == [["9"], ["5", "9", "10"], ["1", "16"], ["1.2"]]
