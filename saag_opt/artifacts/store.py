@@ -127,6 +127,8 @@ class PromptVersion(BaseModel):
     """Spend to produce it, e.g. ``{"usd": 1.2, "metric_calls": 400}``."""
     notes: str = ""
     """Free text: provenance, caveats."""
+    quarantine: str | None = None
+    """Why GEPA's rails refused this proposal (``optimize.rails``): kept for the lineage, never aliased."""
 
     @field_validator("version", "program")
     @classmethod
@@ -531,8 +533,9 @@ class PromptStore:
             ArtifactError: bad metadata or a missing parent.
         """
         with self._locked():
-            if dedupe:
-                same = self.find_by_sha(content_hash(program, instructions), program)
+            if dedupe:  # a quarantined copy is no stand-in for an accepted version, nor the reverse
+                same = [v for v in self.find_by_sha(content_hash(program, instructions), program)
+                        if (v.quarantine is None) == (metadata.get("quarantine") is None)]
                 if same:
                     return same[0]
             name = self._next_name(program, suffix)
@@ -548,13 +551,16 @@ class PromptStore:
         """Point ``program@alias`` at an existing version (create or move); returns all aliases.
 
         Raises:
-            ArtifactError: bad alias name, alias equal to a version name, or unknown version.
+            ArtifactError: bad alias name, alias equal to a version name, unknown or quarantined version.
         """
         validate_name(alias, "alias")
         with self._locked():
             if self.exists(program, alias):
                 raise ArtifactError(f"alias {alias!r} would shadow version {program}@{alias}; pick another name")
-            self.get(program, version)
+            target = self.get(program, version)
+            if target.quarantine is not None:
+                raise ArtifactError(f"{target.ref} is quarantined ({target.quarantine}); an alias never points "
+                                    "at a quarantined version")
             own = _read_aliases(self.root / ALIASES_FILE)  # the seeds' aliases stay where they are
             own.setdefault(program, {})[alias] = version
             ordered = {prog: dict(sorted(t.items())) for prog, t in sorted(own.items())}
@@ -611,6 +617,8 @@ def render_markdown(version: PromptVersion) -> str:
     ]
     if version.saag_report is not None:  # only then: the seeds' pages stay as shipped
         rows.append(("tuned with SAAG report", f"yes (grounding {version.saag_report})"))
+    if version.quarantine is not None:
+        rows.append(("quarantined", version.quarantine))
     lines = [f"# {version.ref}", "", "<!-- generated from the .json by saag-opt; do not edit by hand -->", "",
              "| field | value |", "|---|---|"]
     lines += [f"| {key} | {_cell(value)} |" for key, value in rows]
@@ -623,7 +631,7 @@ def render_markdown(version: PromptVersion) -> str:
 
 
 _DIFF_FIELDS = ("program", "sha256", "parents", "source", "created", "models", "dataset", "split_hash",
-                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes")
+                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes", "quarantine")
 
 
 def diff_versions(a: PromptVersion, b: PromptVersion) -> str:
