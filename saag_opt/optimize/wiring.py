@@ -39,8 +39,6 @@ ADDITIONAL_INSTRUCTIONS = (
 )
 
 
-
-
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
     """dspy.GEPA with the project's fixed choices (see anchors.md sections 1-2 for why each)."""
     from dspy.teleprompt.gepa import InstructionProposer
