@@ -40,6 +40,8 @@ def render_markdown(version: PromptVersion) -> str:
     ]
     if version.saag_report is not None:  # only then: the seeds' pages stay as shipped
         rows.append(("tuned with SAAG report", f"yes (grounding {version.saag_report})"))
+    if version.quarantine is not None:
+        rows.append(("quarantined", version.quarantine))
     lines = [f"# {version.ref}", "", "<!-- generated from the .json by saag-opt; do not edit by hand -->", "",
              "| field | value |", "|---|---|"]
     lines += [f"| {key} | {_cell(value)} |" for key, value in rows]
@@ -52,7 +54,7 @@ def render_markdown(version: PromptVersion) -> str:
 
 
 _DIFF_FIELDS = ("program", "sha256", "parents", "source", "created", "models", "dataset", "split_hash",
-                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes")
+                "trained_on", "selected_on", "saag_report", "scores", "cost", "notes", "quarantine")
 
 
 def diff_versions(a: PromptVersion, b: PromptVersion) -> str:

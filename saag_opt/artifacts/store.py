@@ -370,8 +370,9 @@ class PromptStore:
             ArtifactError: bad metadata or a missing parent.
         """
         with self._locked():
-            if dedupe:
-                same = self.find_by_sha(content_hash(program, instructions), program)
+            if dedupe:  # a quarantined copy is no stand-in for an accepted version, nor the reverse
+                same = [v for v in self.find_by_sha(content_hash(program, instructions), program)
+                        if (v.quarantine is None) == (metadata.get("quarantine") is None)]
                 if same:
                     return same[0]
             name = self._next_name(program, suffix)
@@ -387,13 +388,16 @@ class PromptStore:
         """Point ``program@alias`` at an existing version (create or move); returns all aliases.
 
         Raises:
-            ArtifactError: bad alias name, alias equal to a version name, or unknown version.
+            ArtifactError: bad alias name, alias equal to a version name, unknown or quarantined version.
         """
         validate_name(alias, "alias")
         with self._locked():
             if self.exists(program, alias):
                 raise ArtifactError(f"alias {alias!r} would shadow version {program}@{alias}; pick another name")
-            self.get(program, version)
+            target = self.get(program, version)
+            if target.quarantine is not None:
+                raise ArtifactError(f"{target.ref} is quarantined ({target.quarantine}); an alias never points "
+                                    "at a quarantined version")
             own = _read_aliases(self.root / ALIASES_FILE)  # the seeds' aliases stay where they are
             own.setdefault(program, {})[alias] = version
             ordered = {prog: dict(sorted(t.items())) for prog, t in sorted(own.items())}

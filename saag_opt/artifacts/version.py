@@ -100,6 +100,8 @@ class PromptVersion(BaseModel):
     """Spend to produce it, e.g. ``{"usd": 1.2, "metric_calls": 400}``."""
     notes: str = ""
     """Free text: provenance, caveats."""
+    quarantine: str | None = None
+    """Why GEPA's rails refused this proposal (``optimize.rails``): kept for the lineage, never aliased."""
 
     @field_validator("version", "program")
     @classmethod

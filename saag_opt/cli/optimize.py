@@ -76,7 +76,9 @@ def optimize(
     test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1)] = None,
     accept: Annotated[Accept, typer.Option(
         "--accept", help="strict: a new instruction must beat its parent on the minibatch (GEPA's default); "
-        "equal: a tie is enough (explores more; use with weak local reviewers). best is always the top val score.")]
+        "equal: a tie is enough unless the candidate's verdicts collapse (explores more; use with weak local "
+        "reviewers). Degenerate proposals are quarantined either way; best leaves the seed only with 2 more val "
+        "examples right and 5 points.")]
     = Accept.strict,
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = Path("runs"),

@@ -53,7 +53,7 @@ def list_cmd(
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List versions with hash, lineage, source, scores and aliases."""
+    """List versions with hash, lineage, source, scores, aliases and, if any, why GEPA quarantined one."""
     store = PromptStore(root)
     versions = store.list(program)
     aliases = store.aliases()
@@ -61,7 +61,9 @@ def list_cmd(
         typer.echo(json.dumps({"versions": [v.model_dump() for v in versions], "aliases": aliases}, indent=2))
         return
     several = len({v.program for v in versions}) > 1
-    columns = ["program"] * several + ["version", "sha256", "parents", "source", "created", "scores", "aliases"]
+    quarantined = any(v.quarantine is not None for v in versions)  # the column only when there is one
+    columns = ["program"] * several + ["version", "sha256", "parents", "source", "created", "scores", "aliases"] + [
+        "quarantined (never aliased)"] * quarantined
     table = Table(title=f"prompt versions in {store.location}", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     for name in columns:
@@ -70,7 +72,7 @@ def list_cmd(
         names = sorted(a for a, target in aliases.get(v.program, {}).items() if target == v.version)
         source = f"{v.source} (built-in)" if store.is_seed(v.program, v.version) else v.source
         row = [v.version, v.sha256[:12], ", ".join(v.parents), source, v.created[:10],
-               _fmt_scores(v.scores), ", ".join(names)]
+               _fmt_scores(v.scores), ", ".join(names)] + [v.quarantine or ""] * quarantined
         table.add_row(*([v.program] * several + row))
     _console().print(table if versions else f"no prompt versions in {store.location}")
 

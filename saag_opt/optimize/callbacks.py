@@ -1,4 +1,4 @@
-"""GEPA callbacks: save each accepted candidate as a prompt version; stop on a systemic fault.
+"""GEPA callbacks: save each accepted (or quarantined) candidate as a prompt version; stop on a systemic fault.
 
 (The ``--max-cost`` stopper is ``budget.CostStopper``, beside the estimate it shares assumptions with.)
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from saag_opt.errors import RunError
+from saag_opt.errors import RunError, SaagOptError
 from saag_opt.events import EventSink, emit
 from saag_opt.runfiles import atomic_write_json
 
@@ -52,6 +52,9 @@ class ArtifactWriter:
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 raise RunError(f"{map_path}: unreadable ({exc}); it maps GEPA candidates to the prompt versions "
                                "already saved, so a resume cannot go on without it: start a new run") from exc
+        self.quarantine_path = map_path.with_name(QUARANTINE_FILE)
+        self.quarantined: list[dict[str, Any]] = _read_quarantined(self.quarantine_path)
+        """Proposals the rails refused, in order: ``{"version", "sha256", "parent", "iteration"}``."""
 
     def on_budget_updated(self, event: Mapping[str, Any]) -> None:
         """Remember the cumulative rollout count (recorded as the candidate's discovery cost)."""
@@ -91,12 +94,55 @@ class ArtifactWriter:
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
 
 
-    def best_saved(self) -> str:
-        """The saved version with the highest complete val score (the seed when none beats it).
+    def quarantine(self, candidate: Mapping[str, str], parent_idx: int | None, reason: str, iteration: int) -> None:
+        """Keep a proposal the rails refused as a version marked ``quarantine`` (never raises, as ``_save``).
+
+        Why versions: the text stays in the lineage where ``prompts list/show/diff`` and the report
+        read every other candidate, and the store itself refuses any alias to it.
+        """
+        try:
+            parent = self.versions.get(parent_idx, self.seed.version) if parent_idx is not None else self.seed.version
+            instructions = dict(self.seed.instructions)
+            instructions.update({k.removeprefix("reviewer."): v for k, v in candidate.items()})
+            with self._lock:
+                version = self.store.save_new(self.seed.program, instructions, parents=[parent], source="gepa",
+                                              quarantine=reason, scores={"gepa_iteration": iteration},
+                                              cost={"usd_so_far": round(self._spent(), 6),
+                                                    "metric_calls_so_far": self.metric_calls}, **self.metadata)
+                if all(q["version"] != version.version for q in self.quarantined):
+                    self.quarantined.append({"version": version.version, "sha256": version.sha256, "parent": parent,
+                                             "iteration": iteration})
+                    atomic_write_json(self.quarantine_path, {"quarantined": self.quarantined})
+        except Exception as exc:  # noqa: BLE001 - reported by run_optimize after GEPA returns
+            self.errors.append(f"quarantined proposal from candidate {parent_idx}: {type(exc).__name__}: {exc}")
+            return
+        emit(self._sink, "warning", f"proposal from {parent} quarantined as {version.ref}, not accepted: {reason}",
+             quarantined=version.version, parent=parent, reason=reason)
+
+    def quarantined_reason(self, candidate: Mapping[str, str]) -> str | None:
+        """Why this exact text was quarantined earlier in the run (a resumed run included), or None."""
+        from saag_opt.artifacts.store import content_hash
+
+        instructions = dict(self.seed.instructions)
+        instructions.update({k.removeprefix("reviewer."): v for k, v in candidate.items()})
+        sha = content_hash(self.seed.program, instructions)
+        for entry in self.quarantined:
+            if entry.get("sha256") == sha:
+                try:
+                    return self.store.get(self.seed.program, entry["version"]).quarantine or "quarantined"
+                except SaagOptError:  # the store moved on; the run's own list still says so
+                    return f"quarantined as {entry['version']} (not found in {self.store.location})"
+        return None
+
+    def best_saved(self, n_val: int) -> str:
+        """The version to alias ``best``: the seed unless a candidate clears ``rails.pick_best``'s val margin.
 
         Scores seen in this process come from GEPA's events; versions saved by an earlier attempt of
-        a resumed run carry theirs in the store.
+        a resumed run carry theirs in the store. When a higher-scoring candidate misses the margin
+        the run says so (a ``warning`` event).
         """
+        from saag_opt.optimize.rails import pick_best
+
         scores: dict[int, float] = {}
         for idx, version in self.versions.items():
             if idx in self.val_means:
@@ -105,7 +151,31 @@ class ArtifactWriter:
                 stored = self.store.get(self.seed.program, version).scores.get("val_accuracy")
                 if isinstance(stored, (int, float)):
                     scores[idx] = float(stored)
-        return self.versions[max(scores, key=lambda i: (scores[i], -i))] if scores else self.seed.version
+        best, why = pick_best(self.seed.version, scores.get(0),
+                              {self.versions[i]: s for i, s in sorted(scores.items()) if i}, n_val)
+        if best == self.seed.version and any(s > scores.get(0, 1.0) for i, s in scores.items() if i):
+            emit(self._sink, "warning", why, best=best)
+        return best
+
+
+QUARANTINE_FILE = "quarantine.json"
+"""``<run>/quarantine.json``: the run's quarantined proposals (the reasons live in their versions)."""
+
+
+def _read_quarantined(path: Path) -> list[dict[str, Any]]:
+    """The run's quarantine list (``[]`` when absent).
+
+    Raises:
+        RunError: unreadable (without it a resumed run forgets which texts it refused).
+    """
+    if not path.is_file():
+        return []
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")).get("quarantined", [])
+        return [dict(e) for e in entries]
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise RunError(f"{path}: unreadable ({exc}); it lists the proposals GEPA's rails refused: start a new run") \
+            from exc
 
 
 class FatalStopper:
@@ -120,4 +190,4 @@ class FatalStopper:
 
 
 
-__all__ = ["ArtifactWriter", "FatalStopper"]
+__all__ = ["QUARANTINE_FILE", "ArtifactWriter", "FatalStopper"]

@@ -64,7 +64,7 @@ class OptimizeConfig(BaseModel):
     accept: Literal["strict", "equal"] = "strict"
     """When a proposed instruction enters the pool: it must beat its parent on the minibatch
     (``strict``, GEPA's default) or may tie it (``equal``: GEPA's ``improvement_or_equal``). Ties
-    still get a full val evaluation, and ``best`` is still the highest val score; ``equal`` lets a
+    still get a full val evaluation, and ``best`` moves only with ``rails.pick_best``'s margin; ``equal`` lets a
     weak (local) reviewer's run explore when small minibatches rarely show a strict gain."""
     max_chars: int = Field(default=4000, ge=200)
     """Hard cap on a proposed instruction's length (InstructionProposer max_chars)."""

@@ -213,7 +213,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
                             spent=world.ledger.total_dollars, accepted=len(writer.versions) - 1)
     settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
                             minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
-                            seed=config.seed, accept=config.accept, stoppers=stoppers,
+                            seed=config.seed, accept=config.accept, stoppers=stoppers, quarantine=writer,
                             callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
                                        RolloutCountSaver(run_dir, world.context)])
     aside = set_aside_unreadable_state(settings.log_dir)
@@ -245,7 +245,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
     if writer.incomplete:
         emit(sink, "warning", f"candidate(s) {writer.incomplete}: val evaluation cut short by --max-cost; not saved "
              "as prompt versions", candidates=list(writer.incomplete))
-    best = writer.versions.get(details.best_idx, writer.best_saved()) if details is not None else writer.best_saved()
+    best = writer.best_saved(len(val))  # the seed unless a candidate clears rails.pick_best's val margin
     world.store.alias(world.seed.program, "best", best)
     val_scores = ([float(x) for x in details.val_aggregate_scores] if details is not None
                   else [writer.val_means[i] for i in sorted(writer.val_means)])

@@ -27,6 +27,8 @@ class GepaSettings:
     accept: Literal["strict", "equal"] = "strict"
     stoppers: list[Any] = field(default_factory=list)
     callbacks: list[Any] = field(default_factory=list)
+    quarantine: Any = None
+    """Keeps the proposals the rails refuse (``acceptance.QuarantineKeeper``; the run's ArtifactWriter)."""
 
 
 ADDITIONAL_INSTRUCTIONS = (
@@ -37,13 +39,11 @@ ADDITIONAL_INSTRUCTIONS = (
 )
 
 
-ACCEPTANCE = {"strict": "strict_improvement", "equal": "improvement_or_equal"}
-"""``--accept`` -> gepa's ``acceptance_criterion``."""
-
-
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
     """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each)."""
     from dspy.teleprompt.gepa import InstructionProposer
+
+    from saag_opt.optimize.acceptance import ReviewerAcceptance
 
     return dspy.GEPA(
         metric=metric,
@@ -60,7 +60,7 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
         warn_on_score_mismatch=False,
         seed=settings.seed,
         gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
-                     "acceptance_criterion": ACCEPTANCE[settings.accept],
+                     "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine),
                      "stop_callbacks": list(settings.stoppers), "callbacks": list(settings.callbacks)},
     )
 
@@ -107,5 +107,5 @@ def compile_gepa(gepa: dspy.GEPA, student: dspy.Module, trainset: Sequence[dspy.
 
 
 
-__all__ = ["ACCEPTANCE", "ADDITIONAL_INSTRUCTIONS", "STATE_FILE", "GepaSettings", "build_gepa", "compile_gepa",
+__all__ = ["ADDITIONAL_INSTRUCTIONS", "STATE_FILE", "GepaSettings", "build_gepa", "compile_gepa",
            "set_aside_unreadable_state"]

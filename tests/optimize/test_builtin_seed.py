@@ -16,11 +16,29 @@ from tests.optimize import optimize_world as world
 pytestmark = pytest.mark.integration
 
 
+def _extends_the_seed(request: dict) -> object:
+    """The world, except that reflection keeps the built-in v2 and adds the keyword line.
+
+    Why: the world's one-line proposal in place of v2's 1661 characters is what the rails quarantine
+    (optimize/rails.py LENGTH_RATIO); a real rewrite of v2 keeps its criteria.
+    """
+    import json
+
+    from saag_opt.artifacts.store import load_version_file
+    from saag_opt.testing.scripted_server import Reply
+
+    messages = request.get("messages") or []
+    if messages and "new_instruction" in str(messages[0].get("content")):
+        v2 = load_version_file(shipped("prompts") / "reviewer" / "v2.json").instructions["review"]
+        return Reply(text=json.dumps({"new_instruction": f"{v2}\n{world.PROPOSED_INSTRUCTION}"}))
+    return world.handler(request)
+
+
 def test_optimize_from_the_built_in_seed_into_an_empty_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     dataset, _ = world.write_world(tmp_path)
     store = tmp_path / "empty-store"
-    with ScriptedOpenAIServer(world.handler) as server:
+    with ScriptedOpenAIServer(_extends_the_seed) as server:
         spec = f"fake@{server.url}"
         result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompt="reviewer@production",
                                              prompts_dir=str(store), runs_dir=str(tmp_path / "runs"),

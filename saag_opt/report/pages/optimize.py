@@ -58,7 +58,8 @@ def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
         part.sections.append({
             "id": f"{part.anchor}-lineage", "title": "GEPA lineage",
             "intro": "Each box is a prompt version GEPA added to its pool, with its val score; arrows go from "
-                     f"parent to child. ★ = best (highest val score); P = Pareto member. {note}.",
+                     "parent to child. ★ = best (the seed unless a candidate cleared the val margin of "
+                     f"optimize/rails.py); P = Pareto member. {note}.",
             "charts": [dict(charts.layered_dag(nodes), kind="dag", title="Lineage of prompt versions")],
             "tables": [table("Prompt versions", ["candidate", "version", "parents", "val score", "metric calls",
                                                   "best", "Pareto"],
@@ -88,6 +89,15 @@ def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
                                                lines=[line], y_range=(0.0, 1.0)), kind="scatter",
                                 title="Val score vs metric calls")]})
         part.sections.append(_prompts_section(loaded, part, diff_versions))
+    quarantined = (read_json(run_dir / "quarantine.json") or {}).get("quarantined") or []
+    if quarantined:
+        rows = [[q.get("iteration"), q.get("version"), q.get("parent"), _quarantine_of(store, program, q.get("version"))]
+                for q in quarantined]
+        part.sections.append({"id": f"{part.anchor}-quarantine", "title": "Quarantined proposals",
+                              "intro": "Proposals GEPA's rails refused (optimize/rails.py): kept as prompt versions for "
+                                       "the lineage, never in the pool, never best, never aliased.",
+                              "tables": [table("Quarantined proposals", ["iteration", "version", "parent", "why"],
+                                               rows, numeric=[0])]})
     test = summary.get("test") or {}
     if test.get("comparison"):
         seed_label, best_label = f"seed {test.get('seed')}", f"best {test.get('best')}"
@@ -107,6 +117,13 @@ def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
             append(part, browser_section(records, [("base", "base")] + [(c, c) for c in reviewed], pair,
                                           queries, part))
     return part
+
+
+def _quarantine_of(store: Any, program: str, version: Any) -> str:
+    try:
+        return str(store.get(program, str(version)).quarantine or "-")
+    except SaagOptError:
+        return f"version not found in the store {store.root}"
 
 
 def _pareto_members(scores: Mapping[str, Mapping[str, float]]) -> set[int]:
