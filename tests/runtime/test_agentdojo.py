@@ -161,6 +161,23 @@ def test_saag_llm_drives_the_agent_with_requests_a_local_server_accepts(dojo: An
 
 
 @pytest.mark.integration
+@requires(None if importlib.util.find_spec("llama_cpp") else "llama-cpp-python is not installed (pip install 'saag-opt[local]')")
+@pytest.mark.parametrize("mode", ["native", "json"])
+def test_every_request_passes_the_embedded_servers_own_request_types(dojo: Any, mode: str) -> None:
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    from saag_opt.runtime.agentdojo.elements import guarded_pipeline
+    from saag_opt.runtime.agentdojo.llm import SaagLLM
+
+    suite, requests = dojo("banking"), []
+    with ScriptedOpenAIServer(_bill_handler(requests)) as server:
+        suite.run_task_with_pipeline(guarded_pipeline(SaagLLM(f"fake@{server.url}", mode=mode), Guard()),
+                                     suite.user_tasks["user_task_0"], None, {})
+    for request in requests:
+        CreateChatCompletionRequest(model="local", messages=request["messages"])  # raises on a shape it refuses
+
+
+@pytest.mark.integration
 def test_the_guard_blocks_what_a_hijacked_model_proposes(dojo: Any) -> None:
     from agentdojo.attacks.attack_registry import load_attack
 

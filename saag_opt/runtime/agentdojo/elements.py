@@ -1,6 +1,6 @@
 """``GuardElement`` and ``StripBlocked``: the runtime guard as AgentDojo pipeline elements.
 
-Where it sits (research notes, peer suites B.8): ``messages[-1]["tool_calls"]`` is what the LLM
+Where it sits: ``messages[-1]["tool_calls"]`` is what the LLM
 element proposed and ``ToolsExecutor`` runs it next, so ``GuardElement`` goes just before
 ``ToolsExecutor`` inside ``ToolsExecutionLoop``:
 
@@ -66,10 +66,11 @@ BLOCKED_PREFIX = "Blocked before execution:"
 """How a blocked call's tool result starts (its ``error``); the guard's feedback follows."""
 MAX_ITERS = 50
 """``ToolsExecutionLoop`` turns: AgentDojo's default 15 is below travel ``user_task_19``'s 18
-one-at-a-time calls, and a block uses a turn too (research B.7)."""
+one-at-a-time calls, and a block uses a turn too (tests/runtime/test_agentdojo.py)."""
 PIPELINE_MODEL = "gpt-4o-2024-05-13"
 """The model id a pipeline's name carries by default: ``important_instructions`` and
-``tool_knowledge`` address the model by the name they read from it (research B.5)."""
+``tool_knowledge`` address the model by the name they read from it
+(``agentdojo/attacks/base_attacks.py: get_model_name_from_pipeline``)."""
 
 Recorder = Callable[[list[Any], "Decision"], None]
 """Called with the proposed ``FunctionCall``s and the guard's decision, once per review."""

@@ -1,9 +1,11 @@
 """``SaagLLM``: saag-opt's own LLM element, so any saag-opt model spec drives an AgentDojo agent.
 
 AgentDojo's ``OpenAILLM`` sends the system prompt as ``role: "developer"`` and every content as a list
-of ``{"type": "text"}`` parts; llama-cpp-python's server (the embedded model) rejects both, and its
-``LocalLLM`` swallows request errors (research notes, peer suites B.6). This element speaks the
-shape every OpenAI-compatible server takes: a ``system`` role and plain-string content, and it goes
+of ``{"type": "text"}`` parts (``agentdojo/agent_pipeline/llms/openai_llm.py``); the request types of
+llama-cpp-python's server (the embedded model, ``llama_cpp.server.types``) refuse both, and an
+assistant message whose content is null; AgentDojo's ``LocalLLM`` swallows request errors
+(``local_llm.py`` answers "" on any error). This element speaks the shape every OpenAI-compatible
+server takes: a ``system`` role, plain-string content (an empty string beside tool calls), and it goes
 through ``saag_opt.lm`` (``open_lm`` / ``chat_completion``: retries, the LM cache, cost booking), so
 ``local``, ``openai/<m>@URL``, ``gpt-4o`` and the scripted ``fake@URL`` all work.
 
@@ -49,8 +51,8 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     out = []
     for message in to_openai_messages(messages, readable=False):
         message.pop("name", None)  # not part of the OpenAI tool message; strict servers refuse extra keys
-        if message["role"] == "assistant" and not message.get("tool_calls") and message["content"] is None:
-            message["content"] = ""
+        if message["role"] == "assistant" and message["content"] is None:
+            message["content"] = ""  # llama-cpp-python's server wants a string even beside tool_calls
         out.append(message)
     return out
 
