@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
-from saag_opt.report.format import num
+from saag_opt.report.format import num, run_footer
 from saag_opt.report.live import start_bar, stop_bar
 
 if TYPE_CHECKING:
@@ -110,13 +110,13 @@ def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
         console.print(unusable)
     console.print(cost_table(summary.get("costs") or {}))
     console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
-                  f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
+                  f"best prompt: reviewer@{summary.get('best_version')} (alias 'best')")
     if summary.get("saag_informed"):
         console.print(f"reviewer: SAAG-informed (experimental; it saw the gold-free SAAG report, grounding "
                       f"{escape(str(summary.get('grounding')))}, in every rollout and on test)")
-    if summary.get("status") == "stopped":
-        console.print("[yellow]--max-cost reached:[/] finished work is kept; continue with "
-                      f"saag-opt optimize --resume {escape(str(summary.get('run_dir')))} --max-cost <higher>")
+    stopped = "--max-cost reached" if summary.get("status") == "stopped" else None
+    for line in run_footer("optimize", summary.get("run_dir"), stopped=stopped, covered="finished work is kept"):
+        console.print(line)
 
 
 class OptimizeProgress:
