@@ -183,10 +183,9 @@ def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]
 def paired(a_label: str, b_label: str, a: dict[str, ExampleRecord], b: dict[str, ExampleRecord]) -> dict[str, Any]:
     """B against A on their shared error-free examples: help (A wrong, B right), harm, McNemar, CI."""
     ids = sorted(i for i in set(a) & set(b) if a[i].error is None and b[i].error is None)
-    table = HelpHarm.from_pairs([(a[i].correct, b[i].correct) for i in ids]).to_dict()
-    discordant = table["fixed"] + table["broken"]
-    return {"a": a_label, "b": b_label, **table,
-            "detectable": detectable(len(ids), table["base_accuracy"], discordant)}
+    table = HelpHarm.from_pairs([(a[i].correct, b[i].correct) for i in ids])
+    return {"a": a_label, "b": b_label, **table.to_dict(),
+            "detectable": detectable(len(ids), table.base_accuracy, table.fixed + table.broken)}
 
 
 def category_help_harm(pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord]]) -> dict[str, Any]:
@@ -223,8 +222,8 @@ def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
         summary = summarise_pairs(label, pairs, gated=label.startswith("gate"))
         hh = summary.help_harm
         out["vs_base"][label] = {
-            **hh, "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
-            "detectable": detectable(hh["n"], hh["base_accuracy"], hh["fixed"] + hh["broken"]),
+            **hh.to_dict(), "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
+            "detectable": detectable(hh.n, hh.base_accuracy, hh.fixed + hh.broken),
             "categories": category_help_harm(pairs)}
     labels = sorted(variants)
     out["pairwise"] = [paired(x, y, variants[x], variants[y]) for i, x in enumerate(labels) for y in labels[i + 1:]]

@@ -17,6 +17,7 @@ from typing import Any
 import jsonlines
 from pydantic import BaseModel, Field
 
+from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
 from saag_opt.runfiles import read_rows, read_run, register_summary
 
@@ -201,8 +202,8 @@ class EvaluationSummary(BaseModel):
     """The base agent alone."""
     reviewed: ConditionSummary
     """With the mechanism."""
-    help_harm: dict[str, Any]
-    """Help/harm table over examples without errors (``HelpHarm.to_dict``)."""
+    help_harm: HelpHarm
+    """Help/harm table over examples without errors."""
     latency: LatencySummary
     """Latency overhead."""
     reviewer_calls_per_item: float | None

@@ -26,7 +26,7 @@ from saag_opt.report.format import (
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
-    from saag_opt.evaluation.compare import CompareSummary, SideSummary
+    from saag_opt.evaluation.comparison import CompareSummary, SideSummary
 
 
 def legend(summary: CompareSummary) -> str:
