@@ -28,6 +28,7 @@ from saag_opt.optimize.config import RESUMABLE_OVERRIDES, OptimizeConfig
 from saag_opt.optimize.holdout import evaluate_test
 from saag_opt.optimize.progress import GepaProgress
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
+from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa, set_aside_unreadable_state
 from saag_opt.optimize.world import World, build_reviewer, build_world, load_splits
@@ -42,37 +43,8 @@ from saag_opt.runfiles import (
     write_header,
 )
 
-
-@dataclass
-class OptimizeResult:
-    """What ``run_optimize`` returns (and writes to ``summary.json``)."""
-
-    run_dir: Path
-    status: str
-    seed_version: str
-    best_version: str
-    versions: dict[int, str]
-    val_scores: list[float]
-    metric_calls: int
-    stopped_by: str | None
-    estimate: dict[str, Any]
-    costs: dict[str, Any]
-    test: dict[str, Any] | None = None
-    reviewer_unusable: dict[str, Any] | None = None
-    """Unreadable reviewer replies per phase (``optimize.unusable.unusable_by_phase``)."""
-    saag_informed: bool = False
-    """The reviewer saw the gold-free SAAG report, in GEPA's rollouts and on TEST."""
-    grounding: str | None = None
-    """Stage-3 mode of that report (and of a gate)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary."""
-        return {"run_dir": str(self.run_dir), "status": self.status, "saag_informed": self.saag_informed,
-                "grounding": self.grounding, "seed_version": self.seed_version,
-                "best_version": self.best_version, "versions": {str(k): v for k, v in self.versions.items()},
-                "val_scores": self.val_scores, "metric_calls": self.metric_calls, "stopped_by": self.stopped_by,
-                "estimate": self.estimate, "costs": self.costs, "test": self.test,
-                "reviewer_unusable": self.reviewer_unusable}
+OptimizeResult = OptimizeSummary
+"""What ``run_optimize`` returns: the summary it writes to ``summary.json``."""
 
 
 def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = frozenset()
@@ -263,9 +235,12 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
         test = evaluate_test(config, world, run_dir, best, sink)
     costs = save_costs(run_dir, world.ledger)
     status = "stopped" if cap is not None and cap.reached else "success"
-    result = OptimizeResult(run_dir, status, world.seed.version, best, dict(writer.versions), val_scores, rollouts,
-                            stopped_by, estimate.to_dict(), costs, test, unusable_by_phase(rollout_counts, test),
-                            config.saag_informed, config.grounding)
+    result = OptimizeSummary(run_dir=run_dir, status=status, saag_informed=config.saag_informed,
+                             grounding=config.grounding, seed_version=world.seed.version, best_version=best,
+                             versions=writer.versions, val_scores=val_scores, metric_calls=rollouts,
+                             stopped_by=stopped_by, estimate=estimate, costs=costs,
+                             test=None if test is None else TestComparison.model_validate(test))
+    result.reviewer_unusable = unusable_by_phase(rollout_counts, result.test)
     atomic_write_json(run_dir / "summary.json", result.to_dict())
     emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return result

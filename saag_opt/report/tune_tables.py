@@ -71,8 +71,8 @@ def test_table(results: list[TestResult]) -> Table:
         s, hh = res.summary, res.summary.help_harm
         lat = s.latency.overhead_x
         table.add_row(str(res.trial), escape(format_params(res.params)), str(s.n_examples), pct(s.base.accuracy),
-                      pct(s.reviewed.accuracy), pct(hh.get("helpfulness")), pct(hh.get("harmfulness")),
-                      ratio(hh.get("ratio")), f"{hh['mcnemar_p']:.3g}", ci_points(hh.get("net_change_ci95")),
+                      pct(s.reviewed.accuracy), pct(hh.helpfulness), pct(hh.harmfulness),
+                      ratio(hh.ratio), f"{hh.p_value:.3g}", ci_points(hh.net_change_ci95),
                       f"{res.metrics.get('cost_per_item_usd', 0.0):.4g}", "-" if lat is None else f"{lat:.1f}x")
     return table
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from saag_opt.evaluation.results import EvaluationSummary
-from saag_opt.runfiles import atomic_write_jsonl
+from saag_opt.runfiles import atomic_write_jsonl, register_summary
 from saag_opt.tune.space import Space, canonical_params
 from saag_opt.tune.storage import WORKER_ATTR
 from saag_opt.tune.study import (
@@ -223,6 +223,8 @@ def summarise_tune(rows: list[TrialRow], space: Space, *, study: str, storage: s
         retries=sum(r.retry_of is not None for r in rows),
         pareto=[r.number for r in rows if r.pareto], test=test, test_skipped=test_skipped)
 
+
+register_summary("tune", TuneSummary, records=TrialRow, records_file="trials.jsonl")
 
 __all__ = ["TestResult", "TrialRow", "TuneSummary", "evaluate_on_test", "format_params", "pareto_trials", "summarise_tune",
            "trial_row", "trial_rows", "write_trials"]

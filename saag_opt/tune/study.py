@@ -148,10 +148,10 @@ def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
     total = (summary.costs.get("roles") or {}).get("total") or {}
     overhead = summary.latency.overhead_x
     out = {
-        "help": float(hh.get("helpfulness") or 0.0),
-        "harm": float(hh.get("harmfulness") or 0.0),
+        "help": float(hh.helpfulness or 0.0),
+        "harm": float(hh.harmfulness or 0.0),
         "accuracy": float(summary.reviewed.accuracy or 0.0),
-        "net_change": float(hh.get("net_change") or 0.0),
+        "net_change": float(hh.net_change or 0.0),
         "cost_per_item_usd": float(total.get("dollars") or 0.0) / n,
         "reviewer_calls_per_item": float(summary.reviewer_calls_per_item or 0.0),
         "seconds_per_item": float(summary.latency.final_mean_seconds or 0.0),

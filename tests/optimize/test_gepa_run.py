@@ -50,11 +50,11 @@ def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_p
     kinds = [e.kind for e in events]
     assert kinds.index("estimate") < kinds.index("candidate") < kinds.index("run_finished")
     test = result.test
-    assert (test["seed"], test["best"]) == ("v2", "v3-gepa")
-    comparison = test["comparison"]  # the test phase is a compare run: A = seed, B = best
-    assert comparison["a"]["accuracy"]["accuracy"] == 0.5 and comparison["b"]["accuracy"]["accuracy"] == 1.0
-    assert comparison["paired"]["b_only_right"] == 2 and comparison["paired"]["a_only_right"] == 0
-    assert json.loads((Path(test["compare_run"]) / "run.json").read_text())["verb"] == "compare"
+    assert (test.seed, test.best) == ("v2", "v3-gepa")
+    comparison = test.comparison  # the test phase is a compare run: A = seed, B = best
+    assert comparison.a.accuracy.accuracy == 0.5 and comparison.b.accuracy.accuracy == 1.0
+    assert comparison.paired.b_only_right == 2 and comparison.paired.a_only_right == 0
+    assert json.loads((Path(test.compare_run) / "run.json").read_text())["verb"] == "compare"
     header = json.loads((result.run_dir / "run.json").read_text())
     assert header["status"] == "success" and header["verb"] == "optimize"
     assert (result.run_dir / "gepa" / "gepa_state.bin").is_file()
