@@ -1,17 +1,19 @@
 """Two reviewed sides compared on the same examples, and the ``summary.json`` models of a compare run.
 
 Pure: no LM, no I/O. ``compare_sides`` computes every number ``saag-opt compare`` reports from the
-two sides' records (``evaluation.sides``): per-category accuracy (base, A, B), help/harm of each
-version against its own base rows, the paired A-vs-B table (``HelpHarm`` over (A correct,
-B correct): "fixed" = only B right, "broken" = only A right) with McNemar's exact p and a paired
-bootstrap CI of B - A, and tokens/dollars/latency per version. Examples with an error on either
-side are left out of every paired table (as the runner does). Compare runs are registered here
-with ``runfiles.register_summary``.
+two sides' records (``Side``, defined here; ``evaluation.sides`` reads them from finished runs):
+per-category accuracy (base, A, B), help/harm of each version against its own base rows, the
+paired A-vs-B table (``HelpHarm`` over (A correct, B correct): "fixed" = only B right, "broken" =
+only A right) with McNemar's exact p and a paired bootstrap CI of B - A, and tokens/dollars/latency
+per version. Examples with an error on either side are left out of every paired table (as the
+runner does). Compare runs are registered here with ``runfiles.register_summary``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -20,13 +22,58 @@ from saag_opt.errors import ConfigError
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
 from saag_opt.evaluation.results import ConditionSummary, ExampleRecord, LatencySummary
-from saag_opt.evaluation.sides import Side, SideKey
 from saag_opt.runfiles import register_summary
 
 COMPARE_SCHEMA_VERSION = 1
 """Version of the compare ``summary.json`` format."""
 
 CompareMode = Literal["prompts", "runs"]
+SideKey = Literal["a", "b"]
+
+
+@dataclass(frozen=True)
+class RecordedPrompt:
+    """The reviewer prompt behind a finished run's condition, as that run recorded it."""
+
+    prompt: dict[str, Any]
+    """``{"prompt", "ref"?, "sha256"?}``: the reference given and the version it resolved to."""
+    prompts_dir: str | None
+    """The prompt store the run used (None: the default store)."""
+    contaminated: list[str] | None
+    """The split contamination the run itself recorded (None: a run too old to record it)."""
+
+    @property
+    def shown(self) -> str | None:
+        """How tables name the prompt: the resolved reference, else the one given."""
+        return self.prompt.get("ref") or self.prompt.get("prompt")
+
+
+@dataclass
+class Side:
+    """One version's records, keyed by example id: its own base rows and its reviewed rows."""
+
+    key: SideKey
+    label: str
+    condition: str
+    mechanism: str
+    base: dict[str, ExampleRecord]
+    final: dict[str, ExampleRecord]
+    source: dict[str, Any] = field(default_factory=dict)
+    costs: dict[str, Any] | None = None
+    run_dir: Path | None = None
+    reviewer_prompt: RecordedPrompt | None = None
+    """Runs mode: the reviewer prompt the source run recorded, for ``run_contamination``."""
+
+
+def side_from_records(key: SideKey, label: str, condition: str, records: Sequence[ExampleRecord], *,
+                      source: dict[str, Any], costs: dict[str, Any] | None, run_dir: Path | None) -> Side:
+    """The side of ``condition``'s rows in ``records`` (the mechanism is the condition before any ``@label``)."""
+    base = {r.example_id: r for r in records if r.condition == "base"}
+    final = {r.example_id: r for r in records if r.condition == condition}
+    mechanism = condition.split("@", 1)[0]
+    return Side(key, label, condition, mechanism, base, final, source, costs, run_dir)
+
+
 
 
 class PairedComparison(BaseModel):
@@ -206,5 +253,5 @@ def compare_sides(a: Side, b: Side, *, mode: CompareMode, seed: int = 0) -> Comp
         paired=PairedComparison.from_help_harm(paired), notes=notes)
 
 
-__all__ = ["COMPARE_SCHEMA_VERSION", "CompareMode", "CompareSummary", "PairedComparison", "SideSummary",
-           "compare_sides", "matched_ids", "summarise_side"]
+__all__ = ["COMPARE_SCHEMA_VERSION", "CompareMode", "CompareSummary", "PairedComparison", "RecordedPrompt", "Side",
+           "SideKey", "SideSummary", "compare_sides", "matched_ids", "side_from_records", "summarise_side"]

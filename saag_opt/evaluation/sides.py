@@ -11,20 +11,17 @@ store, as evaluate and compare do when they run. No LM is called.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from saag_opt.errors import ConfigError, RunError, SaagOptError
-from saag_opt.evaluation.results import ExampleRecord, read_records
+from saag_opt.evaluation.comparison import CompareSummary, RecordedPrompt, Side, SideKey, SideSummary, side_from_records
+from saag_opt.evaluation.results import read_records
 from saag_opt.runfiles import RECORDS_FILE, RunHeader, read_costs, read_header, read_run
 
-if TYPE_CHECKING:  # read through the registry (runfiles.read_run): comparison imports this module
-    from saag_opt.evaluation.comparison import CompareSummary, SideSummary
+if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
-
-SideKey = Literal["a", "b"]
-
 
 @dataclass(frozen=True)
 class RunRef:
@@ -32,49 +29,6 @@ class RunRef:
 
     path: Path
     condition: str | None = None
-
-
-@dataclass(frozen=True)
-class RecordedPrompt:
-    """The reviewer prompt behind a finished run's condition, as that run recorded it."""
-
-    prompt: dict[str, Any]
-    """``{"prompt", "ref"?, "sha256"?}``: the reference given and the version it resolved to."""
-    prompts_dir: str | None
-    """The prompt store the run used (None: the default store)."""
-    contaminated: list[str] | None
-    """The split contamination the run itself recorded (None: a run too old to record it)."""
-
-    @property
-    def shown(self) -> str | None:
-        """How tables name the prompt: the resolved reference, else the one given."""
-        return self.prompt.get("ref") or self.prompt.get("prompt")
-
-
-@dataclass
-class Side:
-    """One version's records, keyed by example id: its own base rows and its reviewed rows."""
-
-    key: SideKey
-    label: str
-    condition: str
-    mechanism: str
-    base: dict[str, ExampleRecord]
-    final: dict[str, ExampleRecord]
-    source: dict[str, Any] = field(default_factory=dict)
-    costs: dict[str, Any] | None = None
-    run_dir: Path | None = None
-    reviewer_prompt: RecordedPrompt | None = None
-    """Runs mode: the reviewer prompt the source run recorded, for ``run_contamination``."""
-
-
-def side_from_records(key: SideKey, label: str, condition: str, records: Sequence[ExampleRecord], *,
-                      source: dict[str, Any], costs: dict[str, Any] | None, run_dir: Path | None) -> Side:
-    """The side of ``condition``'s rows in ``records`` (the mechanism is the condition before any ``@label``)."""
-    base = {r.example_id: r for r in records if r.condition == "base"}
-    final = {r.example_id: r for r in records if r.condition == condition}
-    mechanism = condition.split("@", 1)[0]
-    return Side(key, label, condition, mechanism, base, final, source, costs, run_dir)
 
 
 def _pick_condition(ref: RunRef, conditions: list[str]) -> str:

@@ -123,4 +123,5 @@ class QuarantineLog(BaseModel):
 
 register_summary("optimize", OptimizeSummary, records=ExampleRecord)
 
-__all__ = ["CandidateMap", "OptimizeSummary", "QuarantineEntry", "QuarantineLog", "RolloutCounts", "TestComparison", "UnusableByPhase"]
+__all__ = ["CandidateMap", "OptimizeSummary", "QuarantineEntry", "QuarantineLog", "RolloutCounts", "TestComparison",
+           "UnusableByPhase"]
