@@ -11,6 +11,7 @@ from saag_opt.artifacts.export import exporter_names
 from saag_opt.model import Example, Prediction
 from saag_opt.testing.contracts.mechanism import check_mechanism
 from tests.agents.agent_fakes import GOOD, UNGROUNDED, FakeAgent, call, weather_example
+from tests.episodes.world import needs_bfcl
 
 
 class CityReviewer:
@@ -124,6 +125,20 @@ def test_the_toy_environment_honours_the_environment_contract() -> None:
     episode, gold, wrong = _toy()
     verdict = check_environment(NotesEnvironment, episode, gold, wrong=wrong)  # type: ignore[arg-type]
     assert verdict.abstain_turns == (2,)
+
+
+@needs_bfcl
+@pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                                      "multi_turn_long_context"])
+def test_bfcls_environment_honours_the_environment_contract(category: str) -> None:
+    from saag_opt.data.bfcl_environment import BfclEnvironment
+    from saag_opt.testing.contracts.environment import check_environment
+    from tests.episodes.world import episodes, gold_transcript
+
+    for episode in episodes(category)[::67]:  # three entries spread over the file
+        gold = gold_transcript(episode)
+        wrong = tuple(() for _ in gold)  # nothing called: the first turn with gold calls fails
+        check_environment(BfclEnvironment, episode, gold, wrong=wrong)
 
 
 def test_the_environment_contract_catches_a_gold_reader_and_a_leak() -> None:
