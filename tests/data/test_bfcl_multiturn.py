@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,12 @@ import pytest
 from saag_opt.data.catalog import dataset_names, is_multi_turn_dataset, list_datasets, load_dataset, load_episodes
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.model import ToolCall
-from tests.episodes.world import CATEGORIES, episodes, gold_transcript, needs_bfcl, one_step
+from tests.episodes.world import CATEGORIES, episodes, gold_transcript, needs_bfcl, one_step, sample
 
 pytestmark = needs_bfcl
+
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def test_the_four_categories_are_multi_turn_dataset_names() -> None:
     names = dataset_names()
@@ -171,3 +175,29 @@ def test_runs_of_one_entry_never_share_bfcls_module_global_instances() -> None:
     first.close()
     second.close()
     assert not [k for k in vars(multi_turn_utils) if k.startswith("saag_")]
+
+
+def test_gold_replay_through_our_loop_scores_a_sample_of_every_category_valid() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    entries = sample(5)
+    started = time.perf_counter()
+    judgements = module.replay(entries)
+    assert len(judgements) == 20 and all(j.valid for j in judgements), [
+        (e.id, j.error_type) for e, j in zip(entries, judgements) if not j.valid]
+    assert time.perf_counter() - started < 30
+
+
+def test_the_gold_replay_script_prints_valid_last(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--dataset", "bfcl:multi_turn_miss_func", "--limit", "3"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "valid=3/3"
