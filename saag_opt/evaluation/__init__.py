@@ -1,5 +1,6 @@
 """Evaluation: score saved predictions offline (SAAG cascade + BFCL truth); runs and help/harm live beside it."""
 
+from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_net_change_ci, bootstrap_rate_ci, mcnemar_exact
 from saag_opt.evaluation.results import (
     ConditionSummary,
@@ -8,11 +9,7 @@ from saag_opt.evaluation.results import (
     read_records,
     read_run,
 )
-from saag_opt.evaluation.runner import (
-    EvaluateConfig,
-    EvaluationResult,
-    run_evaluation,
-)
+from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
 from saag_opt.evaluation.score import (
     AbstentionCounts,
     CategoryScore,

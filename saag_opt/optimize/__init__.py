@@ -2,14 +2,13 @@
 
 from saag_opt.optimize.budget import (
     CostEstimate,
-    CostStopper,
     Price,
     auto_metric_calls,
     estimate_cost,
     estimate_run,
     resolve_metric_calls,
 )
-from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.feedback import (
     OutcomeClass,

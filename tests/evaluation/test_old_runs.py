@@ -17,8 +17,9 @@ import pytest
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.compare import resume_compare_config
+from saag_opt.evaluation.config import resume_config
 from saag_opt.evaluation.results import read_records, read_run
-from saag_opt.evaluation.runner import resume_config, run_evaluation
+from saag_opt.evaluation.runner import run_evaluation
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run
 from saag_opt.testing import ScriptedOpenAIServer
@@ -76,7 +77,10 @@ def test_an_optimize_run_of_main_reopens_with_its_recorded_configuration(tmp_pat
     run_dir, recorded = _copy("optimize", tmp_path)
     _, effective, header = open_run(OptimizeConfig(resume=str(run_dir), max_metric_calls=60),
                                     overrides={"max_metric_calls"})
-    assert header.config == recorded | {"max_metric_calls": 60}
-    assert effective.model_dump(mode="json", exclude={"resume"}) == recorded | {"max_metric_calls": 60}
+    assert {k: header.config[k] for k in recorded} == recorded | {"max_metric_calls": 60}
+    # optimize did not record these set-up options: its LMs were opened with the values they now default to
+    assert {k: v for k, v in header.config.items() if k not in recorded} == {
+        "max_repairs": 5, "reviewer_temperature": 0.0, "reasoning_effort": None, "retries": 4, "retry_base_delay": 1.0}
+    assert effective.model_dump(mode="json", exclude={"resume"}) == header.config
     with pytest.raises(ConfigError, match=r"--grounding 'paper' \(the run has 'calibrated'\)"):
         open_run(OptimizeConfig(resume=str(run_dir), grounding="paper"), overrides={"grounding"})
