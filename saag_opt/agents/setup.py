@@ -34,8 +34,13 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache
-from saag_opt.agents.mechanisms import DEFAULT_MAX_REPAIRS, Mechanism, MechanismContext, MechanismOutcome
-from saag_opt.agents.mechanisms import resolve_mechanism as _resolve
+from saag_opt.agents.mechanisms import (
+    DEFAULT_MAX_REPAIRS,
+    Mechanism,
+    MechanismContext,
+    MechanismOutcome,
+    resolve_mechanism,
+)
 from saag_opt.agents.reviewer import Reviewer, make_reviewer
 from saag_opt.artifacts import PromptVersion, resolve_ref
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
@@ -51,10 +56,10 @@ _C = TypeVar("_C", bound="SetupConfig")
 def _mechanism(value: Any, info: ValidationInfo) -> Mechanism:
     """A spec (``r2``, ``gate+s5``) or a ``Mechanism``; a self-repair spec takes the set-up's ``max_repairs``."""
     if isinstance(value, str):
-        return _resolve(value, max_repairs=info.data.get("max_repairs"))
+        return resolve_mechanism(value, max_repairs=info.data.get("max_repairs"))
     if not callable(getattr(value, "run", None)) or not isinstance(getattr(value, "spec", None), str):
         raise ValueError(f"expected a mechanism spec or a Mechanism, got {type(value).__name__}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 MechanismField = Annotated[Mechanism, PlainValidator(_mechanism),
@@ -77,7 +82,7 @@ class ReviewSetup(BaseModel):
     """Prompt store ``prompt`` resolves in (None = ``$SAAG_OPT_PROMPTS``, else the user's; see ``saag_opt.paths``)."""
     max_repairs: int = Field(default=DEFAULT_MAX_REPAIRS, ge=0, le=50)
     """Repair budget of the binary/saag self-repair loops (declared before ``mechanism``, which reads it)."""
-    mechanism: MechanismField = Field(default="r2", validate_default=True)  # type: ignore[assignment]
+    mechanism: MechanismField = Field(default="r2", validate_default=True)
     """A registered mechanism (``agents.mechanism_names()``: none, saag, r2, s5, gate+r2, ...), given as its spec."""
     saag_informed: bool = False
     """Experimental: the review predictor also sees the gold-free SAAG report."""
@@ -218,14 +223,12 @@ class Condition:
                                   ctx=self.ctx)
 
 
-def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCache, *,
-               prompt: PromptVersion | None = None) -> Condition:
+def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCache) -> Condition:
     """Open the set-up's models on ``ledger`` and build its agent, reviewer and mechanism context.
 
-    ``cache``: the base-prediction cache round-0 proposals come from. ``prompt``: the reviewer's
-    prompt version when the caller resolved it already (optimize's seed, adopted into its store);
-    None = ``setup.prompt_version()``. The base LM opens first, so a missing key fails before a prompt
-    is looked up.
+    ``cache``: the base-prediction cache round-0 proposals come from (shared by every mechanism and
+    prompt version run on the same examples). The base LM opens first, so a missing key fails
+    before a prompt is looked up.
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key, extra or server).
@@ -237,7 +240,7 @@ def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCach
     reviewer_lm: SaagLM | None = None
     version: PromptVersion | None = None
     if setup.mechanism.needs_reviewer and setup.reviewer is not None:  # the set-up's validator pairs the two
-        version = prompt if prompt is not None else resolve_ref(setup.prompt, setup.prompts_dir)
+        version = resolve_ref(setup.prompt, setup.prompts_dir)
         reviewer_lm = open_lm(parse_model_spec(setup.reviewer), role="reviewer", ledger=ledger,
                               **setup.reviewer_options())
         reviewer = bind_reviewer(version, reviewer_lm, saag_informed=setup.saag_informed, grounding=setup.grounding)

@@ -32,7 +32,7 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     seed = world.seed.version
     emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
     ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
-    setup = ReviewSetup.model_validate(config.setup.model_dump() | {"prompt": ref[seed]})  # compare runs "none" too
+    setup = ReviewSetup.model_validate(dict(config.setup) | {"prompt": ref[seed]})  # plain: compare runs "none" too
     evaluation = EvaluateConfig(setup=setup, dataset=config.dataset, split="test", limit=config.test_limit,
                                 workers=config.workers, seed=config.seed)
     try:
