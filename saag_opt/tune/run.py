@@ -195,10 +195,10 @@ def check_inputs(space: Space) -> None:
     """
     from saag_opt.artifacts import resolve_ref
     from saag_opt.data import load_dataset
-    from saag_opt.evaluation.runner import EvaluateConfig
+    from saag_opt.evaluation.config import EvaluateConfig
     from saag_opt.tune.space import Range
 
-    fields = EvaluateConfig.model_fields
+    fields = EvaluateConfig.option_fields()
 
     def choices(name: str) -> tuple[str, list[Any]]:
         dim = space.search.get(name)

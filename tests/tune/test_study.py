@@ -164,7 +164,7 @@ def test_a_trial_failing_on_a_user_error_is_logged_without_a_traceback(
     """optuna logs a failed trial with its traceback; for a user error one line says it all."""
     class Refusing(FakeEvaluate):
         def __call__(self, config: Any) -> Any:
-            if config.mechanism == "s3":
+            if config.setup.mechanism.spec == "s3":
                 raise ConfigError("mechanism s3: not with this reviewer")
             return super().__call__(config)
 

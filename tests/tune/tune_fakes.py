@@ -49,8 +49,8 @@ class FakeEvaluate:
     calls: list[tuple[str, str | None]] = field(default_factory=list)
 
     def __call__(self, config: Any) -> tuple[Path, EvaluationSummary]:
-        self.calls.append((config.mechanism, config.split))
-        row = self.table[config.mechanism]
+        self.calls.append((config.setup.mechanism.spec, config.split))
+        row = self.table[config.setup.mechanism.spec]
         run_dir = Path(config.runs_dir) / f"fake-{len(self.calls)}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        return run_dir, summary(mechanism=config.mechanism, **row)
+        return run_dir, summary(mechanism=config.setup.mechanism.spec, **row)
