@@ -75,7 +75,8 @@ def test_rollouts_and_the_test_phase_send_the_reviewer_options_and_retry_as_conf
     assert base and all(r.body.get("temperature") == 0.0 and "reasoning_effort" not in r.body for r in base)
     reflection = [r for r in log if _is_reflection(r)]
     assert reflection and all("reasoning_effort" not in (r.body or {}) for r in reflection)
-    test_run = Path(result.test["compare_run"])
+    assert result.test is not None and result.test.compare_run is not None
+    test_run = Path(result.test.compare_run)
     for side in ("a", "b"):  # the test phase's evaluate passes recorded the set-up GEPA ran
         (side_run,) = (test_run / side).glob("*-evaluate")
         config = read_header(side_run).config
