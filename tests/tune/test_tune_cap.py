@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,25 @@ def test_spend_never_passes_the_cap_including_the_test_phase_and_a_resume_finish
     assert resumed.summary.test and all(t.summary is not None for t in resumed.summary.test)
     assert sum(r.state == "COMPLETE" and r.duplicate_of is None for r in resumed.rows) == 4
     assert not first & _bodies(server)  # what the first attempt paid for is replayed, not bought again
+
+
+def test_local_worker_processes_stay_under_one_cap_with_the_test_phase(
+        tmp_path: Path, server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = Path(__file__).parent / "priced"  # its sitecustomize prices the workers' calls like ours
+    monkeypatch.setenv("PYTHONPATH", f"{hook}{os.pathsep}{REPO}")
+    monkeypatch.setenv("SAAG_OPT_TEST_GPT4O_PRICES", "1")
+    from tests.tune.priced.sitecustomize import PRICE as WORKER_PRICE
+
+    assert WORKER_PRICE == PRICE
+    cap = 0.045
+    outcome = _tune(tmp_path, server, max_cost=cap, workers=2)
+    run_dir = outcome.run_dir
+    workers = {row.worker for row in outcome.rows if row.state == "COMPLETE"}
+    assert workers and not any(w.startswith(f"{os.getpid()}@") for w in workers)  # the workers ran the trials
+    assert 0 < _spent(run_dir) <= cap
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
+    trials = sum(json.loads(p.read_text())["roles"]["total"]["dollars"] for p in run_dir.glob("trials/*/costs.json"))
+    assert trials > 0  # the workers' calls were priced and booked under the cap
 
 
 def _hammer(path: str, cap: float, n: int, seed: int) -> None:
