@@ -69,11 +69,7 @@ def tune(
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
     json_out = output_path(json_out)
-    import optuna
-    from rich.console import Console
-
-    from saag_opt.report.tune_tables import TuneProgress, print_tune_report
-    from saag_opt.tune import TuneConfig, run_tune
+    from saag_opt.tune import TuneConfig
 
     overrides = {k: v for k, v in dict(base=base, reviewer=reviewer, dataset=dataset, limit=limit).items()
                  if v is not None}
@@ -86,13 +82,30 @@ def tune(
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
     if dry_run:
-        from saag_opt.report.estimate_tables import print_estimate
-        from saag_opt.tune.preflight import preflight_tune
+        _dry_run(config)
+    else:
+        _run(config, passed_values(ctx, {k: v for k, v in values.items() if k != "storage"}), json_out)
 
-        print_estimate(Console(), preflight_tune(config).to_dict())
-        return
+
+def _dry_run(config: Any) -> None:
+    """``--dry-run``: the estimate table; no run directory, no model."""
+    from rich.console import Console
+
+    from saag_opt.report.estimate_tables import print_estimate
+    from saag_opt.tune.preflight import preflight_tune
+
+    print_estimate(Console(), preflight_tune(config).to_dict())
+
+
+def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:
+    """The run behind its live bar (lines in a log), then the report."""
+    import optuna
+    from rich.console import Console
+
+    from saag_opt.report.tune_tables import TuneProgress, print_tune_report
+    from saag_opt.tune import run_tune
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    passed = passed_values(ctx, {k: v for k, v in values.items() if k != "storage"})
     with TuneProgress(Console(stderr=True)) as progress:
         outcome = run_tune(config, on_event=progress, args_passed=passed)
     print_tune_report(Console(), outcome.rows, outcome.summary, outcome.space.metric_names, str(outcome.run_dir),

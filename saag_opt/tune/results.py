@@ -175,8 +175,8 @@ def evaluate_on_test(space: Space, trials: list[Any], test_dir: Path, *, limit: 
             overrides["limit"] = limit
         val = trial.user_attrs.get(METRICS_ATTR) or {}
         result = TestResult(trial=trial.number, params=dict(trial.params), val=val)
-        if stopped is not None:
-            out.append(result.model_copy(update={"error": f"not run: {stopped}"}))
+        if stopped is not None:  # the reason is the summary's ``stopped``
+            out.append(result.model_copy(update={"error": "not run: --max-cost reached"}))
             continue
         if on_start is not None:
             on_start(index, trial)
@@ -187,8 +187,8 @@ def evaluate_on_test(space: Space, trials: list[Any], test_dir: Path, *, limit: 
             continue
         if summary.stopped:
             stopped = summary.stopped
-            out.append(result.model_copy(update={"run_dir": str(run_dir), "error": f"cut after {summary.n_examples} "
-                                                 f"examples: {stopped}"}))
+            out.append(result.model_copy(update={"run_dir": str(run_dir), "error": f"cut by --max-cost after "
+                                                 f"{summary.n_examples} examples"}))
             continue
         out.append(result.model_copy(update={"run_dir": str(run_dir), "summary": summary,
                                              "metrics": trial_metrics(summary)}))

@@ -114,7 +114,7 @@ class SharedSpendCap(SpendCap):
                 if spent + dollars > self.max_cost - ROUNDING_MARGIN:
                     state["reached"] = True
                     state["refused"] = (f"{what} could cost up to ${dollars:.4f} and ${spent:.4f} "
-                                        f"of ${self.max_cost:.2f} is spent")
+                                        f"of ${self.max_cost:g} is spent")
                     raise CostCapReached(self._message(state))
                 held = sum(float(h["dollars"]) for h in state["holds"].values())
                 if spent + held + dollars <= self.max_cost - ROUNDING_MARGIN:
