@@ -2,9 +2,10 @@
 
 Why one place: on a log file or pipe rich draws nothing, yet stopping a started bar prints a blank
 line there, ahead of whatever comes next (a one-line error, say). So a bar starts on a terminal
-only (``start_bar``/``stop_bar``, used by every verb's bar). Off a terminal a redirected log would
-then stay silent until the report, so ``with_lines`` adds one plain line per progress event
-(evaluate, compare; tune's ``TuneProgress`` prints its own).
+only (``start_bar``/``stop_bar``, used by every verb's bar). A redirected log would then stay
+silent until the report, so ``with_lines`` adds one plain line per progress event on stdout when
+stdout is not a terminal (evaluate, compare; optimize and tune print their own), and when no bar
+draws: stderr, the bar's console, then keeps only what went wrong (one line).
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def _dollars(snapshot: dict[str, Any]) -> float:
                if name != "total" and isinstance(acct, dict))
 
 
-def with_lines(sink: EventSink, console: Console, verb: str = "evaluate") -> EventSink:
-    """``sink`` as is on a terminal (its bar shows progress); elsewhere ``EvaluationLines`` around it."""
-    return sink if console.is_terminal else EvaluationLines(sink, console, verb)
+def with_lines(sink: EventSink, bar: Console, verb: str = "evaluate", out: Console | None = None) -> EventSink:
+    """``sink`` as is when its bar draws on a terminal that stdout (``out``) is too; else ``EvaluationLines`` on ``out``."""
+    out = out if out is not None else Console()
+    return sink if bar.is_terminal and out.is_terminal else EvaluationLines(sink, out, verb)
 
 
 __all__ = ["EvaluationLines", "print_line", "start_bar", "stop_bar", "with_lines"]

@@ -1,6 +1,6 @@
-"""Progress where nobody watches a terminal: evaluate and compare print one short line per event when
-their progress console (stderr) is a pipe, as in ``saag-opt evaluate ... > log 2>&1``; on a terminal
-the bar alone shows it, and stdout keeps only the report."""
+"""Progress where nobody watches a terminal: evaluate and compare print one short line per event on
+stdout when it is not a terminal (``saag-opt evaluate ... > log``); on a terminal the bar alone shows
+it, and stderr keeps only what went wrong."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_a_piped_run_prints_a_line_per_example_with_count_errors_and_spend(tmp_p
                               env=_env(tmp_path), cwd=tmp_path, capture_output=True,  # both pipes
                               text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stderr.splitlines()
+    lines = proc.stdout.splitlines()
     passes = ["evaluate"] if verb == "evaluate" else ["compare base", "compare A", "compare B"]
     for label in passes:
         pattern = re.compile(rf"{label} (\d+)/{LIMIT} done, 0 errors, \$0\.0000 \(\S+\)")
@@ -51,7 +51,7 @@ def test_a_piped_run_prints_a_line_per_example_with_count_errors_and_spend(tmp_p
     if verb == "compare":
         assert "compare: evaluating A = v1" in lines and "compare: evaluating the base agent alone" in lines
     assert all(len(line) < 160 for line in lines)
-    assert " done, " not in proc.stdout  # the report's stream stays the report
+    assert " done, " not in proc.stderr  # stderr keeps errors only
 
 
 def test_lines_count_errors_and_add_the_roles_spend() -> None:
@@ -71,5 +71,9 @@ def test_on_a_terminal_the_bar_alone_shows_progress() -> None:
     def sink(event: RunEvent) -> None:
         return None
 
-    assert with_lines(sink, Console(file=io.StringIO(), force_terminal=True)) is sink
-    assert isinstance(with_lines(sink, Console(file=io.StringIO())), EvaluationLines)
+    def console(terminal: bool) -> Console:
+        return Console(file=io.StringIO(), force_terminal=terminal)
+
+    assert with_lines(sink, console(True), out=console(True)) is sink
+    for bar, out in ((True, False), (False, True), (False, False)):  # a log, or no bar: lines on stdout
+        assert isinstance(with_lines(sink, console(bar), out=console(out)), EvaluationLines)
