@@ -55,8 +55,9 @@ class SharedSpendCap(SpendCap):
         """Open (or create) the cap file.
 
         ``restart``: this process starts (or resumes) the run: the file takes this ``max_cost`` and
-        the stop of an earlier attempt is lifted when the new cap leaves room. ``spent``: what a
-        new file starts from (earlier attempts of the run that kept no file).
+        the stop of an earlier attempt is lifted when the new cap leaves room. ``spent``: what
+        earlier attempts of the run are known to have spent (their run files); the file counts at
+        least that (an attempt without ``--max-cost`` kept no account here).
         """
         self.path = path
         self._lock_path = path.with_name(path.name + ".lock")
@@ -66,6 +67,7 @@ class SharedSpendCap(SpendCap):
             if not state:
                 state.update(spent=float(spent), holds={}, reached=False, refused=None)
             if restart:
+                state["spent"] = max(float(state["spent"]), float(spent))
                 state["reached"] = state["spent"] >= self.max_cost - ROUNDING_MARGIN
                 state["refused"] = "spend before this attempt already reached the cap" if state["reached"] else None
             state["max_cost"] = self.max_cost

@@ -152,3 +152,12 @@ def test_a_dead_processes_hold_counts_at_its_worst_case_and_a_higher_cap_lifts_t
     assert not again.reached and again.spent == pytest.approx(0.7)
     again.reserve(0.5).settle(0.25)
     assert again.spent == pytest.approx(0.95)
+
+
+def test_a_resume_counts_spend_of_an_uncapped_attempt_the_file_did_not_see(tmp_path: Path) -> None:
+    path = tmp_path / SPEND_FILE
+    SharedSpendCap(path, 1.0, restart=True).reserve(0.5).settle(0.25)  # a capped attempt
+    resumed = SharedSpendCap(path, 1.0, restart=True, spent=0.75)  # the run files say 0.75 (an uncapped attempt)
+    assert resumed.spent == pytest.approx(0.75)
+    with pytest.raises(CostCapReached):
+        resumed.reserve(0.3)
