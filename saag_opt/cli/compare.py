@@ -101,7 +101,9 @@ def compare(
         print_dry_run(comparing.preflight_compare(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = comparing.run_compare(config, on_event=progress, args_passed=passed, resume=resume)
+        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
+        result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
+                                       args_passed=passed, resume=resume)
     console = Console()
     print_compare_report(console, result.summary, str(result.run_dir))
     if json_out is not None:

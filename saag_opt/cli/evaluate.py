@@ -91,7 +91,9 @@ def evaluate(
         print_dry_run(preflight(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_evaluation(config, on_event=progress, args_passed=passed, resume=resume)
+        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
+        result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
+                                resume=resume)
     print_evaluate_report(Console(), result.summary, str(result.run_dir))
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
