@@ -6,7 +6,8 @@ placed here. Bottom up:
 
 * the foundation imports nothing of the package but these: ``errors``, ``choices`` (the closed
   sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces) and ``stopping``
-  import nothing; ``paths`` imports ``errors``; ``runfiles`` imports ``errors`` and ``memo``;
+  import nothing; ``paths`` and ``resuming`` (the one resume rule) import ``errors``; ``runfiles``
+  imports ``errors`` and ``memo``;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
   ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
   data, and the ``Environment`` plug point) only ``model`` and ``errors``;
@@ -30,8 +31,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
-FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "runfiles",
-                        "stopping"})
+FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "resuming",
+                        "runfiles", "stopping"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
 _CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
@@ -40,6 +41,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     **{leaf: frozenset() for leaf in ("__init__", "choices", "credentials", "errors", "events", "lazy", "memo",
                                       "stopping", "model")},
     "paths": frozenset({"errors"}),
+    "resuming": frozenset({"errors"}),
     "runfiles": frozenset({"errors", "memo"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),
@@ -64,8 +66,6 @@ CIRCLES: dict[str, tuple[str, str]] = {
     "saag_opt.runtime.guard": ("saag_opt.runtime", "a facade: Guard.openai_turn, wrap_react, langchain_middleware and "
                                "openai_agents_guardrail import their adapter lazily; the adapters name Guard only under "
                                "TYPE_CHECKING (docs/design.md §1.2)"),
-    "saag_opt.optimize.budget": ("saag_opt.optimize", "not a facade: config imports BudgetName from budget, budget "
-                                 "types OptimizeConfig; issue 16 item 5 opens it in this pass: delete this entry then"),
 }
 
 

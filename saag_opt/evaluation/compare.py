@@ -27,12 +27,10 @@ from pydantic import BaseModel, ConfigDict
 
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.comparison import CompareMode, CompareSummary, compare_sides, matched_ids
+from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
-from saag_opt.evaluation.runner import (
-    EvaluateConfig,
-    EvaluationResult,
-    run_evaluation,
-)
+from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
 from saag_opt.evaluation.sides import (
     RunRef,
     Side,
@@ -42,6 +40,7 @@ from saag_opt.evaluation.sides import (
     side_from_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
@@ -222,11 +221,15 @@ def _label(version: PromptVersion, other: PromptVersion) -> str:
     return str(version.version)
 
 
-def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, resume: bool,
-              **update: Any) -> EvaluationResult:
-    """One pass under ``update["runs_dir"]``; with ``resume``, the pass an earlier attempt started there continues."""
-    earlier = _pass_dir(update["runs_dir"]) if resume else None
-    return run_evaluation(settings.model_copy(update=update), on_event=on_event, ledger=ledger, resume=earlier)
+def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, resume: bool, runs_dir: Path,
+              seed: int, **setup: Any) -> EvaluationResult:
+    """One pass under ``runs_dir`` with ``setup`` changed (the prompt, the base pass's mechanism).
+
+    With ``resume``, the pass an earlier attempt started there continues.
+    """
+    earlier = _pass_dir(runs_dir) if resume else None
+    config = settings.with_setup(**setup).model_copy(update={"runs_dir": runs_dir, "seed": seed})
+    return run_evaluation(config, on_event=on_event, ledger=ledger, resume=earlier)
 
 
 def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any:
@@ -255,9 +258,7 @@ def _pass_dir(parent: Path) -> Path | None:
 
 
 def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
-    from saag_opt.agents import parse_mechanism
-
-    mechanism = parse_mechanism(settings.mechanism)
+    mechanism = settings.setup.mechanism
     notes = []
     if same:
         notes.append("A and B have identical instructions: differences are noise (or cache hits)")
@@ -294,14 +295,16 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
     if settings is None:
         raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
                           "(--base, --reviewer, --mechanism, --dataset)")
-    version_a, version_b = resolve_ref(ref_a, settings.prompts_dir), resolve_ref(ref_b, settings.prompts_dir)
+    store = settings.setup.prompts_dir
+    version_a, version_b = resolve_ref(ref_a, store), resolve_ref(ref_b, store)
     labels = {"a": _label(version_a, version_b), "b": _label(version_b, version_a)}
     if labels["a"] == labels["b"]:
         labels = {"a": f"{labels['a']}-A", "b": f"{labels['b']}-B"}
     prompts = {"a": {"prompt": ref_a, "ref": version_a.ref, "sha256": version_a.sha256},
                "b": {"prompt": ref_b, "ref": version_b.ref, "sha256": version_b.sha256}}
-    models = {"base": settings.base} | ({"reviewer": settings.reviewer} if settings.reviewer else {})
-    plugins = {"mechanism": {"spec": settings.mechanism}, "prompts": prompts}
+    setup = settings.setup
+    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    plugins = {"mechanism": {"spec": setup.mechanism.spec}, "prompts": prompts}
     if resume is None:
         run_dir, header = _start_run(config, "prompts", args_passed, plugins, models,
                                      {"spec": settings.dataset, "split": settings.split, "limit": settings.limit})
@@ -341,14 +344,13 @@ def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None
     """The configuration a compare of two prompt versions continues with (``compare --resume``).
 
     ``passed``: what the user typed with ``--resume`` (evaluate option names, plus ``ref_a`` /
-    ``ref_b``); as for ``evaluate --resume``, only ``RESUMABLE_OPTIONS`` may differ from the record.
+    ``ref_b``); A, B and the seed must repeat the record, the evaluation options follow the one
+    resume rule (``resuming.refuse_changes``: only run options may change).
 
     Raises:
         RunError: not a compare run, or a compare of two finished runs (nothing to resume).
         ConfigError: ``passed`` contradicts the recorded configuration.
     """
-    from saag_opt.evaluation.runner import resumed_settings
-
     where = f"--resume {run_dir}"
     header = resume_header(run_dir, "compare")
     recorded = {k: v for k, v in header.config.items() if k != "mode"}
@@ -359,9 +361,9 @@ def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None
                for arg, name in (("ref_a", "a"), ("ref_b", "b")) if arg in given and given[arg] != recorded[name]]
     if "seed" in given and given["seed"] != recorded.get("seed"):
         clashes.append(f"--seed {given['seed']!r} (the run has {recorded.get('seed')!r})")
-    evaluation = resumed_settings(recorded["evaluation"], {k: v for k, v in given.items() if k != "seed"},
-                                  where=where, clashes=clashes)
-    return CompareConfig.model_validate(recorded | {"evaluation": evaluation.model_dump(mode="json")})
+    evaluation = refuse_changes(EvaluateConfig.model_validate(recorded["evaluation"]),
+                                {k: v for k, v in given.items() if k != "seed"}, where=where, clashes=clashes)
+    return CompareConfig.model_validate(recorded | {"evaluation": evaluation})
 
 
 def _reopen_compare(run_dir: Path, config: CompareConfig, prompts: Mapping[str, Mapping[str, Any]],
@@ -392,7 +394,7 @@ def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dic
                              run_dir=result.run_dir)
 
 
-def preflight_compare(config: CompareConfig) -> Any:
+def preflight_compare(config: CompareConfig) -> Estimate:
     """``--dry-run``: the shared base pass plus one pass per prompt version (base calls cached).
 
     Two finished runs cost nothing.
@@ -401,20 +403,20 @@ def preflight_compare(config: CompareConfig) -> Any:
         ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.
     """
     from saag_opt.data import load_dataset
-    from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
-    from saag_opt.evaluation.runner import prompt_instructions
 
     mode, side_a, side_b = detect_mode(config.a, config.b)
     settings = config.evaluation
     if mode == "runs" or settings is None:
         return Estimate("compare", 0, assumptions=["two finished runs: no LM call"])
     examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit)
-    total = estimate_evaluation(examples, base=settings.base, reviewer=None, mechanism="none", command="compare")
+    setup = settings.setup
+    total = estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(
+        mechanism="none").mechanism, command="compare")
     for ref in (str(side_a), str(side_b)):
-        version = settings.model_copy(update={"prompt": ref})
-        total.merge(estimate_evaluation(examples, base=settings.base, reviewer=settings.reviewer,
-                                        mechanism=settings.mechanism, instructions=prompt_instructions(version),
-                                        max_repairs=settings.max_repairs, base_cached=True))
+        version = setup.replace(prompt=ref).prompt_version()
+        total.merge(estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                                        instructions=dict(version.instructions) if version is not None else {},
+                                        base_cached=True))
     return total
 
 

@@ -1,11 +1,9 @@
-"""GEPA callbacks: save each accepted (or quarantined) candidate as a prompt version; stop on a systemic fault.
-
-(The ``--max-cost`` stopper is ``budget.CostStopper``, beside the estimate it shares assumptions with.)
-"""
+"""GEPA callbacks: each accepted (or quarantined) candidate a prompt version; stop on a systemic fault or the cap."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -190,5 +188,29 @@ class FatalStopper:
         return self.context.fatal is not None
 
 
+class CostStopper:
+    """gepa stop callback: end the run at the next iteration boundary once the spend cap refused a call.
 
-__all__ = ["QUARANTINE_FILE", "ArtifactWriter", "FatalStopper"]
+    The cap itself is enforced per LM call (``lm.spendcap.SpendCap``: nothing is sent that could
+    pass ``--max-cost``); this only stops GEPA from starting iterations whose calls would all be
+    refused, and reports the stop once.
+    """
+
+    def __init__(self, cap: Any, *, on_stop: Callable[[str], None] | None = None) -> None:
+        self.cap = cap
+        self._on_stop = on_stop
+        self.stopped = False
+        self.stopped_at: float | None = None
+
+    def __call__(self, gepa_state: Any) -> bool:
+        """True once the cap has been reached."""
+        if not self.cap.reached:
+            return False
+        if not self.stopped:
+            self.stopped, self.stopped_at = True, time.time()
+            if self._on_stop is not None:
+                self._on_stop(self.cap.message())
+        return True
+
+
+__all__ = ["QUARANTINE_FILE", "ArtifactWriter", "CostStopper", "FatalStopper"]

@@ -75,7 +75,7 @@ def test_a_resumed_capped_run_counts_earlier_spend_and_repeats_no_request(tmp_pa
     first = run_optimize(_config(tmp_path, server, max_cost=0.02))
     before, spent_before = set(_bodies(server)), _spent(first.run_dir)
     server.reset()
-    more = OptimizeConfig(resume=str(first.run_dir), max_cost=1.0, base="ignored-on-resume")
+    more = OptimizeConfig(resume=str(first.run_dir), max_cost=1.0, base="gpt-4o-mini")
     second = run_optimize(more, overrides={"max_cost"})
     assert second.status == "success" and second.test is not None and second.best_version == "v3-gepa"
     assert not before & set(_bodies(server))  # nothing finished before the stop was bought again
