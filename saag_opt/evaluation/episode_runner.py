@@ -10,7 +10,8 @@ opened by the caller) and opens no model itself.
 
 Failure policy, as ``evaluate``'s (docs/design.md §10): an LM call that fails after its retries, or
 any other error inside one entry, becomes a record with ``error`` (scored invalid); a spent cost
-cap or an unreachable model stops the run with the finished entries kept. Resume is at entry
+cap ends the run with a summary over the finished entries (``stopped_by``); an unreachable model
+raises, with the finished entries in ``records_path``. Resume is at entry
 granularity: with ``records_path``, entries whose two rows are already there without an error are
 kept as they are and not run again; everything else is (re)run and appended.
 """
@@ -52,6 +53,8 @@ class EpisodeRun:
 
     records: list[EpisodeRecord]
     summary: EpisodeSummary
+    stopped_by: CostCapReached | None = None
+    """The spend cap that ended the run early (the summary covers the finished entries)."""
 
 
 def _error_text(exc: BaseException) -> str:
@@ -119,14 +122,16 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                       mechanism: Mechanism, ctx: MechanismContext, reviewer_lm: Any = None, run_id: str = "",
                       records_path: Path | None = None, max_steps: int = MAXIMUM_STEP_LIMIT, seed: int = 0,
                       on_event: EventSink | None = None,
-                      environment: Callable[[str], Environment] = open_environment) -> EpisodeRun:
+                      environment: Callable[[str], Environment] = open_environment,
+                      costs: Callable[[], dict[str, Any]] | None = None) -> EpisodeRun:
     """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
 
     ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;
-    ``environment``: name -> a fresh environment (the registry's ``open_environment``).
+    ``environment``: name -> a fresh environment (the registry's ``open_environment``); ``costs``: the
+    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars).
 
     Raises:
-        CostCapReached, ModelUnavailableError: systemic; the finished entries are in ``records_path``.
+        ModelUnavailableError: systemic; the finished entries are in ``records_path``.
     """
     parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
     kept = _kept(records_path, mechanism.spec, episodes)
@@ -134,6 +139,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     none = NoReview()
     pairs: list[tuple[EpisodeRecord, EpisodeRecord]] = []
     stopped: str | None = None
+    capped: CostCapReached | None = None
     emit(on_event, "run_started", f"{len(episodes)} entries, {len(kept) // 2} already done", total=len(episodes),
          done=len(kept) // 2)
     try:
@@ -143,8 +149,12 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                 if stopping.requested():
                     stopped = "stop requested"
                     break
-                base = run_condition(parts, episode, none, BASE)
-                final = run_condition(parts, episode, mechanism, mechanism.spec)
+                try:
+                    base = run_condition(parts, episode, none, BASE)
+                    final = run_condition(parts, episode, mechanism, mechanism.spec)
+                except CostCapReached as exc:  # the entry is unfinished: not recorded, resumable
+                    capped, stopped = exc, str(exc)
+                    break
                 if writer is not None:
                     writer.write(base)
                     writer.write(final)
@@ -152,14 +162,14 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
             emit(on_event, "example_finished", f"{episode.id}: base {'valid' if base.correct else 'invalid'}, "
                  f"{mechanism.spec} {'valid' if final.correct else 'invalid'}", done=index + 1, total=len(episodes),
                  example_id=episode.id, base_correct=base.correct, final_correct=final.correct,
-                 error=final.error or base.error)
+                 error=final.error or base.error, costs=costs() if costs is not None else {})
     finally:
         if writer is not None:
             writer.close()
     summary = summarise_episodes(run_id, mechanism.spec, pairs, experimental=mechanism.experimental,
                                  gated=mechanism.gated, seed=seed, stopped=stopped)
     emit(on_event, "run_finished", f"{len(pairs)} of {len(episodes)} entries", done=len(pairs), total=len(episodes))
-    return EpisodeRun([record for pair in pairs for record in pair], summary)
+    return EpisodeRun([record for pair in pairs for record in pair], summary, capped)
 
 
 __all__ = ["BASE", "EpisodeRun", "evaluate_episodes", "run_condition"]

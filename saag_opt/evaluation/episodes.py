@@ -36,6 +36,7 @@ from saag_opt.evaluation.results import (
     RoundRecord,
 )
 from saag_opt.model import Prediction
+from saag_opt.runfiles import register_summary
 
 if TYPE_CHECKING:
     from saag_opt.agents.episode import EpisodeOutcome, StepOutcome
@@ -378,6 +379,11 @@ def summarise_episodes(run_id: str, mechanism: str, pairs: Sequence[tuple[Episod
         abstention_help_harm=HelpHarm.from_pairs(abstention, seed=seed) if abstention else None, stopped=stopped)
 
 
-__all__ = ["ConversationCounts", "EpisodeRecord", "EpisodeSummary", "JudgementRecord", "StepRecord", "ToolResultRecord",
+VERB = "evaluate-multiturn"
+"""The run kind of ``saag-opt evaluate`` on a multi-turn dataset (``<timestamp>-evaluate-multiturn/``)."""
+
+register_summary(VERB, EpisodeSummary, records=EpisodeRecord)
+
+__all__ = ["VERB", "ConversationCounts", "EpisodeRecord", "EpisodeSummary", "JudgementRecord", "StepRecord", "ToolResultRecord",
            "TurnCounts", "TurnRecord", "abstention_pairs", "conversation_counts", "episode_record",
            "failed_episode_record", "judgement_record", "step_record", "summarise_episodes"]

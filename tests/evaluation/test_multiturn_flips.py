@@ -189,3 +189,42 @@ def test_a_resumed_run_keeps_finished_entries_and_asks_no_model(tmp_path: Path,
     assert server.chat_requests == [] and SpyEnvironment.ran == []
     assert again.records == first.records and len(records.read_text().splitlines()) == 2
     assert again.summary.help_harm == first.summary.help_harm
+
+
+def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from saag_opt.cli import app
+    from saag_opt.runfiles import read_run
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    world = World(_gold(_entry()), agent_wrong=True, reject=WRONG)
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "bfcl:multi_turn_base", "--split", "all", "--limit", "1",
+                "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r2",
+                "--retries", "0", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        asked = len(server.chat_requests)
+        assert "Valid conversations" in result.output and "Inside the conversations" in result.output
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        assert run_dir.name.endswith("-evaluate-multiturn")
+        run = read_run(run_dir)
+        assert run.header.status == "success" and run.summary.help_harm.fixed == 1
+        assert [r.condition for r in run.records] == ["base", "r2"] and run.records[1].turns
+        assert "Inside the conversations" in (run_dir / "report.html").read_text(encoding="utf-8")
+        again = CliRunner().invoke(app, ["evaluate", "--resume", str(run_dir)], env={"COLUMNS": "200"})
+        assert again.exit_code == 0, again.output
+        assert len(server.chat_requests) == asked  # the finished entry is kept, nothing is asked again
+    assert read_run(run_dir).summary == run.summary
+
+
+def test_dry_run_says_it_does_not_estimate_conversations_yet() -> None:
+    from typer.testing import CliRunner
+
+    from saag_opt.cli import app
+    from saag_opt.errors import ConfigError
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--dry-run"])
+    assert isinstance(result.exception, ConfigError) and "multi-turn" in str(result.exception)
