@@ -13,7 +13,9 @@ any other error inside one entry, becomes a record with ``error`` (scored invali
 cap ends the run with a summary over the finished entries (``stopped_by``); an unreachable model
 raises, with the finished entries in ``records_path``. Resume is at entry
 granularity: with ``records_path``, entries whose two rows are already there without an error are
-kept as they are and not run again; everything else is (re)run and appended.
+kept as they are and not run again; the file is first rewritten with those rows alone (a lone row
+of an entry cut in half, or a failed entry, would otherwise pair with its rerun); everything else is
+(re)run and appended.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from saag_opt.evaluation.episodes import (
 from saag_opt.evaluation.results import RecordWriter, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.latency import lm_clock
-from saag_opt.runfiles import read_rows
+from saag_opt.runfiles import atomic_write_jsonl, read_rows
 
 BASE = "base"
 """The condition name of the base agent alone (every step through ``none``)."""
@@ -135,6 +137,9 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     """
     parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
     kept = _kept(records_path, mechanism.spec, episodes)
+    if records_path is not None and records_path.is_file():
+        atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
+                                          for c in (BASE, mechanism.spec) if (e.id, c) in kept])
     writer = RecordWriter(records_path) if records_path is not None else None
     none = NoReview()
     pairs: list[tuple[EpisodeRecord, EpisodeRecord]] = []

@@ -127,3 +127,15 @@ def test_a_stop_request_ends_the_run_at_an_entry_boundary() -> None:
     finally:
         stopping.reset()
     assert run.records == [] and run.summary.stopped == "stop requested"
+
+
+def test_a_resume_drops_the_lone_row_of_an_entry_cut_in_half(tmp_path: Path) -> None:
+    first = _run(tmp_path)
+    path = tmp_path / "records.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3]) + "\n")  # e2's reviewed row never made it
+    again = _run(tmp_path)
+    rows = read_rows(path, EpisodeRecord)
+    assert [(r.example_id, r.condition) for r in rows] == [("e1", "base"), ("e1", "r2"), ("e2", "base"), ("e2", "r2")]
+    assert [(r.correct, [s.executed for t in r.turns for s in t.steps]) for r in again.records] == [
+        (r.correct, [s.executed for t in r.turns for s in t.steps]) for r in first.records]
