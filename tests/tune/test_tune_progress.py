@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from saag_opt.agents.mechanisms import parse_mechanism
 from saag_opt.cli import main
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.estimate import estimate_evaluation
@@ -66,7 +67,7 @@ def test_the_estimate_is_evaluates_per_pass_added_up_as_tune_spends(tmp_path: Pa
         from saag_opt.artifacts import resolve_ref
 
         instructions = resolve_ref("reviewer@v2").instructions
-        return estimate_evaluation(examples, base="gpt-4o", reviewer="gpt-5-mini", mechanism="r1",
+        return estimate_evaluation(examples, base="gpt-4o", reviewer="gpt-5-mini", mechanism=parse_mechanism("r1"),
                                    instructions=instructions).roles["reviewer"].calls
 
     one = preflight_tune(TuneConfig(space=space, sampler="grid", test_limit=4)).to_dict()
