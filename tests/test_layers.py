@@ -9,8 +9,10 @@ placed here. Bottom up:
   import nothing; ``paths`` and ``resuming`` (the one resume rule) import ``errors``; ``runfiles``
   imports ``errors`` and ``memo``;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
-  ``model`` and ``choices`` (test_purity checks it at run time too);
-* ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``);
+  ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
+  data, and the ``Environment`` plug point) only ``model`` and ``errors``;
+* ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``,
+  ``data`` on ``episodes`` too: it loads them);
 * ``agents`` runs models over the core; ``testing`` (the contract suites) sits beside it;
 * ``evaluation`` and ``runtime`` run agents; ``optimize`` and ``tune`` run evaluations;
 * ``report`` renders what the verbs wrote and never runs a model; ``cli`` is the top, and nothing
@@ -32,7 +34,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "resuming",
                         "runfiles", "stopping"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
-_CORE = frozenset({"model", "parse", "saag"})
+_CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -43,8 +45,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "runfiles": frozenset({"errors", "memo"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),
+    "episodes": frozenset({"model", "errors"}),
     "lm": FOUNDATION,
-    "data": FOUNDATION | {"model", "parse"},
+    "data": FOUNDATION | {"model", "parse", "episodes"},
     "artifacts": FOUNDATION | {"model"},
     "agents": FOUNDATION | _RESOURCES,
     "testing": FOUNDATION | _RESOURCES | {"agents"},

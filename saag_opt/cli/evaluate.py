@@ -6,7 +6,7 @@ Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``run_evaluation
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -40,6 +40,7 @@ from saag_opt.cli.common import (
     validated,
     write_output,
 )
+from saag_opt.errors import ConfigError
 
 
 def evaluate(
@@ -86,6 +87,9 @@ def evaluate(
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None)
+    if _multi_turn(dataset, resume):  # conversations: evaluation/episode_run.py (docs/design.md §18)
+        _evaluate_multi_turn(passed, values, resume, dry_run, json_out)
+        return
     config = validated(resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
     if dry_run:
         print_dry_run(preflight(config))
@@ -95,6 +99,35 @@ def evaluate(
         result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)
     print_evaluate_report(Console(), result.summary, str(result.run_dir))
+    if json_out is not None:
+        write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
+
+
+def _multi_turn(dataset: str, resume: Path | None) -> bool:
+    from saag_opt.data.catalog import is_multi_turn_dataset
+    from saag_opt.evaluation.episode_run import is_multi_turn_run
+
+    return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
+
+
+def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
+                         json_out: Path | None) -> None:
+    from rich.console import Console
+
+    from saag_opt.evaluation.config import EvaluateConfig
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn
+    from saag_opt.report.episode_tables import print_episode_report
+    from saag_opt.report.evaluate_tables import EvaluateProgress
+    from saag_opt.report.live import with_lines
+
+    if dry_run:
+        raise ConfigError("--dry-run does not estimate multi-turn datasets yet")
+    config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
+              else validated(EvaluateConfig, **values))
+    with EvaluateProgress(Console(stderr=True)) as progress:
+        result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
+                                resume=resume)
+    print_episode_report(Console(), result.summary, str(result.run_dir))
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from saag_opt.errors import RunError
 from saag_opt.report.pages.base import Part
 from saag_opt.report.pages.browser import OUTCOMES, outcome, stage_of
+from saag_opt.report.pages.episodes import episode_part
 from saag_opt.report.pages.optimize import optimize_part
 from saag_opt.report.pages.runs import compare_part, evaluate_part
 from saag_opt.report.pages.score import score_files, score_part
@@ -24,7 +25,8 @@ from saag_opt.report.pages.tune import tune_part
 from saag_opt.runfiles import Run, read_run
 
 BUILDERS: dict[str, Callable[[Run, int], Part]] = {"evaluate": evaluate_part, "compare": compare_part,
-                                                   "optimize": optimize_part, "tune": tune_part}
+                                                   "optimize": optimize_part, "tune": tune_part,
+                                                   "evaluate-multiturn": episode_part}
 """Run verb -> part builder (each reads the run as its verb's models: ``runfiles.read_run``)."""
 
 
