@@ -1,8 +1,9 @@
 """Recompute an experiment's tables from its committed run records (and collect new runs into them).
 
 Every number in ``experiments/results/<name>.md`` and ``<name>.json`` comes from the compressed run
-records beside them, ``experiments/results/<name>/<group>/<variant>/records.jsonl.gz``, through the
-package's own statistics (``summarise_pairs``, ``HelpHarm``), so anyone can check them:
+records beside them, ``experiments/results/<name>/<group>/<variant>/records.jsonl.gz``, read back as
+the package reads any run (``runfiles.read_run``), through its own statistics (``summarise_pairs``,
+``HelpHarm``), so anyone can check them:
 
     python experiments/recompute.py exp1             # rewrite exp1.md / exp1.json from the records
     python experiments/recompute.py exp1 --check     # exit 1 if the committed exp1.json differs
@@ -32,11 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import jsonlines  # noqa: E402
-
+import saag_opt.optimize.summary  # noqa: E402, F401 - registers optimize runs with read_run (exp3 has one)
 from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
-from saag_opt.evaluation.results import ExampleRecord  # noqa: E402
+from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
+from saag_opt.runfiles import Run, read_header, read_run  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results"
 ALPHA = 0.05
@@ -94,12 +95,6 @@ def detectable(n: int, accuracy: float | None, discordant: int) -> dict[str, Any
 
 
 # -- records -> numbers ----------------------------------------------------------------------------------
-
-
-def read_records_gz(path: Path) -> list[ExampleRecord]:
-    """The rows of a committed ``records.jsonl.gz``."""
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [ExampleRecord.model_validate(row) for row in jsonlines.Reader(handle)]
 
 
 def funnel(records: Iterable[ExampleRecord]) -> dict[str, int]:
@@ -183,10 +178,9 @@ def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]
 def paired(a_label: str, b_label: str, a: dict[str, ExampleRecord], b: dict[str, ExampleRecord]) -> dict[str, Any]:
     """B against A on their shared error-free examples: help (A wrong, B right), harm, McNemar, CI."""
     ids = sorted(i for i in set(a) & set(b) if a[i].error is None and b[i].error is None)
-    table = HelpHarm.from_pairs([(a[i].correct, b[i].correct) for i in ids]).to_dict()
-    discordant = table["fixed"] + table["broken"]
-    return {"a": a_label, "b": b_label, **table,
-            "detectable": detectable(len(ids), table["base_accuracy"], discordant)}
+    table = HelpHarm.from_pairs([(a[i].correct, b[i].correct) for i in ids])
+    return {"a": a_label, "b": b_label, **table.to_dict(),
+            "detectable": detectable(len(ids), table.base_accuracy, table.fixed + table.broken)}
 
 
 def category_help_harm(pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord]]) -> dict[str, Any]:
@@ -223,43 +217,48 @@ def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
         summary = summarise_pairs(label, pairs, gated=label.startswith("gate"))
         hh = summary.help_harm
         out["vs_base"][label] = {
-            **hh, "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
-            "detectable": detectable(hh["n"], hh["base_accuracy"], hh["fixed"] + hh["broken"]),
+            **hh.to_dict(), "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
+            "detectable": detectable(hh.n, hh.base_accuracy, hh.fixed + hh.broken),
             "categories": category_help_harm(pairs)}
     labels = sorted(variants)
     out["pairwise"] = [paired(x, y, variants[x], variants[y]) for i, x in enumerate(labels) for y in labels[i + 1:]]
     return out
 
 
-def load_results(name: str) -> dict[str, dict[str, list[ExampleRecord]]]:
-    """``{group: {variant: records}}`` from ``experiments/results/<name>/``."""
+def read_runs(name: str) -> dict[Path, Run]:
+    """Every collected run under ``experiments/results/<name>/``, by its path there, read typed (``read_run``)."""
+    return {path.parent.relative_to(RESULTS / name): read_run(path.parent)
+            for path in sorted((RESULTS / name).rglob("run.json"))}
+
+
+def load_results(runs: dict[Path, Run]) -> dict[str, dict[str, list[ExampleRecord]]]:
+    """``{group: {variant: records}}`` of the runs that kept their records."""
     groups: dict[str, dict[str, list[ExampleRecord]]] = {}
-    for path in sorted((RESULTS / name).rglob("records.jsonl.gz")):
-        rel = path.parent.relative_to(RESULTS / name)
-        group, variant = str(rel.parent), rel.name
-        groups.setdefault(group, {})[variant] = read_records_gz(path)
+    for rel, run in runs.items():
+        if (run.path / "records.jsonl.gz").is_file() or (run.path / "records.jsonl").is_file():
+            groups.setdefault(str(rel.parent), {})[rel.name] = run.records
     return groups
 
 
-def run_provenance(name: str) -> list[dict[str, Any]]:
+def run_provenance(runs: dict[Path, Run]) -> list[dict[str, Any]]:
     """Per run: command arguments, commit, wall seconds (from run.json)."""
     from datetime import datetime
 
     out = []
-    for path in sorted((RESULTS / name).rglob("run.json")):
-        header = json.loads(path.read_text(encoding="utf-8"))
-        created, finished = header.get("created"), header.get("finished")
-        wall = ((datetime.fromisoformat(finished) - datetime.fromisoformat(created)).total_seconds()
-                if created and finished else None)
-        out.append({"run": str(path.parent.relative_to(RESULTS / name)), "verb": header.get("verb"),
-                    "status": header.get("status"), "git_revision": header.get("git_revision"),
-                    "args": header.get("args_passed"), "created": created, "wall_seconds": wall})
+    for rel, run in runs.items():
+        header = run.header
+        wall = ((datetime.fromisoformat(header.finished) - datetime.fromisoformat(header.created)).total_seconds()
+                if header.created and header.finished else None)
+        out.append({"run": str(rel), "verb": header.verb, "status": header.status,
+                    "git_revision": header.git_revision, "args": header.args_passed, "created": header.created,
+                    "wall_seconds": wall})
     return out
 
 
 def recompute(name: str) -> dict[str, Any]:
     """The experiment's JSON: per group (and pooled per model), every condition and comparison."""
-    groups = load_results(name)
+    collected = read_runs(name)
+    groups = load_results(collected)
     pools: dict[str, dict[str, list[ExampleRecord]]] = {}
     for group, runs in groups.items():
         head = group.split("/", 1)[0]
@@ -269,7 +268,7 @@ def recompute(name: str) -> dict[str, Any]:
     pools = {k: v for k, v in pools.items() if sum(1 for g in groups if g.startswith(k.split("/")[0] + "/")) > 1}
     meta_path = RESULTS / name / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    return {"experiment": name, "meta": meta, "runs": run_provenance(name),
+    return {"experiment": name, "meta": meta, "runs": run_provenance(collected),
             "groups": {g: group_stats(r) for g, r in {**groups, **pools}.items()}}
 
 
@@ -413,7 +412,7 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
     found: dict[Path, Path] = {}
     for header in sorted(source.rglob("run.json")):
         run = header.parent
-        status = json.loads(header.read_text(encoding="utf-8")).get("status")
+        status = read_header(run).status
         if (status == "success" or partial) and (run / "records.jsonl").is_file() and run.parent != source:
             found[run.parent.relative_to(source)] = run  # sorted: the newest timestamp wins
     if not found:

@@ -20,6 +20,16 @@ class DatasetError(SaagOptError, ValueError):
         super().__init__(f"{where}{message}")
 
 
+def option_path(loc: object) -> list[str]:
+    """A pydantic error location as option names.
+
+    Its ``setup`` parts are left out: a verb's review set-up (``agents.setup``) is nested in Python
+    only, and its fields are options like the verb's own (``mechanism``, not ``setup.mechanism``).
+    """
+    parts = loc if isinstance(loc, (tuple, list)) else ()
+    return [str(p) for p in parts if p != "setup"]
+
+
 def validation_message(exc: Exception, *, whole: str = "config") -> str:
     """A pydantic ``ValidationError`` as one line naming each bad field (``field: message; ...``).
 
@@ -28,7 +38,7 @@ def validation_message(exc: Exception, *, whole: str = "config") -> str:
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return str(exc)
-    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or whole}: "
+    return "; ".join(f"{'.'.join(option_path(e.get('loc'))) or whole}: "
                      f"{str(e.get('msg', '')).removeprefix('Value error, ')}" for e in errors())
 
 

@@ -16,7 +16,7 @@ EventKind = Literal[
     "run_started",       # data: run_dir, total (evaluate: examples to do)
     "resumed",           # --resume (evaluate, compare, optimize); data: run_dir (evaluate: total, done)
     "example_finished",  # data: done, total, example_id, base_correct, final_correct, error, costs
-    "stage",             # compare: an evaluate pass begins; data: stage (base | a | b), label
+    "stage",             # compare: an evaluate pass begins; data: stage (base | a | b), label; tune: stage test
     "estimate",          # optimize: the up-front cost estimate (CostEstimate.to_dict)
     "warning",
     "candidate",         # optimize: a GEPA candidate became a prompt version
@@ -24,7 +24,8 @@ EventKind = Literal[
     "progress",          # optimize: data: rollouts, budget, accepted, best_val, spent, iteration (GEPA callbacks)
     "gepa_done",         # optimize: GEPA returned; data: best, stopped_by
     "evaluating",        # optimize: the seed-vs-best test comparison begins
-    "trial_finished",    # tune: a trial ended (in any worker); data: row (trials.jsonl row)
+    "trial_finished",    # tune: a trial ended (in any worker); data: row (trials.jsonl row), done, budget, spent,
+                         # max_cost, front (number and objective values per point); run_started carries them too
     "run_finished",      # data: run_dir
 ]
 

@@ -7,7 +7,9 @@ directory + ``os.replace``, so a reader (or a crash) never sees half a file.
 A run directory is shaped like an eval log (docs/design.md §10): ``run.json`` (``RunHeader``) is
 written at start with ``status="started"`` and rewritten atomically at the end through
 ``finish_header`` (``guarded_run`` does so when the body raises). What the rows and summary of a
-run hold is the verb's business (``evaluation.results`` for evaluate runs).
+run hold is the verb's business: each verb says so with ``register_summary`` (``evaluation.results``
+for evaluate runs), and ``read_run`` reads any registered run back typed, the way inspect's
+``read_eval_log`` does. ``read_model`` is the one reader of a JSON file as a pydantic model.
 
 Low layer: imports only ``errors``, pydantic and jsonlines, so ``agents``, ``artifacts``, ``data``
 and ``lm`` can use it.
@@ -15,6 +17,7 @@ and ``lm`` can use it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -23,12 +26,14 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +45,15 @@ SCHEMA_VERSION = 1
 """Version of the run-directory format."""
 
 RunStatus = Literal["started", "success", "error", "interrupted", "cancelled", "stopped"]
+
+RECORDS_FILE = "records.jsonl"
+"""The rows every verb but tune writes (one ``ExampleRecord`` per example and condition)."""
+SUMMARY_FILE = "summary.json"
+"""What a run concluded, written when it ends (the verb's registered model)."""
+COSTS_FILE = "costs.json"
+"""The run's LM ledger (``lm.ledgerfile`` writes it), kept current while the run goes."""
+
+M = TypeVar("M", bound=BaseModel)
 
 _PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
 
@@ -97,7 +111,7 @@ def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
 
 
 def read_run_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line, value)`` per non-blank line of a JSONL run file (records, trials).
+    """``(line, value)`` per non-blank line of a JSONL run file (records, trials; ``.gz``: compressed).
 
     A last line without its newline that does not parse is a write cut short (the process was
     killed, the disk filled): that row never finished, so it is skipped with a warning.
@@ -107,8 +121,10 @@ def read_run_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """
     try:
         data = path.read_bytes()
-    except OSError as exc:
-        raise RunError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        if path.suffix == ".gz":  # a collected run (experiments/results) keeps its rows compressed
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise RunError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from exc
     lines = data.split(b"\n")
     for line, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -344,14 +360,7 @@ def read_header(run_dir: Path) -> RunHeader:
     Raises:
         RunError: missing or unreadable ``run.json``.
     """
-    try:
-        text = (run_dir / "run.json").read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{run_dir}: cannot read run.json ({getattr(exc, 'strerror', None) or exc})") from exc
-    try:
-        return RunHeader.model_validate_json(text)
-    except ValueError as exc:
-        raise RunError(f"{run_dir}: cannot read run.json ({validation_message(exc, whole='file')})") from exc
+    return read_model(run_dir / "run.json", RunHeader, what="run.json")
 
 
 def resume_header(run_dir: Path, verb: str) -> RunHeader:
@@ -368,6 +377,129 @@ def resume_header(run_dir: Path, verb: str) -> RunHeader:
         raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not {'an' if verb[0] in 'aeiou' else 'a'} "
                        f"{verb} run")
     return header
+
+
+# -- reading files and runs back -------------------------------------------------------------------
+
+
+def read_model(path: Path, model: type[M], *, error: type[SaagOptError] = RunError, what: str | None = None) -> M:
+    """``path`` parsed and validated as ``model``: the one reader of a JSON file the package wrote.
+
+    One line names the file and the bad field: ``PATH: cannot read (REASON)``, or with ``what``
+    (the file's name in the directory the user gave) ``DIR: cannot read WHAT (REASON)``. A caller
+    for whom a missing file is normal checks ``path.is_file()`` first.
+
+    Raises:
+        error: the file is missing, unreadable, not JSON, or not a valid ``model``.
+    """
+    where = f"{path.parent}: cannot read {what}" if what else f"{path}: cannot read"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise error(f"{where} ({getattr(exc, 'strerror', None) or exc})") from exc
+    try:
+        return model.model_validate_json(text)
+    except ValueError as exc:
+        raise error(f"{where} ({validation_message(exc, whole='file')})") from exc
+
+
+def read_rows(path: Path, model: type[M]) -> list[M]:
+    """The rows of a JSONL run file validated as ``model`` (a torn last row is skipped: ``read_run_jsonl``).
+
+    Raises:
+        RunError: an unreadable file, or a row that is not a ``model`` (with file and line).
+    """
+    rows = []
+    for line, value in read_run_jsonl(path):
+        try:
+            rows.append(model.model_validate(value))
+        except ValueError as exc:
+            raise RunError(f"{path}:{line}: bad record: {validation_message(exc, whole='record')}") from exc
+    return rows
+
+
+class CostsFile(BaseModel):
+    """``costs.json`` (``CostLedger.to_dict``): per-role accounts and totals; other keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    roles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Role -> account (calls, tokens, dollars, seconds ...), plus ``total``."""
+
+
+def read_costs(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/costs.json`` as written, or None when there is none or it does not parse.
+
+    Lenient on purpose: the ledger is accounting beside a run's results; a damaged one must neither
+    stop a resume (it starts counting from zero) nor hide the results.
+    """
+    path = run_dir / COSTS_FILE
+    try:
+        return read_model(path, CostsFile).model_dump() if path.is_file() else None
+    except RunError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """How the runs of one verb read back: the model of their summary and of their rows."""
+
+    summary: type[BaseModel]
+    records: type[BaseModel]
+    records_file: str = RECORDS_FILE
+
+
+_KINDS: dict[str, RunKind] = {}
+
+
+def register_summary(verb: str, summary: type[BaseModel], *, records: type[BaseModel],
+                     records_file: str = RECORDS_FILE) -> None:
+    """Say how ``verb`` runs read back: ``summary.json`` as ``summary``, each row of ``records_file`` as ``records``.
+
+    Each verb registers its own where its summary model lives, so this low layer imports none of
+    them; registering a verb again replaces its entry.
+    """
+    _KINDS[verb] = RunKind(summary, records, records_file)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory read back, each file as its verb's model (``read_run``)."""
+
+    path: Path
+    """The run directory."""
+    header: RunHeader
+    """``run.json``."""
+    summary: Any = None
+    """``summary.json`` as the verb's registered model; None until the run wrote one."""
+    records: list[Any] = field(default_factory=list)
+    """The rows as the verb's row model (empty with ``header_only`` or before the first row)."""
+
+
+def read_run(path: str | os.PathLike[str], *, header_only: bool = False) -> Run:
+    """Read a run directory of any registered verb back, validated (like inspect's ``read_eval_log``).
+
+    ``header_only`` leaves out the rows, the one file that grows with the run. Rows may be
+    gzip-compressed (``records.jsonl.gz``, as collected runs keep them).
+
+    Raises:
+        RunError: missing or unreadable ``run.json``; a verb no module registered; an unreadable
+            ``summary.json``; a bad row (file:line).
+    """
+    run_dir = Path(path)
+    header = read_header(run_dir)
+    kind = _KINDS.get(header.verb)
+    if kind is None:
+        raise RunError(f"{run_dir / 'run.json'}: cannot read a {header.verb!r} run (the run kinds known here: "
+                       f"{', '.join(sorted(_KINDS)) or 'none'})")
+    summary_path = run_dir / SUMMARY_FILE
+    summary = read_model(summary_path, kind.summary) if summary_path.is_file() else None
+    if header_only:
+        return Run(run_dir, header, summary)
+    rows = run_dir / kind.records_file
+    if not rows.is_file() and rows.with_name(rows.name + ".gz").is_file():
+        rows = rows.with_name(rows.name + ".gz")
+    return Run(run_dir, header, summary, read_rows(rows, kind.records) if rows.is_file() else [])
 
 
 RunFinishedHook = Callable[[Path], None]
@@ -428,11 +560,17 @@ def guarded_run(run_dir: Path, header: RunHeader) -> Iterator[None]:
 
 
 __all__ = [
+    "COSTS_FILE",
+    "RECORDS_FILE",
     "SCHEMA_VERSION",
+    "SUMMARY_FILE",
+    "CostsFile",
     "JsonShelf",
+    "Run",
     "RunErrorInfo",
     "RunFinishedHook",
     "RunHeader",
+    "RunKind",
     "RunStatus",
     "atomic_file",
     "atomic_write_json",
@@ -445,7 +583,12 @@ __all__ = [
     "new_header",
     "on_run_finished",
     "package_versions",
-    "read_run_jsonl",
+    "read_costs",
     "read_header",
+    "read_model",
+    "read_rows",
+    "read_run",
+    "read_run_jsonl",
+    "register_summary",
     "utc_now",
 ]

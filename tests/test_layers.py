@@ -6,10 +6,13 @@ placed here. Bottom up:
 
 * the foundation imports nothing of the package but these: ``errors``, ``choices`` (the closed
   sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces) and ``stopping``
-  import nothing; ``paths`` imports ``errors``; ``runfiles`` imports ``errors`` and ``memo``;
+  import nothing; ``paths`` and ``resuming`` (the one resume rule) import ``errors``; ``runfiles``
+  imports ``errors`` and ``memo``;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
-  ``model`` and ``choices`` (test_purity checks it at run time too);
-* ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``);
+  ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
+  data, and the ``Environment`` plug point) only ``model`` and ``errors``;
+* ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``,
+  ``data`` on ``episodes`` too: it loads them);
 * ``agents`` runs models over the core; ``testing`` (the contract suites) sits beside it;
 * ``evaluation`` and ``runtime`` run agents; ``optimize`` and ``tune`` run evaluations;
 * ``report`` renders what the verbs wrote and never runs a model; ``cli`` is the top, and nothing
@@ -28,21 +31,23 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
-FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "runfiles",
-                        "stopping"})
+FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "resuming",
+                        "runfiles", "stopping"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
-_CORE = frozenset({"model", "parse", "saag"})
+_CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
 
 ALLOWED: dict[str, frozenset[str]] = {
     **{leaf: frozenset() for leaf in ("__init__", "choices", "credentials", "errors", "events", "lazy", "memo",
                                       "stopping", "model")},
     "paths": frozenset({"errors"}),
+    "resuming": frozenset({"errors"}),
     "runfiles": frozenset({"errors", "memo"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),
+    "episodes": frozenset({"model", "errors"}),
     "lm": FOUNDATION,
-    "data": FOUNDATION | {"model", "parse"},
+    "data": FOUNDATION | {"model", "parse", "episodes"},
     "artifacts": FOUNDATION | {"model"},
     "agents": FOUNDATION | _RESOURCES,
     "testing": FOUNDATION | _RESOURCES | {"agents"},
@@ -61,8 +66,6 @@ CIRCLES: dict[str, tuple[str, str]] = {
     "saag_opt.runtime.guard": ("saag_opt.runtime", "a facade: Guard.openai_turn, wrap_react, langchain_middleware and "
                                "openai_agents_guardrail import their adapter lazily; the adapters name Guard only under "
                                "TYPE_CHECKING (docs/design.md §1.2)"),
-    "saag_opt.optimize.budget": ("saag_opt.optimize", "not a facade: config imports BudgetName from budget, budget "
-                                 "types OptimizeConfig; issue 16 item 5 opens it in this pass: delete this entry then"),
 }
 
 

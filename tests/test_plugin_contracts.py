@@ -11,6 +11,7 @@ from saag_opt.artifacts.export import exporter_names
 from saag_opt.model import Example, Prediction
 from saag_opt.testing.contracts.mechanism import check_mechanism
 from tests.agents.agent_fakes import GOOD, UNGROUNDED, FakeAgent, call, weather_example
+from tests.episodes.world import needs_bfcl
 
 
 class CityReviewer:
@@ -100,3 +101,65 @@ def test_every_exporter_honours_the_contract(fmt: str) -> None:
         "review": "Check the call against the request.", "select": "Pick the best candidate.",
         "grade": "Score the candidate from 0 to 1."})
     check_exporter(get_exporter(fmt), version)
+
+
+# -- environments (saag_opt.episodes): BFCL's backends and the toy notebook ---------------------------
+
+
+def _toy() -> tuple[object, object, object]:
+    from saag_opt.model import ToolCall
+    from saag_opt.testing.toy_environment import toy_episode
+
+    listing, write = ToolCall("list_notes", {}), ToolCall("write_note", {"title": "plan", "text": "buy milk"})
+    episode = toy_episode("toy-1", [["List my notes, then save 'plan': buy milk."], ["Read it."], ["Weather?"]],
+                          [[listing, write], [ToolCall("read_note", {"title": "plan"})], []])
+    gold = (((listing, write),), ((ToolCall("read_note", {"title": "plan"}),),), ())
+    wrong = (((ToolCall("write_note", {"title": "plan", "text": "buy bread"}),),), (), ())
+    return episode, gold, wrong
+
+
+def test_the_toy_environment_honours_the_environment_contract() -> None:
+    from saag_opt.testing.contracts.environment import check_environment
+    from saag_opt.testing.toy_environment import NotesEnvironment
+
+    episode, gold, wrong = _toy()
+    verdict = check_environment(NotesEnvironment, episode, gold, wrong=wrong)  # type: ignore[arg-type]
+    assert verdict.abstain_turns == (2,)
+
+
+@needs_bfcl
+@pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                                      "multi_turn_long_context"])
+def test_bfcls_environment_honours_the_environment_contract(category: str) -> None:
+    from saag_opt.data.bfcl_environment import BfclEnvironment
+    from saag_opt.testing.contracts.environment import check_environment
+    from tests.episodes.world import episodes, gold_transcript
+
+    for episode in episodes(category)[::67]:  # three entries spread over the file
+        gold = gold_transcript(episode)
+        wrong = tuple(() for _ in gold)  # nothing called: the first turn with gold calls fails
+        check_environment(BfclEnvironment, episode, gold, wrong=wrong)
+
+
+def test_the_environment_contract_catches_a_gold_reader_and_a_leak() -> None:
+    from saag_opt.testing.contracts.environment import check_environment
+    from saag_opt.testing.toy_environment import NotesEnvironment
+
+    class Peeking(NotesEnvironment):
+        def tools(self, turn: int):  # noqa: ANN202
+            assert self._episode is not None
+            len(self._episode.gold)  # reads the gold
+            return super().tools(turn)
+
+    shared: dict[str, str] = {}
+
+    class Leaky(NotesEnvironment):
+        def reset(self, episode):  # noqa: ANN001, ANN202
+            super().reset(episode)
+            self._notes = shared  # every environment writes one notebook, never emptied
+
+    episode, gold, wrong = _toy()
+    with pytest.raises(AssertionError, match="may not read the gold"):
+        check_environment(Peeking, episode, gold, wrong=wrong)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="other results|first one's state"):
+        check_environment(Leaky, episode, gold, wrong=wrong)  # type: ignore[arg-type]

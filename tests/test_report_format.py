@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from saag_opt.report.format import cached_reviews, delta, num, pct, ratio
 
 
@@ -28,3 +30,23 @@ def test_accuracy_changes_are_signed_points() -> None:
 
     assert points(None) == "-" and points(0.025) == "+2.5 pts" and points(-0.1) == "-10.0 pts"
     assert ci_points(None) == "-" and ci_points([-0.01, 0.04]) == "[-1.0, +4.0] pts"
+
+
+def test_one_footer_and_one_resume_command_for_every_verb(tmp_path) -> None:  # noqa: ANN001
+    """evaluate, compare and optimize ended with three spellings of this, the CLI built the command twice."""
+    from saag_opt.errors import RunError
+    from saag_opt.report.format import resume_command, run_footer
+    from saag_opt.runfiles import new_header, write_header
+
+    run = tmp_path / "20260101-000000-tune"
+    run.mkdir()
+    write_header(run, new_header(run, "tune"))
+    assert resume_command(run) == f"saag-opt tune --space SPACE.toml --resume {run}"  # the verb from run.json
+    assert resume_command("runs/x", "compare") == "saag-opt compare --resume runs/x"
+    assert run_footer("evaluate", "runs/x", stopped="--max-cost $1 reached", covered="3 finished") == [
+        "[yellow]stopped early:[/] --max-cost $1 reached (3 finished)",
+        "continue it: saag-opt evaluate --resume runs/x --max-cost <higher>", "run directory: runs/x"]
+    assert run_footer("compare", "runs/x") == ["run directory: runs/x"]
+    assert run_footer("optimize", None, stopped="why") == ["[yellow]stopped early:[/] why"]
+    with pytest.raises(RunError, match="cannot read run.json"):
+        resume_command(tmp_path / "not-a-run")

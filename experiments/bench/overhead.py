@@ -73,7 +73,7 @@ def report(results: dict[str, tuple[EvaluationResult, float]]) -> None:
               f"final_acc={s.reviewed.accuracy:.2f} base_s={lat.base_mean_seconds or 0:.2f} "
               f"final_s={lat.final_mean_seconds or 0:.2f} reviewer_calls/item={s.reviewer_calls_per_item or 0:.2f} "
               f"gated_share={'-' if s.gated_share is None else f'{s.gated_share:.2f}'} wall={wall:.1f}s "
-              f"help_harm=({s.help_harm['fixed']} fixed, {s.help_harm['broken']} broken)")
+              f"help_harm=({s.help_harm.fixed} fixed, {s.help_harm.broken} broken)")
     overhead: dict[str, Any] = {m: results[m][0].summary.latency.overhead_x for m in ("r2", "gate+r2")}
     fixes = {m: fixed_ids(results[m][0]) for m in ("r2", "gate+r2")}
     print(f"overhead_r2={_x(overhead['r2'])} (paper, BFCL reviewer: 6.2x)")

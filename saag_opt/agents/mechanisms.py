@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, Proposal
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
-from saag_opt.choices import GuardAction
+from saag_opt.choices import GuardAction, OnUnusable
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
@@ -114,8 +114,6 @@ class MechanismOutcome:
     """``guard+r<N>`` only: allow / revise / block and why (a block's ``final`` makes no call)."""
 
 
-OnUnusable = Literal["approve", "reject"]
-"""What an unreadable review means (after its one retry): approve = the call runs as proposed."""
 
 
 @dataclass

@@ -133,24 +133,22 @@ def _remember_run(run_dir: Path) -> None:
 def interrupted_message() -> str:
     """What to tell a user whose run was stopped: the run directory and the command that continues it."""
     from saag_opt.errors import RunError
-    from saag_opt.runfiles import read_header
+    from saag_opt.report.format import resume_command
 
     if not _finished_runs:
         return "interrupted before any run directory was written; nothing to resume"
     run_dir = _finished_runs[-1]  # the outermost run (its passes end first)
     try:
-        verb = read_header(run_dir).verb
+        command = resume_command(run_dir)
     except RunError:
         return f"interrupted: finished examples are saved in {run_dir}"
-    space = " --space SPACE.toml" if verb == "tune" else ""
-    return (f"interrupted: finished examples are saved and {run_dir} is marked interrupted; continue it with: "
-            f"saag-opt {verb}{space} --resume {run_dir}")
+    return f"interrupted: finished examples are saved and {run_dir} is marked interrupted; continue it with: {command}"
 
 
 def _resume_hint(exc: BaseException) -> str:
     """For a model that went away mid-run: where the finished examples are and the command that continues."""
     from saag_opt.errors import ModelUnavailableError, RunError
-    from saag_opt.runfiles import read_header
+    from saag_opt.report.format import resume_command
 
     if not isinstance(exc, ModelUnavailableError) or not _finished_runs:
         return ""
@@ -158,11 +156,9 @@ def _resume_hint(exc: BaseException) -> str:
     if not _has_work(run_dir):  # e.g. a missing key, found before any call: rerunning is the same
         return ""
     try:
-        verb = read_header(run_dir).verb
+        return f" (finished examples are kept; once fixed, continue with: {resume_command(run_dir)})"
     except RunError:
         return ""
-    space = " --space SPACE.toml" if verb == "tune" else ""
-    return f" (finished examples are kept; once fixed, continue with: saag-opt {verb}{space} --resume {run_dir})"
 
 
 def _has_work(run_dir: Path) -> bool:

@@ -1,14 +1,26 @@
-"""Pieces every command shares: option aliases, which flags the user set, the exit code."""
+"""Pieces every command shares: option aliases, the one mapping from options to a config, which flags were set.
+
+The review set-up's options (``--base`` ... ``--retries``) are one alias each, named as the
+``ReviewSetup`` field they fill, so ``config_values`` maps any command's options to its config by
+name: evaluate, compare and optimize offer and mean the same set-up options. Closed sets come from
+``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices).
+"""
 
 from __future__ import annotations
 
-from enum import Enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 
+from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from saag_opt.agents.setup import SetupConfig
+
+C = TypeVar("C")
 
 EXIT_USER_ERROR = 2
 """Exit code for a SaagOptError (bad input, missing key, dead server) and for rejected score rows."""
@@ -29,19 +41,36 @@ LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
 
 
-class Grounding(str, Enum):
-    """Stage 3 of the SAAG cascade: the paper's verbatim test or the calibrated rules (README)."""
-
-    paper = "paper"
-    calibrated = "calibrated"
-
-
 GROUNDING_HELP = ("SAAG stage 3: [bold]paper[/] (values verbatim in the request) or [bold]calibrated[/] "
                   "(also accepts schema defaults, reformatted dates/times, number words, ...; flags wrong "
                   "JSON types and repeated calls). See README, 'How the SAAG cascade decides'.")
-GroundingOpt = Annotated[Optional[Grounding], typer.Option(
+GroundingOpt = Annotated[Optional[GroundingName], typer.Option(
     "--grounding", show_default="calibrated",
     help=GROUNDING_HELP + " Decides when binary/saag repair and gate+ intervene and what --saag-informed shows.")]
+
+# -- the review set-up (agents.setup.ReviewSetup): one alias per field, named as the field ----------
+
+BaseOpt = Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
+                                      help="Base agent model: gpt-4o, local, openai/<m>@URL.")]
+ReviewerOpt = Annotated[Optional[str], typer.Option(
+    "--reviewer", envvar="SAAG_OPT_REVIEWER", help="Reviewer model (needed by mechanisms that call a reviewer, "
+    "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
+PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
+MechanismOpt = Annotated[str, typer.Option(
+    "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "
+    "unknown name lists them all.")]
+SaagInformedOpt = Annotated[bool, typer.Option(
+    "--saag-informed", help="Experimental: show the reviewer the gold-free SAAG report of the call it reviews.")]
+ReviewerTemperatureOpt = Annotated[float, typer.Option(
+    "--reviewer-temperature", min=0.0, max=2.0, help="Sampling temperature of the reviewer (reasoning models "
+    "ignore it; the base agent stays at 0).")]
+ReasoningEffortOpt = Annotated[Optional[ReasoningEffort], typer.Option(
+    "--reasoning-effort", show_default="the model's", help="Reasoning effort asked of a reasoning reviewer model "
+    "(gpt-5*, o*).")]
+MaxRepairsOpt = Annotated[int, typer.Option("--max-repairs", min=0, max=50, help="Budget of binary/saag repair.")]
+RetriesOpt = Annotated[int, typer.Option(
+    "--retries", min=0, max=20, help="Extra attempts per LM call after a 429, 5xx, timeout or malformed reply "
+    "(jittered exponential backoff).")]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
 StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
@@ -56,13 +85,6 @@ RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
     help="How long one LM request may wait for the server; a request that takes longer is retried with "
          "backoff like a 5xx, then the example is recorded as an error. Lower it for a server that may hang.")]
-
-
-class OnUnusable(str, Enum):
-    """What an unreadable review means."""
-
-    approve = "approve"
-    reject = "reject"
 
 
 OnUnusableOpt = Annotated[OnUnusable, typer.Option(
@@ -131,3 +153,38 @@ def write_output(path: Path, text: str) -> None:
 def split_filter(split: str) -> str | None:
     """``--split all`` means no filter."""
     return None if split == "all" else split
+
+
+def config_values(ctx: typer.Context, config: type[SetupConfig]) -> dict[str, Any]:
+    """The command's options that are fields of ``config`` (set-up and verb), by name.
+
+    ``None`` for a set-up option means "the set-up's default" (``--grounding`` not given: calibrated).
+    """
+    from saag_opt.agents.setup import ReviewSetup  # heavy (dspy): only once a command runs
+
+    fields = config.option_fields()
+    return {name: value for name, value in ctx.params.items()
+            if name in fields and not (value is None and name in ReviewSetup.model_fields)}
+
+
+def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
+    """``build(...)``, a pydantic validation error as one ``ConfigError`` line naming each option.
+
+    Raises:
+        ConfigError: a bad option value (or the builder's own).
+    """
+    try:
+        return build(*args, **kwargs)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError.from_validation(exc) from exc
+
+
+def print_dry_run(estimate: Any) -> None:
+    """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
+    from rich.console import Console
+
+    from saag_opt.report.estimate_tables import print_estimate
+
+    print_estimate(Console(), estimate.to_dict())

@@ -1,6 +1,6 @@
 """``saag-opt evaluate``: base agent with and without a reviewer mechanism.
 
-Thin: flags -> ``EvaluateConfig`` -> ``run_evaluation`` -> ``report.evaluate_tables``.
+Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``run_evaluation`` -> ``report.evaluate_tables``.
 """
 
 from __future__ import annotations
@@ -11,22 +11,33 @@ from typing import Annotated, Any, Optional
 import typer
 
 from saag_opt.cli.common import (
+    BaseOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
     LimitOpt,
     MaxCostOpt,
-    OnUnusable,
+    MaxRepairsOpt,
+    MechanismOpt,
     OnUnusableOpt,
+    PromptOpt,
+    ReasoningEffortOpt,
     RequestTimeoutOpt,
     ResumeOpt,
+    RetriesOpt,
+    ReviewerOpt,
+    ReviewerTemperatureOpt,
     RunsDirOpt,
+    SaagInformedOpt,
     SplitOpt,
     StoreOpt,
     WorkersOpt,
+    config_values,
     output_path,
     passed_values,
+    print_dry_run,
     split_filter,
+    validated,
     write_output,
 )
 from saag_opt.errors import ConfigError
@@ -34,34 +45,31 @@ from saag_opt.errors import ConfigError
 
 def evaluate(
     ctx: typer.Context,
-    base: Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
-                                      help="Base agent model: gpt-4o, local, openai/<m>@URL.")] = "gpt-4o",
-    reviewer: Annotated[Optional[str], typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER",
-                                                    help="Reviewer model (needed by mechanisms that call a "
-                                                         "reviewer, e.g. r2).")] = None,
-    prompt: Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
-    = "reviewer@v2",
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, "
-                                           "g5, gate+r2 (experimental); an unknown name lists them all.")] = "r2",
-    saag_informed: Annotated[bool, typer.Option("--saag-informed", help="Experimental: show the reviewer the "
-                                                "gold-free SAAG report.")] = False,
+    base: BaseOpt = "gpt-4o",
+    reviewer: ReviewerOpt = None,
+    prompt: PromptOpt = "reviewer@v2",
+    mechanism: MechanismOpt = "r2",
+    saag_informed: SaagInformedOpt = False,
     grounding: GroundingOpt = None,
+    reviewer_temperature: ReviewerTemperatureOpt = 0.0,
+    reasoning_effort: ReasoningEffortOpt = None,
+    max_repairs: MaxRepairsOpt = 5,
+    retries: RetriesOpt = 4,
+    request_timeout: RequestTimeoutOpt = None,
+    on_unusable: OnUnusableOpt = "approve",
+    prompts_dir: StoreOpt = None,
     dataset: DatasetOpt = "shipped:bfcl",
     split: SplitOpt = "test",
     limit: LimitOpt = None,
     workers: WorkersOpt = None,
-    max_repairs: Annotated[int, typer.Option("--max-repairs", min=0, help="Budget of binary/saag repair.")] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     fail_on_error: Annotated[Optional[float], typer.Option("--fail-on-error", min=0.0, max=1.0, metavar="RATE",
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
     max_cost: MaxCostOpt = None,
-    request_timeout: RequestTimeoutOpt = None,
-    on_unusable: OnUnusableOpt = OnUnusable.approve,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
-    prompts_dir: StoreOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
@@ -72,40 +80,54 @@ def evaluate(
     json_out = output_path(json_out)
     from rich.console import Console
 
-    from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
+    from saag_opt.evaluation.config import EvaluateConfig, resume_config
+    from saag_opt.evaluation.runner import preflight, run_evaluation
     from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report
 
-    values: dict[str, Any] = dict(base=base, reviewer=reviewer, prompt=prompt, mechanism=mechanism,
-                                  saag_informed=saag_informed, dataset=dataset, split=split_filter(split),
-                                  limit=limit, workers=workers, max_repairs=max_repairs, seed=seed,
-                                  fail_on_error=fail_on_error, runs_dir=runs_dir, prompts_dir=prompts_dir,
-                                  max_cost=max_cost, on_unusable=on_unusable.value,
-                                  request_timeout=request_timeout)
-    if grounding is not None:
-        values["grounding"] = grounding.value
-    try:
-        if resume is not None:  # the run's recorded options; what was typed may only repeat them
-            from saag_opt.evaluation.runner import resume_config
-
-            passed = passed_values(ctx, values, command_line_only=True)
-            config = resume_config(resume, passed)
-        else:
-            passed = passed_values(ctx, values)
-            config = EvaluateConfig(**values)
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        raise ConfigError.from_validation(exc) from exc
-    console = Console()
+    values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
+    # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
+    passed = passed_values(ctx, values, command_line_only=resume is not None)
+    if _multi_turn(dataset, resume):  # conversations: evaluation/episode_run.py (docs/design.md §18)
+        _evaluate_multi_turn(passed, values, resume, dry_run, json_out)
+        return
+    config = validated(resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
     if dry_run:
-        from saag_opt.evaluation.runner import preflight
-        from saag_opt.report.estimate_tables import print_estimate
-
-        print_estimate(console, preflight(config).to_dict())
+        print_dry_run(preflight(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_evaluation(config, on_event=progress, args_passed=passed, resume=resume)
-    print_evaluate_report(console, result.summary, str(result.run_dir))
+        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
+        result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
+                                resume=resume)
+    print_evaluate_report(Console(), result.summary, str(result.run_dir))
+    if json_out is not None:
+        write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
+
+
+def _multi_turn(dataset: str, resume: Path | None) -> bool:
+    from saag_opt.data.catalog import is_multi_turn_dataset
+    from saag_opt.evaluation.episode_run import is_multi_turn_run
+
+    return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
+
+
+def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
+                         json_out: Path | None) -> None:
+    from rich.console import Console
+
+    from saag_opt.evaluation.config import EvaluateConfig
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn
+    from saag_opt.report.episode_tables import print_episode_report
+    from saag_opt.report.evaluate_tables import EvaluateProgress
+    from saag_opt.report.live import with_lines
+
+    if dry_run:
+        raise ConfigError("--dry-run does not estimate multi-turn datasets yet")
+    config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
+              else validated(EvaluateConfig, **values))
+    with EvaluateProgress(Console(stderr=True)) as progress:
+        result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
+                                resume=resume)
+    print_episode_report(Console(), result.summary, str(result.run_dir))
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
 

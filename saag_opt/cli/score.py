@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, Grounding, output_path
+from saag_opt.choices import GroundingName
+from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, output_path
 
 JsonOutOpt = Annotated[Optional[Path], typer.Option(
     "--json", metavar="OUT", show_default=False, dir_okay=False,
@@ -34,9 +35,9 @@ def score(
              "{id, example_id?, text: raw model output}. example_id defaults to id.")],
     dataset: DatasetOpt,
     json_out: JsonOutOpt = None,
-    grounding: Annotated[Grounding, typer.Option(
+    grounding: Annotated[GroundingName, typer.Option(
         "--grounding", help=GROUNDING_HELP + " The default keeps the paper's numbers; --json rows name the mode.")]
-    = Grounding.paper,
+    = "paper",
 ) -> None:
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
     json_out = output_path(json_out)
@@ -46,7 +47,7 @@ def score(
     from saag_opt.evaluation.score import score_predictions, write_score_json
     from saag_opt.report.score_tables import print_score_report
 
-    result = score_predictions(predictions, load_dataset(dataset), grounding=grounding.value)
+    result = score_predictions(predictions, load_dataset(dataset), grounding=grounding)
     console = Console()
     print_score_report(console, result)
     if json_out is not None:

@@ -11,14 +11,15 @@ from typing import Annotated, Any
 
 import typer
 
-from saag_opt.cli.common import RunsDirOpt, output_path, passed_values, write_output
+from saag_opt.cli.common import DryRunOpt, RunsDirOpt, output_path, passed_values, write_output
 from saag_opt.errors import ConfigError
 
 TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
 
 Each trial is one evaluation on the space's split (default val), with the base agent's answers shared
 through the caches; objectives default to help (max) and harm (min); \\[constraints] bound measured
-metrics. The feasible Pareto front is re-evaluated on TEST. --workers N runs N local worker
+metrics. The feasible Pareto front is re-evaluated on TEST. --max-cost caps the whole run (every
+worker's trials and the test phase); --dry-run prints the expected spend. --workers N runs N local worker
 processes (journal storage); --storage postgresql://... --study NAME on other machines joins the
 same study as a worker. See experiments/spaces/ for examples."""
 
@@ -46,7 +47,8 @@ def tune(
     resume: Annotated[Path | None, typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Coordinate a tune run directory's study again.")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", min=0.0, metavar="USD",
-                                                      help="Start no trial once the study spent this much.")]
+                                                      help="Hard cap over the whole run: trials in every local "
+                                                           "worker and the test re-evaluation.")]
     = None,
     base: Annotated[str | None, typer.Option("--base", help="Pin the base model (replaces the space's).")]
     = None,
@@ -60,17 +62,14 @@ def tune(
     seed: Annotated[int, typer.Option("--seed", help="Sampler seed.")] = 0,
     heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
                                            "worker's trial is retried after twice this).")] = 60,
+    dry_run: DryRunOpt = False,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
     json_out = output_path(json_out)
-    import optuna
-    from rich.console import Console
-
-    from saag_opt.report.tune_tables import TrialPrinter, print_tune_report
-    from saag_opt.tune import TuneConfig, run_tune
+    from saag_opt.tune import TuneConfig
 
     overrides = {k: v for k, v in dict(base=base, reviewer=reviewer, dataset=dataset, limit=limit).items()
                  if v is not None}
@@ -82,9 +81,33 @@ def tune(
         config = TuneConfig(**values)
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
+    if dry_run:
+        _dry_run(config)
+    else:
+        _run(config, passed_values(ctx, {k: v for k, v in values.items() if k != "storage"}), json_out)
+
+
+def _dry_run(config: Any) -> None:
+    """``--dry-run``: the estimate table; no run directory, no model."""
+    from rich.console import Console
+
+    from saag_opt.report.estimate_tables import print_estimate
+    from saag_opt.tune.preflight import preflight_tune
+
+    print_estimate(Console(), preflight_tune(config).to_dict())
+
+
+def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:
+    """The run behind its live bar (lines in a log), then the report."""
+    import optuna
+    from rich.console import Console
+
+    from saag_opt.report.tune_tables import TuneProgress, print_tune_report
+    from saag_opt.tune import run_tune
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    passed = passed_values(ctx, {k: v for k, v in values.items() if k != "storage"})
-    outcome = run_tune(config, on_event=TrialPrinter(Console(stderr=True)), args_passed=passed)
+    with TuneProgress(Console(stderr=True)) as progress:
+        outcome = run_tune(config, on_event=progress, args_passed=passed)
     print_tune_report(Console(), outcome.rows, outcome.summary, outcome.space.metric_names, str(outcome.run_dir),
                       outcome.role, outcome.study)
     if json_out is not None and outcome.summary is not None:

@@ -10,6 +10,9 @@ Specs:
 * ``glaive:<path>`` (raw Glaive v2), ``glaive-sharegpt:<path>`` (LLaMA-Factory's conversion).
 * a path to a ``.jsonl`` / ``.json`` file: the shape is detected from the keys of its first record
   (BFCL-format rows, our own schema, raw Glaive, or ShareGPT Glaive).
+* ``bfcl:multi_turn_base`` | ``_miss_func`` | ``_miss_param`` | ``_long_context`` and the group
+  ``bfcl:multi_turn`` (all four): multi-turn *episodes*, not examples (``load_episodes``;
+  ``is_multi_turn_dataset`` tells a caller which loader a spec needs).
 
 Every example comes back tagged with its split (``splits.split_of`` of its base id, unless the file
 recorded one), then ``split`` filters and ``limit`` keeps N examples spread over the categories
@@ -22,13 +25,14 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from rapidfuzz import fuzz, process
 
 from saag_opt.data import glaive, jsonl
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
+from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.memo import Memo, file_stamps
 from saag_opt.model import Example
@@ -46,6 +50,8 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "registry-10": ("registry-10.jsonl", "single-call shipped BFCL examples, registry of 10 tools"),
     "registry-15": ("registry-15.jsonl", "single-call shipped BFCL examples, registry of 15 tools"),
 }
+MULTI_TURN_GROUP = "multi_turn"
+"""``bfcl:multi_turn``: the four BFCL multi-turn categories together."""
 RESERVED_PREFIXES = frozenset({"bfcl", "shipped"})
 """Spec prefixes the catalog resolves itself (BFCL package categories, shipped files)."""
 
@@ -73,9 +79,16 @@ def _bfcl_categories() -> list[str]:
     return bfcl_categories()
 
 
+def _multi_turn_categories() -> tuple[str, ...]:
+    from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES
+
+    return MULTI_TURN_CATEGORIES
+
+
 def dataset_names() -> list[str]:
-    """Every name ``load_dataset`` accepts, file templates last."""
+    """Every name ``load_dataset`` or ``load_episodes`` accepts, file templates last."""
     names = [f"bfcl:{c}" for c in _bfcl_categories()] + [f"bfcl:{g}" for g in BFCL_GROUPS]
+    names += [f"bfcl:{c}" for c in _multi_turn_categories()] + [f"bfcl:{MULTI_TURN_GROUP}"]
     names += [f"shipped:{s}" for s in SHIPPED]
     names += [f"{i.name}:<path>" for i in _LOADERS.values() if i.prefix] + ["<path>.jsonl"]
     return names
@@ -198,6 +211,9 @@ Source = tuple[Callable[[], Iterator[RowResult]], Callable[[], tuple[Path, ...]]
 def _resolve(spec: str) -> Source:
     """The reader of a spec and the files it reads (see ``iter_dataset`` for the errors)."""
     prefix, sep, rest = spec.partition(":")
+    if is_multi_turn_dataset(spec):
+        raise ConfigError(f"{spec} is a multi-turn dataset (episodes, not examples): load it with load_episodes, "
+                          "or give it to a verb that runs conversations (`saag-opt evaluate`)")
     if sep and prefix == "bfcl":
         if rest in BFCL_GROUPS:
             return _bfcl_source(BFCL_GROUPS[rest])
@@ -286,7 +302,48 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
     return examples
 
 
-def stratified_head(examples: list[Example], limit: int) -> list[Example]:
+def is_multi_turn_dataset(spec: str) -> bool:
+    """The spec names multi-turn episodes (``load_episodes``), not examples (``load_dataset``)."""
+    prefix, sep, rest = spec.partition(":")
+    return bool(sep) and prefix == "bfcl" and (rest == MULTI_TURN_GROUP or rest in _multi_turn_categories())
+
+
+def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None) -> list[Episode]:
+    """The episodes of a multi-turn spec, each tagged with its split, like ``load_dataset``'s examples.
+
+    Loading registers the episodes' environment (``bfcl``). ``limit`` keeps N episodes round-robin
+    across the categories (``stratified_head``).
+
+    Raises:
+        ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
+        DatasetError: missing data or package (says how to install it), or a bad row (path:line).
+    """
+    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
+
+    if not is_multi_turn_dataset(spec):
+        names = ", ".join(f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP))
+        raise ConfigError(f"{spec!r} is not a multi-turn dataset; multi-turn datasets: {names}")
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if limit is not None and limit < 0:
+        raise ConfigError(f"limit must be >= 0, got {limit}")
+    rest = spec.partition(":")[2]
+    categories = _multi_turn_categories() if rest == MULTI_TURN_GROUP else (rest,)
+    episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
+    if split is not None:
+        episodes = [e for e in episodes if e.split == split]
+    return episodes if limit is None else stratified_head(episodes, limit)
+
+
+class _Categorised(Protocol):
+    @property
+    def category(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_Categorised)
+
+
+def stratified_head(examples: list[_Item], limit: int) -> list[_Item]:
     """The first ``limit`` examples taken round-robin across categories, in file order.
 
     Why: shipped and BFCL files are grouped by category, so a plain head of 10 would be ten
@@ -333,6 +390,13 @@ def _bfcl_infos() -> list[DatasetInfo]:
         parts = [counts.get(m) for m in members]
         total = sum(p for p in parts if p is not None) if all(p is not None for p in parts) else None
         infos.append(DatasetInfo(f"bfcl:{group}", f"BFCL v4 {' + '.join(members)}", total, available, where))
+    turns = {c: _count_lines(data / f"BFCL_v4_{c}.json") if data is not None else None
+             for c in _multi_turn_categories()}
+    infos += [DatasetInfo(f"bfcl:{c}", f"BFCL v4 {c} (multi-turn episodes, needs the installed bfcl-eval)", n,
+                          data is not None, where) for c, n in turns.items()]
+    total = sum(n for n in turns.values() if n is not None) if all(n is not None for n in turns.values()) else None
+    infos.append(DatasetInfo(f"bfcl:{MULTI_TURN_GROUP}", "BFCL v4 multi-turn: the four categories above", total,
+                             data is not None, where))
     return infos
 
 

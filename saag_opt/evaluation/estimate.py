@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from saag_opt.model import Example
+
+if TYPE_CHECKING:
+    from saag_opt.agents.mechanisms import Mechanism
 
 REJECT_RATE = 0.5
 """Assumed share of reviews that reject (each rejection costs one base revision)."""
@@ -113,19 +116,18 @@ def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_s
     return (chars + extra_chars) / CHARS_PER_TOKEN
 
 
-def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str | None, mechanism: str,
-                        instructions: Mapping[str, str] | Iterable[str] = (), max_repairs: int = 5,
-                        base_cached: bool = False, command: str = "evaluate") -> Estimate:
-    """One evaluate pass over ``examples``.
+def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str | None, mechanism: Mechanism,
+                        instructions: Mapping[str, str] | Iterable[str] = (), base_cached: bool = False,
+                        command: str = "evaluate") -> Estimate:
+    """One evaluate pass over ``examples`` with ``mechanism`` (a set-up's: its repair budget included).
 
     ``base_cached``: the round-0 base calls are already paid (compare's per-version passes after
     its shared base pass).
     """
     from saag_opt.agents.base import BASE_SYSTEM_PROMPT
-    from saag_opt.agents.mechanisms import parse_mechanism
 
     texts = instructions.values() if isinstance(instructions, Mapping) else instructions
-    reviews, revisions = parse_mechanism(mechanism, max_repairs=max_repairs).calls_per_example(REJECT_RATE)
+    reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     base_calls = revisions + (0.0 if base_cached else 1.0)  # round 0 (and s/g's first candidate) is one call
     n = len(examples)
     est = Estimate(command, n, assumptions=[

@@ -1,18 +1,21 @@
 """Help / harm statistics for a reviewer (Reinforced Agent paper §4.1; docs/design.md §6).
 
-Pure: no LM, no I/O. Every number comes from the paired 2x2 table of (base correct, final correct)
-per example. The rates are *conditional* (helpfulness over the base agent's errors, harmfulness
-over its correct answers) because that is the only reading consistent with the paper's numbers
-(docs/design.md §6). McNemar's exact test and the bootstrap interval both use only the
-discordant pairs / the four cell counts, so they are cheap for any dataset size.
+Pure: no LM, no I/O (``HelpHarm`` is a pydantic model so that summaries hold it typed). Every number
+comes from the paired 2x2 table of (base correct, final correct) per example. The rates are
+*conditional* (helpfulness over the base agent's errors, harmfulness over its correct answers)
+because that is the only reading consistent with the paper's numbers (docs/design.md §6).
+McNemar's exact test and the bootstrap interval both use only the discordant pairs / the four cell
+counts, so they are cheap for any dataset size.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
 BOOTSTRAP_RESAMPLES = 2000
 """Default number of paired bootstrap resamples for the net-change interval."""
@@ -102,30 +105,57 @@ def bootstrap_rate_ci(successes: int, n: int, *, resamples: int = BOOTSTRAP_RESA
     return (rates[int(math.floor(alpha * (resamples - 1)))], rates[int(math.ceil((1.0 - alpha) * (resamples - 1)))])
 
 
-@dataclass(frozen=True, slots=True)
-class HelpHarm:
+class HelpHarm(BaseModel):
     """Paired 2x2 table of base-vs-final correctness with the paper's derived rates.
 
     ``helpfulness = fixed / base_wrong``, ``harmfulness = broken / base_right`` (None when the
     denominator is 0); ``ratio = help / harm`` (``inf`` when harm is 0 and help > 0, None when both
     are 0 or undefined); ``net_change`` = final accuracy - base accuracy.
+
+    On disk (every ``help_harm`` of a summary) it is ``to_dict``'s shape: the four cells, the derived
+    rates, ``mcnemar_p`` and ``net_change_ci95``; reading one back keeps the cells, p and CI and
+    derives the rest again.
     """
 
+    model_config = ConfigDict(frozen=True)
+
     both_right: int
+    """Base right, final right."""
     fixed: int
+    """Base wrong, final right."""
     broken: int
+    """Base right, final wrong."""
     both_wrong: int
+    """Base wrong, final wrong."""
     p_value: float
-    ci_low: float | None
-    ci_high: float | None
+    """Two-sided exact McNemar p of fixed vs broken (``mcnemar_p`` on disk)."""
+    ci_low: float | None = None
+    """Paired bootstrap 95% CI of ``net_change``, low end (``net_change_ci95[0]`` on disk)."""
+    ci_high: float | None = None
+    """High end of the same interval."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_disk(cls, data: Any) -> Any:
+        """Read the ``to_dict`` shape (derived keys are recomputed, so they are dropped here)."""
+        if not isinstance(data, Mapping) or "mcnemar_p" not in data:
+            return data
+        ci = data.get("net_change_ci95") or (None, None)
+        return {"both_right": data.get("both_right"), "fixed": data.get("fixed"), "broken": data.get("broken"),
+                "both_wrong": data.get("both_wrong"), "p_value": data["mcnemar_p"], "ci_low": ci[0],
+                "ci_high": ci[1]}
+
+    @model_serializer
+    def _to_disk(self) -> dict[str, object]:
+        return self.to_dict()
 
     @classmethod
     def from_counts(cls, both_right: int, fixed: int, broken: int, both_wrong: int, *,
                     seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> HelpHarm:
         """Build from the four cell counts."""
         ci = bootstrap_net_change_ci(both_right, fixed, broken, both_wrong, resamples=resamples, seed=seed)
-        return cls(both_right, fixed, broken, both_wrong, mcnemar_exact(fixed, broken),
-                   ci[0] if ci else None, ci[1] if ci else None)
+        return cls(both_right=both_right, fixed=fixed, broken=broken, both_wrong=both_wrong,
+                   p_value=mcnemar_exact(fixed, broken), ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None)
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[bool, bool]], *, seed: int = 0,
@@ -185,8 +215,13 @@ class HelpHarm:
         """Final accuracy minus base accuracy, as a fraction."""
         return (self.fixed - self.broken) / self.n if self.n else None
 
+    @property
+    def net_change_ci95(self) -> tuple[float, float] | None:
+        """``(ci_low, ci_high)``, or None when there was nothing to resample."""
+        return (self.ci_low, self.ci_high) if self.ci_low is not None and self.ci_high is not None else None
+
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready summary (``inf`` ratio spelled as the string "inf")."""
+        """JSON-ready summary (``inf`` ratio spelled as the string "inf"); what ``model_dump`` writes."""
         ratio = self.ratio
         return {
             "n": self.n, "both_right": self.both_right, "fixed": self.fixed, "broken": self.broken,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import ConditionSummary, ExampleRecord, LatencySummary
@@ -50,7 +49,7 @@ class PairedSummary:
 
     base: ConditionSummary
     reviewed: ConditionSummary
-    help_harm: dict[str, Any]
+    help_harm: HelpHarm
     latency: LatencySummary
     errors: int
     reviewer_calls_per_item: float | None
@@ -69,7 +68,7 @@ def summarise_pairs(condition: str, pairs: Sequence[tuple[ExampleRecord | None, 
     gates = [float(f.gated) for _, f in ok]
     return PairedSummary(
         base=summarise_condition("base", bases), reviewed=summarise_condition(condition, finals),
-        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed).to_dict(),
+        help_harm=HelpHarm.from_pairs([(b.correct, f.correct) for b, f in ok], seed=seed),
         latency=LatencySummary(base_mean_seconds=base_s, final_mean_seconds=final_s,
                                overhead_x=final_s / base_s if base_s and final_s is not None else None,
                                untimed_replays=sum(b.untimed_replays + f.untimed_replays for b, f in ok)),

@@ -2,13 +2,13 @@
 
 Records are append-only JSONL, one row per example and condition (``base`` and the mechanism),
 written as they finish; the summary is written on completion. Everything on disk is a pydantic
-model with documented fields, so ``read_run`` validates it. The run directory itself (``run.json``,
-atomic writes, provenance) is ``saag_opt.runfiles``.
+model with documented fields, registered here for evaluate runs, so ``runfiles.read_run`` (also
+importable from here) validates it. The run directory itself (``run.json``, atomic writes,
+provenance) is ``saag_opt.runfiles``.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,9 +17,9 @@ from typing import Any
 import jsonlines
 from pydantic import BaseModel, Field
 
-from saag_opt.errors import RunError, validation_message
+from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
-from saag_opt.runfiles import RunHeader, read_header, read_run_jsonl
+from saag_opt.runfiles import read_rows, read_run, register_summary
 
 
 class CallRecord(BaseModel):
@@ -202,8 +202,8 @@ class EvaluationSummary(BaseModel):
     """The base agent alone."""
     reviewed: ConditionSummary
     """With the mechanism."""
-    help_harm: dict[str, Any]
-    """Help/harm table over examples without errors (``HelpHarm.to_dict``)."""
+    help_harm: HelpHarm
+    """Help/harm table over examples without errors."""
     latency: LatencySummary
     """Latency overhead."""
     reviewer_calls_per_item: float | None
@@ -225,17 +225,6 @@ class EvaluationSummary(BaseModel):
     """How unreadable reviews (``reviewed.reviewer_unusable``) were decided: approve or reject."""
 
 
-class RunContents(BaseModel):
-    """What ``read_run`` returns."""
-
-    header: RunHeader
-    """``run.json``."""
-    records: list[ExampleRecord] = Field(default_factory=list)
-    """``records.jsonl`` rows (empty with ``header_only``)."""
-    summary: EvaluationSummary | None = None
-    """``summary.json`` if written."""
-
-
 def read_records(path: Path) -> list[ExampleRecord]:
     """The rows of a ``records.jsonl`` (any run verb writes the same rows).
 
@@ -244,13 +233,7 @@ def read_records(path: Path) -> list[ExampleRecord]:
     Raises:
         RunError: an unreadable file, or a row that is not an ``ExampleRecord`` (with file and line).
     """
-    records = []
-    for line, row in read_run_jsonl(path):
-        try:
-            records.append(ExampleRecord.model_validate(row))
-        except ValueError as exc:
-            raise RunError(f"{path}:{line}: bad record: {validation_message(exc, whole='record')}") from exc
-    return records
+    return read_rows(path, ExampleRecord)
 
 
 def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[ExampleRecord]:
@@ -279,22 +262,7 @@ def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[Exa
     return [record for (example_id, _), record in rows.items() if example_id in done]
 
 
-def read_run(path: str | os.PathLike[str], *, header_only: bool = False) -> RunContents:
-    """Read an evaluate run directory back (validated).
+register_summary("evaluate", EvaluationSummary, records=ExampleRecord)
 
-    Raises:
-        RunError: missing or unreadable ``run.json`` / ``summary.json`` / ``records.jsonl`` (with file and line).
-    """
-    run_dir = Path(path)
-    header = read_header(run_dir)
-    summary_path = run_dir / "summary.json"
-    try:
-        summary = (EvaluationSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
-                   if summary_path.is_file() else None)
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{summary_path}: cannot read ({validation_message(exc, whole='file')})") from exc
-    if header_only:
-        return RunContents(header=header, summary=summary)
-    records_path = run_dir / "records.jsonl"
-    records = read_records(records_path) if records_path.is_file() else []
-    return RunContents(header=header, records=records, summary=summary)
+__all__ = ["CallRecord", "CandidateRecord", "ConditionSummary", "EvaluationSummary", "ExampleRecord", "LatencySummary",
+           "RecordWriter", "RoundRecord", "finished_records", "read_records", "read_run"]

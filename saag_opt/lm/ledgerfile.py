@@ -7,24 +7,18 @@ Why here (below evaluation and optimize): every resumable verb (``evaluate --res
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from saag_opt.lm.accounting import CostLedger
 from saag_opt.lm.spendcap import SpendCap
-from saag_opt.runfiles import atomic_write_json
-
-COSTS_FILE = "costs.json"
+from saag_opt.runfiles import COSTS_FILE, atomic_write_json, read_costs
 
 
 def earlier_roles(run_dir: Path) -> dict[str, Any]:
     """The per-role accounts in ``run_dir/costs.json`` ({} when there is none or it does not parse)."""
-    try:
-        roles = json.loads((run_dir / COSTS_FILE).read_text(encoding="utf-8")).get("roles")
-    except (OSError, ValueError, AttributeError):
-        return {}  # an unreadable earlier ledger: this attempt starts counting from zero
-    return roles if isinstance(roles, dict) else {}
+    costs = read_costs(run_dir)  # an unreadable earlier ledger: this attempt starts counting from zero
+    return costs["roles"] if costs is not None else {}
 
 
 def open_ledger(max_cost: float | None, run_dir: Path | None, *, parent: CostLedger | None = None) -> CostLedger:

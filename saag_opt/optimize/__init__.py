@@ -9,14 +9,13 @@ from saag_opt.lazy import lazy_exports
 if TYPE_CHECKING:
     from saag_opt.optimize.budget import (
         CostEstimate,
-        CostStopper,
         Price,
         auto_metric_calls,
         estimate_cost,
         estimate_run,
         resolve_metric_calls,
     )
-    from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
+    from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
     from saag_opt.optimize.config import OptimizeConfig
     from saag_opt.optimize.feedback import (
         OutcomeClass,
@@ -33,10 +32,10 @@ if TYPE_CHECKING:
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
         "budget": (
-            "CostEstimate", "CostStopper", "Price", "auto_metric_calls", "estimate_cost", "estimate_run",
+            "CostEstimate", "Price", "auto_metric_calls", "estimate_cost", "estimate_run",
             "resolve_metric_calls",
         ),
-        "callbacks": ("ArtifactWriter", "FatalStopper"),
+        "callbacks": ("ArtifactWriter", "CostStopper", "FatalStopper"),
         "config": ("OptimizeConfig",),
         "feedback": (
             "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback", "classify_outcome", "metric",

@@ -1,4 +1,4 @@
-"""GEPA budgets, the up-front cost estimate, and the --max-cost stopper.
+"""GEPA budgets and the up-front cost estimate (the --max-cost stopper is ``callbacks.CostStopper``).
 
 A GEPA *metric call* is one program rollout. Our rollouts never re-pay the base agent's first
 answer (it is cached), so a rollout costs the reviewer's calls plus the base agent's revisions
@@ -10,19 +10,17 @@ LM call of every role (reflection and the test phase included) reserves under be
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
 
 if TYPE_CHECKING:
     from saag_opt.optimize.config import OptimizeConfig
 
-BudgetName = Literal["light", "medium", "heavy"]
-
-AUTO_CANDIDATES: dict[str, int] = {"light": 6, "medium": 12, "heavy": 18}
+AUTO_CANDIDATES: dict[BudgetName, int] = {"light": 6, "medium": 12, "heavy": 18}
 """dspy.GEPA's ``AUTO_RUN_SETTINGS`` (number of candidates each preset aims for)."""
 
 
@@ -31,7 +29,7 @@ def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> i
     import dspy
 
     if budget not in AUTO_CANDIDATES:
-        raise ConfigError(f"budget: expected light, medium or heavy, got {budget!r}")
+        raise ConfigError(f"budget: expected {', '.join(values(BudgetName))}, got {budget!r}")
     # auto_budget reads no instance state; calling it unbound avoids building a GEPA object.
     return int(dspy.GEPA.auto_budget(None, num_preds=max(n_components, 1),  # type: ignore[arg-type]
                                      num_candidates=AUTO_CANDIDATES[budget], valset_size=n_val))
@@ -50,7 +48,7 @@ def resolve_metric_calls(budget: BudgetName | None, max_metric_calls: int | None
         ConfigError: both or neither given, or a cap too small to try a single candidate.
     """
     if (budget is None) == (max_metric_calls is None):
-        raise ConfigError("budget: give exactly one of --budget (light|medium|heavy) or --max-metric-calls")
+        raise ConfigError(f"budget: give exactly one of --budget ({'|'.join(values(BudgetName))}) or --max-metric-calls")
     calls = max_metric_calls if max_metric_calls is not None else \
         auto_metric_calls(budget, n_components=n_components, n_val=n_val)  # type: ignore[arg-type]
     floor = minimum_metric_calls(n_val, minibatch)
@@ -129,53 +127,26 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
 
     Needs no open model: ``--dry-run`` calls it too.
     """
-    from saag_opt.agents.mechanisms import parse_mechanism
     from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, THINKING_TOKENS, prompt_tokens
     from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
 
     prompt = prompt_tokens(examples, sample_size=20)
     instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
-    reviews, revisions = parse_mechanism(config.mechanism).calls_per_example()
+    reviews, revisions = config.setup.mechanism.calls_per_example()
 
     def price(text: str) -> Price:
         model = parse_model_spec(text)
         per_in, per_out = price_call(model, 1_000_000, 0), price_call(model, 0, 1_000_000)
         return Price(per_in or 0.0, per_out or 0.0)
 
-    think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer)) else 0
+    think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer_spec)) else 0
     reflect_in = config.minibatch * (prompt + 400) + instr + 600
     return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
                          review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
                          reflection_tokens=(reflect_in, config.max_chars / CHARS_PER_TOKEN + 2000), minibatch=config.minibatch,
-                         reviewer_price=price(config.reviewer), base_price=price(config.base),
+                         reviewer_price=price(config.reviewer_spec), base_price=price(config.setup.base),
                          reflection_price=price(config.reflection_spec))
 
 
-
-class CostStopper:
-    """gepa stop callback: end the run at the next iteration boundary once the spend cap refused a call.
-
-    The cap itself is enforced per LM call (``lm.spendcap.SpendCap``: nothing is sent that could
-    pass ``--max-cost``); this only stops GEPA from starting iterations whose calls would all be
-    refused, and reports the stop once.
-    """
-
-    def __init__(self, cap: Any, *, on_stop: Callable[[str], None] | None = None) -> None:
-        self.cap = cap
-        self._on_stop = on_stop
-        self.stopped = False
-        self.stopped_at: float | None = None
-
-    def __call__(self, gepa_state: Any) -> bool:
-        """True once the cap has been reached."""
-        if not self.cap.reached:
-            return False
-        if not self.stopped:
-            self.stopped, self.stopped_at = True, time.time()
-            if self._on_stop is not None:
-                self._on_stop(self.cap.message())
-        return True
-
-
-__all__ = ["AUTO_CANDIDATES", "BudgetName", "CostEstimate", "CostStopper", "Price", "auto_metric_calls",
+__all__ = ["AUTO_CANDIDATES", "CostEstimate", "Price", "auto_metric_calls",
            "estimate_cost", "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]

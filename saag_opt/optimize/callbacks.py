@@ -1,19 +1,17 @@
-"""GEPA callbacks: save each accepted (or quarantined) candidate as a prompt version; stop on a systemic fault.
-
-(The ``--max-cost`` stopper is ``budget.CostStopper``, beside the estimate it shares assumptions with.)
-"""
+"""GEPA callbacks: each accepted (or quarantined) candidate a prompt version; stop on a systemic fault or the cap."""
 
 from __future__ import annotations
 
-import json
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from saag_opt.errors import RunError, SaagOptError
+from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit
-from saag_opt.runfiles import atomic_write_json
+from saag_opt.optimize.summary import CandidateMap, QuarantineLog
+from saag_opt.runfiles import atomic_write_json, read_model
 
 
 class ArtifactWriter:
@@ -46,12 +44,14 @@ class ArtifactWriter:
         self.val_scores: dict[int, dict[str, float]] = {}
         if map_path.is_file():
             try:
-                saved = json.loads(map_path.read_text(encoding="utf-8"))
-                self.versions.update({int(k): v for k, v in saved.get("versions", {}).items()})
-                self.val_scores.update({int(k): v for k, v in saved.get("val_scores", {}).items()})
-            except (OSError, ValueError, TypeError, AttributeError) as exc:
-                raise RunError(f"{map_path}: unreadable ({exc}); it maps GEPA candidates to the prompt versions "
-                               "already saved, so a resume cannot go on without it: start a new run") from exc
+                saved = read_model(map_path, CandidateMap)
+            except RunError as exc:
+                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                raise RunError(f"{map_path}: unreadable ({validation_message(cause, whole='file')}); it maps GEPA "
+                               "candidates to the prompt versions already saved, so a resume cannot go on without "
+                               "it: start a new run") from exc
+            self.versions.update(saved.versions)
+            self.val_scores.update(saved.val_scores)
         self.quarantine_path = map_path.with_name(QUARANTINE_FILE)
         self.quarantined: list[dict[str, Any]] = _read_quarantined(self.quarantine_path)
         """Proposals the rails refused, in order: ``{"version", "sha256", "parent", "iteration"}``."""
@@ -88,8 +88,9 @@ class ArtifactWriter:
             version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
                                           source="gepa", scores=scores, cost=cost, **self.metadata)
             self.versions[idx] = version.version
-            atomic_write_json(self.map_path, {"versions": {str(k): v for k, v in sorted(self.versions.items())},
-                                              "val_scores": {str(k): v for k, v in sorted(self.val_scores.items())}})
+            saved = CandidateMap(versions=dict(sorted(self.versions.items())),
+                                 val_scores=dict(sorted(self.val_scores.items())))
+            atomic_write_json(self.map_path, saved.model_dump(mode="json"))
         emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
 
@@ -171,11 +172,9 @@ def _read_quarantined(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        entries = json.loads(path.read_text(encoding="utf-8")).get("quarantined", [])
-        return [dict(e) for e in entries]
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise RunError(f"{path}: unreadable ({exc}); it lists the proposals GEPA's rails refused: start a new run") \
-            from exc
+        return [entry.model_dump() for entry in read_model(path, QuarantineLog).quarantined]
+    except RunError as exc:
+        raise RunError(f"{exc}; it lists the proposals GEPA's rails refused: start a new run") from exc
 
 
 class FatalStopper:
@@ -189,5 +188,29 @@ class FatalStopper:
         return self.context.fatal is not None
 
 
+class CostStopper:
+    """gepa stop callback: end the run at the next iteration boundary once the spend cap refused a call.
 
-__all__ = ["QUARANTINE_FILE", "ArtifactWriter", "FatalStopper"]
+    The cap itself is enforced per LM call (``lm.spendcap.SpendCap``: nothing is sent that could
+    pass ``--max-cost``); this only stops GEPA from starting iterations whose calls would all be
+    refused, and reports the stop once.
+    """
+
+    def __init__(self, cap: Any, *, on_stop: Callable[[str], None] | None = None) -> None:
+        self.cap = cap
+        self._on_stop = on_stop
+        self.stopped = False
+        self.stopped_at: float | None = None
+
+    def __call__(self, gepa_state: Any) -> bool:
+        """True once the cap has been reached."""
+        if not self.cap.reached:
+            return False
+        if not self.stopped:
+            self.stopped, self.stopped_at = True, time.time()
+            if self._on_stop is not None:
+                self._on_stop(self.cap.message())
+        return True
+
+
+__all__ = ["QUARANTINE_FILE", "ArtifactWriter", "CostStopper", "FatalStopper"]

@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from saag_opt.agents.setup import ReviewSetup
+from saag_opt.errors import CostCapReached
+from saag_opt.evaluation.compare import CompareConfig, compare_prompts
+from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.results import read_records
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.world import World
@@ -15,27 +20,21 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
                   sink: EventSink | None) -> dict[str, Any]:
     """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
 
-    The reviewer is the one GEPA's rollouts ran (``saag_informed``, ``grounding``), so the test
-    measures the prompts with the inputs they were tuned on.
+    The set-up is the one GEPA's rollouts ran (``config.setup``: models, mechanism, reviewer inputs
+    and call options), with the seed's and the best's prompt files in turn, so the test measures the
+    prompts the way they were tuned.
 
     Returns ``{"seed", "best", "compare_run", "comparison", "stopped"}``; ``comparison`` is the
     compare run's ``CompareSummary``. The compare run's rows are copied into this run's
     ``records.jsonl``. The run's spend cap covers the comparison: when it stops it, ``stopped`` says
     why and ``comparison`` covers the examples both versions finished (None when there are none).
     """
-    from saag_opt.errors import CostCapReached
-    from saag_opt.evaluation.compare import CompareConfig, compare_prompts
-    from saag_opt.evaluation.results import read_records
-    from saag_opt.evaluation.runner import EvaluateConfig
-
     seed = world.seed.version
     emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
     ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
-    evaluation = EvaluateConfig(base=config.base, reviewer=config.reviewer, prompt=ref[seed], mechanism=config.mechanism,
-                                dataset=config.dataset, split="test", limit=config.test_limit, workers=config.workers,
-                                seed=config.seed, on_unusable=config.on_unusable,
-                                saag_informed=config.saag_informed, grounding=config.grounding,
-                                request_timeout=config.request_timeout)
+    setup = ReviewSetup.model_validate(dict(config.setup) | {"prompt": ref[seed]})  # plain: compare runs "none" too
+    evaluation = EvaluateConfig(setup=setup, dataset=config.dataset, split="test", limit=config.test_limit,
+                                workers=config.workers, seed=config.seed)
     try:
         compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
                                                  runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],
@@ -50,7 +49,6 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
         emit(sink, "stopped", f"test comparison incomplete: {compared.summary.stopped}")
     return {"seed": seed, "best": best, "compare_run": str(compared.run_dir),
             "comparison": compared.summary.model_dump(mode="json"), "stopped": compared.summary.stopped}
-
 
 
 __all__ = ["evaluate_test"]

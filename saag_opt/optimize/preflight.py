@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from saag_opt.artifacts import PromptStore
+from saag_opt.data import load_dataset
+from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_evaluation
+from saag_opt.lm import parse_model_spec
+from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.world import load_splits
 
 
-def preflight_optimize(config: OptimizeConfig) -> Any:
+def preflight_optimize(config: OptimizeConfig) -> Estimate:
     """``--dry-run``: GEPA's rollouts and reflection plus the seed-vs-best test phase, by role.
 
     Loads the splits and the seed prompt, opens no model.
@@ -15,21 +19,14 @@ def preflight_optimize(config: OptimizeConfig) -> Any:
     Raises:
         ConfigError, ArtifactError, DatasetError, RunError: as ``run_optimize`` would, before any work.
     """
-    from saag_opt.agents.mechanisms import parse_mechanism
-    from saag_opt.artifacts.store import PromptStore
-    from saag_opt.data import load_dataset
-    from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_evaluation
-    from saag_opt.lm import parse_model_spec
-    from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
-    from saag_opt.optimize.world import load_splits
-
-    seed = PromptStore(config.prompts_dir).resolve(config.prompt)
+    setup = config.setup
+    seed = PromptStore(setup.prompts_dir).resolve(setup.prompt)
     train, val = load_splits(config)
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
-                                 n_components=len(parse_mechanism(config.mechanism).components),
-                                 n_val=len(val), minibatch=config.minibatch)
+                                 n_components=len(setup.mechanism.components), n_val=len(val),
+                                 minibatch=config.minibatch)
     gepa = estimate_run(config, seed.instructions, train + val, calls)
-    models = {"reviewer": config.reviewer, "base": config.base, "reflection": config.reflection_spec}
+    models = {"reviewer": config.reviewer_spec, "base": setup.base, "reflection": config.reflection_spec}
     total = Estimate("optimize", len(train) + len(val), assumptions=[
         f"{calls} rollouts on train/val; {gepa.assumptions}"])
     for role, numbers in gepa.roles.items():
@@ -38,9 +35,8 @@ def preflight_optimize(config: OptimizeConfig) -> Any:
     if config.evaluate_test:
         test = load_dataset(config.dataset, split="test", limit=config.test_limit)
         for cached in (False, True):  # seed, then best (its base calls are the seed pass's)
-            total.merge(estimate_evaluation(test, base=config.base, reviewer=config.reviewer,
-                                            mechanism=config.mechanism, instructions=seed.instructions,
-                                            base_cached=cached))
+            total.merge(estimate_evaluation(test, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                                            instructions=seed.instructions, base_cached=cached))
         total.examples += len(test)
     return total
 

@@ -20,19 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from saag_opt.data import split_hash
 from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
-from saag_opt.optimize.budget import CostStopper, estimate_run
-from saag_opt.optimize.callbacks import ArtifactWriter, FatalStopper
-from saag_opt.optimize.config import RESUMABLE_OVERRIDES, OptimizeConfig
+from saag_opt.lm.spendcap import SpendCap
+from saag_opt.model import Example
+from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
+from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
+from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.holdout import evaluate_test
+from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 from saag_opt.optimize.progress import GepaProgress
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
+from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa, set_aside_unreadable_state
-from saag_opt.optimize.world import World, build_reviewer, build_world, load_splits
+from saag_opt.optimize.world import World, build_world, load_splits
 from saag_opt.paths import configure_lm_cache
+from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
+    RunHeader,
     atomic_write_json,
     create_run_dir,
     finish_header,
@@ -42,97 +50,45 @@ from saag_opt.runfiles import (
     write_header,
 )
 
-
-@dataclass
-class OptimizeResult:
-    """What ``run_optimize`` returns (and writes to ``summary.json``)."""
-
-    run_dir: Path
-    status: str
-    seed_version: str
-    best_version: str
-    versions: dict[int, str]
-    val_scores: list[float]
-    metric_calls: int
-    stopped_by: str | None
-    estimate: dict[str, Any]
-    costs: dict[str, Any]
-    test: dict[str, Any] | None = None
-    reviewer_unusable: dict[str, Any] | None = None
-    """Unreadable reviewer replies per phase (``optimize.unusable.unusable_by_phase``)."""
-    saag_informed: bool = False
-    """The reviewer saw the gold-free SAAG report, in GEPA's rollouts and on TEST."""
-    grounding: str | None = None
-    """Stage-3 mode of that report (and of a gate)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary."""
-        return {"run_dir": str(self.run_dir), "status": self.status, "saag_informed": self.saag_informed,
-                "grounding": self.grounding, "seed_version": self.seed_version,
-                "best_version": self.best_version, "versions": {str(k): v for k, v in self.versions.items()},
-                "val_scores": self.val_scores, "metric_calls": self.metric_calls, "stopped_by": self.stopped_by,
-                "estimate": self.estimate, "costs": self.costs, "test": self.test,
-                "reviewer_unusable": self.reviewer_unusable}
+OptimizeResult = OptimizeSummary
+"""What ``run_optimize`` returns: the summary it writes to ``summary.json``."""
 
 
 def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = frozenset()
-             ) -> tuple[Path, OptimizeConfig, Any]:
+             ) -> tuple[Path, OptimizeConfig, RunHeader]:
     """Create ``runs/<ts>-optimize/`` or re-open ``config.resume``; returns (dir, effective config, header).
+
+    ``overrides``: the options the user gave (``args_passed``); on resume they follow the one rule of
+    every verb (``resuming.refuse_changes``): GEPA's checkpoint, the saved versions and the cached
+    rollouts belong to the recorded set-up, so only the run options (budgets, cap, workers, the
+    test phase) may change. The seed alias the run pinned (``reviewer@best``) repeats its version.
 
     Raises:
         RunError: the resume directory is not an optimize run.
+        ConfigError: an option contradicts the recorded configuration (one line naming each).
     """
+    given = config.model_dump(mode="json")
+    passed = {k: given[k] for k in sorted(overrides) if k in given}
     if config.resume:
-        run_dir = Path(config.resume)
+        run_dir = config.resume
         header = resume_header(run_dir, "optimize")
-        _refuse_changes(run_dir, header, config, overrides)
-        stored = header.config | {k: getattr(config, k) for k in overrides if k in RESUMABLE_OVERRIDES}
-        effective = OptimizeConfig.model_validate(stored | {"resume": str(run_dir)})
+        if "prompt" in passed and passed["prompt"] == (header.plugins or {}).get("seed_prompt_given"):
+            del passed["prompt"]
+        recorded = OptimizeConfig.model_validate(header.config)
+        effective = refuse_changes(recorded, passed, where=f"--resume {run_dir}").model_copy(
+            update={"resume": run_dir})
         header.status, header.finished, header.error = "started", None, None
         header.config = effective.model_dump(mode="json", exclude={"resume"})
         return run_dir, effective, header
-    run_dir = create_run_dir(Path(config.runs_dir), "optimize")
+    run_dir = create_run_dir(config.runs_dir, "optimize")
+    setup = config.setup
     header = new_header(run_dir, "optimize", config=config.model_dump(mode="json", exclude={"resume"}),
-                        args_passed={k: getattr(config, k) for k in overrides},
-                        models={"base": config.base, "reviewer": config.reviewer,
-                                "reflection": config.reflection_spec},
-                        plugins={"mechanism": {"spec": config.mechanism},
-                                 "reviewer": {"class": "SaagInformedReviewer" if config.saag_informed else "Reviewer",
-                                              "experimental": config.saag_informed,
-                                              "grounding": config.grounding}})
+                        args_passed=passed, models={"base": setup.base, "reviewer": config.reviewer_spec,
+                                                    "reflection": config.reflection_spec},
+                        plugins={"mechanism": {"spec": setup.mechanism.spec},
+                                 "reviewer": {"class": "SaagInformedReviewer" if setup.saag_informed else "Reviewer",
+                                              "experimental": setup.saag_informed, "grounding": setup.grounding}})
     return run_dir, config, header
-
-
-_FLAGS = {"prompts_dir": "--store", "evaluate_test": "--no-test"}
-
-
-def _refuse_changes(run_dir: Path, header: Any, config: OptimizeConfig, overrides: frozenset[str] | set[str]) -> None:
-    """A resumed run keeps what it measures: an option given again must repeat the recorded value.
-
-    Why: GEPA's checkpoint, the saved versions and the cached rollouts all belong to the recorded
-    configuration; resuming with another reviewer input (``--saag-informed``, ``--grounding``),
-    mechanism or model would mix two experiments in one run. ``RESUMABLE_OVERRIDES`` may change.
-
-    Raises:
-        ConfigError: one line naming each contradicting option, its value and the recorded one.
-    """
-    from saag_opt.errors import ConfigError
-
-    recorded = OptimizeConfig.model_validate(header.config)
-    given_seed = (header.plugins or {}).get("seed_prompt_given")
-    differs = []
-    for name in sorted(set(overrides) - RESUMABLE_OVERRIDES - {"resume", "runs_dir"}):
-        if name not in OptimizeConfig.model_fields:
-            continue
-        value, before = getattr(config, name), getattr(recorded, name)
-        if value == before or (name == "prompt" and value == given_seed):  # the alias the run pinned
-            continue
-        differs.append(f"{_FLAGS.get(name, '--' + name.replace('_', '-'))} {value!r} (the run has {before!r})")
-    if differs:
-        raise ConfigError(f"--resume {run_dir}: {'; '.join(differs)}: a resumed run keeps its recorded configuration; "
-                          f"drop {'these options' if len(differs) > 1 else 'that option'} or start a new run (only "
-                          f"{', '.join(sorted(_FLAGS.get(k, '--' + k.replace('_', '-')) for k in RESUMABLE_OVERRIDES))}"
-                          " may change)")
 
 
 def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
@@ -180,51 +136,89 @@ def _start(config: OptimizeConfig, run_dir: Path | None) -> _Started:
     return _Started(world, train, val)
 
 
-def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | None,
+def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSink | None,
          started: _Started) -> OptimizeResult:
     """The body of ``run_optimize`` once the run directory exists."""
-    from saag_opt.data.splits import split_hash
-    from saag_opt.optimize.budget import resolve_metric_calls
-    from saag_opt.optimize.feedback import metric
-    from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
-
     world, train, val = started.world, started.train, started.val
     restore_counts(world.context, run_dir)
     cap = world.ledger.cap
-    if header.config.get("prompt") != world.seed.ref:  # pin an alias (e.g. reviewer@best) for resume
-        header.plugins["seed_prompt_given"] = config.prompt
-        header.config["prompt"] = world.seed.ref
-    header.dataset = {"spec": config.dataset, "train": len(train), "val": len(val),
-                      "split_hash": split_hash(train + val)}
-    write_header(run_dir, header)
-    calls = resolve_metric_calls(config.budget_name, config.max_metric_calls, n_components=len(world.components),
-                                 n_val=len(val), minibatch=config.minibatch)
+    _pin_seed_and_splits(config, header, world, train + val, run_dir, (len(train), len(val)))
+    calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
+                                 n_components=len(world.condition.mechanism.components), n_val=len(val),
+                                 minibatch=config.minibatch)
     estimate = estimate_run(config, world.seed.instructions, train + val, calls)
     emit(sink, "estimate", f"about {estimate.lm_calls} LM calls and ${estimate.dollars:.2f} for {calls} rollouts "
          f"(an estimate; {estimate.assumptions})", **estimate.to_dict())
-    student = ReviewerProgram(build_reviewer(world, world.seed.instructions), world.context, world.components)
     writer = ArtifactWriter(world.store, seed_version=world.seed, map_path=run_dir / "artifacts.json",
                             metadata=_artifact_metadata(config, header.dataset["split_hash"]),
                             spent=world.ledger.total_dollars, sink=sink, cap=cap)
+    settings = _gepa_settings(config, world, run_dir, calls, writer, sink)
+    details = _compile(world, settings, train, val, run_dir, sink)
+    rollout_counts = save_counts(run_dir, world.context)
+    if world.context.fatal is not None:
+        raise world.context.fatal
+    _report_rollouts(config, writer, rollout_counts, sink)
+    best, val_scores, rollouts = _outcome(world, writer, details, len(val))
+    stopped_by = "max_cost" if cap is not None and cap.reached else (
+        "max_metric_calls" if rollouts >= calls else "stop_file")
+    emit(sink, "gepa_done", f"GEPA finished ({stopped_by}): best {world.seed.program}@{best} "
+         f"(val {max(val_scores, default=0.0):.3f}, seed {val_scores[0] if val_scores else float('nan'):.3f})",
+         best=best, stopped_by=stopped_by)
+    test = _test_phase(config, world, run_dir, best, cap, sink)
+    costs = save_costs(run_dir, world.ledger)
+    status = "stopped" if cap is not None and cap.reached else "success"
+    result = OptimizeSummary(run_dir=run_dir, status=status, saag_informed=config.setup.saag_informed,
+                             grounding=config.setup.grounding, seed_version=world.seed.version, best_version=best,
+                             versions=writer.versions, val_scores=val_scores, metric_calls=rollouts,
+                             stopped_by=stopped_by, estimate=estimate, costs=costs,
+                             test=None if test is None else TestComparison.model_validate(test))
+    result.reviewer_unusable = unusable_by_phase(rollout_counts, result.test)
+    atomic_write_json(run_dir / "summary.json", result.to_dict())
+    emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
+    return result
+
+
+def _pin_seed_and_splits(config: OptimizeConfig, header: RunHeader, world: World, examples: list[Example],
+                         run_dir: Path, sizes: tuple[int, int]) -> None:
+    """Record the seed's version for an alias (``reviewer@best`` may move before a resume) and the splits GEPA sees."""
+    if header.config.get("prompt") != world.seed.ref:
+        header.plugins["seed_prompt_given"] = config.setup.prompt
+        header.config["prompt"] = world.seed.ref
+    header.dataset = {"spec": config.dataset, "train": sizes[0], "val": sizes[1], "split_hash": split_hash(examples)}
+    write_header(run_dir, header)
+
+
+def _gepa_settings(config: OptimizeConfig, world: World, run_dir: Path, calls: int, writer: ArtifactWriter,
+                   sink: EventSink | None) -> GepaSettings:
+    """dspy.GEPA's knobs for this run, with its stoppers (a fatal fault, the spend cap) and callbacks."""
+    cap = world.ledger.cap
     stoppers: list[Any] = [FatalStopper(world.context)]
     if cap is not None:
         stoppers.append(CostStopper(cap, on_stop=lambda why: emit(sink, "stopped", why, max_cost=cap.max_cost)))
     progress = GepaProgress(lambda message, **data: emit(sink, "progress", message, **data), budget=calls,
                             spent=world.ledger.total_dollars, accepted=len(writer.versions) - 1)
-    settings = GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
-                            minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
-                            seed=config.seed, accept=config.accept, stoppers=stoppers, quarantine=writer,
-                            callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
-                                       RolloutCountSaver(run_dir, world.context)])
+    return GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
+                        minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
+                        seed=config.seed, accept=config.accept, stoppers=stoppers, quarantine=writer,
+                        callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
+                                   RolloutCountSaver(run_dir, world.context)])
+
+
+def _compile(world: World, settings: GepaSettings, train: list[Example], val: list[Example], run_dir: Path,
+             sink: EventSink | None) -> Any:
+    """Run dspy.GEPA on the student (the seed's reviewer); None when the spend cap stopped the reflection LM."""
     aside = set_aside_unreadable_state(settings.log_dir)
     if aside is not None:
         emit(sink, "warning", f"GEPA's checkpoint could not be read and was moved to {aside}; GEPA starts again "
              "from the seed (finished LM calls replay from the cache)", moved_to=str(aside))
+    student = ReviewerProgram(world.condition.reviewer_for(world.seed.instructions), world.context,
+                              world.condition.mechanism.components)
+    cap = world.ledger.cap
     try:
-        details = compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+        return compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
-        details = None
         emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)
+        return None
     except Exception:
         # When every rollout of the seed evaluation failed (a key rejected, a server gone), gepa fails
         # on its own terms ("requires objective_scores ..."); the cause the user can fix is the fault.
@@ -232,52 +226,56 @@ def _run(config: OptimizeConfig, run_dir: Path, header: Any, sink: EventSink | N
             save_counts(run_dir, world.context)
             raise world.context.fatal from None
         raise
-    rollout_counts = save_counts(run_dir, world.context)
-    if world.context.fatal is not None:
-        raise world.context.fatal
-    if rollout_counts["reviewer_unusable"]:
-        emit(sink, "warning", f"{rollout_counts['reviewer_unusable']} reviewer repl"
-             f"{'y' if rollout_counts['reviewer_unusable'] == 1 else 'ies'} could not be read in "
-             f"{rollout_counts['rollouts_with_unusable']} of {rollout_counts['rollouts']} GEPA rollouts "
-             f"(--on-unusable {config.on_unusable} decided them)", **rollout_counts)
+
+
+def _report_rollouts(config: OptimizeConfig, writer: ArtifactWriter, counts: dict[str, int],
+                     sink: EventSink | None) -> None:
+    """Warn about unreadable reviews and candidates cut short; fail when a candidate could not be saved.
+
+    Raises:
+        RunError: a candidate could not be saved as a prompt version.
+    """
+    if counts["reviewer_unusable"]:
+        emit(sink, "warning", f"{counts['reviewer_unusable']} reviewer repl"
+             f"{'y' if counts['reviewer_unusable'] == 1 else 'ies'} could not be read in "
+             f"{counts['rollouts_with_unusable']} of {counts['rollouts']} GEPA rollouts "
+             f"(--on-unusable {config.setup.on_unusable} decided them)", **counts)
     if writer.errors:
         raise RunError("could not save GEPA candidates as prompt versions: " + "; ".join(writer.errors))
     if writer.incomplete:
         emit(sink, "warning", f"candidate(s) {writer.incomplete}: val evaluation cut short by --max-cost; not saved "
              "as prompt versions", candidates=list(writer.incomplete))
-    best = writer.best_saved(len(val))  # the seed unless a candidate clears rails.pick_best's val margin
+
+
+def _outcome(world: World, writer: ArtifactWriter, details: Any, n_val: int) -> tuple[str, list[float], int]:
+    """The best version (aliased ``best``), the val scores and the rollouts GEPA used."""
+    best = writer.best_saved(n_val)  # the seed unless a candidate clears rails.pick_best's val margin
     world.store.alias(world.seed.program, "best", best)
     val_scores = ([float(x) for x in details.val_aggregate_scores] if details is not None
                   else [writer.val_means[i] for i in sorted(writer.val_means)])
     rollouts = int(details.total_metric_calls) if details is not None else writer.metric_calls
-    stopped_by = "max_cost" if cap is not None and cap.reached else (
-        "max_metric_calls" if rollouts >= calls else "stop_file")
-    emit(sink, "gepa_done", f"GEPA finished ({stopped_by}): best {world.seed.program}@{best} "
-         f"(val {max(val_scores, default=0.0):.3f}, seed {val_scores[0] if val_scores else float('nan'):.3f})",
-         best=best, stopped_by=stopped_by)
-    test = None
-    if config.evaluate_test and cap is not None and cap.reached:
+    return best, val_scores, rollouts
+
+
+def _test_phase(config: OptimizeConfig, world: World, run_dir: Path, best: str, cap: SpendCap | None,
+                sink: EventSink | None) -> dict[str, Any] | None:
+    """Seed vs best on TEST, unless skipped (``--no-test``) or the cap was reached during GEPA."""
+    if not config.evaluate_test:
+        return None
+    if cap is not None and cap.reached:
         emit(sink, "stopped", "test comparison skipped: --max-cost reached during GEPA; resume with a higher "
              "--max-cost to run it")
-    elif config.evaluate_test:
-        test = evaluate_test(config, world, run_dir, best, sink)
-    costs = save_costs(run_dir, world.ledger)
-    status = "stopped" if cap is not None and cap.reached else "success"
-    result = OptimizeResult(run_dir, status, world.seed.version, best, dict(writer.versions), val_scores, rollouts,
-                            stopped_by, estimate.to_dict(), costs, test, unusable_by_phase(rollout_counts, test),
-                            config.saag_informed, config.grounding)
-    atomic_write_json(run_dir / "summary.json", result.to_dict())
-    emit(sink, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
-    return result
+        return None
+    return evaluate_test(config, world, run_dir, best, sink)
 
 
 def _artifact_metadata(config: OptimizeConfig, split: str) -> dict[str, Any]:
-    return {"models": {"base": config.base, "reviewer": config.reviewer, "reflection": config.reflection_spec},
+    setup = config.setup
+    return {"models": {"base": setup.base, "reviewer": config.reviewer_spec, "reflection": config.reflection_spec},
             "dataset": config.dataset, "split_hash": split, "trained_on": ["train"], "selected_on": ["val"],
-            "saag_report": config.grounding if config.saag_informed else None,
-            "notes": f"GEPA ({config.mechanism}{', SAAG-informed reviewer' if config.saag_informed else ''}) "
-                     f"from {config.prompt}; val = the dataset's val split"}
-
+            "saag_report": setup.grounding if setup.saag_informed else None,
+            "notes": f"GEPA ({setup.mechanism.spec}{', SAAG-informed reviewer' if setup.saag_informed else ''}) "
+                     f"from {setup.prompt}; val = the dataset's val split"}
 
 
 __all__ = ["OptimizeResult", "open_run", "run_optimize"]

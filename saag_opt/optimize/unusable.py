@@ -10,24 +10,26 @@ rollouts count again, as they ran again). The TEST phase's counts are its compar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from saag_opt.runfiles import atomic_write_json
+from saag_opt.errors import RunError
+from saag_opt.optimize.summary import RolloutCounts, TestComparison, UnusableByPhase
+from saag_opt.runfiles import atomic_write_json, read_model
 
 ROLLOUTS_FILE = "rollouts.json"
 
 
 def restore_counts(context: Any, run_dir: Path) -> None:
     """Add the counts an earlier attempt of this run saved (none for a new run, or an unreadable file)."""
+    path = run_dir / ROLLOUTS_FILE
     try:
-        counts = json.loads((run_dir / ROLLOUTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        counts = read_model(path, RolloutCounts) if path.is_file() else None
+    except RunError:  # an unreadable earlier count: this attempt counts from zero
         return
-    if isinstance(counts, dict):
-        context.restore(counts)
+    if counts is not None:
+        context.restore(counts.model_dump())
 
 
 class RolloutCountSaver:
@@ -49,17 +51,15 @@ def save_counts(run_dir: Path, context: Any) -> dict[str, int]:
     return counts
 
 
-def unusable_by_phase(rollouts: Mapping[str, int], test: Mapping[str, Any] | None) -> dict[str, Any]:
+def unusable_by_phase(rollouts: Mapping[str, int], test: TestComparison | None) -> UnusableByPhase:
     """``summary.json``'s ``reviewer_unusable``: GEPA rollouts (train and val) and TEST (seed, best).
 
     ``test`` is None when the TEST phase did not run (``--no-test``, or the cap stopped it).
     """
-    comparison = (test or {}).get("comparison") or {}
-    on_test = None
-    if comparison:
-        on_test = {name: int(((comparison.get(key) or {}).get("accuracy") or {}).get("reviewer_unusable") or 0)
-                   for name, key in (("seed", "a"), ("best", "b"))}
-    return {"gepa_rollouts": dict(rollouts), "test": on_test}
+    comparison = test.comparison if test is not None else None
+    on_test = None if comparison is None else {"seed": comparison.a.accuracy.reviewer_unusable,
+                                               "best": comparison.b.accuracy.reviewer_unusable}
+    return UnusableByPhase(gepa_rollouts=RolloutCounts.model_validate(dict(rollouts)), test=on_test)
 
 
 __all__ = ["ROLLOUTS_FILE", "RolloutCountSaver", "restore_counts", "save_counts", "unusable_by_phase"]

@@ -6,10 +6,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import dspy
 
+from saag_opt.choices import AcceptName
 from saag_opt.errors import RunError
 
 
@@ -24,7 +25,7 @@ class GepaSettings:
     max_chars: int = 4000
     workers: int = 4
     seed: int = 0
-    accept: Literal["strict", "equal"] = "strict"
+    accept: AcceptName = "strict"
     stoppers: list[Any] = field(default_factory=list)
     callbacks: list[Any] = field(default_factory=list)
     quarantine: Any = None

@@ -1,97 +1,77 @@
-"""What an optimize process builds once: LMs on one ledger, the frozen base agent, the mechanism, the seed.
+"""What an optimize process builds once: the opened review set-up, the reflection LM, the store, the splits.
 
-Also the TRAIN/VAL splits GEPA sees (TEST is loaded only by ``holdout``).
+The set-up is opened by ``agents.setup.open_setup``, the builder ``evaluate`` uses, so GEPA's
+rollouts send the requests an evaluation of the same options sends (cache keys included). TEST
+is loaded only by ``holdout``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
+from saag_opt.agents.base import BasePredictionCache
+from saag_opt.agents.setup import Condition, open_setup
+from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.data import load_dataset
 from saag_opt.errors import RunError
+from saag_opt.lm import CostLedger, SaagLM, open_lm, parse_model_spec
+from saag_opt.model import Example
 from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.program import RolloutContext
 from saag_opt.paths import base_predictions_dir
-from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 
-@dataclass
+@dataclass(frozen=True)
 class World:
-    """Everything a rollout needs, built once per process."""
+    """Everything a rollout needs, built once per process: the condition GEPA tunes and what GEPA adds."""
 
-    ledger: Any
-    agent: Any
-    mechanism: Any
-    mech_ctx: Any
-    reviewer_lm: Any
-    reflection_lm: Any
-    store: Any
-    seed: Any
-    context: Any
-    components: tuple[str, ...]
-    saag_informed: bool = False
-    """The reviewer also sees the gold-free SAAG report (``OptimizeConfig.saag_informed``)."""
-    grounding: ModeName = INTERVENTION_GROUNDING
-    """Stage-3 mode of that report and of the gate."""
+    condition: Condition
+    """The seed's set-up, opened: agent, reviewer (seed instructions), mechanism, context."""
+    reflection_lm: SaagLM
+    store: PromptStore
+    """Where the seed lives and each accepted candidate is saved."""
+    context: RolloutContext
+    """One rollout = ``condition.run`` with a candidate's reviewer (shared, never copied)."""
+    ledger: CostLedger
+
+    @property
+    def seed(self) -> PromptVersion:
+        """The seed prompt version (in ``store``)."""
+        seed = self.condition.prompt_version
+        if seed is None:  # OptimizeConfig accepts only mechanisms that call the reviewer
+            raise RunError("the optimize set-up has no reviewer prompt")
+        return seed
 
 
-def build_world(config: OptimizeConfig, ledger: Any = None) -> World:
-    """Open the LMs (one ledger), the frozen base agent, the mechanism and the seed prompt.
+def build_world(config: OptimizeConfig, ledger: CostLedger | None = None) -> World:
+    """Open the set-up (base agent, reviewer on the seed, mechanism) and the reflection LM, on one ledger.
 
-    ``ledger``: the run's (capped) ledger; None = a new one.
+    ``ledger``: the run's (capped) ledger; None = a new one. A seed given as a file path is adopted
+    into the store (its lineage needs it there).
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key points to ``--base local``).
         ArtifactError: the seed prompt reference does not resolve.
     """
-    from saag_opt.agents.base import BaseAgent, BasePredictionCache
-    from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism
-    from saag_opt.artifacts.store import PromptStore
-    from saag_opt.lm import CostLedger, open_lm, parse_model_spec
-    from saag_opt.lm.retry import call_options
-    from saag_opt.optimize.program import RolloutContext
-
     ledger = ledger if ledger is not None else CostLedger()
-    options = call_options(request_timeout=config.request_timeout)
-    base_lm = open_lm(parse_model_spec(config.base), role="base", ledger=ledger, **options)  # fails fast (no key)
-    reviewer_lm = open_lm(config.reviewer, role="reviewer", ledger=ledger, **options)
-    reflection_lm = open_lm(config.reflection_spec, role="reflection", ledger=ledger, temperature=1.0,
-                            max_tokens=config.reflection_max_tokens, **options)
-    store = PromptStore(config.prompts_dir)
-    seed = store.resolve(config.prompt)
-    if not store.exists(seed.program, seed.version):  # a seed given as a file path: lineage needs it stored
-        seed = store.adopt(config.prompt)
-    mechanism = parse_mechanism(config.mechanism)
-    agent = BaseAgent(base_lm, ledger=ledger)  # same LM settings (cache key) as the evaluation runner's agent
-    mech_ctx = MechanismContext(cache=BasePredictionCache(directory=base_predictions_dir()),
-                                on_unusable=config.on_unusable, grounding=config.grounding)
-    context = RolloutContext(lambda ex, rev: mechanism.run(ex, agent, rev, ctx=mech_ctx), label=config.mechanism)
-    return World(ledger, agent, mechanism, mech_ctx, reviewer_lm, reflection_lm, store, seed, context,
-                 mechanism.components, config.saag_informed, config.grounding)
+    setup = config.setup
+    condition = open_setup(setup, ledger, BasePredictionCache(directory=base_predictions_dir()))
+    store = PromptStore(setup.prompts_dir)
+    seed = condition.prompt_version
+    if seed is not None and not store.exists(seed.program, seed.version):
+        condition = replace(condition, prompt_version=store.adopt(setup.prompt))
+    reflection_lm = open_lm(parse_model_spec(config.reflection_spec), role="reflection", ledger=ledger,
+                            temperature=1.0, max_tokens=config.reflection_max_tokens, **setup.call_options())
+    context = RolloutContext(condition.run, label=condition.mechanism.spec)
+    return World(condition, reflection_lm, store, context, ledger)
 
 
-def build_reviewer(world: World, instructions: Mapping[str, str]) -> Any:
-    """The reviewer evaluate would build for these options (``make_reviewer``), talking to the reviewer LM.
-
-    GEPA copies it per candidate and changes only the instructions, so every rollout puts the same
-    request in front of the reviewer as ``evaluate`` (``--saag-informed``: the SAAG report too).
-    """
-    from saag_opt.agents.reviewer import make_reviewer
-
-    reviewer = make_reviewer(dict(instructions), saag_informed=world.saag_informed,
-                             grounding=world.grounding)
-    reviewer.set_lm(world.reviewer_lm)
-    return reviewer
-
-
-def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
+def load_splits(config: OptimizeConfig) -> tuple[list[Example], list[Example]]:
     """TRAIN and VAL examples (TEST is loaded only for the final comparison).
 
     Raises:
         RunError: a split is empty.
     """
-    from saag_opt.data import load_dataset
-
     train = load_dataset(config.dataset, split="train", limit=config.train_limit)
     val = load_dataset(config.dataset, split="val", limit=config.val_limit)
     if not train or not val:
@@ -100,5 +80,4 @@ def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
     return train, val
 
 
-
-__all__ = ["World", "build_reviewer", "build_world", "load_splits"]
+__all__ = ["World", "build_world", "load_splits"]

@@ -21,19 +21,12 @@ from saag_opt.report.format import (
     num,
     pct,
     points,
+    run_footer,
 )
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
-    from saag_opt.evaluation.compare import CompareSummary, SideSummary
-
-
-
-
-
-
-
-
+    from saag_opt.evaluation.comparison import CompareSummary, SideSummary
 
 
 def legend(summary: CompareSummary) -> str:
@@ -143,13 +136,9 @@ def print_compare_report(console: Console, summary: CompareSummary, run_dir: str
         console.print(f"shared base pass: ${base_dollars:.4f} (paid once for both versions)")
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    if summary.stopped:
-        console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
-                      f"{summary.matched} example(s) both versions finished)")
-        if run_dir is not None:
-            console.print(f"continue it: saag-opt compare --resume {escape(str(run_dir))} --max-cost <higher>")
-    if run_dir is not None:
-        console.print(f"run directory: {escape(str(run_dir))}")
+    for line in run_footer("compare", run_dir, stopped=summary.stopped,
+                           covered=f"the tables cover the {summary.matched} example(s) both versions finished"):
+        console.print(line)
 
 
 __all__ = ["accuracy_table", "cost_table", "legend", "paired_table", "print_compare_report", "versions_helpharm_table"]

@@ -13,17 +13,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.report.format import cached_reviews, contamination_warning, delta, mismatch_warning, pct
+from saag_opt.report.format import cached_reviews, contamination_warning, delta, mismatch_warning, pct, run_footer
 from saag_opt.report.helpharm_rows import helpharm_table
 from saag_opt.report.live import start_bar, stop_bar
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
     from saag_opt.events import RunEvent
-
-
-
-
 
 
 def accuracy_table(summary: EvaluationSummary) -> Table:
@@ -95,13 +91,9 @@ def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir:
         console.print(f"[yellow]{unusable} reviewer repl{'y' if unusable == 1 else 'ies'} could not be read[/] "
                       f"(even when asked twice) and counted as {counted} (--on-unusable): the help and harm above "
                       "are not what a working reviewer would do")
-    if summary.stopped:
-        console.print(f"[yellow]stopped early:[/] {escape(summary.stopped)} (the tables cover the "
-                      f"{summary.n_examples} finished example(s))")
-        if run_dir is not None:
-            console.print(f"continue it: saag-opt evaluate --resume {escape(str(run_dir))} --max-cost <higher>")
-    if run_dir is not None:
-        console.print(f"run directory: {escape(str(run_dir))}")
+    for line in run_footer("evaluate", run_dir, stopped=summary.stopped,
+                           covered=f"the tables cover the {summary.n_examples} finished example(s)"):
+        console.print(line)
 
 
 def _cost_line(costs: dict[str, Any]) -> str:

@@ -1,9 +1,19 @@
-"""Cell formatting shared by every table: one spelling for missing values, rates and ratios."""
+"""Cell formatting shared by every table: one spelling for missing values, rates and ratios.
+
+Also the lines every report ends with (``run_footer``) and the command that continues a run
+(``resume_command``), so evaluate, compare, optimize and the CLI's error lines say it the same way.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
+
+from rich.markup import escape
+
+from saag_opt.runfiles import read_header
 
 
 def pct(value: float | None) -> str:
@@ -65,8 +75,6 @@ def mismatch_warning(prompt: str | None, why: str | None) -> str:
     """A title line when the reviewer run is not the one a GEPA prompt was tuned for (``reviewer_mismatch``)."""
     if not why:
         return ""
-    from rich.markup import escape
-
     return f"\n[bold yellow]WARNING: {escape(prompt or 'the prompt')} was {escape(why)}[/]"
 
 
@@ -74,7 +82,35 @@ def contamination_warning(prompt: str | None, splits: list[str]) -> str:
     """A second title line when a reviewer prompt was trained or selected on an evaluated split."""
     if not splits:
         return ""
-    from rich.markup import escape
-
     return (f"\n[bold red]WARNING: {escape(prompt or 'the prompt')} was trained or selected on "
             f"{escape(', '.join(splits))}: not a held-out result[/]")
+
+
+def resume_command(run_dir: str | os.PathLike[str], verb: str | None = None) -> str:
+    """``saag-opt VERB --resume RUN_DIR``: the command that continues a stopped or interrupted run.
+
+    ``verb``: the run's command, read from its ``run.json`` when not given (a tune run also needs
+    its space file again).
+
+    Raises:
+        RunError: ``verb`` not given and ``run.json`` missing or unreadable.
+    """
+    verb = verb or read_header(Path(run_dir)).verb
+    space = " --space SPACE.toml" if verb == "tune" else ""
+    return f"saag-opt {verb}{space} --resume {run_dir}"
+
+
+def run_footer(verb: str, run_dir: str | os.PathLike[str] | None, *, stopped: str | None = None,
+               covered: str = "") -> list[str]:
+    """The lines a report ends with: why the run stopped early and how to continue it, then where it is.
+
+    ``covered`` says what the tables above cover when the run stopped early.
+    """
+    lines = []
+    if stopped:
+        lines.append(f"[yellow]stopped early:[/] {escape(stopped)}" + (f" ({covered})" if covered else ""))
+        if run_dir is not None:
+            lines.append(f"continue it: {escape(resume_command(run_dir, verb))} --max-cost <higher>")
+    if run_dir is not None:
+        lines.append(f"run directory: {escape(str(run_dir))}")
+    return lines

@@ -1,27 +1,23 @@
 """The help/harm rows every report prints: evaluate (one column), compare and optimize (one per version).
 
-Built once so the three reports name and format the same measures the same way. Each column is a
-``HelpHarm.to_dict()`` of one reviewed condition against the base agent alone.
+Built once so the three reports name and format the same measures the same way. Each column is
+the ``HelpHarm`` of one reviewed condition against the base agent alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rich.table import Table
 
+from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.report.format import ci_points, pct, points, ratio
 
 _COUNTS = (("both right", "both_right"), ("fixed (base wrong -> right)", "fixed"),
            ("broken (base right -> wrong)", "broken"), ("both wrong", "both_wrong"))
 
 
-def _p(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def helpharm_table(title: str, columns: Mapping[str, Mapping[str, Any]],
+def helpharm_table(title: str, columns: Mapping[str, HelpHarm],
                    unusable: Sequence[int] | None = None) -> Table:
     """Counts of the paired 2x2 table, then the rates with conditional denominators; a column per version.
 
@@ -32,16 +28,16 @@ def helpharm_table(title: str, columns: Mapping[str, Mapping[str, Any]],
     table.add_column("measure")
     for name in columns:
         table.add_column(name, justify="right")
-    cols: Sequence[Mapping[str, Any]] = list(columns.values())
+    cols = list(columns.values())
     for label, key in _COUNTS:
-        table.add_row(label, *(str(h[key]) for h in cols))
+        table.add_row(label, *(str(getattr(h, key)) for h in cols))
     table.add_section()
-    table.add_row("helpfulness % = fixed / base wrong", *(pct(h["helpfulness"]) for h in cols))
-    table.add_row("harmfulness % = broken / base right", *(pct(h["harmfulness"]) for h in cols))
-    table.add_row("benefit-to-risk ratio", *(ratio(h["ratio"]) for h in cols))
-    table.add_row("net accuracy change vs base", *(points(h.get("net_change")) for h in cols))
-    table.add_row("bootstrap 95% CI", *(ci_points(h.get("net_change_ci95")) for h in cols))
-    table.add_row("McNemar exact p vs base (fixed vs broken)", *(_p(h.get("mcnemar_p")) for h in cols))
+    table.add_row("helpfulness % = fixed / base wrong", *(pct(h.helpfulness) for h in cols))
+    table.add_row("harmfulness % = broken / base right", *(pct(h.harmfulness) for h in cols))
+    table.add_row("benefit-to-risk ratio", *(ratio(h.ratio) for h in cols))
+    table.add_row("net accuracy change vs base", *(points(h.net_change) for h in cols))
+    table.add_row("bootstrap 95% CI", *(ci_points(h.net_change_ci95) for h in cols))
+    table.add_row("McNemar exact p vs base (fixed vs broken)", *(f"{h.p_value:.4g}" for h in cols))
     if unusable is not None:
         table.add_section()
         table.add_row("reviewer replies unusable (after a retry)", *(str(n) for n in unusable))

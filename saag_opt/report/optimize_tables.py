@@ -3,83 +3,79 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
-from saag_opt.report.format import num
+from saag_opt.report.format import num, run_footer
 from saag_opt.report.live import start_bar, stop_bar
 
-if TYPE_CHECKING:
-    from saag_opt.evaluation.compare import CompareSummary
+
+def _names(test: TestComparison) -> tuple[str, str]:
+    """The TEST phase is a compare run (A = seed, B = best): the two column names."""
+    return f"seed ({test.seed})", f"best ({test.best})"
 
 
-def _test_comparison(test: Mapping[str, Any]) -> tuple[CompareSummary, str, str]:
-    """The TEST phase is a compare run (A = seed, B = best); its summary and the two column names."""
-    from saag_opt.evaluation.compare import CompareSummary
-
-    return CompareSummary.model_validate(test["comparison"]), f"seed ({test['seed']})", f"best ({test['best']})"
-
-
-def seed_vs_best_table(test: Mapping[str, Any]) -> Table:
+def seed_vs_best_table(test: TestComparison, comparison: CompareSummary) -> Table:
     """Accuracy on TEST: one row per category (and overall), one column per condition.
 
     Transposed on purpose: BFCL has up to 13 categories, conditions are at most three, so this
     fits an 80-column terminal where a row per condition would not.
     """
-    summary, seed, best = _test_comparison(test)
-    return accuracy_table(summary, title="TEST accuracy %: base vs seed vs best", a=seed, b=best)
+    seed, best = _names(test)
+    return accuracy_table(comparison, title="TEST accuracy %: base vs seed vs best", a=seed, b=best)
 
 
-def help_harm_table(test: Mapping[str, Any]) -> Table:
+def help_harm_table(test: TestComparison, comparison: CompareSummary) -> Table:
     """Seed and best against the base agent alone on TEST (the same rows as evaluate and compare)."""
-    summary, seed, best = _test_comparison(test)
-    return versions_helpharm_table(summary, title="TEST: help / harm vs the base agent alone", a=seed, b=best)
+    seed, best = _names(test)
+    return versions_helpharm_table(comparison, title="TEST: help / harm vs the base agent alone", a=seed, b=best)
 
 
-def best_vs_seed_table(test: Mapping[str, Any]) -> Table:
+def best_vs_seed_table(test: TestComparison, comparison: CompareSummary) -> Table:
     """Best against seed on the same TEST examples: the discordant pairs, McNemar p and the CI."""
-    summary, seed, best = _test_comparison(test)
-    return paired_table(summary, a=seed, b=best)
+    seed, best = _names(test)
+    return paired_table(comparison, a=seed, b=best)
 
 
-def candidates_table(summary: Mapping[str, Any]) -> Table:
+def candidates_table(summary: OptimizeSummary) -> Table:
     """GEPA pool: candidate index, prompt version, val score."""
     table = Table(title="GEPA candidates (val accuracy)")
     for name, justify in (("#", "right"), ("version", "left"), ("val", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    scores = summary.get("val_scores") or []
-    for idx, version in sorted(((int(k), v) for k, v in summary.get("versions", {}).items())):
-        mark = " (best)" if version == summary.get("best_version") else ""
+    scores = summary.val_scores
+    for idx, version in sorted(summary.versions.items()):
+        mark = " (best)" if version == summary.best_version else ""
         table.add_row(str(idx), f"{version}{mark}", num(scores[idx]) if idx < len(scores) else "-")
     return table
 
 
-def unusable_table(summary: Mapping[str, Any]) -> Table | None:
+def unusable_table(summary: OptimizeSummary) -> Table | None:
     """Reviewer replies still unreadable after a retry, per phase (None for a summary without the counts).
 
     Why a table of its own: in GEPA's rollouts such a reply reaches only the reflection feedback, so a
     weak reviewer would otherwise look harmless here; the TEST rows repeat the help/harm table's.
     """
-    counts = summary.get("reviewer_unusable")
-    if not counts:
+    counts = summary.reviewer_unusable
+    if counts is None:
         return None
     table = Table(title="Reviewer replies unusable (after a retry), per phase")
     for name in ("phase", "replies", "rollouts / examples affected", "rollouts / examples"):
         table.add_column(name, justify="left" if name == "phase" else "right")
-    gepa = counts.get("gepa_rollouts") or {}
-    table.add_row("GEPA rollouts (train + val)", str(gepa.get("reviewer_unusable", 0)),
-                  str(gepa.get("rollouts_with_unusable", 0)), str(gepa.get("rollouts", 0)))
-    test = counts.get("test")
-    comparison = (summary.get("test") or {}).get("comparison") or {}
-    n = str(comparison.get("matched", "-"))
+    gepa = counts.gepa_rollouts
+    table.add_row("GEPA rollouts (train + val)", str(gepa.reviewer_unusable), str(gepa.rollouts_with_unusable),
+                  str(gepa.rollouts))
+    test, on_test = summary.test, counts.test
+    n = str(test.comparison.matched) if test is not None and test.comparison is not None else "-"
     for name in ("seed", "best"):
-        label = f"TEST {name} ({(summary.get('test') or {}).get(name, '-')})"
-        table.add_row(label, "-" if test is None else str(test.get(name, 0)), "-", "-" if test is None else n)
+        label = f"TEST {name} ({getattr(test, name) if test is not None else '-'})"
+        table.add_row(label, "-" if on_test is None else str(on_test.get(name, 0)), "-", "-" if on_test is None else n)
     return table
 
 
@@ -95,28 +91,31 @@ def cost_table(costs: Mapping[str, Any]) -> Table:
     return table
 
 
-def print_optimize_report(console: Console, summary: Mapping[str, Any]) -> None:
-    """The whole end-of-run report from ``OptimizeResult.to_dict()``."""
+def print_optimize_report(console: Console, summary: OptimizeSummary | Mapping[str, Any]) -> None:
+    """The whole end-of-run report from ``run_optimize``'s summary (or its ``to_dict()``, as ``--json`` writes it)."""
+    if not isinstance(summary, OptimizeSummary):
+        summary = OptimizeSummary.model_validate(summary)
     console.print(candidates_table(summary))
-    if summary.get("test") and summary["test"].get("comparison"):
-        console.print(seed_vs_best_table(summary["test"]))
-        console.print(help_harm_table(summary["test"]))
-        console.print(best_vs_seed_table(summary["test"]))
-        console.print(f"test comparison run: {summary['test'].get('compare_run')}")
-    if summary.get("test") and summary["test"].get("stopped"):
-        console.print(f"[yellow]test comparison incomplete:[/] {escape(str(summary['test']['stopped']))}")
+    test = summary.test
+    if test is not None and test.comparison is not None:
+        console.print(seed_vs_best_table(test, test.comparison))
+        console.print(help_harm_table(test, test.comparison))
+        console.print(best_vs_seed_table(test, test.comparison))
+        console.print(f"test comparison run: {test.compare_run}")
+    if test is not None and test.stopped:
+        console.print(f"[yellow]test comparison incomplete:[/] {escape(test.stopped)}")
     unusable = unusable_table(summary)
     if unusable is not None:
         console.print(unusable)
-    console.print(cost_table(summary.get("costs") or {}))
-    console.print(f"stopped by: {summary.get('stopped_by')}; rollouts: {summary.get('metric_calls')}; "
-                  f"best prompt: reviewer@{summary.get('best_version')} (alias 'best'); run: {summary.get('run_dir')}")
-    if summary.get("saag_informed"):
+    console.print(cost_table(summary.costs))
+    console.print(f"stopped by: {summary.stopped_by}; rollouts: {summary.metric_calls}; "
+                  f"best prompt: reviewer@{summary.best_version} (alias 'best')")
+    if summary.saag_informed:
         console.print(f"reviewer: SAAG-informed (experimental; it saw the gold-free SAAG report, grounding "
-                      f"{escape(str(summary.get('grounding')))}, in every rollout and on test)")
-    if summary.get("status") == "stopped":
-        console.print("[yellow]--max-cost reached:[/] finished work is kept; continue with "
-                      f"saag-opt optimize --resume {escape(str(summary.get('run_dir')))} --max-cost <higher>")
+                      f"{escape(str(summary.grounding))}, in every rollout and on test)")
+    stopped = "--max-cost reached" if summary.status == "stopped" else None
+    for line in run_footer("optimize", summary.run_dir, stopped=stopped, covered="finished work is kept"):
+        console.print(line)
 
 
 class OptimizeProgress:

@@ -158,14 +158,13 @@ class Guard:
         labels: list[str | None] = [None, None]
         review_module, loaded = None, None
         if reviewer is not None:
-            from saag_opt.agents import make_reviewer
+            from saag_opt.agents.setup import bind_reviewer  # evaluate's and GEPA's reviewer, on this LM
             from saag_opt.runtime.prompt import load_prompt
 
             loaded = load_prompt(prompt, store)
-            review_module = make_reviewer(loaded.instructions, saag_informed=saag_informed,
-                                          grounding=_cascade_options(grounding)["grounding"])
             review_lm = _open(reviewer, "reviewer", timeout, retries)
-            review_module.set_lm(review_lm)
+            review_module = bind_reviewer(loaded.instructions, review_lm, saag_informed=saag_informed,
+                                          grounding=_cascade_options(grounding)["grounding"])
             ledger_models[str(review_lm.model)] = getattr(review_lm, "spec", None)
             labels[0] = _label(review_lm)
         reviser_agent = None
@@ -448,11 +447,10 @@ def _open(model: Any, role: str, timeout: float | None, retries: int) -> Any:
     if isinstance(model, dspy.LM):
         return model
     from saag_opt.lm import open_lm, parse_model_spec
+    from saag_opt.lm.retry import call_options  # the call options every verb's set-up opens its LMs with
 
-    options: dict[str, Any] = {"retries": retries, "retry_base_delay": 0.5}
-    if timeout is not None:
-        options["timeout"] = timeout
-    return open_lm(parse_model_spec(model), role=role, **options)
+    return open_lm(parse_model_spec(model), role=role,
+                   **call_options(retries=retries, retry_base_delay=0.5, request_timeout=timeout))
 
 
 def _cache(cache: bool | str | os.PathLike[str]) -> ReviewCache:

@@ -2,7 +2,8 @@
 
 ``space`` reads SPACE.toml, ``study`` holds the objective and samplers, ``storage`` the storage
 ladder (sqlite, journal file, PostgreSQL), ``workers`` the local worker processes, ``results`` the
-trials file, Pareto set and test re-evaluation, ``run`` ties them together.
+trials file, Pareto set and test re-evaluation, ``spend`` the ``--max-cost`` cap every process of a
+run shares, ``preflight`` the ``--dry-run`` estimate, ``run`` ties them together.
 """
 
 from saag_opt.tune.results import TestResult, TrialRow, TuneSummary

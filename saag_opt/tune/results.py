@@ -9,13 +9,16 @@ McNemar p and bootstrap CI against the base agent alone, cost, latency) are the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from saag_opt.errors import SaagOptError
 from saag_opt.evaluation.results import EvaluationSummary
-from saag_opt.runfiles import atomic_write_jsonl
+from saag_opt.lm.accounting import CostLedger
+from saag_opt.runfiles import atomic_write_jsonl, register_summary
 from saag_opt.tune.space import Space, canonical_params
 from saag_opt.tune.storage import WORKER_ATTR
 from saag_opt.tune.study import (
@@ -27,6 +30,7 @@ from saag_opt.tune.study import (
     EvaluateFn,
     retry_of,
     run_config,
+    trial_metrics,
 )
 
 
@@ -154,24 +158,40 @@ class TestResult(BaseModel):
 
 
 def evaluate_on_test(space: Space, trials: list[Any], test_dir: Path, *, limit: int | None,
-                     evaluate: EvaluateFn = run_config) -> list[TestResult]:
-    """Re-run each Pareto configuration on the test split (base answers shared through the cache)."""
-    from saag_opt.errors import SaagOptError
-    from saag_opt.tune.study import trial_metrics
+                     evaluate: EvaluateFn = run_config, ledger: CostLedger | None = None,
+                     on_start: Callable[[int, Any], None] | None = None) -> list[TestResult]:
+    """Re-run each Pareto configuration on the test split (base answers shared through the cache).
 
+    ``ledger``: the run's (its cap covers this phase too). Once the cap stops one evaluation, its
+    result and every later one carry the reason instead of numbers (part of the split is no
+    result); a resume with a higher cap runs them again, finished LM calls replaying free.
+    ``on_start(index, trial)`` is told before each evaluation.
+    """
     out = []
-    for trial in trials:
+    stopped: str | None = None
+    for index, trial in enumerate(trials):
         overrides: dict[str, Any] = {"split": "test", "runs_dir": test_dir}
         if limit is not None:
             overrides["limit"] = limit
         val = trial.user_attrs.get(METRICS_ATTR) or {}
-        try:
-            run_dir, summary = evaluate(space.config(dict(trial.params), **overrides))
-        except SaagOptError as exc:
-            out.append(TestResult(trial=trial.number, params=dict(trial.params), val=val, error=str(exc)))
+        result = TestResult(trial=trial.number, params=dict(trial.params), val=val)
+        if stopped is not None:  # the reason is the summary's ``stopped``
+            out.append(result.model_copy(update={"error": "not run: --max-cost reached"}))
             continue
-        out.append(TestResult(trial=trial.number, params=dict(trial.params), val=val, run_dir=str(run_dir),
-                              summary=summary, metrics=trial_metrics(summary)))
+        if on_start is not None:
+            on_start(index, trial)
+        try:
+            run_dir, summary = evaluate(space.config(dict(trial.params), **overrides), ledger=ledger)
+        except SaagOptError as exc:
+            out.append(result.model_copy(update={"error": str(exc)}))
+            continue
+        if summary.stopped:
+            stopped = summary.stopped
+            out.append(result.model_copy(update={"run_dir": str(run_dir), "error": f"cut by --max-cost after "
+                                                 f"{summary.n_examples} examples"}))
+            continue
+        out.append(result.model_copy(update={"run_dir": str(run_dir), "summary": summary,
+                                             "metrics": trial_metrics(summary)}))
     return out
 
 
@@ -206,10 +226,17 @@ class TuneSummary(BaseModel):
     """The test re-evaluation of the Pareto set."""
     test_skipped: bool = False
     """``--no-test`` was given."""
+    max_cost: float | None = None
+    """The run's dollar cap (trials in every worker and the test phase), if any."""
+    spent: float | None = None
+    """Dollars the run spent under that cap, every attempt counted (None without a cap)."""
+    stopped: str | None = None
+    """Why ``--max-cost`` stopped the run (resume with a higher one to go on); None when it was not."""
 
 
 def summarise_tune(rows: list[TrialRow], space: Space, *, study: str, storage: str, sampler: str, seed: int,
-                   test: list[TestResult], test_skipped: bool) -> TuneSummary:
+                   test: list[TestResult], test_skipped: bool, max_cost: float | None = None,
+                   spent: float | None = None, stopped: str | None = None) -> TuneSummary:
     """``summary.json`` content."""
     states: dict[str, int] = {}
     for row in rows:
@@ -221,8 +248,11 @@ def summarise_tune(rows: list[TrialRow], space: Space, *, study: str, storage: s
         distinct_configs=len({canonical_params(r.params) for r in complete if r.duplicate_of is None}),
         duplicates=sum(r.duplicate_of is not None for r in complete),
         retries=sum(r.retry_of is not None for r in rows),
-        pareto=[r.number for r in rows if r.pareto], test=test, test_skipped=test_skipped)
+        pareto=[r.number for r in rows if r.pareto], test=test, test_skipped=test_skipped, max_cost=max_cost,
+        spent=spent, stopped=stopped)
 
+
+register_summary("tune", TuneSummary, records=TrialRow, records_file="trials.jsonl")
 
 __all__ = ["TestResult", "TrialRow", "TuneSummary", "evaluate_on_test", "format_params", "pareto_trials", "summarise_tune",
            "trial_row", "trial_rows", "write_trials"]

@@ -7,10 +7,15 @@ writes ``summary.json``. A process given the name of a study that already exists
 *joins* it as a worker: it runs trials until the budget is spent and writes only a ``trials.jsonl``
 snapshot. ``--resume RUN_DIR`` makes a process the coordinator of that run's study again.
 
+``--max-cost`` is one hard cap over the run: the warm-up, the trials of every local worker and
+the test re-evaluation all reserve under it (``tune.spend``). When it stops the run, the finished
+trials and test results are kept, ``run.json`` says ``stopped``, and ``--resume RUN_DIR`` with a
+higher ``--max-cost`` goes on (the cut trial was enqueued again).
+
 ``runs/<ts>-tune/``: ``run.json`` (status, config with the storage password redacted),
-``study.db`` / ``study.journal`` (the default storages), ``trials/`` (one evaluate run dir per
-trial), ``test/`` (the Pareto set on test), ``workers/`` (local worker logs), ``trials.jsonl``,
-``summary.json``.
+``study.db`` / ``study.journal`` (the default storages), ``spend.json`` (the cap's account, with
+``--max-cost``), ``trials/`` (one evaluate run dir per trial), ``test/`` (the Pareto set on
+test), ``workers/`` (local worker logs), ``trials.jsonl``, ``summary.json``.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saag_opt.errors import ConfigError, SaagOptError
+from saag_opt.errors import ConfigError, CostCapReached, SaagOptError
 from saag_opt.events import EventSink, emit
+from saag_opt.lm.accounting import CostLedger
+from saag_opt.lm.ledgerfile import earlier_roles
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,
@@ -45,6 +52,7 @@ from saag_opt.tune.results import (
     write_trials,
 )
 from saag_opt.tune.space import Space, load_space
+from saag_opt.tune.spend import tune_ledger
 from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage
 from saag_opt.tune.study import (
     EvaluateFn,
@@ -53,6 +61,8 @@ from saag_opt.tune.study import (
     open_study,
     run_config,
     run_trials,
+    spent,
+    trials_counted,
 )
 from saag_opt.tune.workers import Supervisor, WorkerJob, shared_model_env
 
@@ -83,7 +93,7 @@ class TuneConfig(BaseModel):
     resume: Path | None = None
     """A tune run dir to coordinate again."""
     max_cost: float | None = Field(default=None, gt=0)
-    """Dollar cap over all trials."""
+    """Hard dollar cap over the run: trials in every local worker and the test re-evaluation."""
     seed: int = 0
     """Sampler seed."""
     heartbeat: int = Field(default=60, ge=1)
@@ -116,11 +126,18 @@ class TuneOutcome:
 
 @dataclass
 class _Watcher:
-    """Reports each trial once, when it finishes (in this process or any other worker)."""
+    """Reports each trial once, when it finishes (in this process or any other worker).
+
+    Each ``trial_finished`` carries the run's progress: ``done``/``budget`` trials, ``spent`` (the
+    cap's account with ``--max-cost``, else the trials' own), ``max_cost`` and the current
+    feasible ``front`` (trial number and objective values per point).
+    """
 
     study: Any
     space: Space
     sink: EventSink | None
+    settings: TuneSettings
+    ledger: CostLedger
     seen: set[int] = field(default_factory=set)
 
     def poll(self) -> None:
@@ -131,7 +148,18 @@ class _Watcher:
             if t.state.is_finished() and t.number not in self.seen:
                 self.seen.add(t.number)
                 row = trial_row(t, self.space)
-                emit(self.sink, "trial_finished", row.describe(), row=row.model_dump(mode="json"))
+                emit(self.sink, "trial_finished", row.describe(), row=row.model_dump(mode="json"), **self.progress())
+
+    def progress(self) -> dict[str, Any]:
+        """Trials done and budgeted, spend and cap, and the current front."""
+        cap = self.ledger.cap
+        budget = self.settings.trials
+        if budget is None and self.settings.sampler == "grid":
+            budget = len(self.space.grid_points() or [])
+        front = [{"number": t.number, "values": dict(zip(self.space.metric_names, t.values))}
+                 for t in pareto_trials(self.study)]
+        return {"done": trials_counted(self.study), "budget": budget, "max_cost": self.settings.max_cost,
+                "spent": cap.spent if cap is not None else spent(self.study), "front": front}
 
 
 def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate: EvaluateFn = run_config,
@@ -157,31 +185,51 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
         study, role = _open(space, optuna_storage, study_name, settings, config)
         header = header.model_copy(update={"role": role})
         write_header(run_dir, header)
-        emit(on_event, "run_started", f"tune {study_name} ({role}): {run_dir}", run_dir=str(run_dir), role=role)
-        watcher = _Watcher(study, space, on_event)
-        trials_dir = run_dir / "trials"
-        if config.workers > 1:
-            env = shared_model_env(space)
-            warm_base_answers(space, run_dir / "base", env, evaluate)
-            job = WorkerJob(str(config.space), config.overrides, storage.text, study_name, str(trials_dir),
-                            settings.__dict__, 0)
-            Supervisor(job, config.workers, run_dir / "workers", env=env).run(
-                study, space, settings, storage, on_poll=watcher.poll)
-        else:
-            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
-                       on_trial=lambda *_: watcher.poll())
-        if config.workers > 1:  # the supervisor ran no trial itself: drain what the workers left
-            run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
-                       on_trial=lambda *_: watcher.poll())
-        watcher.poll()
+        earlier = _earlier_spend(run_dir, study) if config.resume is not None else 0.0
+        ledger = tune_ledger(run_dir, settings.max_cost, restart=True, spent=earlier)
+        watcher = _Watcher(study, space, on_event, settings, ledger)
+        emit(on_event, "run_started", f"tune {study_name} ({role}): {run_dir}", run_dir=str(run_dir), role=role,
+             **watcher.progress())
+        _search(config, space, study, settings, storage, study_name, run_dir, evaluate, ledger, watcher)
         rows = trial_rows(study, space)
         write_trials(run_dir / "trials.jsonl", rows)
         summary = None
         if role == "coordinator":
-            summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate)
-    finish_header(run_dir, header)
-    emit(on_event, "run_finished", f"tune {study_name} finished: {run_dir}", run_dir=str(run_dir))
+            summary = _finish(config, space, study, rows, storage, study_name, run_dir, evaluate, ledger, on_event)
+        cap = ledger.cap
+        stopped = CostCapReached(cap.message()) if cap is not None and cap.reached else None
+    finish_header(run_dir, header, stopped)
+    if stopped is not None:
+        emit(on_event, "stopped", str(stopped), run_dir=str(run_dir), max_cost=settings.max_cost)
+    emit(on_event, "run_finished", f"tune {study_name} {'stopped' if stopped else 'finished'}: {run_dir}",
+         run_dir=str(run_dir))
     return TuneOutcome(run_dir, role, study_name, space, rows, summary)
+
+
+def _search(config: TuneConfig, space: Space, study: Any, settings: TuneSettings, storage: StorageSpec,
+            study_name: str, run_dir: Path, evaluate: EvaluateFn, ledger: CostLedger, watcher: _Watcher) -> None:
+    """Run the trials: in this process, or through ``--workers N`` local processes (then drain what they left)."""
+    trials_dir = run_dir / "trials"
+    cap = ledger.cap
+    if config.workers > 1:
+        env = shared_model_env(space)
+        warm_base_answers(space, run_dir / "base", env, evaluate, ledger=ledger)
+        job = WorkerJob(str(config.space), config.overrides, storage.text, study_name, str(trials_dir),
+                        settings.__dict__, 0)
+        Supervisor(job, config.workers, run_dir / "workers", env=env).run(
+            study, space, settings, storage, on_poll=watcher.poll)
+    if config.workers == 1 or cap is None or not cap.reached:  # the supervisor ran no trial itself
+        run_trials(study, space, settings, storage, trials_dir, evaluate=evaluate,
+                   on_trial=lambda *_: watcher.poll(), ledger=ledger)
+    watcher.poll()
+
+
+def _earlier_spend(run_dir: Path, study: Any) -> float:
+    """What earlier attempts of a resumed run spent, for a cap file they did not keep (no --max-cost then)."""
+    total = CostLedger()
+    for costs in [*run_dir.glob("base/*/costs.json"), *run_dir.glob("test/*/costs.json")]:
+        total.restore(earlier_roles(costs.parent))
+    return spent(study) + total.total_dollars()
 
 
 def check_inputs(space: Space) -> None:
@@ -195,10 +243,10 @@ def check_inputs(space: Space) -> None:
     """
     from saag_opt.artifacts import resolve_ref
     from saag_opt.data import load_dataset
-    from saag_opt.evaluation.runner import EvaluateConfig
+    from saag_opt.evaluation.config import EvaluateConfig
     from saag_opt.tune.space import Range
 
-    fields = EvaluateConfig.model_fields
+    fields = EvaluateConfig.option_fields()
 
     def choices(name: str) -> tuple[str, list[Any]]:
         dim = space.search.get(name)
@@ -219,7 +267,8 @@ def check_inputs(space: Space) -> None:
             raise ConfigError(f"{space.source}: {where}: {exc}") from None
 
 
-def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluate: EvaluateFn = run_config) -> None:
+def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluate: EvaluateFn = run_config, *,
+                      ledger: CostLedger | None = None) -> None:
     """Ask the base agent once, before workers start, so they all find its answers in the cache.
 
     Why: N workers starting together would each ask the base agent the same questions (N times the
@@ -234,7 +283,7 @@ def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluat
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the shared embedded server, if any
     try:
-        evaluate(space.config(first, mechanism="none", runs_dir=runs_dir))
+        evaluate(space.config(first, mechanism="none", runs_dir=runs_dir), ledger=ledger)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -287,13 +336,28 @@ def _join_offset() -> int:
 
 
 def _finish(config: TuneConfig, space: Space, study: Any, rows: list[TrialRow], storage: StorageSpec,
-            study_name: str, run_dir: Path, evaluate: EvaluateFn) -> TuneSummary:
+            study_name: str, run_dir: Path, evaluate: EvaluateFn, ledger: CostLedger,
+            on_event: EventSink | None) -> TuneSummary:
+    """The test re-evaluation of the front (under the run's cap) and ``summary.json``."""
+    cap = ledger.cap
     test = []
-    if not config.no_test:
+    if not config.no_test and cap is not None and cap.reached:
+        emit(on_event, "stopped", "test re-evaluation not run: --max-cost was reached during the trials; resume "
+             "with a higher --max-cost to run it", max_cost=cap.max_cost)
+    elif not config.no_test:
+        front = pareto_trials(study)
         limit = config.test_limit if config.test_limit is not None else space.fixed.get("limit")
-        test = evaluate_on_test(space, pareto_trials(study), run_dir / "test", limit=limit, evaluate=evaluate)
+
+        def started(index: int, trial: Any) -> None:
+            emit(on_event, "stage", f"TEST {index + 1}/{len(front)}: trial {trial.number}", stage="test",
+                 index=index, total=len(front), trial=trial.number)
+
+        test = evaluate_on_test(space, front, run_dir / "test", limit=limit, evaluate=evaluate, ledger=ledger,
+                                on_start=started)
     summary = summarise_tune(rows, space, study=study_name, storage=storage.redacted, sampler=config.sampler,
-                             seed=config.seed, test=test, test_skipped=config.no_test)
+                             seed=config.seed, test=test, test_skipped=config.no_test, max_cost=config.max_cost,
+                             spent=cap.spent if cap is not None else None,
+                             stopped=cap.message() if cap is not None and cap.reached else None)
     atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     return summary
 

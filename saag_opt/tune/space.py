@@ -47,8 +47,8 @@ from pydantic import (
     model_validator,
 )
 
-from saag_opt.errors import ConfigError
-from saag_opt.evaluation.runner import EvaluateConfig
+from saag_opt.errors import ConfigError, option_path
+from saag_opt.evaluation.config import EvaluateConfig
 
 Direction = Literal["maximize", "minimize"]
 Choice = Union[bool, int, float, str]
@@ -281,7 +281,8 @@ def parse_space(data: dict[str, Any], *, source: str = "SPACE.toml") -> Space:
 
 
 def _field_names() -> set[str]:
-    return set(EvaluateConfig.model_fields)
+    """The evaluate options, by their flat names (the review set-up's fields and evaluate's own)."""
+    return set(EvaluateConfig.option_fields())
 
 
 def _check_keys(raw: SpaceFile, fixed: dict[str, Any], source: str) -> None:
@@ -332,8 +333,8 @@ def _validate(values: dict[str, Any], source: str, where: str, mine: Any, shown:
         EvaluateConfig(**values)
     except ValidationError as exc:
         for error in exc.errors():
-            loc = error.get("loc", ())
-            key = str(loc[0]) if loc else None
+            loc = option_path(error.get("loc"))
+            key = loc[0] if loc else None
             if mine(key):
                 label = where if where != "fixed" or key is None else f"fixed.{key}"
                 got = f" (got {shown!r})" if shown is not None else ""

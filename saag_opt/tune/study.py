@@ -10,6 +10,11 @@ Repeats: TPE suggests the same point again in small categorical spaces (optuna#2
 remote workers may suggest it concurrently. A trial whose configuration already completed is told
 the stored values at zero LM cost with ``duplicate_of`` recorded; one whose configuration is being
 run by an earlier, still running trial waits for it instead of running it twice.
+
+Budget: ``--max-cost`` is a hard cap over the whole run (``tune.spend``): each trial books into a
+child of the process's capped ledger. A trial the cap cuts short is failed (its numbers cover
+part of the split), its spend recorded, and its configuration enqueued again, so a ``--resume``
+with a higher cap runs it (finished LM calls replay from the cache, free).
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from saag_opt.errors import ConfigError, RunError, SaagOptError
+from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
 from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.lm.accounting import CostLedger
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
+from saag_opt.tune.spend import tune_ledger
 from saag_opt.tune.storage import (
     RETRY_ATTR,
     WORKER_ATTR,
@@ -69,7 +76,8 @@ class TuneSettings:
     heartbeat: int = 60
     """PostgreSQL heartbeat interval in seconds (grace period: twice that)."""
     max_cost: float | None = None
-    """Stop starting trials once the study has spent this many dollars (all workers together)."""
+    """Hard cap in dollars over the run (every worker, the test phase; ``tune.spend``); no trial starts
+    once the study's trials spent it."""
 
 
 def make_sampler(settings: TuneSettings, seed_offset: int = 0) -> Any:
@@ -148,10 +156,10 @@ def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
     total = (summary.costs.get("roles") or {}).get("total") or {}
     overhead = summary.latency.overhead_x
     out = {
-        "help": float(hh.get("helpfulness") or 0.0),
-        "harm": float(hh.get("harmfulness") or 0.0),
+        "help": float(hh.helpfulness or 0.0),
+        "harm": float(hh.harmfulness or 0.0),
         "accuracy": float(summary.reviewed.accuracy or 0.0),
-        "net_change": float(hh.get("net_change") or 0.0),
+        "net_change": float(hh.net_change or 0.0),
         "cost_per_item_usd": float(total.get("dollars") or 0.0) / n,
         "reviewer_calls_per_item": float(summary.reviewer_calls_per_item or 0.0),
         "seconds_per_item": float(summary.latency.final_mean_seconds or 0.0),
@@ -160,16 +168,25 @@ def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
     return {name: out[name] for name in METRICS}
 
 
-EvaluateFn = Callable[[Any], tuple[Path, EvaluationSummary]]
-"""``EvaluateConfig -> (run_dir, summary)``; the runner, swappable in tests."""
+class EvaluateFn(Protocol):
+    """``EvaluateConfig -> (run_dir, summary)``, booking into a child of ``ledger``; the runner, swappable in tests."""
+
+    def __call__(self, config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
+        """Evaluate ``config``; a ``ledger`` with a cap stops it there (``summary.stopped``)."""
+        ...
 
 
-def run_config(config: Any) -> tuple[Path, EvaluationSummary]:
+def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
     """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``)."""
     from saag_opt.evaluation.runner import run_evaluation
 
-    result = run_evaluation(config)
+    result = run_evaluation(config, ledger=ledger)
     return result.run_dir, result.summary
+
+
+def summary_dollars(summary: EvaluationSummary) -> float:
+    """Dollars one evaluation spent (its own ledger's total)."""
+    return float(((summary.costs.get("roles") or {}).get("total") or {}).get("dollars") or 0.0)
 
 
 @dataclass
@@ -181,6 +198,8 @@ class Objective:
     evaluate: EvaluateFn = run_config
     storage_kind: str = "sqlite"
     worker: str = field(default_factory=worker_id)
+    ledger: CostLedger | None = None
+    """The process's ledger (and the run's cap); each trial books into a child of it."""
 
     def __call__(self, trial: Any) -> tuple[float, ...]:
         """Run (or answer from a stored result) one trial; returns the objective values."""
@@ -193,21 +212,35 @@ class Objective:
             return self._repeat(trial, earlier)
         try:
             config = self.space.config(params, runs_dir=self.trials_dir)
-            run_dir, summary = self.evaluate(config)
+            run_dir, summary = self.evaluate(config, ledger=self.ledger)
         except (ConfigError, RunError) as exc:
             trial.set_user_attr(ERROR_ATTR, str(exc))
+            raise
+        except CostCapReached:
+            self._requeue(trial, params, "cut by --max-cost before any example finished")
             raise
         except SaagOptError:  # it ends the study (not in run_trials' catch): the CLI's one line says why
             _silence_trial_failure_log()
             raise
-        metrics = trial_metrics(summary)
         trial.set_user_attr(RUN_DIR_ATTR, str(run_dir))
+        trial.set_user_attr(DOLLARS_ATTR, summary_dollars(summary))
+        if summary.stopped:  # part of the split only: not a result to compare
+            self._requeue(trial, params, f"cut by --max-cost after {summary.n_examples} examples")
+            raise CostCapReached(summary.stopped)
+        metrics = trial_metrics(summary)
         trial.set_user_attr(METRICS_ATTR, metrics)
-        trial.set_user_attr(DOLLARS_ATTR, float(((summary.costs.get("roles") or {}).get("total") or {})
-                                                .get("dollars") or 0.0))
         for name, bound in self.space.constraints.items():
             trial.set_constraint(name, metrics[name] - bound)
         return tuple(metrics[name] for name in self.space.metric_names)
+
+    def _requeue(self, trial: Any, params: dict[str, Any], why: str) -> None:
+        """The cap stopped this trial: say so, and enqueue its configuration again for a resume.
+
+        The caller raises ``CostCapReached``: optuna fails the trial and ``run_trials`` stops.
+        """
+        trial.set_user_attr(ERROR_ATTR, f"{why}; enqueued again for a resume")
+        trial.study.enqueue_trial(params, user_attrs={RETRY_ATTR: trial.number})
+        _silence_trial_failure_log()
 
     def _earlier_result(self, trial: Any, key: str) -> Any | None:
         """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING."""
@@ -256,10 +289,12 @@ def spent(study: Any) -> float:
     return sum(float(t.user_attrs.get(DOLLARS_ATTR) or 0.0) for t in study.get_trials(deepcopy=False))
 
 
-def budget_left(study: Any, space: Space, settings: TuneSettings) -> bool:
-    """Whether any worker should start another trial (waiting retries always run)."""
+def budget_left(study: Any, space: Space, settings: TuneSettings, cap: Any = None) -> bool:
+    """Whether any worker should start another trial (waiting retries run unless ``cap`` stopped the run)."""
     from optuna.trial import TrialState
 
+    if cap is not None and cap.reached:
+        return False
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return True
     if settings.trials is not None and trials_counted(study) >= settings.trials:
@@ -323,13 +358,18 @@ def _quiet_user_errors() -> None:
 
 
 def run_trials(study: Any, space: Space, settings: TuneSettings, storage: StorageSpec, trials_dir: Path, *,
-               evaluate: EvaluateFn = run_config, on_trial: Callable[[Any, Any], None] | None = None) -> None:
+               evaluate: EvaluateFn = run_config, on_trial: Callable[[Any, Any], None] | None = None,
+               ledger: CostLedger | None = None) -> None:
     """Run trials in this process until the budget is spent, then until no trial is left running.
 
     Draining matters for recovery: a dead worker's trial is failed and re-enqueued only once its
     heartbeat is stale (RDB) or its pid is gone (journal), possibly after every other trial ended;
     whoever is still around runs the retry. Remote journal workers cannot be checked, so a trial
     RUNNING on another host is waited for.
+
+    ``ledger``: this process's ledger; by default the run's (``tune.spend``, in the parent of
+    ``trials_dir``), capped by ``settings.max_cost``. When the cap stops the run this returns
+    (the cut trial is failed and enqueued again), so every worker ends cleanly.
 
     Raises:
         ModelUnavailableError: a model stopped answering (the trial is marked failed first).
@@ -338,24 +378,34 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     from optuna.trial import TrialState
 
     _quiet_user_errors()
-    objective = Objective(space, trials_dir, evaluate, storage.kind)
+    if ledger is None:
+        ledger = tune_ledger(trials_dir.parent, settings.max_cost)
+    cap = ledger.cap
+    objective = Objective(space, trials_dir, evaluate, storage.kind, ledger=ledger)
 
     def stop_when_spent(study_: Any, trial: Any) -> None:
         if on_trial is not None:
             on_trial(study_, trial)
-        if not budget_left(study_, space, settings):
+        if not budget_left(study_, space, settings, cap):
             study_.stop()
 
     verbosity = optuna.logging.get_verbosity()
     try:
         while True:
             reap_stale(study, storage.kind)
-            if budget_left(study, space, settings):
+            if budget_left(study, space, settings, cap):
                 # UpdateFinishedTrialError: a heartbeat declared this (slow, not dead) worker's trial stale and
                 # retried it elsewhere; the retry stands, this worker goes on.
-                study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], gc_after_trial=False,
-                               catch=(ConfigError, RunError, optuna.exceptions.UpdateFinishedTrialError),
-                               show_progress_bar=False)
+                try:
+                    study.optimize(objective, n_trials=None, callbacks=[stop_when_spent], gc_after_trial=False,
+                                   catch=(ConfigError, RunError, optuna.exceptions.UpdateFinishedTrialError),
+                                   show_progress_bar=False)
+                except CostCapReached:  # the trial is failed and enqueued again; every worker stops
+                    if on_trial is not None:
+                        on_trial(study, None)
+                    return
+            if cap is not None and cap.reached:
+                return
             if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
                 continue
             if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -390,6 +440,7 @@ __all__ = [
     "run_config",
     "run_trials",
     "spent",
+    "summary_dollars",
     "suggest",
     "trial_metrics",
     "trials_counted",

@@ -172,7 +172,7 @@ def test_evaluate_and_tune_accept_the_spec() -> None:
     from saag_opt.evaluation.runner import EvaluateConfig
     from saag_opt.tune.space import parse_space
 
-    assert EvaluateConfig(base="fake", reviewer="fake", mechanism="guard+r2").mechanism == "guard+r2"
+    assert EvaluateConfig(base="fake", reviewer="fake", mechanism="guard+r2").setup.mechanism.spec == "guard+r2"
     with pytest.raises(ValueError, match="needs a reviewer model"):
         EvaluateConfig(base="fake", mechanism="guard+r2")
     space = parse_space({"fixed": {"base": "fake", "reviewer": "fake"},

@@ -14,17 +14,12 @@ import pytest
 from saag_opt.artifacts import PromptStore, PromptVersion
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
-from saag_opt.evaluation.compare import (
-    CompareConfig,
-    CompareSummary,
-    RunRef,
-    detect_mode,
-    parse_side,
-    run_compare,
-)
+from saag_opt.evaluation.compare import CompareConfig, detect_mode, parse_side, run_compare
+from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig
+from saag_opt.evaluation.sides import RunRef
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
@@ -121,12 +116,12 @@ def test_two_prompt_versions_side_by_side(world, prompts, tmp_path: Path) -> Non
     assert s.base.accuracy == pytest.approx(1 - fixed / n)
     # A (v1) approves everything: identical to base, no help, no harm.
     assert s.a.label == "v1" and s.a.condition == "r2@v1" and s.a.accuracy.accuracy == s.base.accuracy
-    assert (s.a.help_harm["fixed"], s.a.help_harm["broken"], s.a.help_harm["ratio"]) == (0, 0, None)
+    assert (s.a.help_harm.fixed, s.a.help_harm.broken, s.a.help_harm.ratio) == (0, 0, None)
     assert s.a.reviewer_calls_per_item == 1.0
     # B (v2) fixes every wrong base call and breaks every false alarm.
     assert s.b.accuracy.accuracy == pytest.approx(1 - broken / n)
-    assert (s.b.help_harm["fixed"], s.b.help_harm["broken"]) == (fixed, broken)
-    assert s.b.help_harm["helpfulness"] == 1.0 and s.b.help_harm["harmfulness"] == pytest.approx(broken / (n - fixed))
+    assert (s.b.help_harm.fixed, s.b.help_harm.broken) == (fixed, broken)
+    assert s.b.help_harm.helpfulness == 1.0 and s.b.help_harm.harmfulness == pytest.approx(broken / (n - fixed))
     # Paired A vs B: B's gains are the fixes, its losses the false alarms.
     p = s.paired
     assert (p.n, p.b_only_right, p.a_only_right, p.both_right, p.both_wrong) == (n, fixed, broken, n - fixed - broken, 0)

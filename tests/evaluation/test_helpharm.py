@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -115,3 +116,18 @@ def test_bootstrap_rate_ci_brackets_the_rate_and_narrows_with_n() -> None:
     assert bootstrap_rate_ci(5, 5) == (1.0, 1.0)
     with pytest.raises(ValueError, match="successes <= n"):
         bootstrap_rate_ci(6, 5)
+
+
+def test_help_harm_is_a_model_whose_json_is_the_old_dict_and_reads_back() -> None:
+    """``help_harm`` was a ``dict`` in three summary models; the bytes on disk stay ``to_dict``'s."""
+    from pydantic import BaseModel
+
+    class Holder(BaseModel):
+        help_harm: HelpHarm
+
+    hh = HelpHarm.from_counts(5, 3, 0, 2, seed=1)
+    held = Holder(help_harm=hh)
+    assert held.model_dump(mode="json")["help_harm"] == hh.to_dict()
+    assert list(json.loads(held.model_dump_json())["help_harm"]) == list(hh.to_dict())  # same keys, same order
+    assert Holder.model_validate_json(held.model_dump_json()).help_harm == hh  # "inf" ratio included
+    assert hh.net_change_ci95 == (hh.ci_low, hh.ci_high) and HelpHarm.from_pairs([]).net_change_ci95 is None

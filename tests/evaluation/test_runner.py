@@ -93,7 +93,7 @@ def test_run_writes_the_run_dir_and_exact_help_harm(world, tmp_path: Path, examp
     fixed = sum(w.wrong_base(i) for i in range(len(examples)))
     broken = sum(w.false_alarm(i) for i in range(len(examples)))
     hh = result.summary.help_harm
-    assert (hh["fixed"], hh["broken"], hh["both_wrong"], hh["n"]) == (fixed, broken, 0, len(examples))
+    assert (hh.fixed, hh.broken, hh.both_wrong, hh.n) == (fixed, broken, 0, len(examples))
     assert fixed > 0 and broken > 0
     assert result.summary.base.accuracy == pytest.approx(1 - fixed / len(examples))
     assert result.summary.reviewed.accuracy == pytest.approx(1 - broken / len(examples))
@@ -160,7 +160,7 @@ def test_persistent_failure_becomes_an_error_record(world, tmp_path: Path, examp
     assert result.summary.errors == 1 and len(result.records) == 2 * len(examples)
     bad = [r for r in result.records if r.example_id == examples[3].id]
     assert all(r.error and "LMCallError" in r.error and "scripted fault" in r.error and not r.correct for r in bad)
-    assert result.summary.help_harm["n"] == len(examples) - 1  # errors are excluded from the paired table
+    assert result.summary.help_harm.n == len(examples) - 1  # errors are excluded from the paired table
 
     with pytest.raises(RunError, match=r"1/16 examples failed .* above --fail-on-error 0.0%"):
         run_evaluation(_config(server, tmp_path, retries=0, fail_on_error=0.0))

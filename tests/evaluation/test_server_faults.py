@@ -75,7 +75,8 @@ def test_optimize_request_timeout_reaches_every_role(tmp_path: Path,
         config = OptimizeConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", prompt="reviewer@v1",
                                 request_timeout=0.5, runs_dir=str(tmp_path / "runs"))
         world = build_world(config)
-    assert [lm.kwargs.get("timeout") for lm in (world.agent.lm, world.reviewer_lm, world.reflection_lm)] == [0.5] * 3
+    roles = (world.condition.agent.lm, world.condition.reviewer_lm, world.reflection_lm)
+    assert [lm.kwargs.get("timeout") for lm in roles] == [0.5] * 3
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -92,8 +92,9 @@ def test_collect_strips_paths_and_recomputes(tmp_path: Path, monkeypatch: pytest
         run = runs / "m" / "registry-5" / variant / "20260101-000000-evaluate"
         run.mkdir(parents=True)
         (run / "run.json").write_text(json.dumps({
-            "verb": "evaluate", "status": "success", "git_revision": "abc", "created": "2026-01-01T00:00:00+00:00",
-            "finished": "2026-01-01T00:01:40+00:00", "args_passed": {"runs_dir": str(runs / "m")}}))
+            "run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc",
+            "created": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:40+00:00",
+            "args_passed": {"runs_dir": str(runs / "m")}}))
         rows = [_record(f"e{i}", c, ok) for i, pair in enumerate(outcomes) for c, ok in zip(("base", variant), pair)]
         (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     recompute.collect("t", runs, {"load": "1.0"})

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-pytest.importorskip("llama_cpp")
+from tests.conftest import requires
 
-from llama_cpp.llama import LlamaState  # noqa: E402
+_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
+pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed (pip install 'saag-opt[local]')")
+if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
+    from llama_cpp.llama import LlamaState
 
-from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes  # noqa: E402
+    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes
 
 N_CTX, N_VOCAB = 64, 1000
 

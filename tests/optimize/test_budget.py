@@ -6,12 +6,12 @@ import pytest
 
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.optimize.budget import (
-    CostStopper,
     Price,
     auto_metric_calls,
     estimate_cost,
     resolve_metric_calls,
 )
+from saag_opt.optimize.callbacks import CostStopper
 
 
 def test_auto_budget_matches_dspy_table() -> None:

@@ -48,4 +48,4 @@ def test_optimize_from_the_built_in_seed_into_an_empty_store(tmp_path: Path, mon
     assert prompts.is_seed("reviewer", "v2") and prompts.get("reviewer", "v3-gepa").parents == ["v2"]
     assert sorted(p.name for p in (store / "reviewer").iterdir()) == ["v3-gepa.json", "v3-gepa.md"]
     assert not (shipped("prompts") / "reviewer" / "v3-gepa.json").exists()
-    assert result.test is not None and result.test["seed"] == "v2" and result.test["best"] == "v3-gepa"
+    assert result.test is not None and result.test.seed == "v2" and result.test.best == "v3-gepa"

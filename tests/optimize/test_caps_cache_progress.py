@@ -66,16 +66,16 @@ def test_max_cost_is_never_passed_gepa_and_test_phase_included(tmp_path: Path, s
     if where == "gepa":
         assert result.stopped_by == "max_cost" and result.test is None and result.metric_calls < 40
     else:  # GEPA finished; the test phase ran into the cap and says so
-        assert result.metric_calls >= 40 and "--max-cost" in result.test["stopped"]
-        comparison = result.test["comparison"]
-        assert comparison is None or comparison["matched"] < 4
+        assert result.metric_calls >= 40 and "--max-cost" in result.test.stopped
+        comparison = result.test.comparison
+        assert comparison is None or comparison.matched < 4
 
 
 def test_a_resumed_capped_run_counts_earlier_spend_and_repeats_no_request(tmp_path: Path, server) -> None:
     first = run_optimize(_config(tmp_path, server, max_cost=0.02))
     before, spent_before = set(_bodies(server)), _spent(first.run_dir)
     server.reset()
-    more = OptimizeConfig(resume=str(first.run_dir), max_cost=1.0, base="ignored-on-resume")
+    more = OptimizeConfig(resume=str(first.run_dir), max_cost=1.0, base="gpt-4o-mini")
     second = run_optimize(more, overrides={"max_cost"})
     assert second.status == "success" and second.test is not None and second.best_version == "v3-gepa"
     assert not before & set(_bodies(server))  # nothing finished before the stop was bought again
@@ -89,7 +89,7 @@ def test_an_identical_optimize_rerun_makes_zero_requests(tmp_path: Path, server)
     again = run_optimize(_config(tmp_path, server))
     assert made > 20 and len(server.chat_requests) == made  # zero new requests, test phase included
     assert again.run_dir != first.run_dir and again.val_scores == first.val_scores
-    accuracy = [r.test["comparison"]["b"]["accuracy"]["accuracy"] for r in (first, again)]
+    accuracy = [r.test.comparison.b.accuracy.accuracy for r in (first, again)]
     assert accuracy == [1.0, 1.0]
 
 

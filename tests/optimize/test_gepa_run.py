@@ -50,11 +50,11 @@ def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_p
     kinds = [e.kind for e in events]
     assert kinds.index("estimate") < kinds.index("candidate") < kinds.index("run_finished")
     test = result.test
-    assert (test["seed"], test["best"]) == ("v2", "v3-gepa")
-    comparison = test["comparison"]  # the test phase is a compare run: A = seed, B = best
-    assert comparison["a"]["accuracy"]["accuracy"] == 0.5 and comparison["b"]["accuracy"]["accuracy"] == 1.0
-    assert comparison["paired"]["b_only_right"] == 2 and comparison["paired"]["a_only_right"] == 0
-    assert json.loads((Path(test["compare_run"]) / "run.json").read_text())["verb"] == "compare"
+    assert (test.seed, test.best) == ("v2", "v3-gepa")
+    comparison = test.comparison  # the test phase is a compare run: A = seed, B = best
+    assert comparison.a.accuracy.accuracy == 0.5 and comparison.b.accuracy.accuracy == 1.0
+    assert comparison.paired.b_only_right == 2 and comparison.paired.a_only_right == 0
+    assert json.loads((Path(test.compare_run) / "run.json").read_text())["verb"] == "compare"
     header = json.loads((result.run_dir / "run.json").read_text())
     assert header["status"] == "success" and header["verb"] == "optimize"
     assert (result.run_dir / "gepa" / "gepa_state.bin").is_file()
@@ -66,8 +66,8 @@ def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_p
 
 def test_alias_seed_is_pinned_in_run_json_for_resume(tmp_path: Path, server) -> None:
     config = _config(tmp_path, server, evaluate_test=False)
-    PromptStore(config.prompts_dir).alias("reviewer", "production", "v2")
-    result = run_optimize(config.model_copy(update={"prompt": "reviewer@production"}))
+    PromptStore(config.setup.prompts_dir).alias("reviewer", "production", "v2")
+    result = run_optimize(config.with_setup(prompt="reviewer@production"))
     header = json.loads((result.run_dir / "run.json").read_text())
     assert header["config"]["prompt"] == "reviewer@v2"
     assert header["plugins"]["seed_prompt_given"] == "reviewer@production"
@@ -112,7 +112,7 @@ def test_resume_after_the_gepa_checkpoint_was_damaged_starts_over_and_keeps_the_
     state = first.run_dir / "gepa" / "gepa_state.bin"
     state.write_bytes(state.read_bytes()[:100])
     events = []
-    second = run_optimize(OptimizeConfig(resume=str(first.run_dir), max_metric_calls=20, base="ignored-on-resume"),
+    second = run_optimize(OptimizeConfig(resume=str(first.run_dir), max_metric_calls=20, base="gpt-4o-mini"),
                           on_event=events.append)
     assert second.status == "success" and second.best_version == first.best_version
     (kept,) = (first.run_dir / "gepa").glob("gepa_state.bin.unreadable-*")
@@ -122,7 +122,7 @@ def test_resume_after_the_gepa_checkpoint_was_damaged_starts_over_and_keeps_the_
 
 def test_resume_extends_a_finished_run_cumulatively(tmp_path: Path, server) -> None:
     first = run_optimize(_config(tmp_path, server, max_metric_calls=20, evaluate_test=False))
-    more = OptimizeConfig(resume=str(first.run_dir), max_metric_calls=45, base="ignored-on-resume")
+    more = OptimizeConfig(resume=str(first.run_dir), max_metric_calls=45, base="gpt-4o-mini")
     second = run_optimize(more, overrides={"max_metric_calls"})
     assert second.run_dir == first.run_dir and second.metric_calls >= 45 > first.metric_calls
     header = json.loads((first.run_dir / "run.json").read_text())

@@ -195,8 +195,8 @@ def test_the_cli_flags_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("mechanism", ["s3", "g3", "gate+s3"])
 def test_selection_and_grading_mechanisms_accept_the_flag_as_evaluate_does(mechanism: str) -> None:
     """Evaluate accepts --saag-informed with any reviewer mechanism (only the review predictor shows the report)."""
-    assert EvaluateConfig(base="gpt-4o", reviewer="gpt-4o", mechanism=mechanism, saag_informed=True).saag_informed
-    assert OptimizeConfig(mechanism=mechanism, saag_informed=True).saag_informed
+    assert EvaluateConfig(base="gpt-4o", reviewer="gpt-4o", mechanism=mechanism, saag_informed=True).setup.saag_informed
+    assert OptimizeConfig(mechanism=mechanism, saag_informed=True).setup.saag_informed
 
 
 def test_optimize_still_refuses_a_mechanism_without_a_reviewer() -> None:

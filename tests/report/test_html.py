@@ -260,21 +260,6 @@ def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs:
     assert "runs" in dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))["mode"]
 
 
-@pytest.mark.parametrize("summary,labels,expected", [
-    ({"reviewer_unusable": {"r2": 3}}, {"reviewed": "r2"}, {"r2": 3}),
-    ({"reviewer_unusable": 2}, {"reviewed": "r2"}, {"r2": 2}),
-    ({"reviewed": {"reviewer_unusable": 1}}, {"reviewed": "r2"}, {"r2": 1}),
-    ({"a": {"reviewer_unusable": 0}, "b": {"reviewer_unusable": 4}}, {"a": "A v1", "b": "B v2"},
-     {"A v1": 0, "B v2": 4}),
-    ({"reviewed": {}}, {"reviewed": "r2"}, {}),
-])
-def test_reviewer_unusable_counts_are_found_wherever_the_summary_keeps_them(summary: dict, labels: dict,
-                                                                              expected: dict) -> None:
-    from saag_opt.report.pages.sections import unusable_counts
-
-    assert unusable_counts(summary, labels) == expected
-
-
 def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(optimize_run: Path,
                                                                              tmp_path: Path) -> None:
     import shutil
@@ -291,11 +276,12 @@ def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(op
 def test_tune_rows_as_tune_writes_them_show_repeats_and_cost() -> None:
     """`saag-opt tune` writes ``duplicate_of`` and ``metrics.cost_per_item_usd``; the trials table reads both."""
     from saag_opt.report.pages.tune import _trial_view
+    from saag_opt.tune.results import TrialRow
 
     row = {"number": 3, "state": "COMPLETE", "params": {"mechanism": "r2"}, "values": {"help": 0.5, "harm": 0.1},
            "metrics": {"cost_per_item_usd": 0.0}, "constraints": {"latency_overhead_x": -0.5}, "feasible": True,
            "pareto": False, "duplicate_of": 0}
-    view = _trial_view(row, ["help", "harm"])
+    view = _trial_view(TrialRow.model_validate(row))
     assert view["repeat"] is True and view["cost"] == 0.0 and view["help"] == 0.5
-    fresh = _trial_view({**row, "duplicate_of": None, "metrics": {}}, ["help", "harm"])
+    fresh = _trial_view(TrialRow.model_validate({**row, "duplicate_of": None, "metrics": {}}))
     assert fresh["repeat"] is False and fresh["cost"] is None

@@ -163,10 +163,10 @@ def test_a_trial_failing_on_a_user_error_is_logged_without_a_traceback(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """optuna logs a failed trial with its traceback; for a user error one line says it all."""
     class Refusing(FakeEvaluate):
-        def __call__(self, config: Any) -> Any:
-            if config.mechanism == "s3":
+        def __call__(self, config: Any, *, ledger: Any = None) -> Any:
+            if config.setup.mechanism.spec == "s3":
                 raise ConfigError("mechanism s3: not with this reviewer")
-            return super().__call__(config)
+            return super().__call__(config, ledger=ledger)
 
     with caplog.at_level("WARNING", logger="optuna"):
         _run(tmp_path, Refusing(TABLE), sampler="grid", no_test=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from saag_opt.errors import CostCapReached
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import (
     ConditionSummary,
@@ -43,14 +44,27 @@ def summary(fixed: int, broken: int, *, base_right: int = 12, calls: float = 1.0
 
 @dataclass
 class FakeEvaluate:
-    """``EvaluateConfig -> (run_dir, summary)`` from a per-mechanism table; counts real evaluations."""
+    """``EvaluateConfig -> (run_dir, summary)`` from a per-mechanism table; counts real evaluations.
+
+    ``through_cap``: spend each row's dollars under the ledger's cap, as one reservation; a refused
+    one returns a ``stopped`` summary that spent nothing, as ``run_evaluation`` does.
+    """
 
     table: dict[str, dict[str, Any]]
     calls: list[tuple[str, str | None]] = field(default_factory=list)
+    through_cap: bool = False
 
-    def __call__(self, config: Any) -> tuple[Path, EvaluationSummary]:
-        self.calls.append((config.mechanism, config.split))
-        row = self.table[config.mechanism]
+    def __call__(self, config: Any, *, ledger: Any = None) -> tuple[Path, EvaluationSummary]:
+        self.calls.append((config.setup.mechanism.spec, config.split))
+        row = self.table[config.setup.mechanism.spec]
         run_dir = Path(config.runs_dir) / f"fake-{len(self.calls)}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        return run_dir, summary(mechanism=config.mechanism, **row)
+        result = summary(mechanism=config.setup.mechanism.spec, **row)
+        cap = ledger.cap if ledger is not None else None
+        if self.through_cap and cap is not None:
+            try:
+                cap.reserve(row.get("dollars", 0.0)).settle(row.get("dollars", 0.0))
+            except CostCapReached as exc:
+                return run_dir, result.model_copy(update={"stopped": str(exc), "n_examples": 0,
+                                                          "costs": {"roles": {"total": {"dollars": 0.0}}}})
+        return run_dir, result

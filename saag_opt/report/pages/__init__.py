@@ -10,27 +10,31 @@ of the help and harm rates, GEPA's Pareto membership) say in the page how they w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from saag_opt.errors import RunError
 from saag_opt.report.pages.base import Part
 from saag_opt.report.pages.browser import OUTCOMES, outcome, stage_of
+from saag_opt.report.pages.episodes import episode_part
 from saag_opt.report.pages.optimize import optimize_part
 from saag_opt.report.pages.runs import compare_part, evaluate_part
 from saag_opt.report.pages.score import score_files, score_part
 from saag_opt.report.pages.sections import METRICS
 from saag_opt.report.pages.tune import tune_part
-from saag_opt.runfiles import read_header
+from saag_opt.runfiles import Run, read_run
 
-BUILDERS = {"evaluate": evaluate_part, "compare": compare_part, "optimize": optimize_part, "tune": tune_part}
-"""Run verb -> part builder (an unknown verb is drawn like an evaluate run: same files)."""
+BUILDERS: dict[str, Callable[[Run, int], Part]] = {"evaluate": evaluate_part, "compare": compare_part,
+                                                   "optimize": optimize_part, "tune": tune_part,
+                                                   "evaluate-multiturn": episode_part}
+"""Run verb -> part builder (each reads the run as its verb's models: ``runfiles.read_run``)."""
 
 
 def build_part(path: str | Path, index: int = 0) -> Part:
     """The report part of one run directory or ``score --json`` output.
 
     Raises:
-        RunError: not a run directory / score output, or its files cannot be read.
+        RunError: not a run directory / score output, a run no page draws, or its files cannot be read.
     """
     path = Path(path)
     if path.is_file() or not (path / "run.json").exists():
@@ -38,9 +42,12 @@ def build_part(path: str | Path, index: int = 0) -> Part:
         if score is None:
             raise RunError(f"{path}: not a run directory (no run.json) nor a `score --json` output")
         return score_part(*score, index=index)
-    header = read_header(path)
-    builder = BUILDERS.get(header.verb, evaluate_part)
-    part = builder(path, header, index)
+    run = read_run(path)
+    header = run.header
+    builder = BUILDERS.get(header.verb)
+    if builder is None:
+        raise RunError(f"{path}: no report page draws {header.verb!r} runs (pages: {', '.join(sorted(BUILDERS))})")
+    part = builder(run, index)
     if header.status != "success":
         message = f"run status is {header.status!r}: the numbers below may be partial"
         if header.error is not None:

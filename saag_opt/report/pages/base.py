@@ -1,16 +1,17 @@
-"""The pieces every page part is made of: ``Part``, reading a run's files, tables and cell formats."""
+"""The pieces every page part is made of: ``Part``, tables and cell formats.
+
+Runs are read through ``runfiles.read_run`` (typed, the same models the terminal tables print);
+``read_jsonl`` is left for ``score --json`` rows, whose older files predate their model's fields.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from saag_opt.errors import RunError
-from saag_opt.evaluation.results import ExampleRecord
-from saag_opt.evaluation.results import read_records as _read_records_file
 from saag_opt.runfiles import RunHeader, read_run_jsonl
 
 
@@ -27,21 +28,6 @@ class Part:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-
-def read_json(path: Path) -> Any:
-    """JSON of a run file; None when the file does not exist (yet).
-
-    Raises:
-        RunError: the file exists but cannot be read or parsed.
-    """
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{path}: cannot read: {str(exc).splitlines()[0]}") from exc
-
-
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL run file ([] when absent).
 
@@ -56,13 +42,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise RunError(f"{path}:{line}: expected a JSON object")
         rows.append(row)
     return rows
-
-
-def read_records(run_dir: Path) -> list[ExampleRecord]:
-    """``records.jsonl`` rows of any verb ([] before the first row is written)."""
-    path = run_dir / "records.jsonl"
-    return _read_records_file(path) if path.is_file() else []
-
 
 
 def header_meta(header: RunHeader) -> list[tuple[str, str]]:

@@ -2,131 +2,162 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from saag_opt.errors import SaagOptError
+from saag_opt.optimize.summary import CandidateMap, OptimizeSummary, QuarantineLog
 from saag_opt.report import charts
-from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, read_json, read_records, table
+from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, table
 from saag_opt.report.pages.browser import browser_section, load_queries
 from saag_opt.report.pages.sections import compare_sections, reviewed_conditions
-from saag_opt.runfiles import RunHeader
+from saag_opt.runfiles import Run, read_model
 
 
-def optimize_part(run_dir: Path, header: RunHeader, index: int) -> Part:
+def optimize_part(run: Run, index: int) -> Part:
     """The part of an optimize run: lineage, progress, prompt diffs, the TEST phase, the example browser."""
-    from saag_opt.artifacts import PromptStore, diff_versions
+    from saag_opt.artifacts import PromptStore, diff_versions  # the artifacts face loads rapidfuzz and exporters
 
-    summary = read_json(run_dir / "summary.json") or {}
-    artifacts = read_json(run_dir / "artifacts.json") or {}
-    seed_name = summary.get("seed_version") or str(header.config.get("prompt", "")).rpartition("@")[2]
+    header = run.header
+    summary: OptimizeSummary | None = run.summary
+    map_path = run.path / "artifacts.json"
+    artifacts = read_model(map_path, CandidateMap) if map_path.is_file() else CandidateMap()
     part = new_part("optimize", f"Optimize {header.run_id}: GEPA over the reviewer's instructions", index)
     part.meta = header_meta(header) + [("seed prompt", str(header.config.get("prompt"))),
-                                 ("mechanism", str(header.config.get("mechanism"))),
-                                 ("best version", str(summary.get("best_version", "-"))),
-                                 ("metric calls", str(summary.get("metric_calls", "-"))),
-                                 ("stopped by", str(summary.get("stopped_by", "-")))]
-    versions_map = {int(k): v for k, v in (artifacts.get("versions") or summary.get("versions") or {}).items()}
-    versions_map.setdefault(0, seed_name)
+                                       ("mechanism", str(header.config.get("mechanism"))),
+                                       ("best version", summary.best_version if summary else "-"),
+                                       ("metric calls", str(summary.metric_calls) if summary else "-"),
+                                       ("stopped by", str(summary.stopped_by) if summary else "-")]
+    seed_name = summary.seed_version if summary else str(header.config.get("prompt", "")).rpartition("@")[2]
+    versions = dict(artifacts.versions or (summary.versions if summary else {}))
+    versions.setdefault(0, seed_name)
     store = PromptStore(header.config.get("prompts_dir"))
-    program = "reviewer"
-    loaded: dict[int, Any] = {}
-    for idx, name in sorted(versions_map.items()):
-        try:
-            loaded[idx] = store.get(program, name)
-        except SaagOptError:
-            try:
-                loaded[idx] = store.resolve(f"{program}@{name}")
-            except SaagOptError:
-                part.notes.append(f"prompt version {name} (candidate {idx}) not found in the store {store.root}")
-    val_scores = summary.get("val_scores") or []
-    pareto = _pareto_members(artifacts.get("val_scores") or {})
-    best = summary.get("best_version")
-    nodes = []
-    name_of = {idx: v.version for idx, v in loaded.items()}
-    for idx, version in sorted(loaded.items()):
-        score = version.scores.get("val_accuracy")
-        if score is None and idx < len(val_scores):
-            score = val_scores[idx]
-        nodes.append({"id": version.version, "parents": [p for p in version.parents if p in name_of.values()],
-                      "idx": idx, "val": score, "best": version.version == best, "pareto": idx in pareto,
-                      "calls": (version.cost or {}).get("metric_calls_so_far", 0 if idx == 0 else None)})
+    loaded = _load_versions(store, versions, part)
+    pareto = _pareto_members(artifacts.val_scores)
+    nodes = _lineage_nodes(loaded, summary, pareto)
     if nodes:
-        note = ("Pareto = best val score on at least one val example (GEPA's per-example frontier)"
-                if pareto else "Pareto membership not recorded by this run (artifacts.json has no val_scores)")
-        part.sections.append({
-            "id": f"{part.anchor}-lineage", "title": "GEPA lineage",
-            "intro": "Each box is a prompt version GEPA added to its pool, with its val score; arrows go from "
-                     "parent to child. ★ = best (the seed unless a candidate cleared the val margin of "
-                     f"optimize/rails.py); P = Pareto member. {note}.",
-            "charts": [dict(charts.layered_dag(nodes), kind="dag", title="Lineage of prompt versions")],
-            "tables": [table("Prompt versions", ["candidate", "version", "parents", "val score", "metric calls",
-                                                  "best", "Pareto"],
-                              [[n["idx"], n["id"], ", ".join(n["parents"]) or "-", num(n["val"]),
-                                "-" if n["calls"] is None else n["calls"], "yes" if n["best"] else "",
-                                "yes" if n["pareto"] else ""] for n in nodes], numeric=[0, 3, 4])]})
-        dots = [{"x": n["calls"], "y": n["val"], "shape": "best" if n["best"] else "dot", "label": n["id"],
-                 "title": f"{n['id']}: val {num(n['val'])} after {n['calls']} metric calls"}
-                for n in nodes if n["calls"] is not None and n["val"] is not None]
-        if dots:
-            ordered = sorted(dots, key=lambda p: p["x"])
-            line: list[tuple[float, float]] = []
-            running = None
-            for p in ordered:
-                running = p["y"] if running is None else max(running, p["y"])
-                if line:
-                    line.append((p["x"], line[-1][1]))
-                line.append((p["x"], running))
-            total = summary.get("metric_calls")
-            if total and line and total > line[-1][0]:
-                line.append((float(total), line[-1][1]))
-            part.sections.append({
-                "id": f"{part.anchor}-progress", "title": "Val score against metric calls",
-                "intro": "Each point is a version, placed at the cumulative metric calls when it was found; the "
-                         "step line is the best val score so far.",
-                "charts": [dict(charts.scatter(dots, x_label="metric calls (cumulative)", y_label="val score",
-                                               lines=[line], y_range=(0.0, 1.0)), kind="scatter",
-                                title="Val score vs metric calls")]})
+        part.sections.append(_lineage_section(nodes, part, pareto_known=bool(pareto)))
+        append(part, _progress_section(nodes, summary.metric_calls if summary else None, part))
         part.sections.append(_prompts_section(loaded, part, diff_versions))
-    quarantined = (read_json(run_dir / "quarantine.json") or {}).get("quarantined") or []
-    if quarantined:
-        rows = [[q.get("iteration"), q.get("version"), q.get("parent"), _quarantine_of(store, program, q.get("version"))]
-                for q in quarantined]
-        part.sections.append({"id": f"{part.anchor}-quarantine", "title": "Quarantined proposals",
-                              "intro": "Proposals GEPA's rails refused (optimize/rails.py): kept as prompt versions for "
-                                       "the lineage, never in the pool, never best, never aliased.",
-                              "tables": [table("Quarantined proposals", ["iteration", "version", "parent", "why"],
-                                               rows, numeric=[0])]})
-    test = summary.get("test") or {}
-    if test.get("comparison"):
-        seed_label, best_label = f"seed {test.get('seed')}", f"best {test.get('best')}"
-        sections = compare_sections(test["comparison"], seed_label, best_label, part,
+    append(part, _quarantine_section(run, store, part))
+    test = summary.test if summary else None
+    if test is not None and test.comparison is not None:
+        sections = compare_sections(test.comparison, f"seed {test.seed}", f"best {test.best}", part,
                                     seed=int(header.config.get("seed") or 0), prefix="TEST: ")
         sections[0]["intro"] = ("Seed vs best on the TEST split, which GEPA never saw: reported numbers come from "
                                 "here, not from val. " + sections[0]["intro"])
         part.sections += sections
-    records = read_records(run_dir)
-    if records:
-        reviewed = reviewed_conditions(records)
-        queries, why = load_queries(header.config.get("dataset"), {r.example_id for r in records})
-        if why:
-            part.notes.append(why)
-        pair = (reviewed[0], reviewed[-1]) if len(reviewed) > 1 else ("base", reviewed[0]) if reviewed else None
-        if pair:
-            append(part, browser_section(records, [("base", "base")] + [(c, c) for c in reviewed], pair,
-                                          queries, part))
+    _browser(part, run.records, header.config.get("dataset"))
     return part
 
 
-def _quarantine_of(store: Any, program: str, version: Any) -> str:
+def _load_versions(store: Any, versions: Mapping[int, str], part: Part) -> dict[int, Any]:
+    """Each candidate's prompt version from the run's store (a note for each one it no longer has)."""
+    loaded: dict[int, Any] = {}
+    for idx, name in sorted(versions.items()):
+        try:
+            loaded[idx] = store.get("reviewer", name)
+        except SaagOptError:
+            try:
+                loaded[idx] = store.resolve(f"reviewer@{name}")
+            except SaagOptError:
+                part.notes.append(f"prompt version {name} (candidate {idx}) not found in the store {store.root}")
+    return loaded
+
+
+def _lineage_nodes(loaded: Mapping[int, Any], summary: OptimizeSummary | None, pareto: set[int]) -> list[dict]:
+    """One node per saved candidate: its val score, parents, best and Pareto marks, metric calls when found."""
+    val_scores = summary.val_scores if summary else []
+    best = summary.best_version if summary else None
+    names = {v.version for v in loaded.values()}
+    nodes = []
+    for idx, version in sorted(loaded.items()):
+        score = version.scores.get("val_accuracy")
+        if score is None and idx < len(val_scores):
+            score = val_scores[idx]
+        nodes.append({"id": version.version, "parents": [p for p in version.parents if p in names],
+                      "idx": idx, "val": score, "best": version.version == best, "pareto": idx in pareto,
+                      "calls": (version.cost or {}).get("metric_calls_so_far", 0 if idx == 0 else None)})
+    return nodes
+
+
+def _lineage_section(nodes: Sequence[Mapping[str, Any]], part: Part, *, pareto_known: bool) -> dict[str, Any]:
+    note = ("Pareto = best val score on at least one val example (GEPA's per-example frontier)"
+            if pareto_known else "Pareto membership not recorded by this run (artifacts.json has no val_scores)")
+    return {
+        "id": f"{part.anchor}-lineage", "title": "GEPA lineage",
+        "intro": "Each box is a prompt version GEPA added to its pool, with its val score; arrows go from "
+                 "parent to child. ★ = best (the seed unless a candidate cleared the val margin of "
+                 f"optimize/rails.py); P = Pareto member. {note}.",
+        "charts": [dict(charts.layered_dag(nodes), kind="dag", title="Lineage of prompt versions")],
+        "tables": [table("Prompt versions", ["candidate", "version", "parents", "val score", "metric calls",
+                                              "best", "Pareto"],
+                          [[n["idx"], n["id"], ", ".join(n["parents"]) or "-", num(n["val"]),
+                            "-" if n["calls"] is None else n["calls"], "yes" if n["best"] else "",
+                            "yes" if n["pareto"] else ""] for n in nodes], numeric=[0, 3, 4])]}
+
+
+def _progress_section(nodes: Sequence[Mapping[str, Any]], total: int | None, part: Part) -> dict[str, Any] | None:
+    """Val score of each version at the metric calls it was found after, with the best-so-far step line."""
+    dots = [{"x": n["calls"], "y": n["val"], "shape": "best" if n["best"] else "dot", "label": n["id"],
+             "title": f"{n['id']}: val {num(n['val'])} after {n['calls']} metric calls"}
+            for n in nodes if n["calls"] is not None and n["val"] is not None]
+    if not dots:
+        return None
+    line: list[tuple[float, float]] = []
+    running = None
+    for p in sorted(dots, key=lambda p: p["x"]):
+        running = p["y"] if running is None else max(running, p["y"])
+        if line:
+            line.append((p["x"], line[-1][1]))
+        line.append((p["x"], running))
+    if total and line and total > line[-1][0]:
+        line.append((float(total), line[-1][1]))
+    return {
+        "id": f"{part.anchor}-progress", "title": "Val score against metric calls",
+        "intro": "Each point is a version, placed at the cumulative metric calls when it was found; the "
+                 "step line is the best val score so far.",
+        "charts": [dict(charts.scatter(dots, x_label="metric calls (cumulative)", y_label="val score",
+                                       lines=[line], y_range=(0.0, 1.0)), kind="scatter",
+                        title="Val score vs metric calls")]}
+
+
+def _quarantine_section(run: Run, store: Any, part: Part) -> dict[str, Any] | None:
+    """The proposals GEPA's rails refused, each with the reason its prompt version keeps."""
+    path = run.path / "quarantine.json"
+    if not path.is_file():
+        return None
+    entries = read_model(path, QuarantineLog).quarantined
+    if not entries:
+        return None
+    rows = [[e.iteration, e.version, e.parent, _quarantine_of(store, e.version)] for e in entries]
+    return {"id": f"{part.anchor}-quarantine", "title": "Quarantined proposals",
+            "intro": "Proposals GEPA's rails refused (optimize/rails.py): kept as prompt versions for the lineage, "
+                     "never in the pool, never best, never aliased.",
+            "tables": [table("Quarantined proposals", ["iteration", "version", "parent", "why"], rows, numeric=[0])]}
+
+
+def _quarantine_of(store: Any, version: str) -> str:
     try:
-        return str(store.get(program, str(version)).quarantine or "-")
+        return str(store.get("reviewer", version).quarantine or "-")
     except SaagOptError:
         return f"version not found in the store {store.root}"
 
 
-def _pareto_members(scores: Mapping[str, Mapping[str, float]]) -> set[int]:
+def _browser(part: Part, records: Sequence[Any], dataset: str | None) -> None:
+    """The example browser over the TEST rows (reference: seed, target: best; else base vs the one condition)."""
+    if not records:
+        return
+    reviewed = reviewed_conditions(records)
+    queries, why = load_queries(dataset, {r.example_id for r in records})
+    if why:
+        part.notes.append(why)
+    pair = (reviewed[0], reviewed[-1]) if len(reviewed) > 1 else ("base", reviewed[0]) if reviewed else None
+    if pair:
+        append(part, browser_section(records, [("base", "base")] + [(c, c) for c in reviewed], pair, queries, part))
+
+
+def _pareto_members(scores: Mapping[int, Mapping[str, float]]) -> set[int]:
     """Candidates with the top score on at least one val example (ties: all of them)."""
     members: set[int] = set()
     by_example: dict[str, list[tuple[float, int]]] = {}

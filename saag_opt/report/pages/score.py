@@ -6,16 +6,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from saag_opt.evaluation.score import ScoreSummary, summary_path
 from saag_opt.report.format import pct
-from saag_opt.report.pages.base import Part, new_part, read_json, read_jsonl
+from saag_opt.report.pages.base import Part, new_part, read_jsonl
 from saag_opt.report.pages.browser import saag_brief, stage_of
 from saag_opt.report.pages.sections import accuracy_section, funnel_section, merge_categories
+from saag_opt.runfiles import read_model
 
 
 def score_files(path: Path) -> tuple[Path, Path] | None:
     """(rows, summary) of a ``score --json`` output given either file."""
-    from saag_opt.evaluation.score import summary_path
-
     if path.name.endswith(".summary.json"):
         stem = path.name.removesuffix(".summary.json")
         for candidate in (path.with_name(stem + ".jsonl"), path.with_name(stem + ".json"), path.with_name(stem)):
@@ -29,19 +29,18 @@ def score_files(path: Path) -> tuple[Path, Path] | None:
 
 def score_part(rows_path: Path, summary_file: Path, *, index: int) -> Part:
     """The part of a ``score --json`` output: funnel, metrics, accuracy per category, prediction browser."""
-    summary = read_json(summary_file) or {}
+    summary = read_model(summary_file, ScoreSummary)
     rows = read_jsonl(rows_path)
     part = new_part("score", f"Score {rows_path.name}: SAAG diagnostics and ground truth", index)
-    part.meta = [("predictions scored", str(summary.get("n_predictions", len(rows)))),
-                 ("rejected rows", str(summary.get("n_rejected", 0))), ("rows file", rows_path.name),
-                 ("accuracy", f"{pct(summary.get('accuracy'))}%")]
+    part.meta = [("predictions scored", str(summary.n_predictions)), ("rejected rows", str(summary.n_rejected)),
+                 ("rows file", rows_path.name), ("accuracy", f"{pct(summary.accuracy)}%")]
     part.sections += funnel_section([("predictions", [r.get("cascade") for r in rows])], part)
-    cats = merge_categories({"score": summary.get("categories") or {}})
+    cats = merge_categories({"score": summary.categories})
     if cats:
-        part.sections.append(accuracy_section(cats, [("score", "accuracy")], part, {"score": summary.get("accuracy")},
+        part.sections.append(accuracy_section(cats, [("score", "accuracy")], part, {"score": summary.accuracy},
                                               "Truth accuracy per category"))
-    if summary.get("rejections"):
-        part.notes.append(f"{len(summary['rejections'])} row(s) rejected; first: {summary['rejections'][0]}")
+    if summary.rejections:
+        part.notes.append(f"{len(summary.rejections)} row(s) rejected; first: {summary.rejections[0]}")
     browser_rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
     for row in rows:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from saag_opt.evaluation.helpharm import bootstrap_rate_ci
+from saag_opt.evaluation.comparison import CompareSummary, SideSummary
+from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_rate_ci
 from saag_opt.evaluation.results import ExampleRecord
+from saag_opt.evaluation.score import CategoryScore
 from saag_opt.report import charts
 from saag_opt.report.format import ci_points, pct, points, ratio
 from saag_opt.report.pages.base import Part, num, p_value, rate_ci, sec, share, table, times
@@ -83,15 +85,17 @@ def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | 
     return [funnel, metrics]
 
 
-def accuracy_section(categories: Mapping[str, Mapping[str, Any]], series: Sequence[tuple[str, str]],
+def accuracy_section(categories: Mapping[str, Mapping[str, CategoryScore]], series: Sequence[tuple[str, str]],
                      part: Part, overall: Mapping[str, float | None], title: str) -> dict[str, Any]:
-    """Per-category truth accuracy for one or more conditions (``categories[cat][key] = {n, accuracy}``)."""
+    """Per-category truth accuracy for one or more conditions (``categories[cat][key]``, ``merge_categories``)."""
     keys = [k for k, _ in series]
-    groups, rows = [], []
+    groups: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
     for cat, cells in sorted(categories.items()):
-        groups.append({"label": cat, "values": {k: (cells.get(k) or {}).get("accuracy") for k in keys}})
-        n = next((c.get("n") for c in cells.values() if c and c.get("n") is not None), None)
-        rows.append([cat, n if n is not None else "-"] + [pct((cells.get(k) or {}).get("accuracy")) for k in keys])
+        accuracy = {k: cells[k].accuracy if k in cells else None for k in keys}
+        groups.append({"label": cat, "values": accuracy})
+        n = next((c.n for c in cells.values()), None)
+        rows.append([cat, n if n is not None else "-"] + [pct(accuracy[k]) for k in keys])
     rows.append(["all", sum(r[1] for r in rows if isinstance(r[1], int))] + [pct(overall.get(k)) for k in keys])
     chart = charts.hbars(groups, [{"key": k, "label": label} for k, label in series], vmax=1.0)
     return {"id": f"{part.anchor}-accuracy", "title": title,
@@ -101,19 +105,17 @@ def accuracy_section(categories: Mapping[str, Mapping[str, Any]], series: Sequen
                               numeric=list(range(1, 2 + len(series))))]}
 
 
-def help_harm_rows(label: str, hh: Mapping[str, Any], seed: int = 0) -> tuple[dict, list]:
+def help_harm_rows(label: str, hh: HelpHarm, seed: int = 0) -> tuple[dict, list]:
     """A chart group (help and harm rates with bootstrap CIs) and a table row for one comparison."""
-    base_wrong = int(hh.get("fixed", 0)) + int(hh.get("both_wrong", 0))
-    base_right = int(hh.get("broken", 0)) + int(hh.get("both_right", 0))
-    help_ci = bootstrap_rate_ci(int(hh.get("fixed", 0)), base_wrong, seed=seed)
-    harm_ci = bootstrap_rate_ci(int(hh.get("broken", 0)), base_right, seed=seed)
-    group = {"label": label, "values": {"help": hh.get("helpfulness"), "harm": hh.get("harmfulness")},
+    help_ci = bootstrap_rate_ci(hh.fixed, hh.base_wrong, seed=seed)
+    harm_ci = bootstrap_rate_ci(hh.broken, hh.base_right, seed=seed)
+    group = {"label": label, "values": {"help": hh.helpfulness, "harm": hh.harmfulness},
              "cis": {"help": help_ci, "harm": harm_ci},
-             "texts": {"help": f"help {pct(hh.get('helpfulness'))}% ({hh.get('fixed', 0)}/{base_wrong})",
-                       "harm": f"harm {pct(hh.get('harmfulness'))}% ({hh.get('broken', 0)}/{base_right})"}}
-    row = [label, hh.get("n", "-"), hh.get("fixed", "-"), hh.get("broken", "-"), pct(hh.get("helpfulness")),
-           rate_ci(help_ci), pct(hh.get("harmfulness")), rate_ci(harm_ci), ratio(hh.get("ratio")),
-           points(hh.get("net_change")), ci_points(hh.get("net_change_ci95")), p_value(hh.get("mcnemar_p"))]
+             "texts": {"help": f"help {pct(hh.helpfulness)}% ({hh.fixed}/{hh.base_wrong})",
+                       "harm": f"harm {pct(hh.harmfulness)}% ({hh.broken}/{hh.base_right})"}}
+    row = [label, hh.n, hh.fixed, hh.broken, pct(hh.helpfulness), rate_ci(help_ci), pct(hh.harmfulness),
+           rate_ci(harm_ci), ratio(hh.ratio), points(hh.net_change), ci_points(hh.net_change_ci95),
+           p_value(hh.p_value)]
     return group, row
 
 
@@ -121,7 +123,7 @@ HELP_HARM_COLUMNS = ["comparison", "n", "fixed", "broken", "help %", "help 95% C
                      "help:harm", "net change", "net 95% CI", "McNemar p"]
 
 
-def help_harm_section(items: Sequence[tuple[str, Mapping[str, Any]]], part: Part, seed: int = 0) -> dict[str, Any]:
+def help_harm_section(items: Sequence[tuple[str, HelpHarm]], part: Part, seed: int = 0) -> dict[str, Any]:
     """Help and harm bars with bootstrap CIs, plus the 2x2-derived table with McNemar's exact p."""
     groups, rows = [], []
     for label, hh in items:
@@ -170,10 +172,9 @@ def cost_section(ledgers: Sequence[tuple[str, Mapping[str, Any] | None]], latenc
             "tables": tables}
 
 
-def unusable_section(counts: Mapping[str, Any], part: Part) -> dict[str, Any] | None:
-    """Reviewer-unusable counts per condition, when summary.json carries them."""
-    rows = [[label, value if not isinstance(value, Mapping) else ", ".join(f"{k}: {v}" for k, v in value.items())]
-            for label, value in counts.items() if value is not None]
+def unusable_section(counts: Mapping[str, int | None], part: Part) -> dict[str, Any] | None:
+    """Reviewer-unusable counts per condition (conditions without a count are left out)."""
+    rows = [[label, value] for label, value in counts.items() if value is not None]
     if not rows:
         return None
     return {"id": f"{part.anchor}-unusable", "title": "Reviewer output unusable",
@@ -186,79 +187,46 @@ def reviewed_conditions(records: Sequence[ExampleRecord]) -> list[str]:
     return list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
 
 
-def unusable_counts(summary: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
-    """``reviewer_unusable`` wherever summary.json keeps it: top level, or per condition/side."""
-    out: dict[str, Any] = {}
-    top = summary.get("reviewer_unusable")
-    if isinstance(top, Mapping):
-        out.update({labels.get(k, k): v for k, v in top.items()})
-    elif top is not None:
-        out[next(iter(labels.values()), "reviewed")] = top
-    for key, label in labels.items():
-        block = summary.get(key)
-        if isinstance(block, Mapping) and block.get("reviewer_unusable") is not None:
-            out[label] = block["reviewer_unusable"]
-    return out
-
-
-def merge_categories(by_key: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def merge_categories(by_key: Mapping[str, Mapping[str, CategoryScore]]) -> dict[str, dict[str, CategoryScore]]:
     """``{condition: {category: score}}`` turned into ``{category: {condition: score}}``."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, CategoryScore]] = {}
     for key, cats in by_key.items():
-        for cat, cell in (cats or {}).items():
-            out.setdefault(cat, {})[key] = cell if isinstance(cell, Mapping) else {"accuracy": cell}
+        for cat, score in cats.items():
+            out.setdefault(cat, {})[key] = score
     return out
 
 
-def compare_sections(summary: Mapping[str, Any], label_a: str, label_b: str, part: Part, *, seed: int = 0,
+def _latency_row(label: str, side: SideSummary) -> list[Any]:
+    lat = side.latency
+    return [label, sec(lat.base_mean_seconds), sec(lat.final_mean_seconds), times(lat.overhead_x),
+            num(side.reviewer_calls_per_item, 2)]
+
+
+def compare_sections(summary: CompareSummary, label_a: str, label_b: str, part: Part, *, seed: int = 0,
                      prefix: str = "") -> list[dict[str, Any]]:
-    """The sections of a compare ``summary.json`` (a compare run, or optimize's TEST phase).
+    """The sections of a compare summary (a compare run, or optimize's TEST phase).
 
     Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
-    cost, reviewer-unusable counts.
+    cost.
     """
-    a, b = summary.get("a") or {}, summary.get("b") or {}
-    base = summary.get("base") or {}
-    cats = merge_categories({"base": base.get("categories", {}), "a": (a.get("accuracy") or {}).get("categories", {}),
-                              "b": (b.get("accuracy") or {}).get("categories", {})})
+    a, b, base = summary.a, summary.b, summary.base
+    cats = merge_categories({"base": base.categories, "a": a.accuracy.categories, "b": b.accuracy.categories})
     accuracy = accuracy_section(cats, [("base", "base"), ("a", label_a), ("b", label_b)], part,
-                                {"base": base.get("accuracy"), "a": (a.get("accuracy") or {}).get("accuracy"),
-                                 "b": (b.get("accuracy") or {}).get("accuracy")},
+                                {"base": base.accuracy, "a": a.accuracy.accuracy, "b": b.accuracy.accuracy},
                                 f"{prefix}Truth accuracy per category: base, {label_a}, {label_b}")
-    paired = summary.get("paired") or {}
-    paired_hh = {"n": paired.get("n"), "fixed": paired.get("b_only_right", 0), "broken": paired.get("a_only_right", 0),
-                 "both_right": paired.get("both_right", 0), "both_wrong": paired.get("both_wrong", 0),
-                 "net_change": paired.get("net_change"), "net_change_ci95": paired.get("net_change_ci95"),
-                 "mcnemar_p": paired.get("mcnemar_p")}
-    paired_hh |= _rates(paired_hh)
-    helpharm = help_harm_section([(f"base -> {label_a}", a.get("help_harm") or {}),
-                                  (f"base -> {label_b}", b.get("help_harm") or {}),
-                                  (f"{label_a} -> {label_b} (paired)", paired_hh)], part, seed)
+    helpharm = help_harm_section([(f"base -> {label_a}", a.help_harm), (f"base -> {label_b}", b.help_harm),
+                                  (f"{label_a} -> {label_b} (paired)", summary.paired.to_help_harm())], part, seed)
     helpharm["title"] = f"{prefix}Help and harm"
-    latency = []
-    for label, side in ((label_a, a), (label_b, b)):
-        lat = side.get("latency") or {}
-        latency.append([label, sec(lat.get("base_mean_seconds")), sec(lat.get("final_mean_seconds")),
-                        times(lat.get("overhead_x")), num(side.get("reviewer_calls_per_item"), 2)])
-    ledgers = [("shared base pass", summary.get("base_costs"))] if summary.get("base_costs") else []
-    ledgers += [(label_a, a.get("costs")), (label_b, b.get("costs"))]
+    ledgers: list[tuple[str, Mapping[str, Any] | None]] = [("shared base pass", summary.base_costs)] \
+        if summary.base_costs else []
+    ledgers += [(label_a, a.costs), (label_b, b.costs)]
     out = [accuracy, helpharm]
-    for section in (cost_section(ledgers, latency, part), unusable_section(unusable_counts(summary, {"a": label_a,
-                                                                                             "b": label_b}), part)):
-        if section is not None:
-            out.append(section)
+    costs = cost_section(ledgers, [_latency_row(label_a, a), _latency_row(label_b, b)], part)
+    if costs is not None:
+        out.append(costs)
     if prefix:
         for section in out:
             section["id"] += "-test"
             if not section["title"].startswith(prefix):
                 section["title"] = prefix + section["title"]
     return out
-
-
-def _rates(hh: Mapping[str, Any]) -> dict[str, Any]:
-    wrong = hh["fixed"] + hh["both_wrong"]
-    right = hh["broken"] + hh["both_right"]
-    helpful = hh["fixed"] / wrong if wrong else None
-    harmful = hh["broken"] / right if right else None
-    ratio = None if not helpful and not harmful else ("inf" if not harmful else (helpful or 0.0) / harmful)
-    return {"helpfulness": helpful, "harmfulness": harmful, "ratio": ratio}

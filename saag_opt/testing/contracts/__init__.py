@@ -7,6 +7,7 @@ any test with your plug-in and a sample it can handle:
 * ``loader.check_loader(read, path)`` (a file with a bad record between good ones)
 * ``backend.check_backend(kind, backend, texts, ...)``
 * ``exporter.check_exporter(exporter, version)``
+* ``environment.check_environment(make, episode, gold, wrong=...)`` (an episode and a valid transcript)
 
 Import the module you need (``from saag_opt.testing.contracts.mechanism import check_mechanism``):
 this package imports nothing, so the light suites stay light.

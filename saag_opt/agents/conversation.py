@@ -1,0 +1,106 @@
+"""A conversation in progress, and one step of it as the ``Example`` a mechanism reviews.
+
+Every mechanism reviews one tentative step through its ordinary ``run(example, agent, reviewer,
+ctx)``; the example is a ``StepExample``:
+
+* ``messages``: the conversation so far, rendered for a chat endpoint the way the runtime guard
+  renders a live agent's (``runtime/inputs.py``): the user's messages as they are, the agent's
+  executed calls as assistant text (``Called: name({...}); ...``), each tool result as a system
+  message (``Tool result (name): ...``) - a ``tool`` message without its call would be refused by a
+  chat endpoint, and the base agent replays these messages to one;
+* ``registry``: the tools available at this turn (a ``miss_func`` function only from its turn on);
+* ``query``, what SAAG stage 3 grounds arguments in: the user's messages *and* the tool results so
+  far, as in the runtime guard, because in a running conversation an id or a file name that an
+  earlier tool returned is not a hallucination. A blocked call never ran, so it returned nothing
+  to ground in, and the agent's own text never grounds anything;
+* no gold and no expectation (``expect="any_call"``, as the runtime guard's example).
+
+Its id, ``<episode>#t<turn>s<step>``, with the fingerprint of its messages, keys the base-prediction
+cache: the steps the base run and a reviewed run share before the reviewer first changes anything
+are proposed once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from saag_opt.episodes import ToolResult
+from saag_opt.model import Example, Prediction, Registry, ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class StepExample(Example):
+    """One step of a conversation as a mechanism sees it (module docstring); ``query`` is ``grounding``."""
+
+    grounding: str = ""
+    """The user's messages and the tool results so far, one per line."""
+
+    @property
+    def query(self) -> str:
+        """What arguments are grounded in: the user turns and the tool results (not only the user turns)."""
+        return self.grounding
+
+
+def step_position(example_id: str) -> tuple[str, int, int]:
+    """``(episode id, turn, step)`` of a step example's id (``<episode>#t<turn>s<step>``).
+
+    Raises:
+        ValueError: not a step example's id.
+    """
+    episode, sep, where = example_id.rpartition("#t")
+    turn, _, step = where.partition("s")
+    if not sep or not turn.isdigit() or not step.isdigit():
+        raise ValueError(f"{example_id!r} is not a step example id (<episode>#t<turn>s<step>)")
+    return episode, int(turn), int(step)
+
+
+def called_text(calls: Sequence[ToolCall]) -> str:
+    """The assistant's executed calls as text (the runtime guard's form)."""
+    return "Called: " + "; ".join(f"{c.name}({json.dumps(dict(c.arguments), ensure_ascii=False, default=str)})"
+                                  for c in calls)
+
+
+def tool_result_text(result: ToolResult) -> str:
+    """One tool result as the system message text (the runtime guard's form)."""
+    return f"Tool result ({result.name}): {result.content}"
+
+
+@dataclass
+class Conversation:
+    """The messages of one episode run so far, and the text its arguments are grounded in."""
+
+    episode_id: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    grounding: list[str] = field(default_factory=list)
+
+    def user(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """A user turn begins (BFCL: its messages are appended as they are)."""
+        for message in messages:
+            plain = dict(message)
+            self.messages.append(plain)
+            if plain.get("role", "user") == "user":
+                self.grounding.append(str(plain.get("content") or ""))
+
+    def executed(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
+        """The agent's executed calls and what they returned."""
+        self.messages.append({"role": "assistant", "content": called_text(calls)})
+        for result in results:
+            self.messages.append({"role": "system", "content": tool_result_text(result)})
+            self.grounding.append(result.content)
+
+    def answered(self, final: Prediction) -> None:
+        """The agent ended its turn without calls; its text (if any) stays in the conversation."""
+        text = (final.raw or "").strip()
+        if text:  # BFCL keeps whatever the model said in the history, readable or not
+            self.messages.append({"role": "assistant", "content": text})
+
+    def step(self, turn: int, step: int, registry: Registry, category: str) -> StepExample:
+        """The step's example (module docstring)."""
+        return StepExample(id=f"{self.episode_id}#t{turn}s{step}", category=category, messages=tuple(self.messages),
+                           registry=registry, gold=None, expect="any_call", grounding="\n".join(self.grounding))
+
+
+__all__ = ["Conversation", "StepExample", "called_text", "step_position", "tool_result_text"]

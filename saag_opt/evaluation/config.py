@@ -1,0 +1,67 @@
+"""``EvaluateConfig``: one review set-up plus how an evaluate run goes; and what ``--resume`` continues with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from saag_opt.agents.setup import SetupConfig
+from saag_opt.lm import default_workers
+from saag_opt.resuming import RUN_OPTION, refuse_changes
+from saag_opt.runfiles import resume_header
+
+
+class EvaluateConfig(SetupConfig):
+    """Everything ``saag-opt evaluate`` needs: ``setup`` (what is measured) and how to run it.
+
+    Stored (without secrets) in ``run.json``, flat (``SetupConfig``); the fields marked
+    ``RUN_OPTION`` are the ones ``--resume`` may change.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = "shipped:bfcl"
+    """Dataset spec (see ``saag-opt datasets list``)."""
+    split: str | None = None
+    """Keep only this split (train | val | test)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Keep N examples (after the split filter), spread round-robin over the categories."""
+    workers: Annotated[int | None, RUN_OPTION] = Field(default=None, ge=1, le=64)
+    """Examples evaluated concurrently (threads); None = 4, or 1 with an embedded model."""
+    seed: int = 0
+    """Seed for the bootstrap CI (LM calls are deterministic through the cache)."""
+    runs_dir: Path = Path("runs")
+    """Where ``<timestamp>-evaluate/`` is created."""
+    cache_dir: Path | None = None
+    """Base-prediction cache; default ``<saag-opt cache>/base-predictions``."""
+    fail_on_error: Annotated[float | None, RUN_OPTION] = Field(default=None, ge=0.0, le=1.0)
+    """Mark the run failed when more than this share of examples errored."""
+    max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0.0)
+    """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
+    stops cleanly with the finished examples kept (``summary.stopped``)."""
+
+    @model_validator(mode="after")
+    def _default_workers(self) -> EvaluateConfig:
+        if self.workers is None:
+            self.workers = default_workers(self.setup.base, self.setup.reviewer)
+        return self
+
+
+def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
+    """The configuration an evaluate run continues with: its ``run.json``'s, plus the run options in ``passed``.
+
+    ``passed``: options the user gave with ``--resume`` (option name -> value); any that is not a
+    run option must repeat the recorded value (``resuming.refuse_changes``).
+
+    Raises:
+        RunError: ``run_dir`` is not an evaluate run, or its ``run.json`` cannot be read.
+        ConfigError: ``passed`` contradicts the recorded configuration (one line naming the options).
+    """
+    header = resume_header(run_dir, "evaluate")
+    return refuse_changes(EvaluateConfig.model_validate(header.config), passed or {}, where=f"--resume {run_dir}")
+
+
+__all__ = ["EvaluateConfig", "resume_config"]

@@ -1,0 +1,143 @@
+"""``saag-opt evaluate`` on a multi-turn dataset: ``EvaluateConfig`` -> ``runs/<timestamp>-evaluate-multiturn/``.
+
+The same configuration as single-call ``evaluate`` (one ``ReviewSetup``, opened by
+``agents.setup.open_setup``), the same run files (``run.json``, ``records.jsonl`` with one
+``EpisodeRecord`` per entry and condition, ``summary.json`` an ``EpisodeSummary``, ``costs.json``)
+and the same resume rule (``resuming``: the set-up and the dataset never change, run options may),
+at entry granularity. Entries run one after the other (``workers`` is not used yet); ``--dry-run``
+is not estimated for conversations yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from saag_opt.agents.base import BasePredictionCache
+from saag_opt.agents.setup import open_setup
+from saag_opt.data.catalog import load_episodes
+from saag_opt.episodes import Episode
+from saag_opt.errors import ConfigError, RunError
+from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.episode_runner import evaluate_episodes
+from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
+from saag_opt.events import EventSink
+from saag_opt.lm.ledgerfile import open_ledger, save_costs
+from saag_opt.paths import base_predictions_dir, configure_lm_cache
+from saag_opt.resuming import refuse_changes
+from saag_opt.runfiles import (
+    RunHeader,
+    atomic_write_json,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_header,
+    resume_header,
+    utc_now,
+    write_header,
+)
+
+
+@dataclass
+class MultiTurnResult:
+    """What ``run_multi_turn`` returns."""
+
+    run_dir: Path
+    summary: EpisodeSummary
+    records: list[EpisodeRecord] = field(default_factory=list)
+
+
+def is_multi_turn_run(run_dir: Path) -> bool:
+    """``run_dir`` is a multi-turn evaluate run (what ``--resume`` dispatches on)."""
+    try:
+        return read_header(run_dir).verb == VERB
+    except RunError:
+        return False
+
+
+def multi_turn_resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
+    """The configuration a multi-turn run continues with (``evaluation.config.resume_config``'s rule).
+
+    Raises:
+        RunError: not a multi-turn evaluate run, or an unreadable ``run.json``.
+        ConfigError: ``passed`` contradicts the recorded configuration.
+    """
+    header = resume_header(run_dir, VERB)
+    return refuse_changes(EvaluateConfig.model_validate(header.config), passed or {}, where=f"--resume {run_dir}")
+
+
+def _ids_hash(episodes: Sequence[Episode]) -> str:
+    return hashlib.sha256("\n".join(e.id for e in episodes).encode()).hexdigest()[:16]
+
+
+def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
+            args_passed: dict[str, Any] | None) -> RunHeader:
+    setup = config.setup
+    version = setup.prompt_version()
+    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    return new_header(
+        run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {}, models=models,
+        plugins={"mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
+                               "args": {"max_repairs": setup.max_repairs, "grounding": setup.grounding}},
+                 "reviewer": {"prompt": setup.prompt, "sha256": version.sha256 if version is not None else None},
+                 "environments": sorted({e.environment for e in episodes})},
+        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(episodes),
+                 "ids_hash": _ids_hash(episodes)})
+
+
+def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
+            args_passed: dict[str, Any] | None) -> RunHeader:
+    header = read_header(run_dir)
+    if header.dataset.get("ids_hash") not in (None, _ids_hash(episodes)):
+        raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's entries; "
+                       "start a new run")
+    version = config.setup.prompt_version()
+    recorded = (header.plugins.get("reviewer") or {}).get("sha256")
+    if recorded and version is not None and version.sha256 != recorded:
+        raise RunError(f"--resume {run_dir}: prompt {config.setup.prompt!r} now resolves to other instructions; "
+                       "start a new run")
+    resumes = [*(getattr(header, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+    return header.model_copy(update={"status": "started", "finished": None, "error": None,
+                                     "config": config.model_dump(mode="json"), "resumes": resumes})
+
+
+def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
+                   args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> MultiTurnResult:
+    """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
+
+    Raises:
+        ConfigError: not a multi-turn dataset, no entries, a mechanism without a reviewer.
+        ModelUnavailableError: a model cannot be reached (the finished entries stay; ``--resume`` continues).
+        RunError: the run directory cannot be written or resumed.
+    """
+    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if not episodes:
+        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
+    configure_lm_cache()
+    if resume is None:
+        run_dir = create_run_dir(config.runs_dir, VERB)
+        header = _header(config, run_dir, episodes, args_passed)
+    else:
+        run_dir, header = resume, _reopen(resume, config, episodes, args_passed)
+    write_header(run_dir, header)
+    with guarded_run(run_dir, header):
+        ledger = open_ledger(config.max_cost, run_dir)
+        condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        try:
+            run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
+                                    mechanism=condition.mechanism, ctx=condition.ctx,
+                                    reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
+                                    records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
+                                    costs=ledger.snapshot)
+        finally:
+            save_costs(run_dir, ledger)
+        atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))
+    finish_header(run_dir, header, run.stopped_by)
+    return MultiTurnResult(run_dir, run.summary, run.records)
+
+
+__all__ = ["MultiTurnResult", "is_multi_turn_run", "multi_turn_resume_config", "run_multi_turn"]

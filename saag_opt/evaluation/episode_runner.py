@@ -1,0 +1,180 @@
+"""Run a reviewer condition over multi-turn episodes: both conditions per entry, records, summary.
+
+Per entry, two runs of the episode loop (``agents/episode.py``), each on a fresh environment:
+``base`` (every step through ``none``) and the mechanism (every step through it); the environment's
+``check`` judges each transcript. The two runs share the base-prediction cache of ``ctx``, so the
+steps they have in common (up to the first one the reviewer changes) are proposed once.
+
+The runner takes the parts already built (agent, reviewer, mechanism, context: one review set-up,
+opened by the caller) and opens no model itself.
+
+Failure policy, as ``evaluate``'s (docs/design.md §10): an LM call that fails after its retries, or
+any other error inside one entry, becomes a record with ``error`` (scored invalid); a spent cost
+cap ends the run with a summary over the finished entries (``stopped_by``); an unreachable model
+raises, with the finished entries in ``records_path``. Resume is at entry
+granularity: with ``records_path``, entries whose two rows are already there without an error are
+kept as they are and not run again; the file is first rewritten with those rows alone (a lone row
+of an entry cut in half, or a failed entry, would otherwise pair with its rerun); everything else is
+(re)run and appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from saag_opt import stopping
+from saag_opt.agents.base import BaseAgent
+from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
+from saag_opt.agents.mechanisms import Mechanism, MechanismContext, NoReview
+from saag_opt.agents.reviewer import Reviewer
+from saag_opt.episodes import Environment, Episode, open_environment
+from saag_opt.errors import CostCapReached, ModelUnavailableError
+from saag_opt.evaluation.episodes import (
+    EpisodeRecord,
+    EpisodeSummary,
+    episode_record,
+    failed_episode_record,
+    summarise_episodes,
+)
+from saag_opt.evaluation.results import RecordWriter, finished_records
+from saag_opt.events import EventSink, emit
+from saag_opt.lm.latency import lm_clock
+from saag_opt.runfiles import atomic_write_jsonl, read_rows
+
+BASE = "base"
+"""The condition name of the base agent alone (every step through ``none``)."""
+
+
+@dataclass(frozen=True)
+class EpisodeRun:
+    """What ``evaluate_episodes`` produced: both records per entry (episode order, base first) and the summary."""
+
+    records: list[EpisodeRecord]
+    summary: EpisodeSummary
+    stopped_by: CostCapReached | None = None
+    """The spend cap that ended the run early (the summary covers the finished entries)."""
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
+def _tokens(tracker: Any) -> int:
+    total = 0
+    for usage in tracker.get_total_tokens().values():
+        total += int(usage.get("total_tokens") or 0) or (int(usage.get("prompt_tokens") or 0)
+                                                        + int(usage.get("completion_tokens") or 0))
+    return total
+
+
+@dataclass(frozen=True)
+class _Parts:
+    agent: BaseAgent
+    reviewer: Reviewer | None
+    mechanism: Mechanism
+    ctx: MechanismContext
+    reviewer_lm: Any
+    run_id: str
+    max_steps: int
+    environment: Callable[[str], Environment]
+
+
+def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
+    """One run of ``episode`` under ``mechanism``, judged; any failure in it becomes an ``error`` record.
+
+    Raises:
+        CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
+    """
+    import dspy
+
+    environment = parts.environment(episode.environment)
+    try:
+        scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
+        with scope, dspy.track_usage() as tracker, lm_clock() as clock:
+            outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
+                                  max_steps=parts.max_steps)
+        return episode_record(parts.run_id, episode, condition, outcome, environment.check(outcome.transcript),
+                              tokens=_tokens(tracker), untimed=clock.untimed)
+    except (CostCapReached, ModelUnavailableError):
+        raise
+    except Exception as exc:
+        return failed_episode_record(parts.run_id, episode, condition, _error_text(exc))
+    finally:
+        environment.close()
+
+
+def _kept(path: Path | None, condition: str, episodes: Sequence[Episode]) -> dict[tuple[str, str], EpisodeRecord]:
+    """The rows of entries that finished in an earlier attempt (``finished_records``' rule), read in full."""
+    if path is None or not path.is_file():
+        return {}
+    done = {(r.example_id, r.condition) for r in finished_records(path, condition, (e.id for e in episodes))}
+    out: dict[tuple[str, str], EpisodeRecord] = {}
+    for record in read_rows(path, EpisodeRecord):
+        key = (record.example_id, record.condition)
+        if key in done:
+            out.setdefault(key, record)
+    return out
+
+
+def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer: Reviewer | None,
+                      mechanism: Mechanism, ctx: MechanismContext, reviewer_lm: Any = None, run_id: str = "",
+                      records_path: Path | None = None, max_steps: int = MAXIMUM_STEP_LIMIT, seed: int = 0,
+                      on_event: EventSink | None = None,
+                      environment: Callable[[str], Environment] = open_environment,
+                      costs: Callable[[], dict[str, Any]] | None = None) -> EpisodeRun:
+    """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
+
+    ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;
+    ``environment``: name -> a fresh environment (the registry's ``open_environment``); ``costs``: the
+    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars).
+
+    Raises:
+        ModelUnavailableError: systemic; the finished entries are in ``records_path``.
+    """
+    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
+    kept = _kept(records_path, mechanism.spec, episodes)
+    if records_path is not None and records_path.is_file():
+        atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
+                                          for c in (BASE, mechanism.spec) if (e.id, c) in kept])
+    writer = RecordWriter(records_path) if records_path is not None else None
+    none = NoReview()
+    pairs: list[tuple[EpisodeRecord, EpisodeRecord]] = []
+    stopped: str | None = None
+    capped: CostCapReached | None = None
+    emit(on_event, "run_started", f"{len(episodes)} entries, {len(kept) // 2} already done", total=len(episodes),
+         done=len(kept) // 2)
+    try:
+        for index, episode in enumerate(episodes):
+            base, final = kept.get((episode.id, BASE)), kept.get((episode.id, mechanism.spec))
+            if base is None or final is None:
+                if stopping.requested():
+                    stopped = "stop requested"
+                    break
+                try:
+                    base = run_condition(parts, episode, none, BASE)
+                    final = run_condition(parts, episode, mechanism, mechanism.spec)
+                except CostCapReached as exc:  # the entry is unfinished: not recorded, resumable
+                    capped, stopped = exc, str(exc)
+                    break
+                if writer is not None:
+                    writer.write(base)
+                    writer.write(final)
+            pairs.append((base, final))
+            emit(on_event, "example_finished", f"{episode.id}: base {'valid' if base.correct else 'invalid'}, "
+                 f"{mechanism.spec} {'valid' if final.correct else 'invalid'}", done=index + 1, total=len(episodes),
+                 example_id=episode.id, base_correct=base.correct, final_correct=final.correct,
+                 error=final.error or base.error, costs=costs() if costs is not None else {})
+    finally:
+        if writer is not None:
+            writer.close()
+    summary = summarise_episodes(run_id, mechanism.spec, pairs, experimental=mechanism.experimental,
+                                 gated=mechanism.gated, seed=seed, stopped=stopped)
+    emit(on_event, "run_finished", f"{len(pairs)} of {len(episodes)} entries", done=len(pairs), total=len(episodes))
+    return EpisodeRun([record for pair in pairs for record in pair], summary, capped)
+
+
+__all__ = ["BASE", "EpisodeRun", "evaluate_episodes", "run_condition"]

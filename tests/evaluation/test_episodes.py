@@ -1,0 +1,141 @@
+"""Conversation records and numbers: every step kept, help/harm per entry, abstention on its own, failures kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from saag_opt import stopping
+from saag_opt.agents import BasePredictionCache, MechanismContext, Verdict, parse_mechanism
+from saag_opt.errors import ModelUnavailableError
+from saag_opt.evaluation.episode_runner import evaluate_episodes
+from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.model import Prediction, ToolCall
+from saag_opt.runfiles import read_rows
+from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
+from saag_opt.testing.toy_environment import toy_episode
+from tests.agents.agent_fakes import FakeReviewer
+
+WRITE = ToolCall("write_note", {"title": "plan", "text": "buy milk"})
+BREAD = ToolCall("write_note", {"title": "plan", "text": "buy bread"})
+READ = ToolCall("read_note", {"title": "plan"})
+
+
+def _episodes() -> list:
+    """e1: the agent writes bread (wrong); e2: it writes milk (right); both end with an abstention turn."""
+    turns = [["Save 'plan': buy milk."], ["Read it."], ["Book me a flight."]]
+    return [toy_episode(f"e{i}", turns, [[WRITE], [READ], []]) for i in (1, 2)]
+
+
+def _agent(*, calls_at_abstention: bool = False) -> ScriptedStepAgent:
+    def script(episode: str, turn: int, step: int, feedback: int) -> Prediction:
+        if step > 0:
+            return DONE
+        if turn == 0:
+            return calls(WRITE if feedback or episode == "e2" else BREAD)
+        if turn == 1:
+            return calls(READ)
+        return calls(READ) if calls_at_abstention and not feedback else DONE
+    return ScriptedStepAgent(script)
+
+
+class BreadReviewer(FakeReviewer):
+    """Rejects the bread note, approves everything else."""
+
+    def review_call(self, example, prediction):  # noqa: ANN001, ANN201
+        self.reviewed.append(prediction)
+        bad = BREAD in prediction.calls or (READ in prediction.calls and "Book me a flight." in example.query.split(
+            "\n")[-1])
+        return Verdict(bad, "Not what the user asked." if bad else "")
+
+
+def _run(tmp_path: Path | None = None, *, agent: ScriptedStepAgent | None = None, spec: str = "r2", **kw):  # noqa: ANN003, ANN202
+    return evaluate_episodes(_episodes(), agent=agent or _agent(), reviewer=BreadReviewer(),  # type: ignore[arg-type]
+                             mechanism=parse_mechanism(spec), ctx=MechanismContext(cache=BasePredictionCache()),
+                             run_id="t", records_path=tmp_path / "records.jsonl" if tmp_path else None, **kw)
+
+
+def test_help_harm_per_entry_and_the_conversation_counts() -> None:
+    run = _run()
+    summary = run.summary
+    assert [(r.example_id, r.condition, r.correct) for r in run.records] == [
+        ("e1", "base", False), ("e1", "r2", True), ("e2", "base", True), ("e2", "r2", True)]
+    assert (summary.help_harm.fixed, summary.help_harm.broken, summary.help_harm.both_right) == (1, 0, 1)
+    assert summary.base.accuracy == 0.5 and summary.reviewed.accuracy == 1.0 and summary.n_episodes == 2
+    base, reviewed = summary.conversation["base"], summary.conversation["r2"]
+    assert (base.turns, base.steps, base.executed_calls, base.revised_steps) == (6, 10, 4, 0)
+    assert reviewed.revised_steps == 1 and reviewed.per_turn[0].revised_steps == 1
+    assert base.per_turn[0].passed == 1 and base.per_turn[1].passed == 1 and reviewed.per_turn[2].passed == 2
+    assert (base.abstain_turns, base.abstained, base.abstention_rate) == (2, 2, 1.0)
+    e1 = run.records[0]
+    assert e1.judgement is not None and e1.judgement.failed_turn == 0 and e1.judgement.abstain_turns == [2]
+    assert [t.abstain for t in e1.turns] == [False, False, True]
+
+
+def test_abstention_turns_are_counted_on_their_own() -> None:
+    run = _run(agent=_agent(calls_at_abstention=True))
+    base, reviewed = run.summary.conversation["base"], run.summary.conversation["r2"]
+    assert (base.abstain_turns, base.abstained) == (2, 0)  # the base agent called at both abstention turns
+    assert reviewed.abstained == 2 and reviewed.withheld_steps == 2 and reviewed.withheld_calls == 2
+    hh = run.summary.abstention_help_harm
+    assert hh is not None and (hh.fixed, hh.broken, hh.n) == (2, 0, 2)
+    assert all(not r.correct for r in run.records if r.condition == "base")
+
+
+def test_records_keep_every_step_and_read_back(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    rows = read_rows(tmp_path / "records.jsonl", EpisodeRecord)
+    assert rows == run.records
+    step = rows[1].turns[0].steps[0]
+    assert step.proposed.calls == [BREAD.to_dict()] and step.final.calls == [WRITE.to_dict()]
+    assert [r.verdict for r in step.rounds] == ["reject", "approve"] and step.rounds[0].feedback
+    assert step.executed == [WRITE.to_dict()] and step.results[0].content == "saved 'plan'"
+    assert rows[1].turns[1].steps[0].results[0].content == "buy milk"
+
+
+def test_an_entry_that_fails_is_an_error_record_and_the_run_goes_on() -> None:
+    def script(episode: str, turn: int, step: int, feedback: int) -> Prediction:
+        if episode == "e1":
+            raise RuntimeError("the server said no")
+        return _agent().script(episode, turn, step, feedback)
+
+    run = _run(agent=ScriptedStepAgent(script))
+    assert [r.error is not None for r in run.records] == [True, True, False, False]
+    assert run.records[0].error == "RuntimeError: the server said no" and not run.records[0].correct
+    assert run.summary.errors == 1 and run.summary.help_harm.n == 1
+
+
+def test_a_model_that_is_gone_stops_the_run_and_the_finished_entries_stay(tmp_path: Path) -> None:
+    def script(episode: str, turn: int, step: int, feedback: int) -> Prediction:
+        if episode == "e2":
+            raise ModelUnavailableError("the server is gone")
+        return _agent().script(episode, turn, step, feedback)
+
+    with pytest.raises(ModelUnavailableError):
+        _run(tmp_path, agent=ScriptedStepAgent(script))
+    assert [r.example_id for r in read_rows(tmp_path / "records.jsonl", EpisodeRecord)] == ["e1", "e1"]
+    resumed = _run(tmp_path)  # resume at entry granularity: e1 is kept, e2 runs
+    assert [r.example_id for r in resumed.records] == ["e1", "e1", "e2", "e2"]
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_stop_request_ends_the_run_at_an_entry_boundary() -> None:
+    stopping.request_stop()
+    try:
+        run = _run()
+    finally:
+        stopping.reset()
+    assert run.records == [] and run.summary.stopped == "stop requested"
+
+
+def test_a_resume_drops_the_lone_row_of_an_entry_cut_in_half(tmp_path: Path) -> None:
+    first = _run(tmp_path)
+    path = tmp_path / "records.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3]) + "\n")  # e2's reviewed row never made it
+    again = _run(tmp_path)
+    rows = read_rows(path, EpisodeRecord)
+    assert [(r.example_id, r.condition) for r in rows] == [("e1", "base"), ("e1", "r2"), ("e2", "base"), ("e2", "r2")]
+    assert [(r.correct, [s.executed for t in r.turns for s in t.steps]) for r in again.records] == [
+        (r.correct, [s.executed for t in r.turns for s in t.steps]) for r in first.records]
