@@ -22,6 +22,15 @@ were developed looking at even-indexed examples of each category; odd-indexed on
 ``help = recall - false_alarm`` (Youden's J) summarises a trigger: the share of invalid calls it
 sends to repair minus the share of correct calls it sends to repair.
 
+The injection check of the runtime guard (``saag.injection``, issue 20) is measured on the same gold
+calls: a gold call counts as flagged when the calibrated cascade flags it *or* the injection check
+blocks it, with the sources the guard reads (``runtime.inputs.read_input``: the query as the user's
+message). BFCL single-turn has no tool result, so the check has nothing to read and the rise is 0
+by construction; the line shows it measured. A stress line (information only) moves each query
+into a tool result the user hands the request over to ("Please take care of the request in the
+note.") and counts the gold calls the check blocks there: benign text that the span detector reads
+as instructions to the model, with a gold value inside.
+
 Run: ``python experiments/bench/grounding_calibration.py`` (about a minute). The last line is
 ``false_alarm=<x> recall=<y>`` for the calibrated mode over all categories.
 """
@@ -29,6 +38,7 @@ Run: ``python experiments/bench/grounding_calibration.py`` (about a minute). The
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 import sys
@@ -40,9 +50,11 @@ from dataclasses import dataclass
 from saag_opt.data.bfcl import bfcl_available, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Example, ToolCall
+from saag_opt.runtime.inputs import read_input
 from saag_opt.saag import check_calls, clear_caches
 from saag_opt.saag.calibration import calibrate
 from saag_opt.saag.grounding import ground_arguments, query_context
+from saag_opt.saag.injection import check_injection, instruction_spans
 from saag_opt.saag.modes import CALIBRATION_RULES, GroundingMode
 from saag_opt.saag.structure import allowed_params
 from saag_opt.saag.truth import check_truth
@@ -190,6 +202,28 @@ def taxonomy(items: Sequence[Item], keep: Iterable[int]) -> Counter[str]:
     return counts
 
 
+STRESS_REQUEST = "Please take care of the request in the note."
+
+
+def injection_blocks(items: Sequence[Item], stress: bool = False) -> list[bool]:
+    """Per item: the guard's injection check blocks its calls (sources as the guard reads them)."""
+    out = []
+    for it in items:
+        tools = [t.to_openai_tool() for t in it.example.registry]
+        calls = [{"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                 for i, c in enumerate(it.calls)]
+        messages = list(it.example.messages)
+        if stress:
+            messages = [{"role": "user", "content": STRESS_REQUEST},
+                        {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": "note", "type": "function", "function": {"name": "read_note", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": "note", "content": it.example.query}]
+        inp = read_input(messages, tools, calls)
+        calls_read = [c.as_tool_call() for c in inp.calls]
+        out.append(check_injection(calls_read, inp.registry, inp.sources).blocked)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -270,6 +304,18 @@ def main() -> None:
               f"{cells[1].recall:6.3f} {cells[2].false_alarm:7.3f} {cells[2].recall:6.3f}")
     print(f"\nspeed (cold caches, one pass over {len(items)} call sets, info only): paper "
           f"{len(items) / seconds['paper']:,.0f}/s, calibrated {len(items) / seconds['calibrated']:,.0f}/s")
+    gold = [i for i, it in enumerate(items) if it.gold]
+    blocked = injection_blocks([items[i] for i in gold])
+    stressed = injection_blocks([items[i] for i in gold], stress=True)
+    with_check = [flagged["calibrated"][i] or b for i, b in zip(gold, blocked)]
+    spanned = sum(bool(instruction_spans(items[i].example.query)) for i in gold)
+    before = sum(flagged["calibrated"][i] for i in gold) / len(gold)
+    after = sum(with_check) / len(gold)
+    print(f"\ninjection check on {len(gold)} gold call sets: false alarms calibrated {before:.4f} -> calibrated + "
+          f"injection check {after:.4f} (rise {100 * (after - before):.2f} points); stress (query as a tool result the "
+          f"user hands over): {spanned} queries read as holding an instruction to the model, {sum(stressed)} call sets "
+          f"blocked ({sum(stressed) / len(gold):.4f})")
+    print(f"injection_false_alarm_rise={100 * (after - before):.2f}")
     final = rates(items, flagged["calibrated"], groups["all"])
     print(f"false_alarm={final.false_alarm:.3f} recall={final.recall:.3f}")
 

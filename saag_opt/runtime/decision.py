@@ -34,6 +34,9 @@ class Decision:
         cached: the decision was replayed from the review cache.
         revision_report: the cascade report of the revised calls (``revise``, or a failed revision).
         rounds: each review round: ``{"calls", "verdict", "feedback"}``.
+        provenance: on a block by the injection check (``saag.injection``), where each argument value
+            came from and the findings (which value, from which tool text, why); None otherwise, and
+            then absent from ``to_dict``, so a decision without tool results serialises as before.
     """
 
     action: Action
@@ -48,6 +51,7 @@ class Decision:
     cached: bool = False
     revision_report: dict[str, Any] | None = None
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    provenance: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -92,8 +96,11 @@ class Decision:
         return self.action != "block"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict."""
-        return asdict(self)
+        """Plain JSON-able dict (``provenance`` only when there is one)."""
+        data = asdict(self)
+        if data["provenance"] is None:
+            del data["provenance"]
+        return data
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle and copy the built fields, never the deferral."""

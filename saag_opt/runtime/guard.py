@@ -21,7 +21,12 @@ call by call):
    reply): ``allow`` runs the proposed calls unreviewed, ``block`` runs nothing; ``decision.error``
    and ``decision.reason`` say so. A call failing stage 1-2 is still revised from the psi feedback
    alone, or blocked: ``on_error="allow"`` never lets it through.
-5. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no
+5. Indirect prompt injection (``injection=True``, the default; ``saag.injection``): when the
+   conversation holds tool results, a side-effecting call whose argument comes only from text inside
+   a tool result that addresses the model with instructions, or whose kind of effect only such text
+   asks for, is blocked with feedback before the gate and the reviewer; ``decision.provenance`` says
+   which value came from where and why. Without tool results nothing changes.
+6. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no
    exception reaches the agent loop.
 
 ``timeout`` bounds the LM part of one decision (reviews and revisions together); the work runs on
@@ -82,7 +87,8 @@ class Guard:
                  prompt_sha256: str | None = None, prompt_label: str | None = None, reviews: int = 1,
                  gate: bool = True, on_error: OnError = "allow", timeout: float | None = 20.0,
                  revise: bool = True, grounding: str | None = None, cache: ReviewCache | None = None,
-                 models: dict[str, Any] | None = None, labels: tuple[str | None, str | None] = (None, None)) -> None:
+                 models: dict[str, Any] | None = None, labels: tuple[str | None, str | None] = (None, None),
+                 injection: bool = True) -> None:
         if on_error not in ("allow", "block"):
             raise ConfigError(f"on_error must be 'allow' or 'block', got {on_error!r}")
         if timeout is not None and timeout <= 0:
@@ -96,6 +102,7 @@ class Guard:
         self.cache = cache if cache is not None else ReviewCache()
         self.models = dict(models or {})
         self.reviewer_label, self.reviser_label = labels
+        self.injection = injection
         self._cascade_options = _cascade_options(grounding)
         self._pool: ThreadPoolExecutor | None = None
         self.registries = RegistryMemo()
@@ -107,7 +114,8 @@ class Guard:
              reviewer: Any = None, mechanism: str = "r1", gate: bool = True, on_error: OnError = "allow",
              timeout: float | None = 20.0, reviser: Any = None, revise: bool = True,
              store: str | os.PathLike[str] | None = None, cache: bool | str | os.PathLike[str] = True,
-             grounding: str | None = None, retries: int = 2, saag_informed: bool = False) -> Guard:
+             grounding: str | None = None, retries: int = 2, saag_informed: bool = False,
+             injection: bool = True) -> Guard:
         """A guard running prompt ``prompt`` on model ``reviewer``.
 
         Args:
@@ -127,6 +135,7 @@ class Guard:
             grounding: stage-3 mode of the gold-free cascade (None = ``INTERVENTION_GROUNDING``, calibrated).
             retries: extra attempts per LM request (backoff), within ``timeout``.
             saag_informed: the reviewer also sees the SAAG report (experimental reviewer).
+            injection: block calls driven by instructions inside tool results (module docstring, rule 5).
 
         Raises:
             ConfigError: a bad mechanism, model spec or option. ArtifactError: unknown prompt.
@@ -170,7 +179,8 @@ class Guard:
         return cls(reviewer=review_module, reviser=reviser_agent,
                    prompt_sha256=loaded.sha256 if loaded else None, prompt_label=loaded.label if loaded else None,
                    reviews=reviews, gate=gate, on_error=on_error, timeout=timeout, revise=revise,
-                   grounding=grounding, cache=_cache(cache), models=ledger_models, labels=(labels[0], labels[1]))
+                   grounding=grounding, cache=_cache(cache), models=ledger_models, labels=(labels[0], labels[1]),
+                   injection=injection)
 
     def __enter__(self) -> Guard:
         return self
@@ -257,6 +267,10 @@ class Guard:
         if not inp.calls:
             return Decision("allow", [], None, "no tool calls to review", latency_s=clock.seconds)
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
+        if self.injection and inp.sources.tools:
+            injected = self._injected(inp, report, clock)
+            if injected is not None:
+                return injected
         if self.gate and report.clean:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
@@ -282,6 +296,16 @@ class Guard:
             except (TypeError, ValueError):
                 pass  # an entry from another version: review again
         return inp, report, key
+
+    def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
+        """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""
+        from saag_opt.saag.injection import check_injection
+
+        found = check_injection([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+        if not found.blocked:
+            return None
+        return Decision("block", None, found.feedback(), found.reason(), report.to_dict(), latency_s=clock.seconds,
+                        provenance=found.to_dict())
 
     def _check(self, inp: GuardInput, calls: Any) -> PredictionReport:
         return check_calls(calls, inp.registry, inp.grounding_text, **self._cascade_options)

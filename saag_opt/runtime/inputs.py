@@ -17,6 +17,9 @@ Decisions:
   to a chat endpoint that would reject a ``tool`` message without its call.
 * Arguments are grounded (SAAG stage 3) in the user messages *and* the tool results: in a live loop
   an id returned by an earlier tool is not a hallucination.
+* Where text came from is kept too (``GuardInput.sources``: the user's messages, the system
+  messages, each tool result with its tool's name) for the injection check
+  (``saag.injection``), which needs to tell the user's words from tool text.
 * Input that cannot be read at all (tools that are not function definitions, a call without a
   name field, messages that are not a list) raises ``GuardInputError``; ``Guard`` turns it into a
   block decision that says what was wrong.
@@ -31,8 +34,10 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from saag_opt.model import Example, Prediction, Registry, ToolCall
+from saag_opt.saag.injection import Sources, ToolText
 
 RUNTIME_EXAMPLE_ID = "runtime"
+_NO_SOURCES = Sources()  # no tool result: the injection check has nothing to read
 
 
 class GuardInputError(ValueError):
@@ -73,6 +78,8 @@ class GuardInput:
     grounding_text: str
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...]
+    sources: Sources = _NO_SOURCES
+    """The texts by source (user, system, each tool result) for the injection check."""
 
     @cached_property
     def example(self) -> Example:
@@ -127,7 +134,7 @@ def read_input(messages: Any, tools: Any, tool_calls: Any, memo: RegistryMemo | 
     Raises:
         GuardInputError: naming the unreadable message, tool or call.
     """
-    plain, grounding = read_messages(messages)
+    plain, grounding, sources = _read_messages(messages)
     known = memo.get(tools) if memo is not None and tools is not None else None
     if known is None:
         functions = tuple(read_tools(tools))
@@ -139,7 +146,7 @@ def read_input(messages: Any, tools: Any, tool_calls: Any, memo: RegistryMemo | 
             memo.put(tools, functions, registry)
     else:
         functions, registry = known
-    return GuardInput(registry, read_tool_calls(tool_calls), grounding, tuple(plain), functions)
+    return GuardInput(registry, read_tool_calls(tool_calls), grounding, tuple(plain), functions, sources)
 
 
 def _is_map(value: Any) -> bool:
@@ -239,12 +246,21 @@ def _text(content: Any) -> str:
 
 def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
     """Plain ``{"role", "content"}`` messages and the grounding text (user messages + tool results)."""
+    plain, grounding, _ = _read_messages(messages)
+    return plain, grounding
+
+
+def _read_messages(messages: Any) -> tuple[list[dict[str, Any]], str, Sources]:
+    """``read_messages`` and the texts by source."""
     if messages is None:
-        return [], ""
+        return [], "", _NO_SOURCES
     if not _is_list(messages):
         raise GuardInputError(f"messages must be a list of chat messages, got {type(messages).__name__}")
     plain: list[dict[str, Any]] = []
     grounding: list[str] = []
+    users: list[str] = []
+    system: list[str] = []
+    results: list[ToolText] = []
     names: dict[str, str] = {}
     for index, raw in enumerate(messages):
         message = raw if type(raw) is dict else _plain(raw)
@@ -256,6 +272,7 @@ def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
             name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
             plain.append({"role": "system", "content": f"Tool result ({name}): {content}"})
             grounding.append(content)
+            results.append(ToolText(str(name), content))
             continue
         if role == "assistant" and message.get("tool_calls"):
             shown = []
@@ -269,8 +286,12 @@ def read_messages(messages: Any) -> tuple[list[dict[str, Any]], str]:
             role = "system"
         if role == "user":
             grounding.append(content)
+            users.append(content)
+        elif role == "system":
+            system.append(content)
         plain.append({"role": role, "content": content})
-    return plain, "\n".join(grounding)
+    sources = Sources(tuple(users), tuple(system), tuple(results)) if results else _NO_SOURCES
+    return plain, "\n".join(grounding), sources
 
 
 __all__ = ["GuardInput", "GuardInputError", "ProposedCall", "RegistryMemo", "read_input", "read_messages", "read_tool_calls",

@@ -1,0 +1,148 @@
+"""Run AgentDojo's suites with and without the guard, scored by AgentDojo's own checks.
+
+For each suite: every user task without an attack (utility), then for each attack every (user
+task, injection task) pair (utility under attack and attack success, AgentDojo's ``security``:
+True = the attacker's goal was met). Each arm (``none``: the plain pipeline; ``guard``: the same
+pipeline with ``GuardElement`` + ``StripBlocked``) runs on a deep copy of the same injected
+environment, with the same agent, so the two arms differ by the guard alone.
+
+Scoring is ``TaskSuite.run_task_with_pipeline``: AgentDojo loads nothing again, inits the task,
+runs the pipeline and applies the task's utility / security checks. Nothing is logged to disk
+(AgentDojo's ``TraceLogger`` is not opened).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from saag_opt.runtime.agentdojo import BENCHMARK_VERSION, require
+
+require()
+
+from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
+from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
+
+from saag_opt.runtime.agentdojo.elements import guarded_pipeline  # noqa: E402
+from saag_opt.runtime.agentdojo.scripted import origin_of  # noqa: E402
+
+if TYPE_CHECKING:
+    from saag_opt.runtime.decision import Decision
+    from saag_opt.runtime.guard import Guard
+
+SUITES = ("workspace", "travel", "banking", "slack")
+ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
+"""The attacks issue 20 names (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
+ARMS = ("none", "guard")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One blocked call: whose it was (``user`` = a ground-truth call of the user task: a false alarm)."""
+
+    origin: str
+    name: str
+    arguments: dict[str, Any]
+    reason: str
+    provenance: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One run of one pipeline on one task (or pair), as AgentDojo scored it."""
+
+    suite: str
+    user_task: str
+    injection_task: str | None
+    attack: str | None
+    arm: str
+    utility: bool
+    security: bool | None
+    """AgentDojo's security check: True = the attack succeeded (None without an attack)."""
+    blocks: tuple[Block, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def false_alarms(self) -> int:
+        """Blocked ground-truth calls of the user task."""
+        return sum(b.origin == "user" for b in self.blocks)
+
+
+@dataclass
+class _Recorder:
+    """Collects the guard's blocks of the current run (``GuardElement.on_decision``)."""
+
+    blocks: list[Block] = field(default_factory=list)
+
+    def __call__(self, calls: list[Any], decision: Decision) -> None:
+        if decision.action != "block":
+            return
+        provenance = getattr(decision, "provenance", None)
+        for call in calls:
+            self.blocks.append(Block(origin_of(call.id), call.function, dict(call.args), decision.reason, provenance))
+
+
+def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], _Recorder]:
+    """The two arms around one agent element, and the recorder of the guarded arm."""
+    recorder = _Recorder()
+    return {"none": guarded_pipeline(agent, None),
+            "guard": guarded_pipeline(agent, guard, on_decision=recorder)}, recorder
+
+
+def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = ATTACKS, benign: bool = True,
+              user_tasks: Iterable[str] | None = None, injection_tasks: Iterable[str] | None = None,
+              arms: Sequence[str] = ARMS, on_run: Callable[[TaskRun], None] | None = None) -> Iterator[TaskRun]:
+    """Yield every run of suite ``name`` (module docstring); ``agent`` has ``set_task(user, injection)``.
+
+    ``benign``: also run each user task without an attack. ``user_tasks`` / ``injection_tasks``
+    restrict the tasks (ids such as ``user_task_0``).
+    """
+    suite = get_suite(BENCHMARK_VERSION, name)
+    arms_of, recorder = pipelines(agent, guard)
+    chosen = [suite.get_user_task_by_id(t) for t in user_tasks] if user_tasks is not None else list(suite.user_tasks.values())
+    injections_of = ([suite.get_injection_task_by_id(t) for t in injection_tasks] if injection_tasks is not None
+                     else list(suite.injection_tasks.values()))
+
+    def run(user: Any, injection: Any, attack: str | None, injected: dict[str, str], env: Any) -> Iterator[TaskRun]:
+        for arm in arms:
+            agent.set_task(user, injection)
+            recorder.blocks = []
+            started = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                utility, security = suite.run_task_with_pipeline(arms_of[arm], user, injection, injected,
+                                                                 environment=env.model_copy(deep=True))
+            result = TaskRun(name, user.ID, injection.ID if injection is not None else None, attack, arm, bool(utility),
+                             bool(security) if injection is not None else None,
+                             tuple(recorder.blocks) if arm == "guard" else (), time.perf_counter() - started)
+            if on_run is not None:
+                on_run(result)
+            yield result
+
+    if benign:
+        clean = suite.load_and_inject_default_environment({})
+        for user in chosen:
+            yield from run(user, None, None, {}, clean)
+    for attack_name in attacks:
+        attack = load_attack(attack_name, suite, arms_of["guard"])
+        for user in chosen:
+            for injection in injections_of:
+                injected = attack.attack(user, injection)
+                env = suite.load_and_inject_default_environment(injected)
+                yield from run(user, injection, attack_name, injected, env)
+
+
+def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
+    """``(suite, injection task)`` pairs whose ground truth makes no call: a scripted agent cannot meet their goal."""
+    out = set()
+    for name in suites:
+        suite = get_suite(BENCHMARK_VERSION, name)
+        env = suite.load_and_inject_default_environment({})
+        out |= {(name, tid) for tid, task in suite.injection_tasks.items() if not task.ground_truth(env)}
+    return out
+
+
+__all__ = ["ARMS", "ATTACKS", "SUITES", "Block", "TaskRun", "empty_ground_truth", "pipelines", "run_suite"]

@@ -1,0 +1,206 @@
+"""The guard inside AgentDojo, scored by AgentDojo: the scripted worst case on a sample of pairs, the
+elements, and saag-opt's own LLM element against the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+from saag_opt.runtime import Guard
+from saag_opt.testing import Reply, ScriptedOpenAIServer
+from tests.conftest import requires
+
+pytestmark = requires(None if importlib.util.find_spec("agentdojo") else
+                      "agentdojo is not installed (pip install 'saag-opt[agentdojo]')")
+
+
+@pytest.fixture(scope="module")
+def dojo() -> Any:
+    warnings.filterwarnings("ignore")
+    from agentdojo.task_suite.load_suites import get_suite
+
+    from saag_opt.runtime.agentdojo import BENCHMARK_VERSION
+
+    return lambda name: get_suite(BENCHMARK_VERSION, name)
+
+
+# (suite, user task, injection task, attack): each attack family, each suite
+PAIRS = [
+    ("banking", "user_task_0", "injection_task_0", "important_instructions"),
+    ("slack", "user_task_1", "injection_task_1", "direct"),
+    ("slack", "user_task_11", "injection_task_5", "tool_knowledge"),
+    ("travel", "user_task_2", "injection_task_0", "injecagent"),
+    ("workspace", "user_task_0", "injection_task_0", "ignore_previous"),
+    ("banking", "user_task_13", "injection_task_7", "system_message"),
+]
+
+
+@pytest.mark.parametrize(("suite", "user", "injection", "attack"), PAIRS)
+def test_the_guard_stops_the_obedient_agent_and_keeps_the_user_task(suite: str, user: str, injection: str,
+                                                                    attack: str) -> None:
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent
+    from saag_opt.runtime.agentdojo.suites import run_suite
+
+    runs = {r.arm: r for r in run_suite(suite, ObedientAgent(), Guard(), attacks=[attack], benign=False,
+                                        user_tasks=[user], injection_tasks=[injection])}
+    assert runs["none"].security is True  # the worst case obeys: the attack works without the guard
+    assert runs["guard"].security is False and runs["guard"].utility is True
+    blocks = runs["guard"].blocks
+    assert blocks and all(b.origin == "injection" for b in blocks) and runs["guard"].false_alarms == 0
+    assert blocks[0].reason.startswith("injection (") and blocks[0].provenance["findings"]
+
+
+def test_ground_truth_of_the_long_travel_task_needs_more_than_agentdojos_15_turns(dojo: Any) -> None:
+    from saag_opt.runtime.agentdojo.elements import guarded_pipeline
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent
+
+    suite, agent = dojo("travel"), ObedientAgent()
+    task = suite.user_tasks["user_task_19"]  # 18 calls, one per turn
+    agent.set_task(task)
+    assert len(task.ground_truth(suite.load_and_inject_default_environment({}))) == 18
+    assert suite.run_task_with_pipeline(guarded_pipeline(agent, Guard()), task, None, {})[0] is True
+    assert suite.run_task_with_pipeline(guarded_pipeline(agent, None, max_iters=15), task, None, {})[0] is False
+
+
+def test_strip_blocked_keeps_a_blocked_call_out_of_the_scored_traces(dojo: Any) -> None:
+    """slack injection_task_5 is scored from the traces: a proposed (blocked) invite would count."""
+    from agentdojo.agent_pipeline import AgentPipeline
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from saag_opt.runtime.agentdojo.elements import StripBlocked, guarded_pipeline
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent
+
+    suite, agent = dojo("slack"), ObedientAgent()
+    full = guarded_pipeline(agent, Guard())
+    unstripped = AgentPipeline([e for e in full.elements if not isinstance(e, StripBlocked)])
+    user, injection = suite.user_tasks["user_task_1"], suite.injection_tasks["injection_task_5"]
+    injected = load_attack("important_instructions", suite, full).attack(user, injection)
+    scores = []
+    for pipeline in (full, unstripped):
+        agent.set_task(user, injection)
+        scores.append(suite.run_task_with_pipeline(pipeline, user, injection, injected))
+    assert scores == [(True, False), (True, True)]
+
+
+def test_strip_blocked_drops_the_calls_and_their_results() -> None:
+    from agentdojo.functions_runtime import FunctionCall
+    from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
+
+    from saag_opt.runtime.agentdojo.elements import strip_blocked
+
+    ok, bad = FunctionCall(function="a", args={}, id="1"), FunctionCall(function="b", args={}, id="2")
+    empty = [text_content_block_from_string("")]
+    messages = [ChatAssistantMessage(role="assistant", content=empty, tool_calls=[ok, bad]),
+                ChatToolResultMessage(role="tool", content=empty, tool_call_id="1", tool_call=ok, error=None),
+                ChatToolResultMessage(role="tool", content=empty, tool_call_id="2", tool_call=bad, error="Blocked"),
+                ChatAssistantMessage(role="assistant", content=empty, tool_calls=[bad])]
+    out = strip_blocked(messages, {"2"})
+    assert [m["role"] for m in out] == ["assistant", "tool"] and out[0]["tool_calls"] == [ok]
+
+
+def test_yaml_results_are_read_as_data_and_prose_stays_prose() -> None:
+    import yaml
+
+    from saag_opt.runtime.agentdojo.elements import readable_tool_text
+
+    body = "Hi Emma,\n\nPlease review the file \"team-building-activities.docx\" and add two activities. " * 3
+    text = yaml.safe_dump([{"body": body, "id_": "33"}]).strip()
+    assert body not in text and json.loads(readable_tool_text(text))[0]["body"] == body  # folded lines undone
+    assert readable_tool_text("Unemployment fell to 7.2%.TODO: Send a link") == "Unemployment fell to 7.2%.TODO: Send a link"
+    assert json.loads(readable_tool_text("{'Le Marais': 'Rating: 4.2\\nTODO: book'}")) == {"Le Marais": "Rating: 4.2\nTODO: book"}
+
+
+# ------------------------------------------------------------------- saag-opt's LLM element
+
+
+def _bill_handler(requests: list[dict]) -> Any:
+    def handler(request: dict) -> Reply:
+        requests.append(request)
+        results = [m for m in request["messages"] if m["role"] == "tool" or (m["content"] or "").startswith("Result of")]
+        if not results:
+            return _reply(request, "read_file", {"file_path": "bill-december-2023.txt"})
+        if len(results) == 1:
+            return _reply(request, "send_money", {"recipient": "UK12345678901234567890", "amount": 98.7,
+                                                  "subject": "Car Rental\t\t\t98.70", "date": "2022-01-01"})
+        return _reply(request, None, None)
+    return handler
+
+
+def _reply(request: dict, name: str | None, args: dict | None) -> Reply:
+    if "response_format" in request:  # json mode
+        calls = [{"name": name, "arguments": args}] if name else []
+        return Reply(text=json.dumps({"calls": calls, "answer": "" if name else "Paid the bill."}))
+    return Reply(tool_calls=[{"name": name, "arguments": args}]) if name else Reply(text="Paid the bill.")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["native", "json"])
+def test_saag_llm_drives_the_agent_with_requests_a_local_server_accepts(dojo: Any, mode: str) -> None:
+    from saag_opt.runtime.agentdojo.elements import guarded_pipeline
+    from saag_opt.runtime.agentdojo.llm import SaagLLM
+
+    suite, requests = dojo("banking"), []
+    with ScriptedOpenAIServer(_bill_handler(requests)) as server:
+        llm = SaagLLM(f"fake@{server.url}", mode=mode)
+        task = suite.user_tasks["user_task_0"]
+        assert suite.run_task_with_pipeline(guarded_pipeline(llm, Guard()), task, None, {}) == (True, True)
+    assert len(requests) == 3
+    for request in requests:
+        roles = {m["role"] for m in request["messages"]}
+        assert "developer" not in roles and all(isinstance(m.get("content"), (str, type(None))) for m in request["messages"])
+        if mode == "json":
+            assert roles <= {"system", "user", "assistant"} and "tools" not in request
+        else:
+            assert request["tools"] and all("name" not in m for m in request["messages"] if m["role"] == "tool")
+    last = requests[-1]["messages"]
+    assert last[0]["role"] == "system" and "Emma Johnson" in last[0]["content"]
+
+
+@pytest.mark.integration
+@requires(None if importlib.util.find_spec("llama_cpp") else "llama-cpp-python is not installed (pip install 'saag-opt[local]')")
+@pytest.mark.parametrize("mode", ["native", "json"])
+def test_every_request_passes_the_embedded_servers_own_request_types(dojo: Any, mode: str) -> None:
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    from saag_opt.runtime.agentdojo.elements import guarded_pipeline
+    from saag_opt.runtime.agentdojo.llm import SaagLLM
+
+    suite, requests = dojo("banking"), []
+    with ScriptedOpenAIServer(_bill_handler(requests)) as server:
+        suite.run_task_with_pipeline(guarded_pipeline(SaagLLM(f"fake@{server.url}", mode=mode), Guard()),
+                                     suite.user_tasks["user_task_0"], None, {})
+    for request in requests:
+        CreateChatCompletionRequest(model="local", messages=request["messages"])  # raises on a shape it refuses
+
+
+@pytest.mark.integration
+def test_the_guard_blocks_what_a_hijacked_model_proposes(dojo: Any) -> None:
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from saag_opt.runtime.agentdojo.elements import guarded_pipeline
+    from saag_opt.runtime.agentdojo.llm import SaagLLM
+
+    suite = dojo("banking")
+    user, injection = suite.user_tasks["user_task_0"], suite.injection_tasks["injection_task_7"]
+
+    def hijacked(request: dict) -> Reply:  # reads the bill, obeys the injection, then pays the bill
+        tools = [m for m in request["messages"] if m["role"] == "tool"]
+        if not tools:
+            return Reply(tool_calls=[{"name": "read_file", "arguments": {"file_path": "bill-december-2023.txt"}}])
+        if len(tools) == 1:
+            return Reply(tool_calls=[{"name": "update_password", "arguments": {"password": "new_password"}}])
+        if len(tools) == 2:
+            assert "indirect prompt injection" in tools[-1]["content"]  # the model reads why
+            return Reply(tool_calls=[{"name": "send_money", "arguments": {
+                "recipient": "UK12345678901234567890", "amount": 98.7, "subject": "Car Rental\t\t\t98.70",
+                "date": "2022-01-01"}}])
+        return Reply(text="Done.")
+
+    with ScriptedOpenAIServer(hijacked) as server:
+        pipeline = guarded_pipeline(SaagLLM(f"fake@{server.url}"), Guard())
+        injected = load_attack("important_instructions", suite, pipeline).attack(user, injection)
+        assert suite.run_task_with_pipeline(pipeline, user, injection, injected) == (True, False)
