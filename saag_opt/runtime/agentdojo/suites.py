@@ -80,9 +80,9 @@ class _Recorder:
     def __call__(self, calls: list[Any], decision: Decision) -> None:
         if decision.action != "block":
             return
-        provenance = getattr(decision, "provenance", None)
         for call in calls:
-            self.blocks.append(Block(origin_of(call.id), call.function, dict(call.args), decision.reason, provenance))
+            self.blocks.append(Block(origin_of(call.id), call.function, dict(call.args), decision.reason,
+                                     decision.provenance))
 
 
 def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], _Recorder]:
