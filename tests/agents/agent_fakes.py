@@ -9,6 +9,9 @@ from typing import Any
 from saag_opt.agents import FeedbackTurn, Grade, Proposal, Verdict
 from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec
 
+REJECT = Verdict(True, "Use the city the user named.")
+APPROVE = Verdict(False, "")
+
 WEATHER = ToolSpec.from_dict({
     "name": "get_weather", "description": "Current weather for a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"},

@@ -17,8 +17,10 @@ from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction
 from saag_opt.saag import check_calls
 from tests.agents.agent_fakes import (
+    APPROVE,
     BAD_NAME,
     GOOD,
+    REJECT,
     UNGROUNDED,
     FakeAgent,
     FakeReviewer,
@@ -27,8 +29,6 @@ from tests.agents.agent_fakes import (
     weather_example,
 )
 
-REJECT = Verdict(True, "Use the city the user named.")
-APPROVE = Verdict(False, "")
 UNUSABLE = Verdict(False, "", failed="AdapterParseError: x")
 MISSING_CITY = call("get_weather", town="Boston")  # stage 2: required `city` missing, `town` spurious
 

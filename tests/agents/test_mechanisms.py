@@ -20,8 +20,10 @@ from saag_opt.agents import (
 )
 from saag_opt.errors import ConfigError
 from tests.agents.agent_fakes import (
+    APPROVE,
     BAD_NAME,
     GOOD,
+    REJECT,
     UNGROUNDED,
     FakeAgent,
     FakeReviewer,
@@ -29,9 +31,6 @@ from tests.agents.agent_fakes import (
     call,
     weather_example,
 )
-
-REJECT = Verdict(True, "Use the city the user named.")
-APPROVE = Verdict(False, "")
 
 
 def by_round(*predictions):  # noqa: ANN001, ANN202 - tiny script helper
