@@ -26,6 +26,8 @@ EventKind = Literal[
     "evaluating",        # optimize: the seed-vs-best test comparison begins
     "trial_finished",    # tune: a trial ended (in any worker); data: row (trials.jsonl row), done, budget, spent,
                          # max_cost, front (number and objective values per point); run_started carries them too
+    "batch",             # --batch: a Batch API job was submitted or changed status; data: batch_id, model, status,
+                         # completed, failed, total (its end: answered, total)
     "run_finished",      # data: run_dir
 ]
 

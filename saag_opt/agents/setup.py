@@ -46,6 +46,7 @@ from saag_opt.artifacts import PromptVersion, resolve_ref
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
 from saag_opt.lm import CostLedger, SaagLM, open_lm, parse_model_spec
+from saag_opt.lm.batching import BatchRounds
 from saag_opt.lm.retry import RequestTimeout, call_options
 from saag_opt.model import Example
 from saag_opt.saag.modes import INTERVENTION_GROUNDING
@@ -223,25 +224,27 @@ class Condition:
                                   ctx=self.ctx)
 
 
-def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCache) -> Condition:
+def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCache, *,
+               batch: BatchRounds | None = None) -> Condition:
     """Open the set-up's models on ``ledger`` and build its agent, reviewer and mechanism context.
 
     ``cache``: the base-prediction cache round-0 proposals come from (shared by every mechanism and
     prompt version run on the same examples). The base LM opens first, so a missing key fails
-    before a prompt is looked up.
+    before a prompt is looked up. ``batch``: every role's calls go through these Batch API rounds
+    (``lm.batching``); what is asked, and so every reply, stays the same.
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key, extra or server).
         ConfigError, ArtifactError: a model without a price under ``--max-cost``; an unknown prompt.
     """
-    base_lm = open_lm(parse_model_spec(setup.base), role="base", ledger=ledger, **setup.call_options())
+    base_lm = open_lm(parse_model_spec(setup.base), role="base", ledger=ledger, batch=batch, **setup.call_options())
     agent = BaseAgent(base_lm, ledger=ledger)
     reviewer: Reviewer | None = None
     reviewer_lm: SaagLM | None = None
     version: PromptVersion | None = None
     if setup.mechanism.needs_reviewer and setup.reviewer is not None:  # the set-up's validator pairs the two
         version = resolve_ref(setup.prompt, setup.prompts_dir)
-        reviewer_lm = open_lm(parse_model_spec(setup.reviewer), role="reviewer", ledger=ledger,
+        reviewer_lm = open_lm(parse_model_spec(setup.reviewer), role="reviewer", ledger=ledger, batch=batch,
                               **setup.reviewer_options())
         reviewer = bind_reviewer(version, reviewer_lm, saag_informed=setup.saag_informed, grounding=setup.grounding)
     ctx = MechanismContext(cache=cache, max_repairs=setup.max_repairs, on_unusable=setup.on_unusable,

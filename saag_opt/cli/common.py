@@ -81,6 +81,10 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
     help="Hard cap on the run's LM spend (every role): a call that could pass it is never sent; the run "
          "stops cleanly, keeping finished work.")]
 
+BatchOpt = Annotated[bool, typer.Option(
+    "--batch", help="Send each round of independent LM calls as one OpenAI Batch API job: half the price, "
+                    "slower (hours at worst); a stopped run resumes its batches in flight.")]
+
 RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
     help="How long one LM request may wait for the server; a request that takes longer is retried with "

@@ -14,6 +14,7 @@ import typer
 
 from saag_opt.cli.common import (
     BaseOpt,
+    BatchOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
@@ -68,6 +69,7 @@ def compare(
     workers: WorkersOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     max_cost: MaxCostOpt = None,
+    batch: BatchOpt = False,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),

@@ -12,6 +12,7 @@ import typer
 
 from saag_opt.cli.common import (
     BaseOpt,
+    BatchOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
@@ -67,6 +68,7 @@ def evaluate(
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
     max_cost: MaxCostOpt = None,
+    batch: BatchOpt = False,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),

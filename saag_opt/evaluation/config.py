@@ -42,6 +42,10 @@ class EvaluateConfig(SetupConfig):
     max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0.0)
     """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
     stops cleanly with the finished examples kept (``summary.stopped``)."""
+    batch: Annotated[bool, RUN_OPTION] = False
+    """Send each round of independent LM calls as one OpenAI Batch API job (half price, slower;
+    ``lm.batching``). Every example is then in flight at once (up to ``BATCH_WORKERS``), since each only
+    waits on its batch; the replies are the same as without it."""
 
     @model_validator(mode="after")
     def _default_workers(self) -> EvaluateConfig:

@@ -114,6 +114,9 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
         ModelUnavailableError: a model cannot be reached (the finished entries stay; ``--resume`` continues).
         RunError: the run directory cannot be written or resumed.
     """
+    if config.batch:
+        raise ConfigError("--batch: multi-turn datasets run their entries one at a time, so there are no rounds "
+                          "to batch; drop --batch")
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")

@@ -43,6 +43,7 @@ from saag_opt.evaluation.records import base_record, failed_record, mechanism_re
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord, RecordWriter, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
+from saag_opt.lm.batching import BATCH_WORKERS, BatchRounds
 from saag_opt.lm.latency import lm_clock
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.model import Example
@@ -81,6 +82,8 @@ class _Pass:
     condition: Condition
     ledger: CostLedger
     run_id: str
+    batch: BatchRounds | None = None
+    """The Batch API rounds every LM call of the run joins (``--batch``), else None."""
 
 
 def run_ledger(config: EvaluateConfig, run_dir: Path, parent: CostLedger | None = None) -> CostLedger:
@@ -92,10 +95,12 @@ def run_ledger(config: EvaluateConfig, run_dir: Path, parent: CostLedger | None 
     return open_ledger(config.max_cost, run_dir, parent=parent)
 
 
-def _open(config: EvaluateConfig, run_id: str, examples: list[Example], ledger: CostLedger) -> _Pass:
+def _open(config: EvaluateConfig, run_dir: Path, examples: list[Example], ledger: CostLedger,
+          on_event: EventSink | None = None) -> _Pass:
     """Open the set-up (raises for systemic faults: a missing key, an unknown prompt)."""
     cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
-    return _Pass(config, examples, open_setup(config.setup, ledger, cache), ledger, run_id)
+    batch = BatchRounds(run_dir, on_event=on_event) if config.batch else None
+    return _Pass(config, examples, open_setup(config.setup, ledger, cache, batch=batch), ledger, run_dir.name, batch)
 
 
 def _ids_hash(examples: Sequence[Example]) -> str:
@@ -196,7 +201,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         header, finished = _reopen(run_dir, config, examples, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
-        work = _open(config, run_dir.name, examples, run_ledger(config, run_dir, ledger))
+        work = _open(config, run_dir, examples, run_ledger(config, run_dir, ledger), on_event)
         done = {r.example_id for r in finished}
         emit(on_event, "resumed" if resume is not None else "run_started", f"run directory {run_dir}",
              run_dir=str(run_dir), total=len(examples), done=len(done))
@@ -204,6 +209,8 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
             records, stopped = _run_all(work, [e for e in examples if e.id not in done], run_dir, on_event,
                                         finished=finished)
         finally:  # an interrupted attempt's spend is counted when the run resumes
+            if work.batch is not None:  # workers still waiting on a batch give up; it stays in batches.json
+                work.batch.close()
             save_costs(run_dir, work.ledger)
         summary = summarise(records, work.condition, examples, run_id=work.run_id, ledger=work.ledger,
                             seed=config.seed)
@@ -267,7 +274,10 @@ def _run_all(work: _Pass, todo: Sequence[Example], run_dir: Path, on_event: Even
     try:
         # Stop hook: on SIGTERM/Ctrl-C queued examples are cancelled and in-flight ones dropped, so
         # records.jsonl holds whole examples only and --resume redoes just the missing ones.
-        with stopping.thread_pool(work.config.workers, thread_name_prefix="saag-eval") as pool:
+        in_flight = min(max(1, len(todo)), BATCH_WORKERS) if work.batch is not None else work.config.workers
+        if work.batch is not None:
+            work.batch.expect(len(todo), in_flight or 1)
+        with stopping.thread_pool(in_flight, thread_name_prefix="saag-eval") as pool:
             futures = [pool.submit(_evaluate_example, work, ex) for ex in todo]
             for future in as_completed(futures):
                 if future.cancelled():
@@ -304,6 +314,12 @@ def _run_all(work: _Pass, todo: Sequence[Example], run_dir: Path, on_event: Even
 
 
 def _evaluate_example(work: _Pass, example: Example) -> tuple[ExampleRecord, ExampleRecord]:
+    """Both records for one example (as a worker of the batch rounds under ``--batch``)."""
+    with work.batch.worker() if work.batch is not None else nullcontext():
+        return _example_records(work, example)
+
+
+def _example_records(work: _Pass, example: Example) -> tuple[ExampleRecord, ExampleRecord]:
     """Both records for one example; any failure becomes an ``error`` record.
 
     Raises:

@@ -36,12 +36,14 @@ class RoleAccount:
     dollars: float = 0.0
     seconds: float = 0.0
     unpriced_calls: int = 0
+    batch_calls: int = 0
+    """Calls answered through the Batch API (``--batch``), booked at ``BATCH_PRICE_FACTOR``."""
     models: list[str] = field(default_factory=list)
 
     def add(self, other: RoleAccount) -> None:
         """Add another account's counts into this one."""
         for name in ("calls", "cache_hits", "errors", "retries", "prompt_tokens", "completion_tokens",
-                     "cached_prompt_tokens", "dollars", "seconds", "unpriced_calls"):
+                     "cached_prompt_tokens", "dollars", "seconds", "unpriced_calls", "batch_calls"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.models.extend(m for m in other.models if m not in self.models)
 
@@ -85,12 +87,16 @@ class CostLedger:
         error: bool = False,
         retries: int = 0,
         model: str | None = None,
+        batch: bool = False,
     ) -> None:
-        """Add one logical call (retries included). A cache hit is a call and a hit, with no tokens or dollars."""
+        """Add one logical call (retries included). A cache hit is a call and a hit, with no tokens or dollars.
+
+        ``batch``: the reply came through the Batch API (``dollars`` are then already at the batch price).
+        """
         if self._parent is not None:
             self._parent.record(role, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                 cached_prompt_tokens=cached_prompt_tokens, seconds=seconds, dollars=dollars,
-                                cached=cached, error=error, retries=retries, model=model)
+                                cached=cached, error=error, retries=retries, model=model, batch=batch)
         with self._lock:
             acct = self._accounts.setdefault(role, RoleAccount())
             acct.calls += 1
@@ -102,6 +108,7 @@ class CostLedger:
                 acct.cache_hits += 1
                 return
             acct.errors += int(error)
+            acct.batch_calls += int(batch)
             acct.prompt_tokens += int(prompt_tokens)
             acct.completion_tokens += int(completion_tokens)
             acct.cached_prompt_tokens += int(cached_prompt_tokens)
@@ -182,6 +189,10 @@ class ModelPrice:
 FREE = ModelPrice(0.0, 0.0, 0.0)
 """Local, compatible and fake servers: tokens and seconds are counted, dollars are 0."""
 
+BATCH_PRICE_FACTOR = 0.5
+"""The Batch API's price as a share of the model's price: OpenAI bills batch requests at half its
+rates (input, cached input and output alike). The one place the discount lives (``--batch``)."""
+
 
 @functools.lru_cache(maxsize=64)
 def _openai_price(model: str) -> ModelPrice | None:
@@ -204,13 +215,18 @@ def model_price(spec: ModelSpec) -> ModelPrice | None:
     return _openai_price(spec.model)
 
 
-def price_call(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
-    """Dollars for one call; 0 for local/compatible/fake servers, None when OpenAI's price is unknown."""
+def price_call(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0, *,
+               batch: bool = False) -> float | None:
+    """Dollars for one call; 0 for local/compatible/fake servers, None when OpenAI's price is unknown.
+
+    ``batch``: answered through the Batch API, at ``BATCH_PRICE_FACTOR`` of the price.
+    """
     price = model_price(spec)
     if price is None:
         return None
     cached = min(cached_prompt_tokens, prompt_tokens)
-    return (prompt_tokens - cached) * price.input + cached * price.cached_input + completion_tokens * price.output
+    dollars = (prompt_tokens - cached) * price.input + cached * price.cached_input + completion_tokens * price.output
+    return dollars * BATCH_PRICE_FACTOR if batch else dollars
 
 
 def prompt_token_bound(*parts: Any) -> int:
@@ -227,11 +243,12 @@ def _schema_or_str(value: Any) -> Any:
     return schema() if callable(schema) else str(value)
 
 
-def worst_case_dollars(spec: ModelSpec, prompt_tokens: int, max_tokens: int | None, n: int = 1) -> float | None:
+def worst_case_dollars(spec: ModelSpec, prompt_tokens: int, max_tokens: int | None, n: int = 1, *,
+                       batch: bool = False) -> float | None:
     """The most one call can cost; None = unbounded (unknown price or output limit).
 
     Every prompt token at the full input rate plus ``n`` replies of ``max_tokens`` (the model's own
-    output limit when the request sets none).
+    output limit when the request sets none); ``batch``: at the Batch API's price.
     """
     price = model_price(spec)
     if price is None:
@@ -241,7 +258,8 @@ def worst_case_dollars(spec: ModelSpec, prompt_tokens: int, max_tokens: int | No
     limit = max_tokens or price.max_output_tokens
     if limit is None:
         return None
-    return prompt_tokens * price.input + max(1, n) * limit * price.output
+    worst = prompt_tokens * price.input + max(1, n) * limit * price.output
+    return worst * BATCH_PRICE_FACTOR if batch else worst
 
 
 def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int]:
@@ -254,5 +272,5 @@ def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int]:
     return int(prompt), int(completion), int(cached)
 
 
-__all__ = ["FREE", "CostLedger", "ModelPrice", "RoleAccount", "model_price", "price_call", "prompt_token_bound",
-           "usage_numbers", "worst_case_dollars"]
+__all__ = ["BATCH_PRICE_FACTOR", "FREE", "CostLedger", "ModelPrice", "RoleAccount", "model_price", "price_call",
+           "prompt_token_bound", "usage_numbers", "worst_case_dollars"]

@@ -11,6 +11,9 @@ Design (docs/design.md §5, §9, §10):
   cache hits without private APIs; it forwards to any outer tracker (``dspy.track_usage`` keeps
   working). ``forward`` is *not* overridden: that would switch dspy to its deprecated legacy path.
 * Retries. dspy's ``num_retries`` is set to 0 and ``with_retries`` wraps each call (retry.py says why).
+* Batches. With ``batch=`` (``evaluate --batch``) a call goes through the rounds of ``batching``
+  (the Batch API, at ``BATCH_PRICE_FACTOR`` of the price, reserved and booked so); a request its
+  batch did not answer is sent again directly, at the full price, within the same attempt.
 * Latency. A real call's wall time is remembered by request hash (``latency.CallTimes``, beside the
   LM cache); a cache hit reports it to the open ``lm_clock`` blocks, so reported latency does not
   depend on what an earlier run cached. The ledger keeps the real (~0 s) time of a hit.
@@ -23,6 +26,7 @@ import contextlib
 import copy
 import functools
 import json
+import logging
 import re
 import threading
 import time
@@ -44,6 +48,8 @@ from saag_opt.lm.accounting import (
     worst_case_dollars,
 )
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend, parse_model_spec
+from saag_opt.lm.batch_api import BatchClient
+from saag_opt.lm.batching import BatchFallback, BatchRounds, BatchRoute, batch_failure
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
@@ -61,6 +67,7 @@ REASONING_MIN_TOKENS = 16000
 _RETRY_MARK = "#retry"  # in the rollout id of a caller's retry; see SaagLM._salted
 # lm15 says "failed to connect to host:port: [Errno 111] Connection refused"; DNS failures look alike.
 _CONNECT_FAILURE = re.compile(r"failed to connect|connection refused|name or service not known|nodename", re.I)
+log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, float]] = set()
 _WARNED_LOCK = threading.Lock()
 _TRANSPORT_KEYS = ["api_key", "api_base", "base_url", "cache", "num_retries", "timeout", "headers", "extra_headers"]
@@ -103,7 +110,7 @@ class SaagLM(dspy.LM):
     """A ``dspy.LM`` that retries transient faults and books every call in a ``CostLedger``."""
 
     def __init__(self, endpoint: Endpoint, *, spec: ModelSpec, role: str, ledger: CostLedger,
-                 retry: RetryPolicy, **kwargs: Any) -> None:
+                 retry: RetryPolicy, batch: BatchRounds | None = None, **kwargs: Any) -> None:
         self.cache_namespace = endpoint.cache_namespace
         client = {"api_base": endpoint.api_base, "api_key": endpoint.api_key}
         super().__init__(endpoint.model, num_retries=0, **{k: v for k, v in client.items() if v}, **kwargs)
@@ -111,6 +118,9 @@ class SaagLM(dspy.LM):
         if endpoint.cache_namespace is not None:
             # dspy's cache key ignores api_base; rollout_id is part of the key and stripped before sending.
             self.kwargs["rollout_id"] = endpoint.cache_namespace
+        self.batch_route: BatchRoute | None = None
+        if batch is not None:  # after the options are final: the twin must make the same cache keys
+            self.batch_route = BatchRoute(self, batch, BatchClient(endpoint.api_base, endpoint.api_key or ""))
 
     def _warn_zero_temp_rollout(self, temperature: float | None, rollout_id: Any) -> None:
         """Our cache namespace is not a rollout; keep dspy's warning for user-set rollout ids only."""
@@ -142,18 +152,36 @@ class SaagLM(dspy.LM):
         """
         kwargs = self._salted(kwargs)
         probes: list[_UsageProbe] = []
+        batched: list[bool] = []  # per probe: answered through a batch
         started = time.monotonic()
 
         def attempt() -> Any:
             call_kwargs = dict(kwargs)
             if probes and isinstance(errors[-1], MalformedReplyError):
                 call_kwargs["cache"] = False  # do not replay a cached empty reply
-            hold = self._reserve(prompt, messages, call_kwargs)  # before the probe: a refused call is no call
+            if self.batch_route is not None:
+                try:
+                    return send(call_kwargs, batch=True)
+                except Exception as exc:
+                    failure = batch_failure(exc)
+                    if failure is not None and not isinstance(failure, BatchFallback):
+                        raise failure from exc  # systemic (no Batch API, cannot poll) or a stop
+                    if failure is None:
+                        raise
+                    log.info("%s: sent directly: %s", self.spec.label, failure)
+            return send(call_kwargs, batch=False)
+
+        def send(call_kwargs: dict[str, Any], *, batch: bool) -> Any:
+            hold = self._reserve(prompt, messages, call_kwargs, batch=batch)  # before the probe: a refused call is no call
             probe = _UsageProbe(dspy.settings.usage_tracker)
             probes.append(probe)
-            with _settled(hold, probe, self.spec), dspy.context(usage_tracker=probe), \
-                    self._one_at_a_time(prompt, messages, call_kwargs):
-                outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
+            batched.append(batch)
+            with _settled(hold, probe, self.spec, batch=batch), dspy.context(usage_tracker=probe):
+                if batch and self.batch_route is not None:  # rounds dedupe identical requests: no in-flight lock
+                    outputs = self.batch_route.call(prompt, messages, **call_kwargs)
+                else:
+                    with self._one_at_a_time(prompt, messages, call_kwargs):
+                        outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
             if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                 raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
             return outputs
@@ -165,9 +193,9 @@ class SaagLM(dspy.LM):
                                    on_retry=lambda n, exc, delay: errors.append(exc))
         except Exception as exc:
             if probes:
-                self._book(probes, started, error=True)
+                self._book(probes, started, error=True, batched=batched)
             raise self._translate(exc, len(probes)) from exc
-        info = self._book(probes, started, error=False)
+        info = self._book(probes, started, error=False, batched=batched)
         self._time(info, prompt, messages, kwargs)
         return outputs, info
 
@@ -177,8 +205,10 @@ class SaagLM(dspy.LM):
         key = self._request_hash(prompt, messages, call_kwargs) if directory is not None else None
         return one_at_a_time(key, directory) if key is not None else contextlib.nullcontext()
 
-    def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
+    def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any], *, batch: bool = False) -> Any:
         """Hold this attempt's worst-case price under the ledger's spend cap (None when uncapped).
+
+        ``batch``: the attempt goes through the Batch API, so its worst case is at the batch price.
 
         Raises:
             CostCapReached: the cap has no room for this call.
@@ -190,7 +220,7 @@ class SaagLM(dspy.LM):
         max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
         tokens = prompt_token_bound(prompt, messages, options.get("tools"), options.get("tool_choice"),
                                     options.get("response_format"))
-        worst = worst_case_dollars(self.spec, tokens, max_tokens, int(options.get("n") or 1))
+        worst = worst_case_dollars(self.spec, tokens, max_tokens, int(options.get("n") or 1), batch=batch)
         if worst is None:  # open_lm refuses such a model under a cap; this guards direct SaagLM users
             raise ConfigError(f"max_cost: the price of {self.spec.label} is unknown, so its calls cannot be capped")
         return cap.reserve(worst, what=f"a {self.role} call to {self.spec.label}")
@@ -222,15 +252,22 @@ class SaagLM(dspy.LM):
                 await asyncio.sleep(backoff_delay(attempt, self.retry, getattr(exc, "retry_after", None)))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _book(self, probes: list[_UsageProbe], started: float, *, error: bool) -> CallInfo:
+    def _book(self, probes: list[_UsageProbe], started: float, *, error: bool,
+              batched: list[bool] | None = None) -> CallInfo:
+        """Book the call: every attempt priced by its route (a batch answer at the batch price)."""
         seconds = time.monotonic() - started
         cached = not error and bool(probes) and not probes[-1].called
+        routes = batched if batched is not None else [False] * len(probes)
         totals = [p.numbers() for p in probes]
         prompt, completion, cached_tokens = (sum(col) for col in zip(*totals)) if totals else (0, 0, 0)
-        dollars = 0.0 if cached else price_call(self.spec, prompt, completion, cached_tokens)
+        prices = [price_call(self.spec, *p.numbers(), batch=b) for p, b in zip(probes, routes)]
+        dollars = 0.0 if cached else None if None in prices else sum(p for p in prices if p is not None)
+        batch = not cached and not error and bool(routes) and routes[-1]
+        falls_back = sum(1 for b, nxt in zip(routes, routes[1:]) if b and not nxt)  # a re-route is no retry
         self.ledger.record(self.role, prompt_tokens=prompt, completion_tokens=completion,
                            cached_prompt_tokens=cached_tokens, seconds=seconds, dollars=dollars, cached=cached,
-                           error=error, model=self.spec.label, retries=max(0, len(probes) - 1))
+                           error=error, model=self.spec.label, retries=max(0, len(probes) - 1 - falls_back),
+                           batch=batch)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return CallInfo(usage, cached, seconds, dollars, len(probes))
 
@@ -306,7 +343,7 @@ def _mask_key(text: str, key: Any) -> str:
 
 
 @contextlib.contextmanager
-def _settled(hold: Hold | None, probe: _UsageProbe, spec: ModelSpec) -> Iterator[None]:
+def _settled(hold: Hold | None, probe: _UsageProbe, spec: ModelSpec, *, batch: bool = False) -> Iterator[None]:
     """Settle a cap hold with what the attempt inside cost (nothing to do when uncapped)."""
     if hold is None:
         yield
@@ -314,20 +351,23 @@ def _settled(hold: Hold | None, probe: _UsageProbe, spec: ModelSpec) -> Iterator
     try:
         yield
     except BaseException as exc:
-        hold.settle(_billed_if_failed(exc, probe, hold.dollars, spec))
+        hold.settle(_billed_if_failed(exc, probe, hold.dollars, spec, batch=batch))
         raise
-    hold.settle(price_call(spec, *probe.numbers()) if probe.called else 0.0)
+    hold.settle(price_call(spec, *probe.numbers(), batch=batch) if probe.called else 0.0)
 
 
-def _billed_if_failed(exc: BaseException, probe: _UsageProbe, worst: float, spec: ModelSpec) -> float:
+def _billed_if_failed(exc: BaseException, probe: _UsageProbe, worst: float, spec: ModelSpec, *,
+                      batch: bool = False) -> float:
     """What a failed attempt may have cost.
 
     Its usage if the server reported one, nothing for an HTTP error status (providers do not bill
-    refused requests), else (timeouts, resets, unreadable bodies: the server may have generated the
-    reply) its worst case.
+    refused requests) or a request its batch did not answer (nor failed lines), else (timeouts,
+    resets, unreadable bodies: the server may have generated the reply) its worst case.
     """
     if probe.called:
-        return price_call(spec, *probe.numbers()) or 0.0
+        return price_call(spec, *probe.numbers(), batch=batch) or 0.0
+    if isinstance(batch_failure(exc), BatchFallback):
+        return 0.0
     status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
     return 0.0 if isinstance(status, int) and 400 <= status < 600 else worst
 
@@ -400,6 +440,7 @@ def open_lm(
     cache: bool = True,
     retries: int = 4,
     retry_base_delay: float = 1.0,
+    batch: BatchRounds | None = None,
     **kwargs: Any,
 ) -> SaagLM:
     """Build the ``dspy.LM`` for a model spec, booking its calls under ``role`` in ``ledger``.
@@ -407,7 +448,7 @@ def open_lm(
     ``retries`` extra attempts follow 429/5xx/timeouts/resets/malformed replies with jittered
     exponential backoff from ``retry_base_delay`` seconds. Extra ``kwargs`` go to ``dspy.LM``
     (e.g. ``timeout=60``, ``reasoning_effort="low"``). Without a ledger the LM gets its own
-    (``lm.ledger``).
+    (``lm.ledger``). ``batch``: send the calls through these Batch API rounds (``batching``).
 
     Raises:
         ConfigError: the spec does not parse.
@@ -415,6 +456,9 @@ def open_lm(
             extra/weights, or the embedded server failed to start.
     """
     parsed = parse_model_spec(spec)
+    if batch is not None and parsed.serial:
+        raise ConfigError(f"--batch: {parsed.text} answers one request at a time and has no Batch API; "
+                          "drop --batch")
     _memoize_model_info()
     endpoint = get_backend(parsed.kind).endpoint(parsed)
     temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
@@ -423,7 +467,7 @@ def open_lm(
         raise ConfigError(f"max_cost: {parsed.text} has no known price (or no output limit) in dspy's price map, "
                           "so its calls cannot be capped; drop --max-cost or use a priced model")
     return SaagLM(endpoint, spec=parsed, role=role, ledger=ledger if ledger is not None else CostLedger(),
-                  retry=policy, temperature=temperature, max_tokens=max_tokens, cache=cache, **kwargs)
+                  retry=policy, batch=batch, temperature=temperature, max_tokens=max_tokens, cache=cache, **kwargs)
 
 
 @dataclass(frozen=True)

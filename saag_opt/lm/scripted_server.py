@@ -3,7 +3,8 @@
 Why a real server rather than a mocked client: retries, timeouts, connection resets and malformed
 bodies only behave realistically when the whole HTTP stack (dspy -> lm15/litellm -> httpx) runs.
 The server answers ``POST /v1/chat/completions`` and ``GET /v1/models`` with OpenAI-shaped JSON
-(``usage`` and ``tool_calls`` included). Behaviour comes from a *handler* ``(request_json) -> reply``
+(``usage`` and ``tool_calls`` included), and OpenAI's Batch API (``/v1/files``, ``/v1/batches``;
+``scripted_batches``), whose lines the same handler answers. Behaviour comes from a *handler* ``(request_json) -> reply``
 plus a queue of injected faults that are served, one per request, before normal replies.
 
 Example:
@@ -31,6 +32,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Union
+from urllib.parse import urlsplit
+
+from saag_opt.lm.scripted_batches import BatchDesk, BatchOutcome
 
 FaultKind = Literal["timeout", "garbage", "reset", "empty"]
 
@@ -118,11 +122,13 @@ class ScriptedOpenAIServer:
         latency: seconds every chat request waits before answering (models a slow provider).
         model: the model id reported in responses and by ``GET /v1/models``.
         port: the port to bind on 127.0.0.1; 0 (default) takes a free one.
+        batch_delay: seconds each batch stays ``validating`` and then ``in_progress`` (polls see it move).
     """
 
     def __init__(self, handler: Handler | None = None, *, latency: float = 0.0, model: str = "scripted",
-                 port: int = 0) -> None:
+                 port: int = 0, batch_delay: float = 0.0) -> None:
         self.handler: Handler = handler or echo_handler
+        self.batch_desk = BatchDesk(self._answer, delay=batch_delay)
         self.requested_port = port
         self.latency = latency
         self.model = model
@@ -201,6 +207,20 @@ class ScriptedOpenAIServer:
         """Recorded ``/chat/completions`` requests."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
+    def script_batches(self, outcomes: Iterable[BatchOutcome]) -> None:
+        """What the next created batches become: ``complete`` (default), ``expire`` or ``fail``."""
+        self.batch_desk.script(outcomes)
+
+    @property
+    def batches(self) -> list[dict[str, Any]]:
+        """Every batch created so far (OpenAI batch objects), oldest first."""
+        return self.batch_desk.batches
+
+    @property
+    def batch_line_bodies(self) -> list[dict[str, Any]]:
+        """Every chat request body answered inside a batch."""
+        return list(self.batch_desk.line_bodies)
+
     @property
     def pending_faults(self) -> int:
         """Injected faults not yet served."""
@@ -219,6 +239,19 @@ class ScriptedOpenAIServer:
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the server is closing; False if interrupted by close()."""
         return not self._stopping.wait(seconds) if seconds > 0 else True
+
+    def _answer(self, body: dict) -> tuple[int, dict]:
+        """The handler's answer to one batched request: (HTTP status, response body); a ``Fault`` fails it."""
+        try:
+            result = self.handler(body)
+        except Exception as exc:  # a broken script fails the line, visible in the error file
+            return 500, {"error": {"message": f"handler raised {exc!r}", "type": "server_error"}}
+        if isinstance(result, Fault):
+            status = result.kind if isinstance(result.kind, int) else 500
+            return status, {"error": {"message": result.message, "type": "server_error"}}
+        if isinstance(result, str):
+            result = Reply(text=result)
+        return 200, self.build_completion(body, result) if isinstance(result, Reply) else result
 
     def build_completion(self, request: dict, reply: Reply) -> dict:
         """Turn a ``Reply`` into an OpenAI chat.completion dict with usage."""
@@ -239,6 +272,16 @@ class ScriptedOpenAIServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
+
+
+def _batch_route(path: str) -> tuple[str, str | None, str | None] | None:
+    """``(files | batches, id or None, action or None)`` for a Batch API path (``.../v1/batches/b1/cancel``)."""
+    parts = [p for p in urlsplit(path).path.split("/") if p]
+    for kind in ("files", "batches"):
+        if kind in parts and parts.index(kind) > 0 and parts[parts.index(kind) - 1] == "v1":
+            rest = parts[parts.index(kind) + 1:]
+            return kind, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
+    return None
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
@@ -271,6 +314,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return
 
     def do_GET(self) -> None:
+        route = _batch_route(self.path)
+        if route is not None:
+            self._serve_batch_get(*route)
+            return
         if self.path.rstrip("/").endswith("/models"):
             self.server.scripted._record("GET", self.path, None, "ok")
             self._send_json(200, {"object": "list", "data": [{"id": self.server.scripted.model, "object": "model"}]})
@@ -281,11 +328,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        route = _batch_route(self.path)
+        if route is not None and route[0] == "files":
+            status, payload = self.server.scripted.batch_desk.upload(self.headers.get("Content-Type") or "", raw)
+            self.server.scripted._record("POST", self.path, {"purpose": payload.get("purpose")}, str(status))
+            self._send_json(status, payload)
+            return
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             self.server.scripted._record("POST", self.path, None, "400")
             self._send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
+            return
+        if route is not None:
+            self._serve_batch_post(route, body)
             return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self.server.scripted._record("POST", self.path, body, "404")
@@ -296,6 +352,36 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._serve_fault(fault, body)
             return
         self._serve_reply(body)
+
+    def _serve_batch_get(self, kind: str, item: str | None, action: str | None) -> None:
+        desk = self.server.scripted.batch_desk
+        if kind == "files" and item and action == "content":
+            status, payload = desk.content(item)
+            self.server.scripted._record("GET", self.path, None, str(status))
+            if isinstance(payload, bytes):
+                self._send_raw(200, payload, "application/jsonl")
+            else:
+                self._send_json(status, payload)
+            return
+        if kind == "batches" and item and action is None:
+            status, found = desk.retrieve(item)
+            self.server.scripted._record("GET", self.path, None, str(status))
+            self._send_json(status, found)
+            return
+        self.server.scripted._record("GET", self.path, None, "404")
+        self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def _serve_batch_post(self, route: tuple[str, str | None, str | None], body: dict) -> None:
+        kind, item, action = route
+        desk = self.server.scripted.batch_desk
+        if kind == "batches" and item is None:
+            status, payload = desk.create(body)
+        elif kind == "batches" and item and action == "cancel":
+            status, payload = desk.cancel(item)
+        else:
+            status, payload = 404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+        self.server.scripted._record("POST", self.path, body, str(status))
+        self._send_json(status, payload)
 
     def _serve_reply(self, body: dict) -> None:
         if not self.server.scripted._sleep(self.server.scripted.latency):

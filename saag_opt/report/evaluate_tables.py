@@ -125,6 +125,8 @@ class EvaluateProgress:
         elif event.kind == "example_finished" and self.task is not None:
             costs = {"total": _sum_roles(event.data["costs"])}
             self.progress.update(self.task, completed=event.data["done"], costs=_cost_line(costs))
+        elif event.kind == "batch" and self.progress.live.is_started:  # --batch: each status change above the bar
+            self.progress.console.print(event.message, markup=False, highlight=False)
 
 
 def _sum_roles(snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ class EvaluationLines:
             errors = f"{self.errors} error{'' if self.errors == 1 else 's'}"
             return (f"{self.label} {data.get('done')}/{data.get('total')} done, {errors}, "
                     f"${_dollars(data.get('costs') or {}):.4f} ({data.get('example_id')})")
-        if event.kind in ("stopped", "warning"):
+        if event.kind in ("stopped", "warning", "batch"):
             return f"{self.label}: {event.message}"
         return None
 
