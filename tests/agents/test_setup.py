@@ -58,14 +58,14 @@ def test_a_bad_set_up_option_is_named_like_the_verbs_own(values: dict, message: 
 
 def test_the_resume_rule_lets_run_options_change_and_nothing_else() -> None:
     recorded = EvaluateConfig(base="gpt-4o", reviewer="gpt-4o", mechanism="r1", limit=2, workers=1)
-    assert run_options(EvaluateConfig) == {"workers", "max_cost", "fail_on_error"}
+    assert run_options(EvaluateConfig) == {"workers", "max_cost", "fail_on_error", "batch"}
     assert run_options(OptimizeConfig) == {"budget", "max_metric_calls", "max_cost", "workers", "evaluate_test",
                                            "test_limit"}
     changed = refuse_changes(recorded, {"workers": 3, "mechanism": "R1", "runs_dir": "elsewhere"}, where="--resume X")
     assert changed.workers == 3 and changed.setup == recorded.setup and changed.runs_dir == recorded.runs_dir
     with pytest.raises(ConfigError, match=r"^--resume X: --grounding 'paper' \(the run has 'calibrated'\); --limit 5 "
                                           r"\(the run has 2\): a resumed run keeps its recorded configuration; drop "
-                                          r"these options or start a new run \(only --fail-on-error, --max-cost, "
+                                          r"these options or start a new run \(only --batch, --fail-on-error, --max-cost, "
                                           r"--workers may change\)$"):
         refuse_changes(recorded, {"grounding": "paper", "limit": 5, "workers": 2}, where="--resume X")
 

@@ -19,6 +19,7 @@ import pytest
 from saag_opt import stopping
 from saag_opt.cli import main
 from saag_opt.data import load_dataset
+from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.config import EvaluateConfig, resume_config
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
@@ -185,3 +186,25 @@ def test_cli_batch_run_keeps_the_key_out_of_the_batch_files_and_the_run_dir(
             assert SECRET not in path.read_text(errors="replace"), f"the API key leaked into {path.name}"
     header = read_run(run_dir, header_only=True).header
     assert header.config["batch"] is True and header.status == "success"
+
+
+def test_compare_batch_gives_the_comparison_of_direct_calls_with_each_pass_in_batches(
+        tmp_path: Path, examples: list[Example], monkeypatch: pytest.MonkeyPatch) -> None:
+    world = World(examples)
+
+    def compare(name: str, **overrides: Any) -> Any:
+        _fresh_cache(monkeypatch, tmp_path, name)
+        settings = _config(server, tmp_path, name, **overrides)
+        return run_compare(CompareConfig(a="reviewer@v1", b="reviewer@v2", evaluation=settings,
+                                         runs_dir=tmp_path / f"compare-{name}"))
+
+    with ScriptedOpenAIServer(world, batch_delay=0.05) as server:
+        direct = compare("direct")
+        server.reset()
+        batched = compare("batch", batch=True)
+        assert server.chat_requests == [] and server.batches
+    keep = {"matched", "base_disagreements", "paired"}
+    assert batched.summary.model_dump(include=keep) == direct.summary.model_dump(include=keep)
+    passes = sorted(p.parent.parent.name for p in (tmp_path / "compare-batch").rglob(BATCHES_FILE))
+    assert passes, "each pass that called a model keeps its own batches.json"
+
