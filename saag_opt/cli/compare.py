@@ -21,6 +21,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     MaxRepairsOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     ReasoningEffortOpt,
     RequestTimeoutOpt,
@@ -34,6 +35,7 @@ from saag_opt.cli.common import (
     StoreOpt,
     WorkersOpt,
     config_values,
+    log_to_mlflow,
     output_path,
     passed_values,
     print_dry_run,
@@ -69,6 +71,7 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     max_cost: MaxCostOpt = None,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
@@ -100,6 +103,7 @@ def compare(
     if dry_run:
         print_dry_run(comparing.preflight_compare(config))
         return
+    log_to_mlflow(ctx, mlflow_uri)
     with EvaluateProgress(Console(stderr=True)) as progress:
         from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
         result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
