@@ -291,7 +291,7 @@ class MlflowTarget:
             for name in ARTIFACTS:
                 if (path / name).is_file():
                     text = (path / name).read_text(encoding="utf-8", errors="replace")
-                    self.client.log_text(run_id, scrub(text, secrets) if secrets else text, name)
+                    self.client.log_text(run_id, scrub(text, secrets), name)
             self.client.set_terminated(run_id, _STATUS.get(header.status, "FINISHED"),
                                        end_time=_millis(header.finished) if header.finished else None)
         except self._error as exc:

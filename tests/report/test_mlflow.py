@@ -190,6 +190,11 @@ def test_logging_a_run_again_updates_its_mlflow_run_and_masks_secrets(
     masked = _artifact(client, again, "run.json", tmp_path / "run").decode()
     assert SECRET not in masked and "hunter2-password" not in masked and "***" in masked
     assert not [path for path, data in _store_bytes(store) if SECRET.encode() in data or b"hunter2-password" in data]
+    monkeypatch.delenv("OPENAI_API_KEY")  # a URL's password is masked with no secret in the environment too
+    header["config"]["note"] = "http://user:hunter2-password@db.example/x"
+    (run_dir / "run.json").write_text(json.dumps(header))
+    MlflowTarget(store).log_runs([run_dir])
+    assert "hunter2-password" not in _artifact(client, again, "run.json", tmp_path / "run2").decode()
 
 
 @needs_mlflow
