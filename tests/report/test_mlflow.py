@@ -282,3 +282,17 @@ def test_a_store_mlflow_cannot_open_fails_before_the_run(
     assert len(err) == 1 and err[0].startswith("error: --mlflow bogus://user:***@host/x: cannot open the store")
     assert "hunter2-password" not in err[0]
     assert not world.runs.exists() and world.server.requests == []
+
+
+# -- the pieces, without MLflow ---------------------------------------------------------------------
+
+
+def test_uri_runs_and_masking_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.report.mlflow_log import outermost, scrub, tracking_uri
+
+    assert tracking_uri("store/m.db") == f"sqlite:///{(Path.cwd() / 'store/m.db').resolve()}"
+    assert tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    outer, inner, other = tmp_path / "a", tmp_path / "a" / "base" / "b", tmp_path / "c"
+    assert outermost([inner, outer, other, outer]) == [outer.resolve(), other.resolve()]
+    assert scrub(f"k={SECRET} url=https://u:pw-1234@h/x?api_key=abc&n=1", [SECRET]) == \
+        "k=*** url=https://u:***@h/x?api_key=***&n=1"

@@ -125,3 +125,9 @@ def test_the_tune_report_links_the_study_storage_and_the_command_that_opens_it(k
     assert f'<a href="{study_file.resolve().as_uri()}">{stored}</a>' in page
     argument = f"sqlite:///{study_file.resolve()}" if kind == "sqlite" else str(study_file.resolve())
     assert f"<dt>open with</dt><dd>optuna-dashboard {argument}</dd>" in page
+
+
+def test_the_dashboard_command_masks_a_server_password_and_quotes_a_path() -> None:
+    assert parse_storage("postgresql://u:secret-pw@db/optuna").dashboard_command == \
+        "optuna-dashboard 'postgresql://u:***@db/optuna'"
+    assert parse_storage("journal:/x y/study.journal").dashboard_command == "optuna-dashboard '/x y/study.journal'"
