@@ -37,7 +37,7 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
                                 workers=config.workers, seed=config.seed)
     try:
         compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
-                                                 runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],
+                                                 runs_dir=run_dir / "test", seed=config.seed), [ref[seed], ref[best]],
                                    ledger=world.ledger)  # the run's cap covers the test phase
     except CostCapReached as exc:
         emit(sink, "stopped", f"test comparison skipped: {exc}")
