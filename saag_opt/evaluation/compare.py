@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from saag_opt.errors import ConfigError, CostCapReached, RunError
-from saag_opt.evaluation.comparison import CompareMode, CompareSummary, compare_sides, matched_ids, side_keys
+from saag_opt.evaluation.comparison import (
+    MAX_VERSIONS,
+    CompareMode,
+    CompareSummary,
+    compare_sides,
+    matched_ids,
+    side_keys,
+)
 from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
@@ -71,7 +78,7 @@ class CompareConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    versions: list[str] = Field(min_length=2)
+    versions: list[str] = Field(min_length=2, max_length=MAX_VERSIONS)
     """The versions A, B, C ... in order: prompt references (``reviewer@v1``, an alias, a path) or run
     directories (all of one kind)."""
     evaluation: EvaluateConfig | None = None
@@ -89,7 +96,7 @@ class CompareConfig(BaseModel):
         if not isinstance(data, Mapping) or not ({"a", "b"} & set(data)):
             return data
         if "versions" in data or not {"a", "b"} <= set(data):
-            raise ConfigError("compare: give the versions as a and b, or as versions, not both or one of a, b")
+            raise ValueError("give the versions as a and b, or as versions (not both, nor one of a, b)")
         return {k: v for k, v in data.items() if k not in ("a", "b")} | {"versions": [data["a"], data["b"]]}
 
     @model_serializer(mode="wrap")
@@ -263,8 +270,7 @@ def compare_runs(config: CompareConfig, refs: Sequence[RunRef], *,
 
 
 def _labels(keys: Sequence[str], versions: Sequence[PromptVersion]) -> dict[str, str]:
-    """Each prompt version's name, disambiguated by hash when another side has the name with other words,
-    then by key when two sides are the same version."""
+    """Each version's name (``-<sha6>`` when another side's same name means other words; ``-<KEY>`` when the same)."""
     labels = [f"{v.version}-{v.sha256[:6]}" if any(o.version == v.version and o.sha256 != v.sha256 for o in versions)
               else str(v.version) for v in versions]
     twice = _duplicates(labels)

@@ -110,16 +110,20 @@ def paired_table(summary: CompareSummary, *, a: str = "A", b: str = "B") -> Tabl
 
 
 def pairs_table(summary: CompareSummary) -> Table:
-    """Every pair of versions: discordant counts, net change, CI, McNemar p and its Holm-adjusted p."""
-    table = Table(title=f"Every pair (paired, McNemar exact p; Holm-adjusted over {len(summary.pairs)} pairs)")
-    for col in ("pair", "n", "only later right", "only earlier right", "net change", "bootstrap 95% CI",
-                "McNemar p", "Holm p", ""):
+    """Every pair of versions: gains, losses, net change and CI, McNemar p and its Holm-adjusted p (marked).
+
+    Compact on purpose (points without units, the marks beside the Holm p): it fits 80 columns.
+    """
+    table = Table(title=f"Every pair (paired; McNemar exact p, Holm-adjusted over {len(summary.pairs)} pairs)",
+                  caption="gains: only the later version right; losses: only the earlier one; "
+                          "* Holm p < 0.05, ** < 0.01, *** < 0.001")
+    for col in ("pair", "n", "gains", "losses", "net pts", "95% CI pts", "p", "Holm p"):
         table.add_column(col, justify="left" if col == "pair" else "right")
     for p in summary.pairs:
+        net = "-" if p.net_change is None else f"{100 * p.net_change:+.1f}"
+        ci = "-" if not p.net_change_ci95 else "[{:+.1f}, {:+.1f}]".format(*(100 * x for x in p.net_change_ci95))
         table.add_row(f"{p.target.upper()} vs {p.ref.upper()}", str(p.n), str(p.b_only_right), str(p.a_only_right),
-                      points(p.net_change), ci_points(p.net_change_ci95), f"{p.mcnemar_p:.4g}", f"{p.holm_p:.4g}",
-                      stars(p.holm_p))
-    table.caption = "* Holm p < 0.05, ** < 0.01, *** < 0.001"
+                      net, ci, f"{p.mcnemar_p:.3g}", f"{p.holm_p:.3g} {stars(p.holm_p)}".rstrip())
     return table
 
 

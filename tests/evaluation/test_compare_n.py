@@ -23,7 +23,6 @@ from saag_opt.evaluation.compare import CompareConfig, preflight_compare, resume
 from saag_opt.evaluation.comparison import CompareSummary, holm, pair_keys, side_keys
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.runner import EvaluateConfig
-from saag_opt.model import Example
 from saag_opt.report.html import render_report
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -164,7 +163,7 @@ def test_cli_three_versions_prints_every_pair_and_dry_run_counts_each_pass(world
         main(["compare", *VERSIONS, *model, "--json", str(out)])
     assert exit_info.value.code == 0
     printed = capsys.readouterr().out
-    for needle in ("Accuracy: base vs A vs B vs C", "C %", "Every pair (paired, McNemar exact p; Holm-adjusted over 3 "
+    for needle in ("Accuracy: base vs A vs B vs C", "C %", "Every pair (paired; McNemar exact p, Holm-adjusted over 3 "
                    "pairs)", "C vs B", "0.375", "C = v3-gepa (r2", "paid once for all 3 versions"):
         assert needle in printed, needle
     assert "B - A" not in printed and json.loads(out.read_text())["schema_version"] == 2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from saag_opt.artifacts import PromptStore
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
@@ -19,7 +20,6 @@ from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished
 from saag_opt.testing import ScriptedOpenAIServer
-from saag_opt.artifacts import PromptStore
 from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
 from tests.evaluation.test_compare_n import ThreeWorld, add_v3
 from tests.optimize import optimize_world
