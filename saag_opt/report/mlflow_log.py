@@ -1,7 +1,7 @@
 """Hand what saag-opt wrote to MLflow: prompt versions to its prompt registry, runs to its tracking store.
 
 MLflow is optional (``pip install 'saag-opt[mlflow]'``) and imported only here, when a command is
-given ``--mlflow URI`` (docs/design.md §19). Nothing is re-derived: a prompt version goes in as
+given ``--mlflow URI`` (docs/design.md §20). Nothing is re-derived: a prompt version goes in as
 ``prompts export --format mlflow`` spells it (``MlflowExporter``: one MLflow prompt per predictor,
 lineage and content hash as tags), and a run is read back through ``runfiles.read_run``, so its
 params, metrics and artifacts are what the run directory holds.
@@ -10,7 +10,7 @@ params, metrics and artifacts are what the run directory holds.
   MLflow aliases. Pushing the same content again registers nothing new (matched by content hash).
 * ``log_runs``: each run directory (and every run nested in it: a compare's passes, a tune's trials,
   an optimize's TEST comparison) becomes one MLflow run, nested ones as child runs. Config as params,
-  accuracy / help / harm / cost / latency as metrics, ``report.html``, ``summary.json`` and
+  accuracy / help / harm / cost / latency as metrics (a compare's per version and per pair), ``report.html``, ``summary.json`` and
   ``run.json`` as artifacts. Logging the same run again updates that MLflow run (a resumed run stays
   one MLflow run; params keep the value first logged, MLflow forbids changing one).
 
@@ -313,7 +313,7 @@ class MlflowTarget:
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """The run directories not inside another one given (a compare's passes are logged with the compare)."""
-    resolved = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
+    resolved = sorted({p.resolve() for p in paths}, key=lambda p: (len(p.parts), str(p)))
     out: list[Path] = []
     for path in resolved:
         if not any(path.is_relative_to(kept) for kept in out):
@@ -412,11 +412,14 @@ def _side(side: SideSummary) -> dict[str, float | None]:
 
 
 def _compare(summary: CompareSummary) -> dict[str, float | None]:
-    out: dict[str, float | None] = {"matched": summary.matched, "base_accuracy": summary.base.accuracy,
-                                    "b_vs_a.net_change": summary.paired.net_change,
-                                    "b_vs_a.mcnemar_p": summary.paired.mcnemar_p}
-    for side in (summary.a, summary.b):
+    """Per version ``<key>.*`` (``a.accuracy``, ``c.help``), per pair ``<target>_vs_<ref>.*`` (McNemar, Holm)."""
+    out: dict[str, float | None] = {"matched": summary.matched, "base_accuracy": summary.base.accuracy}
+    for side in summary.sides:
         out |= {f"{side.key}.{k}": v for k, v in _side(side).items()}
+    for pair in summary.pairs:
+        name = f"{pair.target}_vs_{pair.ref}"
+        out |= {f"{name}.net_change": pair.net_change, f"{name}.mcnemar_p": pair.mcnemar_p,
+                f"{name}.holm_p": pair.holm_p}
     return out
 
 

@@ -208,9 +208,12 @@ def test_compare_is_a_parent_run_with_its_passes_nested(
     assert len(runs) == 4  # the compare and its three passes (base, a, b)
     summary = read_run(run_dir, header_only=True).summary
     metrics = top.data.metrics
-    assert metrics["a.accuracy"] == summary.a.accuracy.accuracy and metrics["b.accuracy"] == summary.b.accuracy.accuracy
-    assert metrics["b.help"] == summary.b.help_harm.helpfulness == 1.0 and metrics["a.help"] == 0.0
-    assert metrics["b_vs_a.mcnemar_p"] == summary.paired.mcnemar_p and top.data.tags["saag_opt.verb"] == "compare"
+    a, b = summary.sides
+    assert metrics["a.accuracy"] == a.accuracy.accuracy and metrics["b.accuracy"] == b.accuracy.accuracy
+    assert metrics["b.help"] == b.help_harm.helpfulness == 1.0 and metrics["a.help"] == 0.0
+    (pair,) = summary.pairs
+    assert metrics["b_vs_a.mcnemar_p"] == pair.mcnemar_p and metrics["b_vs_a.holm_p"] == pair.holm_p
+    assert top.data.tags["saag_opt.verb"] == "compare"
     assert {r.data.tags["saag_opt.verb"] for r in runs if r is not top} == {"evaluate"}
 
 
@@ -226,8 +229,8 @@ def test_optimize_logs_the_gepa_run_and_its_test_comparison(
     summary = read_run(run_dir, header_only=True).summary
     metrics = top.data.metrics
     assert metrics["best_val_score"] == max(summary.val_scores) > metrics["seed_val_score"] == summary.val_scores[0]
-    comparison = summary.test.comparison
-    assert metrics["test.b.accuracy"] == comparison.b.accuracy.accuracy and metrics["test.b.help"] == 1.0
+    best = summary.test.comparison.sides[1]
+    assert metrics["test.b.accuracy"] == best.accuracy.accuracy and metrics["test.b.help"] == 1.0
     assert top.data.params["prompt"] == "reviewer@v2" and top.data.tags["saag_opt.verb"] == "optimize"
     assert "compare" in {r.data.tags["saag_opt.verb"] for r in runs}
 
