@@ -104,9 +104,9 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
 
 
 def print_security_plan(console: Console, rows: Sequence[Any], agent: str) -> None:
-    """``--dry-run``: the runs per suite and attack and the agent turns they take at most."""
+    """``--dry-run``: the runs per suite and attack and the agent turns a ground-truth run of them takes."""
     table = Table(title=f"security --dry-run: agent {agent} (nothing is run)")
-    for column in ("suite", "attack", "runs", "agent turns (at most)"):
+    for column in ("suite", "attack", "runs", "agent turns (ground truth + answer)"):
         table.add_column(column, justify="left" if column in ("suite", "attack") else "right")
     for row in rows:
         table.add_row(row.suite, row.attack, str(row.runs), str(row.agent_turns))

@@ -118,13 +118,13 @@ class SecurityResult:
 
 @dataclass(frozen=True)
 class PlanRow:
-    """What ``--dry-run`` prints for one suite and attack: the runs, and the agent turns they take at most."""
+    """What ``--dry-run`` prints for one suite and attack: the runs, and the agent turns they take."""
 
     suite: str
     attack: str
     runs: int
     agent_turns: int
-    """Scripted: 0 LM calls; a model: about one turn per ground-truth call plus the answer, per run."""
+    """Scripted: 0 LM calls; a model: one turn per ground-truth call plus the answer, per run (a model may take more)."""
 
 
 def plan(config: SecurityConfig) -> list[PlanRow]:
