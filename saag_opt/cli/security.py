@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
-from saag_opt.cli.common import DryRunOpt, MaxCostOpt, RunsDirOpt, passed_values, validated
+from saag_opt.cli.common import MaxCostOpt, RunsDirOpt, passed_values, validated
 from saag_opt.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ Per suite and attack: utility without attack, utility under attack and attack su
 each arm with a 95% interval, beside the published defences' numbers (report.html). --agent scripted
 is the deterministic worst case (completes the user task from its ground truth and obeys every
 injected instruction: no LLM); any model spec (local, openai/<m>@URL, gpt-4o) drives a real agent.
-Needs: pip install 'saag-opt[agentdojo]'. Each finished run is kept; --resume continues a run."""
+Needs: pip install 'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
 """Help text of ``saag-opt security``."""
 
 
@@ -57,7 +57,8 @@ def security(
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N user tasks of each suite "
                                                  "(with every injection task).")] = None,
     max_cost: MaxCostOpt = None,
-    dry_run: DryRunOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the runs and the agent turns per suite and "
+                                          "attack, and exit without running.")] = False,
     resume: Annotated[Optional[Path], typer.Option(
         "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
         help="Continue that security run: runs already recorded are kept; only --max-cost may change.")] = None,

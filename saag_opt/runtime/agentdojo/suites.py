@@ -119,13 +119,6 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
                 yield from run(user, injection, attack_name, injected, env, left)
 
 
-def pair_count(name: str, *, user_tasks: int | None = None) -> tuple[int, int]:
-    """``(user tasks, injection tasks)`` of suite ``name``, the user tasks cut at ``user_tasks``."""
-    suite = get_suite(BENCHMARK_VERSION, name)
-    users = len(suite.user_tasks)
-    return (min(users, user_tasks) if user_tasks is not None else users), len(suite.injection_tasks)
-
-
 def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
     """``(suite, injection task)`` pairs whose ground truth makes no call: a scripted agent cannot meet their goal."""
     out = set()
@@ -136,4 +129,4 @@ def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
     return out
 
 
-__all__ = ["ARMS", "ATTACKS", "SUITES", "empty_ground_truth", "pair_count", "pipelines", "run_suite"]
+__all__ = ["ARMS", "ATTACKS", "SUITES", "empty_ground_truth", "pipelines", "run_suite"]
