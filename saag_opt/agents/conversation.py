@@ -15,7 +15,7 @@ ctx)``; the example is a ``StepExample``:
   to ground in, and the agent's own text never grounds anything;
 * ``sources``: the same texts kept apart, the user's messages and each tool result with its tool
   (``saag.injection.Sources``), so ``guard+r<N>`` can tell a value the user gave from one planted in
-  a tool result (the runtime guard's injection rule, docs/design.md §19);
+  a tool result (the runtime guard's injection rule, docs/design.md §20);
 * no gold and no expectation (``expect="any_call"``, as the runtime guard's example).
 
 Its id, ``<episode>#t<turn>s<step>``, with the fingerprint of its messages, keys the base-prediction

@@ -1,4 +1,4 @@
-"""What a ``security`` run (AgentDojo's prompt-injection suites, docs/design.md §19) records and concludes.
+"""What a ``security`` run (AgentDojo's prompt-injection suites, docs/design.md §20) records and concludes.
 
 Plain data, no AgentDojo import: ``runtime.agentdojo.run`` writes these rows and this summary, and
 the report and terminal tables read them back (``runfiles.read_run``). One row per run of one

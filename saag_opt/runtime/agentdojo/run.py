@@ -1,6 +1,6 @@
 """``saag-opt security``: AgentDojo's suites with and without the guard, as a resumable run directory.
 
-``run_security(config)`` writes ``runs/<ts>-security/`` (docs/design.md §19): ``run.json`` (the
+``run_security(config)`` writes ``runs/<ts>-security/`` (docs/design.md §20): ``run.json`` (the
 config, the agent, the suites and attacks, provenance), ``records.jsonl`` (one
 ``evaluation.security.SecurityRecord`` per arm and task or pair, appended as each finishes),
 ``costs.json`` for a model agent, and at the end ``summary.json`` (``SecuritySummary``: utility
