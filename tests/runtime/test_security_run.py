@@ -192,3 +192,12 @@ def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path) -> None:
         block = guarded.blocks[0]
         assert block.name == "send_money" and block.arguments["recipient"] == ATTACKER and block.origin == "other"
         assert block.provenance["findings"][0]["rule"] == "planted value"
+    from saag_opt.report.pages import build_part
+
+    part = build_part(run_dir)
+    blocks = next(s for s in part.sections if s["id"].endswith("-blocks"))["tables"][0]
+    assert all(ATTACKER in row[blocks["columns"].index("call")] for row in blocks["rows"])
+    guarded = [b for r in run.records if r.arm == "guard" for b in r.blocks]
+    assert guarded and all(b.provenance for b in guarded)  # every block of the model's calls: an injection
+    assert sum(int(row[9]) for row in blocks["rows"]) == len(guarded)
+    assert not any(s["id"].endswith(("-false-alarms", "-other-blocks")) for s in part.sections)

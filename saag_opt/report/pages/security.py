@@ -41,6 +41,7 @@ def security_part(run: Run, index: int) -> Part:
     append(part, _published(part))
     append(part, _blocks(records, part, origin="injection"))
     append(part, _blocks(records, part, origin="user"))
+    append(part, _blocks(records, part, origin="other"))
     return part
 
 
@@ -106,11 +107,16 @@ def _call_text(name: str, arguments: dict[str, Any]) -> str:
 
 
 def _blocks(records: list[SecurityRecord], part: Part, *, origin: str) -> dict[str, Any] | None:
-    """Blocked injected calls (``origin="injection"``) or false alarms (``"user"``), grouped (module docstring)."""
+    """One kind of blocked call, grouped (module docstring).
+
+    ``injection``: blocked injected calls (a model agent's blocks with provenance included); ``user``:
+    false alarms; ``other``: a model agent's other blocks.
+    """
     groups: dict[tuple[str, ...], list[SecurityRecord]] = defaultdict(list)
     for record in records:
         for block in record.blocks:
-            if block.origin != origin and not (origin == "injection" and block.origin == "other" and block.provenance):
+            kind = "injection" if block.origin == "other" and block.provenance else block.origin
+            if kind != origin:
                 continue
             finding = ((block.provenance or {}).get("findings") or [{}])[0]
             span = finding.get("span") or {}
@@ -133,10 +139,15 @@ def _blocks(records: list[SecurityRecord], part: Part, *, origin: str) -> dict[s
             "Each distinct injected call the guard blocked, with the finding of the injection rule: which argument came "
             "from where (rule, argument path) and the text inside the tool result that addresses the model (the "
             "instruction span, as the guard read it; cut at 400 characters).")
-    else:
+    elif origin == "user":
         title, intro = "False alarms: blocked ground-truth calls of the user task", (
             "Calls of the user task's own ground truth that the guard blocked, with its reason.")
-    return {"id": f"{part.anchor}-{'blocks' if origin == 'injection' else 'false-alarms'}", "title": title,
+    else:
+        title, intro = "Other blocked calls of a model agent", (
+            "Calls a model agent proposed that the guard refused for another reason than an injection (a SAAG "
+            "stage 1-2 failure: an unknown function, a missing or spurious parameter), with its reason.")
+    anchor = {"injection": "blocks", "user": "false-alarms"}.get(origin, "other-blocks")
+    return {"id": f"{part.anchor}-{anchor}", "title": title,
             "intro": f"{intro} {sum(len(v) for v in groups.values())} blocks in {len(rows)} distinct rows.",
             "tables": [table(title, columns, rows, numeric=[9, 10])]}
 
