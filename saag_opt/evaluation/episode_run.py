@@ -4,8 +4,10 @@ The same configuration as single-call ``evaluate`` (one ``ReviewSetup``, opened 
 ``agents.setup.open_setup``), the same run files (``run.json``, ``records.jsonl`` with one
 ``EpisodeRecord`` per entry and condition, ``summary.json`` an ``EpisodeSummary``, ``costs.json``)
 and the same resume rule (``resuming``: the set-up and the dataset never change, run options may),
-at entry granularity. Entries run one after the other (``workers`` is not used yet); ``--dry-run``
-is not estimated for conversations yet.
+at entry granularity. ``--workers`` runs entries in parallel (records in episode order at the
+end); ``--max-cost`` caps the whole run (a spent cap starts no further entry); ``--dry-run`` is
+``preflight_multi_turn`` (``evaluation.estimate.estimate_episodes``: tool docs and the history's
+growth step by step).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.evaluation.episode_runner import evaluate_episodes
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
+from saag_opt.evaluation.estimate import Estimate, estimate_episodes
 from saag_opt.events import EventSink
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
@@ -105,6 +108,21 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
+def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
+    """``--dry-run`` on a multi-turn dataset: expected calls, tokens and dollars by role; opens no model.
+
+    Raises:
+        ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
+    """
+    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if not episodes:
+        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
+    setup = config.setup
+    version = setup.prompt_version()
+    return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                             instructions=dict(version.instructions) if version is not None else {})
+
+
 def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
                    args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> MultiTurnResult:
     """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
@@ -132,7 +150,7 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
                                     mechanism=condition.mechanism, ctx=condition.ctx,
                                     reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
                                     records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
-                                    costs=ledger.snapshot)
+                                    costs=ledger.snapshot, workers=config.workers or 1, cap=ledger.cap)
         finally:
             save_costs(run_dir, ledger)
         atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))
@@ -140,4 +158,4 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
     return MultiTurnResult(run_dir, run.summary, run.records)
 
 
-__all__ = ["MultiTurnResult", "is_multi_turn_run", "multi_turn_resume_config", "run_multi_turn"]
+__all__ = ["MultiTurnResult", "is_multi_turn_run", "multi_turn_resume_config", "preflight_multi_turn", "run_multi_turn"]
