@@ -179,13 +179,14 @@ def _episode_steps(episode: Episode) -> list[tuple[int, int]]:
 
 def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str | None, mechanism: Mechanism,
                       instructions: Mapping[str, str] | Iterable[str] = (), sample_size: int = 50,
-                      command: str = "evaluate") -> Estimate:
+                      base_cached: bool = False, command: str = "evaluate") -> Estimate:
     """A multi-turn evaluate over ``episodes``: the base run and the reviewed run of every entry.
 
     Every step of both runs sends the whole conversation so far and the tool docs (long: BFCL's
     docs are several thousand tokens), so the prompt grows step by step; it is measured per step
     on the first ``sample_size`` entries (``_episode_steps``). The reviewed run's proposals are
-    counted as uncached (it leaves the base run's path at its first change).
+    counted as uncached (it leaves the base run's path at its first change). ``base_cached``: the
+    base run's steps are already paid (compare's per-version passes after its shared base pass).
     """
     texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
@@ -198,11 +199,12 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
         "of calls and results to the conversation",
         "every step's prompt carries the conversation so far and the tool docs "
         f"(measured: {chars / CHARS_PER_TOKEN:,.0f} tokens per step on average, before instructions)",
+        "the base run's steps paid by the shared base pass; the reviewed run's uncached" if base_cached else
         "two runs per entry (base, reviewed), every base call uncached", f"{REJECT_RATE:.0%} of reviews reject",
         f"replies of {REPLY_TOKENS['base']} (base) and {REPLY_TOKENS['reviewer']} (reviewer) tokens",
         "about 4 characters per token"])
     per_base = (chars + len(CONVERSATION_SYSTEM_PROMPT) + 200) / CHARS_PER_TOKEN
-    est.add("base", role_estimate(base, "base", n * steps * (2.0 + revisions), per_base))
+    est.add("base", role_estimate(base, "base", n * steps * ((1.0 if base_cached else 2.0) + revisions), per_base))
     if reviewer is not None and reviews:
         per_review = (chars + sum(len(t) for t in texts) + 1000) / CHARS_PER_TOKEN
         est.add("reviewer", role_estimate(reviewer, "reviewer", n * steps * reviews, per_review))
