@@ -185,7 +185,8 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     Every step of both runs sends the whole conversation so far and the tool docs (long: BFCL's
     docs are several thousand tokens), so the prompt grows step by step; it is measured per step
     on the first ``sample_size`` entries (``_episode_steps``). The reviewed run's proposals are
-    counted as uncached (it leaves the base run's path at its first change). ``base_cached``: the
+    counted as uncached (it leaves the base run's path at its first change), unless the mechanism
+    reviews nothing (``none``: its run is the base run's, from the cache). ``base_cached``: the
     base run's steps are already paid (compare's per-version passes after its shared base pass).
     """
     texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
@@ -204,7 +205,8 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
         f"replies of {REPLY_TOKENS['base']} (base) and {REPLY_TOKENS['reviewer']} (reviewer) tokens",
         "about 4 characters per token"])
     per_base = (chars + len(CONVERSATION_SYSTEM_PROMPT) + 200) / CHARS_PER_TOKEN
-    est.add("base", role_estimate(base, "base", n * steps * ((1.0 if base_cached else 2.0) + revisions), per_base))
+    reviewed = (1.0 + revisions) if reviews or revisions else 0.0  # `none`: the same steps, all cache hits
+    est.add("base", role_estimate(base, "base", n * steps * ((0.0 if base_cached else 1.0) + reviewed), per_base))
     if reviewer is not None and reviews:
         per_review = (chars + sum(len(t) for t in texts) + 1000) / CHARS_PER_TOKEN
         est.add("reviewer", role_estimate(reviewer, "reviewer", n * steps * reviews, per_review))
