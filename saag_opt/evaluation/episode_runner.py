@@ -11,7 +11,8 @@ opened by the caller) and opens no model itself.
 Failure policy, as ``evaluate``'s (docs/design.md §10): an LM call that fails after its retries, or
 any other error inside one entry, becomes a record with ``error`` (scored invalid); a spent cost
 cap ends the run with a summary over the finished entries (``stopped_by``); an unreachable model
-raises, with the finished entries in ``records_path``. Resume is at entry
+raises, with the finished entries in ``records_path``. Entries run on ``workers`` threads, each
+on its own environment, and the records come back in episode order. Resume is at entry
 granularity: with ``records_path``, entries whose two rows are already there without an error are
 kept as they are and not run again; the file is first rewritten with those rows alone (a lone row
 of an entry cut in half, or a failed entry, would otherwise pair with its rerun); everything else is
@@ -44,6 +45,7 @@ from saag_opt.evaluation.episodes import (
 from saag_opt.evaluation.results import RecordWriter, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.latency import lm_clock
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.runfiles import atomic_write_jsonl, read_rows
 
 BASE = "base"
@@ -126,7 +128,7 @@ class _StopRequested(Exception):
 
 
 def _run_entry(parts: _Parts, episode: Episode, none: Mechanism,
-               cap: Any) -> tuple[EpisodeRecord, EpisodeRecord]:
+               cap: SpendCap | None) -> tuple[EpisodeRecord, EpisodeRecord]:
     """Both conditions of one entry, base first (``run_condition``'s errors and raises).
 
     Raises:
@@ -147,7 +149,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                       on_event: EventSink | None = None,
                       environment: Callable[[str], Environment] = open_environment,
                       costs: Callable[[], dict[str, Any]] | None = None, workers: int = 1,
-                      cap: Any = None) -> EpisodeRun:
+                      cap: SpendCap | None = None) -> EpisodeRun:
     """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
 
     ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;

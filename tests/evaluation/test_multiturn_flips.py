@@ -290,18 +290,32 @@ def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
     assert all(r.correct for r in run.records[2:])  # the other entries replay their gold in both conditions
 
 
-def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    class Spent:  # a SpendCap (lm.spendcap) that is already spent
-        reached = True
+def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path) -> None:
+    from saag_opt.lm.spendcap import SpendCap
 
-        def message(self) -> str:
-            return "spend cap $0.01 reached"
-
+    spent = SpendCap(0.01, spent=0.01)  # an earlier attempt spent it all
     world = World(_gold(_entry()))
     with ScriptedOpenAIServer(world) as server:
         agent = BaseAgent(f"fake@{server.url}")
         run = evaluate_episodes([_entry()], agent=agent, reviewer=None, mechanism=parse_mechanism("none"),
                                 ctx=MechanismContext(cache=BasePredictionCache()), run_id="cap",
-                                records_path=tmp_path / "records.jsonl", cap=Spent())
+                                records_path=tmp_path / "records.jsonl", cap=spent)
         assert server.chat_requests == []
-    assert run.records == [] and run.stopped_by is not None and run.summary.stopped == "spend cap $0.01 reached"
+    assert run.records == [] and run.stopped_by is not None and run.summary.stopped == spent.message()
+    assert "--max-cost $0.01 reached" in run.summary.stopped
+
+
+def test_a_requested_stop_starts_no_further_entry(tmp_path: Path) -> None:
+    from saag_opt import stopping
+
+    world = World(_gold(_entry()))
+    stopping.request_stop()
+    try:
+        with ScriptedOpenAIServer(world) as server:
+            run = evaluate_episodes([_entry()], agent=BaseAgent(f"fake@{server.url}"), reviewer=None,
+                                    mechanism=parse_mechanism("none"), ctx=MechanismContext(cache=BasePredictionCache()),
+                                    run_id="stop", records_path=tmp_path / "records.jsonl", workers=2)
+            assert server.chat_requests == []
+    finally:
+        stopping.reset()
+    assert run.records == [] and run.summary.stopped == "stop requested" and run.stopped_by is None
