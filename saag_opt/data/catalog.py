@@ -311,8 +311,8 @@ def is_multi_turn_dataset(spec: str) -> bool:
 def single_call_only(verb: str, spec: str) -> str | None:
     """Why ``verb`` refuses ``spec`` (a multi-turn dataset; None for a single-call one).
 
-    ``tune`` and ``optimize`` run single calls only: on conversations GEPA would need rollouts per
-    entry and the checker's feedback (which turn failed, and why), not built yet (docs/design.md §18).
+    ``optimize`` runs single calls only: on conversations GEPA would need rollouts per entry and the
+    checker's feedback (which turn failed, and why), not built yet (docs/design.md §18).
     """
     if not is_multi_turn_dataset(spec):
         return None

@@ -29,7 +29,7 @@ from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.comparison import CompareMode, CompareSummary, compare_sides, matched_ids
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_run import compare_pass, preflight_compare_episodes
+from saag_opt.evaluation.episode_run import evaluate_pass, preflight_compare_episodes
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
 from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
@@ -231,7 +231,7 @@ def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any,
     """
     earlier = _pass_dir(runs_dir) if resume else None
     config = settings.with_setup(**setup).model_copy(update={"runs_dir": runs_dir, "seed": seed})
-    runner = compare_pass if is_multi_turn_dataset(config.dataset) else run_evaluation  # conversations: §18
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation  # conversations: §18
     return runner(config, on_event=on_event, ledger=ledger, resume=earlier)
 
 

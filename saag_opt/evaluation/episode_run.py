@@ -184,13 +184,13 @@ def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) ->
     return total
 
 
-def compare_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, ledger: CostLedger | None = None,
+def evaluate_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, ledger: CostLedger | None = None,
                  resume: Path | None = None) -> EvaluationResult:
-    """One pass of ``saag-opt compare`` on a multi-turn dataset, handed back as an evaluate pass's result.
+    """``run_multi_turn`` handed back as ``run_evaluation``'s result: compare's passes, tune's trials.
 
-    The adapter that lets compare treat conversations like examples: the run is a multi-turn
-    evaluate run (its records keep every turn), its summary the evaluate summary's fields that
-    compare reads (the paired numbers, costs, contamination, the stop).
+    The adapter that lets those verbs treat conversations like examples: the run is a multi-turn
+    evaluate run (its records keep every turn), its summary the evaluate summary's fields they read
+    (the paired numbers, costs, contamination, the stop).
     """
     result = run_multi_turn(config, on_event=on_event, ledger=ledger, resume=resume)
     episode, setup = result.summary, config.setup
@@ -208,5 +208,5 @@ def compare_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, l
     return EvaluationResult(result.run_dir, summary, list(result.records))
 
 
-__all__ = ["MultiTurnResult", "compare_pass", "is_multi_turn_run", "multi_turn_resume_config",
+__all__ = ["MultiTurnResult", "evaluate_pass", "is_multi_turn_run", "multi_turn_resume_config",
            "preflight_compare_episodes", "preflight_multi_turn", "run_multi_turn"]

@@ -35,8 +35,8 @@ MARKER = "v2 marker"
 class Scripted:
     """Per entry (by its first user message) the flips World; reviews: v1 approves, v2 rejects WRONG."""
 
-    def __init__(self) -> None:
-        entries = load_episodes(DATASET, split=None, limit=LIMIT)
+    def __init__(self, limit: int | None = LIMIT) -> None:
+        entries = load_episodes(DATASET, split=None, limit=limit)  # the first: multi_turn_base_0 (in val)
         self.worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
                        for i, e in enumerate(entries)}
         self.reviews = {"v1": 0, "v2": 0}

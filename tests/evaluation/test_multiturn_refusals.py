@@ -1,4 +1,4 @@
-"""``tune`` and ``optimize`` refuse a multi-turn dataset with one clear line, before any run directory exists."""
+"""``optimize`` refuses a multi-turn dataset with one clear line, before any run directory exists."""
 
 from __future__ import annotations
 
@@ -25,11 +25,3 @@ def test_optimize_refuses_conversations_and_says_what_works_instead(tmp_path: Pa
     assert "`saag-opt optimize` does not run conversations yet" in err and "saag-opt compare A B" in err
     assert not (tmp_path / "runs").exists()
 
-
-def test_tune_refuses_conversations_naming_the_space_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    space = tmp_path / "space.toml"
-    space.write_text('[fixed]\ndataset = "bfcl:multi_turn_base"\nbase = "gpt-4o"\nreviewer = "gpt-4o-mini"\n'
-                     '[search]\nmechanism = ["r1", "r2"]\n', encoding="utf-8")
-    err = _error(["tune", "--space", str(space), "--runs-dir", str(tmp_path / "runs")], capsys)
-    assert f"{space}: fixed.dataset:" in err and "`saag-opt tune` does not run conversations yet" in err
-    assert not (tmp_path / "runs").exists()
