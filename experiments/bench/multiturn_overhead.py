@@ -55,8 +55,13 @@ class GoldWorld:
     """The scripted server's behaviour: gold calls at each turn's first step, then text; reviews approve."""
 
     def __init__(self, episodes: Sequence[Episode]) -> None:
-        self.gold: dict[str, tuple[tuple[ToolCall, ...], ...]] = {
-            str(e.turns[0].messages[0]["content"]): gold_calls(e) for e in episodes}
+        self.gold: dict[str, tuple[tuple[ToolCall, ...], ...]] = {}
+        for episode in episodes:  # an entry is told by its first user message, unique within a category
+            key = str(episode.turns[0].messages[0]["content"])
+            if key in self.gold:
+                raise SystemExit(f"{episode.id} shares its first user message with another entry (the same scenario "
+                                 "in two categories): give one category, e.g. --dataset bfcl:multi_turn_base")
+            self.gold[key] = gold_calls(episode)
 
     def __call__(self, request: dict[str, Any]) -> Reply:
         if "tools" not in request:
@@ -97,7 +102,7 @@ def run_entry(episode: Episode, url: str, spec: str) -> tuple[float, int, bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Time base and reviewed runs per entry; print the means, then ``ratio=`` last."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="bfcl:multi_turn_base")
+    parser.add_argument("--dataset", default="bfcl:multi_turn_base", help="one BFCL multi-turn category")
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--mechanism", default="r2")
     args = parser.parse_args(argv)
