@@ -84,21 +84,27 @@ def test_two_prompt_versions_on_conversations_are_paired_per_entry(tmp_path: Pat
         "base", f"A {summary.a.label}", f"B {summary.b.label}"]
 
 
-def test_two_finished_multi_turn_runs_compare_without_a_model_call(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finished_multi_turn_runs_compare_without_a_model_call(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     v1, v2 = runs.prompt_files(tmp_path / "prompts", MARKER)
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(tmp_path / "prompts"))
     with ScriptedOpenAIServer(Scripted()) as server:
         one = run_multi_turn(_settings(server, tmp_path / "one", v1)).run_dir
         two = run_multi_turn(_settings(server, tmp_path / "two", v2)).run_dir
+        three = run_multi_turn(_settings(server, tmp_path / "three", v1)).run_dir
         asked = len(server.chat_requests)
         result = run_compare(CompareConfig(a=str(one), b=str(two), runs_dir=tmp_path / "runs"))
+        many = run_compare(CompareConfig(versions=[str(one), str(two), str(three)], runs_dir=tmp_path / "runs"))
         assert len(server.chat_requests) == asked
     paired = result.summary.paired
     assert (paired.b_only_right, paired.a_only_right, paired.n) == (1, 0, 3)
     assert result.summary.a.source["verb"] == "evaluate-multiturn" and result.summary.b.costs
     rows = read_rows(result.run_dir / "records.jsonl", EpisodeRecord)
     assert len(rows) == 9 and all(r.turns for r in rows)
+    pairs = {(p.ref, p.target): (p.b_only_right, p.a_only_right) for p in many.summary.pairs}
+    assert pairs == {("a", "b"): (1, 0), ("a", "c"): (0, 0), ("b", "c"): (0, 1)}
+    part = build_part(many.run_dir)
+    assert len(part.data["episodes"][0]["conditions"]) == 4  # base and the three versions, every turn
 
 
 def test_compare_dry_run_on_conversations_counts_the_base_pass_once(tmp_path: Path) -> None:
