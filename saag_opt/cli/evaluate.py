@@ -42,7 +42,6 @@ from saag_opt.cli.common import (
     validated,
     write_output,
 )
-from saag_opt.errors import ConfigError
 
 
 def evaluate(
@@ -119,15 +118,16 @@ def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume:
     from rich.console import Console
 
     from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn
     from saag_opt.report.episode_tables import print_episode_report
     from saag_opt.report.evaluate_tables import EvaluateProgress
     from saag_opt.report.live import with_lines
 
-    if dry_run:
-        raise ConfigError("--dry-run does not estimate multi-turn datasets yet")
     config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
               else validated(EvaluateConfig, **values))
+    if dry_run:
+        print_dry_run(preflight_multi_turn(config))
+        return
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)
