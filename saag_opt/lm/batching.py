@@ -137,12 +137,6 @@ class BatchRounds:
         """Shared by every copy of the LMs that use it (dspy copies programs and their LMs)."""
         return self
 
-    @property
-    def batch_ids(self) -> list[str]:
-        """Every batch this run has (recorded by earlier attempts, then its own), oldest first."""
-        with self._save_lock:
-            return [row["id"] for row in self._rows]
-
     def close(self) -> None:
         """End the rounds (the run is over or stopping): waiting workers give up, pollers end, nothing is submitted.
 

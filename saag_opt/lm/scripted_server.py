@@ -189,10 +189,14 @@ class ScriptedOpenAIServer:
             self._faults.extend(f if isinstance(f, Fault) else Fault(f) for f in faults)  # type: ignore[arg-type]
 
     def reset(self, handler: Handler | None = None) -> None:
-        """Clear the request log and pending faults; optionally swap the handler."""
+        """Clear the request logs (batch lines too) and pending faults; optionally swap the handler.
+
+        Files and batches stay: a client may still poll a batch created before.
+        """
         with self._lock:
             self._faults.clear()
             self._log.clear()
+            self.batch_desk.line_bodies.clear()
             if handler is not None:
                 self.handler = handler
 
