@@ -82,6 +82,8 @@ class TurnOutcome:
     steps: tuple[StepOutcome, ...]
     added_tools: tuple[str, ...] = ()
     cut_off: bool = False
+    user: tuple[str, ...] = ()
+    """The user's messages that opened the turn (the episode's, or what a user simulator wrote)."""
 
     @property
     def transcript(self) -> tuple[tuple[ToolCall, ...], ...]:
@@ -167,7 +169,8 @@ def run_episode(episode: Episode, environment: Environment, agent: BaseAgent, re
             if ran > max_steps:
                 cut_off = True
                 break
-        turns.append(TurnOutcome(index, tuple(steps), tuple(t.name for t in turn.added_tools), cut_off))
+        user = tuple(str(m.get("content") or "") for m in turn.messages if m.get("role", "user") == "user")
+        turns.append(TurnOutcome(index, tuple(steps), tuple(t.name for t in turn.added_tools), cut_off, user))
         if cut_off:
             break
     return EpisodeOutcome(episode.id, episode.category, mechanism.spec, tuple(turns))

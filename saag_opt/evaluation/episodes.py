@@ -110,6 +110,8 @@ class TurnRecord(BaseModel):
     """The steps, in order."""
     cut_off: bool = False
     """The step limit ended the run in this turn."""
+    user: list[str] = Field(default_factory=list)
+    """The user's messages that opened the turn (the episode's, or what tau2's user simulator wrote)."""
     abstain: bool = False
     """The truth at this turn is to call nothing (from the checker's gold; never shown to the agent)."""
 
@@ -135,7 +137,9 @@ class JudgementRecord(BaseModel):
     checks: dict[str, bool] = Field(default_factory=dict)
     """Each checker's own answer (BFCL's leaderboard counts ``multi_turn_checker`` alone)."""
     details: dict[str, Any] = Field(default_factory=dict)
-    """Evidence (state differences, missing results), trimmed to ``DETAILS_LIMIT`` characters."""
+    """Evidence (state differences, missing results; tau2's reward breakdown), trimmed to ``DETAILS_LIMIT`` characters."""
+    reward: float | None = None
+    """The benchmark's own score when it has one (tau2's reward)."""
 
 
 class EpisodeRecord(ExampleRecord):
@@ -165,7 +169,7 @@ def judgement_record(judgement: Judgement) -> JudgementRecord:
     """A verdict as stored."""
     return JudgementRecord(valid=judgement.valid, error_type=judgement.error_type, message=judgement.message,
                            failed_turn=judgement.failed_turn, abstain_turns=list(judgement.abstain_turns),
-                           checks=dict(judgement.checks), details=_details(judgement))
+                           checks=dict(judgement.checks), details=_details(judgement), reward=judgement.reward)
 
 
 def step_record(step: StepOutcome) -> StepRecord:
@@ -193,7 +197,8 @@ def episode_record(run_id: str, episode: Episode, condition: str, outcome: Episo
     abstain = set(judgement.abstain_turns)
     steps = outcome.steps
     turns = [TurnRecord(index=t.index, added_tools=list(t.added_tools), steps=[step_record(s) for s in t.steps],
-                        cut_off=t.cut_off, abstain=t.index in abstain) for t in outcome.turns]
+                        cut_off=t.cut_off, user=[_text(u) or "" for u in t.user], abstain=t.index in abstain)
+             for t in outcome.turns]
     reviewed = [s for s in steps if s.outcome.mechanism != "none"]
     return EpisodeRecord(
         run_id=run_id, example_id=episode.id, category=episode.category, split=episode.split, condition=condition,
