@@ -55,6 +55,8 @@ BaseOpt = Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
 ReviewerOpt = Annotated[Optional[str], typer.Option(
     "--reviewer", envvar="SAAG_OPT_REVIEWER", help="Reviewer model (needed by mechanisms that call a reviewer, "
     "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
+UserModelOpt = Annotated[Optional[str], typer.Option(
+    "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
 PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
 MechanismOpt = Annotated[str, typer.Option(
     "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "

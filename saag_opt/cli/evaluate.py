@@ -31,6 +31,7 @@ from saag_opt.cli.common import (
     SaagInformedOpt,
     SplitOpt,
     StoreOpt,
+    UserModelOpt,
     WorkersOpt,
     config_values,
     output_path,
@@ -67,6 +68,7 @@ def evaluate(
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
     max_cost: MaxCostOpt = None,
+    user_model: UserModelOpt = None,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),

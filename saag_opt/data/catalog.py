@@ -32,6 +32,7 @@ from rapidfuzz import fuzz, process
 from saag_opt.data import glaive, jsonl
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
+from saag_opt.data.tau2 import TAU2_DOMAINS
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.memo import Memo, file_stamps
@@ -89,6 +90,7 @@ def dataset_names() -> list[str]:
     """Every name ``load_dataset`` or ``load_episodes`` accepts, file templates last."""
     names = [f"bfcl:{c}" for c in _bfcl_categories()] + [f"bfcl:{g}" for g in BFCL_GROUPS]
     names += [f"bfcl:{c}" for c in _multi_turn_categories()] + [f"bfcl:{MULTI_TURN_GROUP}"]
+    names += [f"tau2:{d}" for d in TAU2_DOMAINS]
     names += [f"shipped:{s}" for s in SHIPPED]
     names += [f"{i.name}:<path>" for i in _LOADERS.values() if i.prefix] + ["<path>.jsonl"]
     return names
@@ -305,6 +307,8 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
 def is_multi_turn_dataset(spec: str) -> bool:
     """The spec names multi-turn episodes (``load_episodes``), not examples (``load_dataset``)."""
     prefix, sep, rest = spec.partition(":")
+    if prefix == "tau2":  # tau2-bench's domains: tasks with a user simulator (data/tau2.py)
+        return bool(sep) and rest in TAU2_DOMAINS
     return bool(sep) and prefix == "bfcl" and (rest == MULTI_TURN_GROUP or rest in _multi_turn_categories())
 
 
@@ -312,24 +316,30 @@ def load_episodes(spec: str, *, split: str | None = None, limit: int | None = No
     """The episodes of a multi-turn spec, each tagged with its split, like ``load_dataset``'s examples.
 
     Loading registers the episodes' environment (``bfcl``). ``limit`` keeps N episodes round-robin
-    across the categories (``stratified_head``).
+    across the categories (``stratified_head``). ``tau2:<domain>``: tau2's tasks, tagged with tau2's
+    own splits (``data/tau2.py``).
 
     Raises:
         ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
         DatasetError: missing data or package (says how to install it), or a bad row (path:line).
     """
     from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
+    from saag_opt.data.tau2 import load_tau2
 
     if not is_multi_turn_dataset(spec):
-        names = ", ".join(f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP))
+        names = ", ".join([f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP)]
+                          + [f"tau2:{d}" for d in TAU2_DOMAINS])
         raise ConfigError(f"{spec!r} is not a multi-turn dataset; multi-turn datasets: {names}")
     if split is not None and split not in SPLITS:
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 0:
         raise ConfigError(f"limit must be >= 0, got {limit}")
-    rest = spec.partition(":")[2]
-    categories = _multi_turn_categories() if rest == MULTI_TURN_GROUP else (rest,)
-    episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
+    prefix, _, rest = spec.partition(":")
+    if prefix == "tau2":
+        episodes = load_tau2(rest)
+    else:
+        categories = _multi_turn_categories() if rest == MULTI_TURN_GROUP else (rest,)
+        episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
     if split is not None:
         episodes = [e for e in episodes if e.split == split]
     return episodes if limit is None else stratified_head(episodes, limit)

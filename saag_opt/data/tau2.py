@@ -10,7 +10,8 @@ initial state); ``gold`` its evaluation criteria. Neither is ever shown to the a
 the runner hands the task to tau2's orchestrator and to ``evaluate_simulation``, which decide.
 
 Splits are tau2's own (``split_tasks.json``: ``train`` / ``test``, disjoint, covering the ``base``
-task set); mock has none, so its episodes carry no split.
+task set). Mock has none: its nine tasks are tau2's checks of its own machinery, never trained on,
+so they are all ``test``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def load_tau2(domain: str) -> list[Episode]:
     t = tau2()
     tasks = t.load_tasks(domain, None if domain == "mock" else TASK_SET)
     splits = _splits(domain)
-    return [episode_from_task(domain, task, splits.get(str(task.id))) for task in tasks]
+    fallback = "test" if domain == "mock" else None
+    return [episode_from_task(domain, task, splits.get(str(task.id), fallback)) for task in tasks]
 
 
 def task_of(episode: Episode) -> Any:

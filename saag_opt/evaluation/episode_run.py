@@ -18,12 +18,14 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
+from saag_opt.agents.tau2 import simulated_user
 from saag_opt.data.catalog import load_episodes
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_runner import evaluate_episodes
+from saag_opt.evaluation.episode_runner import Play, evaluate_episodes, play_episode
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
+from saag_opt.evaluation.tau2_play import tau2_play
 from saag_opt.events import EventSink
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
@@ -79,6 +81,8 @@ def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
     setup = config.setup
     version = setup.prompt_version()
     models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    if config.dataset.startswith("tau2:"):
+        models["user"] = config.user_model or setup.base
     return new_header(
         run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {}, models=models,
         plugins={"mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
@@ -105,6 +109,13 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
+def _play(config: EvaluateConfig) -> Play:
+    """The episode loop, or tau2's orchestrator for ``tau2:<domain>`` (its user simulator on ``user_model``)."""
+    if not config.dataset.startswith("tau2:"):
+        return play_episode
+    return tau2_play(simulated_user(config.user_model or config.setup.base))
+
+
 def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
                    args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> MultiTurnResult:
     """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
@@ -127,12 +138,13 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
     with guarded_run(run_dir, header):
         ledger = open_ledger(config.max_cost, run_dir)
         condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        play = _play(config)
         try:
             run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
                                     mechanism=condition.mechanism, ctx=condition.ctx,
                                     reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
                                     records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
-                                    costs=ledger.snapshot)
+                                    costs=ledger.snapshot, play=play)
         finally:
             save_costs(run_dir, ledger)
         atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))

@@ -28,10 +28,10 @@ from typing import Any
 
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
-from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
+from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_episode
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, NoReview
 from saag_opt.agents.reviewer import Reviewer
-from saag_opt.episodes import Environment, Episode, open_environment
+from saag_opt.episodes import Environment, Episode, Judgement, open_environment
 from saag_opt.errors import CostCapReached, ModelUnavailableError
 from saag_opt.evaluation.episodes import (
     EpisodeRecord,
@@ -72,7 +72,9 @@ def _tokens(tracker: Any) -> int:
 
 
 @dataclass(frozen=True)
-class _Parts:
+class RunParts:
+    """What one run of an entry needs: the opened set-up's pieces and the run's limits."""
+
     agent: BaseAgent
     reviewer: Reviewer | None
     mechanism: Mechanism
@@ -83,7 +85,24 @@ class _Parts:
     environment: Callable[[str], Environment]
 
 
-def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
+Play = Callable[[RunParts, Episode, Mechanism], tuple[EpisodeOutcome, Judgement]]
+"""Runs one entry under a mechanism and judges it: the episode loop on its environment (``play_episode``),
+or a peer suite's own runner (tau2's orchestrator, ``evaluation/tau2_play.py``)."""
+
+
+def play_episode(parts: RunParts, episode: Episode, mechanism: Mechanism) -> tuple[EpisodeOutcome, Judgement]:
+    """The episode loop on a fresh environment of the episode's, judged by its ``check``."""
+    environment = parts.environment(episode.environment)
+    try:
+        outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
+                              max_steps=parts.max_steps)
+        return outcome, environment.check(outcome.transcript)
+    finally:
+        environment.close()
+
+
+def run_condition(parts: RunParts, episode: Episode, mechanism: Mechanism, condition: str,
+                  play: Play = play_episode) -> EpisodeRecord:
     """One run of ``episode`` under ``mechanism``, judged; any failure in it becomes an ``error`` record.
 
     Raises:
@@ -91,20 +110,16 @@ def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, conditi
     """
     import dspy
 
-    environment = parts.environment(episode.environment)
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
         with scope, dspy.track_usage() as tracker, lm_clock() as clock:
-            outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
-                                  max_steps=parts.max_steps)
-        return episode_record(parts.run_id, episode, condition, outcome, environment.check(outcome.transcript),
-                              tokens=_tokens(tracker), untimed=clock.untimed)
+            outcome, judgement = play(parts, episode, mechanism)
+        return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=_tokens(tracker),
+                              untimed=clock.untimed)
     except (CostCapReached, ModelUnavailableError):
         raise
     except Exception as exc:
         return failed_episode_record(parts.run_id, episode, condition, _error_text(exc))
-    finally:
-        environment.close()
 
 
 def _kept(path: Path | None, condition: str, episodes: Sequence[Episode]) -> dict[tuple[str, str], EpisodeRecord]:
@@ -125,17 +140,18 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                       records_path: Path | None = None, max_steps: int = MAXIMUM_STEP_LIMIT, seed: int = 0,
                       on_event: EventSink | None = None,
                       environment: Callable[[str], Environment] = open_environment,
-                      costs: Callable[[], dict[str, Any]] | None = None) -> EpisodeRun:
+                      costs: Callable[[], dict[str, Any]] | None = None, play: Play = play_episode) -> EpisodeRun:
     """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
 
     ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;
     ``environment``: name -> a fresh environment (the registry's ``open_environment``); ``costs``: the
-    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars).
+    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars);
+    ``play``: how one entry runs and is judged (``Play``).
 
     Raises:
         ModelUnavailableError: systemic; the finished entries are in ``records_path``.
     """
-    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
+    parts = RunParts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
     kept = _kept(records_path, mechanism.spec, episodes)
     if records_path is not None and records_path.is_file():
         atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
@@ -155,8 +171,8 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                     stopped = "stop requested"
                     break
                 try:
-                    base = run_condition(parts, episode, none, BASE)
-                    final = run_condition(parts, episode, mechanism, mechanism.spec)
+                    base = run_condition(parts, episode, none, BASE, play)
+                    final = run_condition(parts, episode, mechanism, mechanism.spec, play)
                 except CostCapReached as exc:  # the entry is unfinished: not recorded, resumable
                     capped, stopped = exc, str(exc)
                     break
@@ -177,4 +193,4 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     return EpisodeRun([record for pair in pairs for record in pair], summary, capped)
 
 
-__all__ = ["BASE", "EpisodeRun", "evaluate_episodes", "run_condition"]
+__all__ = ["BASE", "EpisodeRun", "Play", "RunParts", "evaluate_episodes", "play_episode", "run_condition"]
