@@ -28,6 +28,7 @@ tau2's ``SimulationRun`` and a ``Judgement`` made of tau2's ``RewardInfo``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import random
@@ -35,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from saag_opt.agents.base import BASE_PROMPT_HASH, BaseAgent, FeedbackTurn, render_calls_json
+from saag_opt.agents.base import BASE_PROMPT_HASH, BaseAgent, FeedbackTurn, registry_json_schema, render_calls_json
 from saag_opt.agents.conversation import Conversation
 from saag_opt.agents.episode import EpisodeOutcome, StepOutcome, TurnOutcome
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
@@ -43,7 +44,7 @@ from saag_opt.agents.reviewer import Reviewer
 from saag_opt.data.tau2 import domain_of, domain_tools, task_of
 from saag_opt.data.tau2_package import USER_LLM_ARGS, tau2
 from saag_opt.episodes import Episode, Judgement, ToolResult
-from saag_opt.lm import ModelSpec, parse_model_spec
+from saag_opt.lm import ModelSpec, chat_completion, parse_model_spec
 from saag_opt.lm.backends import get_backend
 from saag_opt.model import Example, Prediction, Registry, ToolCall
 
@@ -57,7 +58,12 @@ MAX_WITHHELD = 3
 """Withheld steps in a row before the agent must answer the user in text."""
 NO_REPLY = "I am sorry, I cannot complete that request."
 """Sent to the user when the agent's last word after withheld steps is no text at all (tau2 needs a message)."""
-TAU2_PROMPT_HASH = f"tau2-{BASE_PROMPT_HASH}"
+TAU2_JSON_SUFFIX = (
+    "\n\nReply with a single JSON object {\"calls\": [{\"name\": <function name>, \"arguments\": {...}}, ...], "
+    "\"message\": <text>}. Either make tool calls (and leave \"message\" empty) or send a message to the user "
+    "(with \"calls\": []), not both.\n\nAvailable functions:\n")
+"""Appended to tau2's agent prompt in ``json`` mode, followed by the function documentation."""
+TAU2_PROMPT_HASH = "tau2-" + hashlib.sha256((BASE_PROMPT_HASH + TAU2_JSON_SUFFIX).encode()).hexdigest()[:16]
 """Part of the base-prediction cache key of ``Tau2BaseAgent`` (the prompt is tau2's, from the example)."""
 
 
@@ -75,7 +81,9 @@ class Tau2BaseAgent(BaseAgent):
     """The base agent with tau2's prompt, whose text replies are messages to the user.
 
     The step example's first (system) message, tau2's agent instructions and policy, replaces the
-    project's function-calling prompt.
+    project's function-calling prompt. In ``json`` mode (the embedded model: no native tool calls)
+    the reply is constrained to ``{"calls": [...], "message": "..."}`` (``tau2_json_schema``): calls,
+    or no call and the message to the user, as tau2's agent answers with one or the other.
     """
 
     @property
@@ -84,14 +92,50 @@ class Tau2BaseAgent(BaseAgent):
         return f"{TAU2_PROMPT_HASH}-{self.mode}"
 
     def build_messages(self, example: Example, feedback: Sequence[FeedbackTurn] = ()) -> list[dict[str, Any]]:
-        """tau2's system prompt and the conversation, then one (assistant, system) pair per feedback turn."""
-        return super().build_messages(example, feedback)[1:]
+        """tau2's system prompt (plus the JSON reply format in json mode), the conversation, the feedback turns."""
+        messages = super().build_messages(example, feedback)[1:]
+        if self.mode == "json" and messages and messages[0]["role"] == "system":
+            tools = json.dumps([t.to_openai_tool()["function"] | {"name": t.name} for t in example.registry],
+                               ensure_ascii=False, indent=1)
+            messages[0] = {"role": "system", "content": messages[0]["content"] + TAU2_JSON_SUFFIX + tools}
+        return messages
+
+    def _call(self, example: Example, messages: list[dict[str, Any]], temperature: float) -> Any:
+        if self.mode != "json":
+            return super()._call(example, messages, temperature)
+        return chat_completion(self.lm, messages, temperature=temperature, role=self.role, ledger=self.ledger,
+                               response_format={"type": "json_schema", "json_schema": {
+                                   "name": "reply", "schema": tau2_json_schema(example)}})
 
     def _read(self, example: Example, result: Any) -> Prediction:
+        text = getattr(result, "text", None) or ""
         if self.mode == "native" and not getattr(result, "tool_calls", None):
-            text = getattr(result, "text", None) or ""
             return Prediction(raw=text, status="empty")
+        if self.mode == "json":
+            reply = _json_reply(text)
+            if reply is not None and not reply[0]:
+                return Prediction(raw=reply[1], status="empty")
         return super()._read(example, result)
+
+
+
+
+def tau2_json_schema(example: Example) -> dict[str, Any]:
+    """The project's ``{"calls": [anyOf per tool]}`` schema plus the ``message`` to the user."""
+    schema = registry_json_schema(example)
+    return schema | {"properties": dict(schema["properties"]) | {"message": {"type": "string"}},
+                     "required": ["calls", "message"]}
+
+
+def _json_reply(text: str) -> tuple[list[Any], str] | None:
+    """``(calls, message)`` of a JSON-mode reply, or None when it is not one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("calls", []), list):
+        return None
+    return list(data.get("calls") or []), str(data.get("message") or "")
 
 
 @dataclass
@@ -387,6 +431,7 @@ def transcript_json(run: Tau2Run) -> list[dict[str, Any]]:
     return [json.loads(m.model_dump_json()) for m in run.simulation.messages]
 
 
-__all__ = ["DEFAULT_MAX_ERRORS", "DEFAULT_MAX_STEPS", "DEFAULT_SEED", "MAX_WITHHELD", "NO_REPLY", "Tau2BaseAgent",
+__all__ = ["DEFAULT_MAX_ERRORS", "DEFAULT_MAX_STEPS", "DEFAULT_SEED", "MAX_WITHHELD", "NO_REPLY", "TAU2_JSON_SUFFIX",
+           "Tau2BaseAgent", "tau2_json_schema",
            "Tau2Run", "UserFactory", "judgement_of", "pass_hat_ks", "reviewed_agent_class", "run_task",
            "simulated_user", "trial_seeds", "transcript_json", "user_llm"]
