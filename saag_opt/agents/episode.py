@@ -25,7 +25,9 @@ The caller owns the environment: ``run_episode`` resets it and leaves it open, s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import Conversation
@@ -82,8 +84,8 @@ class TurnOutcome:
     steps: tuple[StepOutcome, ...]
     added_tools: tuple[str, ...] = ()
     cut_off: bool = False
-    user: tuple[str, ...] = ()
-    """The user's messages that opened the turn (the episode's, or what a user simulator wrote)."""
+    messages: tuple[Mapping[str, Any], ...] = ()
+    """The turn's own user messages when they are not the episode's (what tau2's user simulator wrote)."""
 
     @property
     def transcript(self) -> tuple[tuple[ToolCall, ...], ...]:
@@ -169,8 +171,7 @@ def run_episode(episode: Episode, environment: Environment, agent: BaseAgent, re
             if ran > max_steps:
                 cut_off = True
                 break
-        user = tuple(str(m.get("content") or "") for m in turn.messages if m.get("role", "user") == "user")
-        turns.append(TurnOutcome(index, tuple(steps), tuple(t.name for t in turn.added_tools), cut_off, user))
+        turns.append(TurnOutcome(index, tuple(steps), tuple(t.name for t in turn.added_tools), cut_off))
         if cut_off:
             break
     return EpisodeOutcome(episode.id, episode.category, mechanism.spec, tuple(turns))

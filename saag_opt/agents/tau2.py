@@ -167,10 +167,11 @@ class _Log:
         self.turns[-1].steps.append(step)
 
     def outcome(self, episode_id: str, category: str, mechanism: str, *, cut_off: bool) -> EpisodeOutcome:
-        turns = [TurnOutcome(i, tuple(t.steps), user=(t.user,) if t.user else ()) for i, t in enumerate(self.turns)]
+        turns = [TurnOutcome(i, tuple(t.steps), messages=({"role": "user", "content": t.user},) if t.user else ())
+                 for i, t in enumerate(self.turns)]
         if cut_off and turns:
             last = turns[-1]
-            turns[-1] = TurnOutcome(last.index, last.steps, last.added_tools, True, last.user)
+            turns[-1] = TurnOutcome(last.index, last.steps, last.added_tools, True, last.messages)
         return EpisodeOutcome(episode_id, category, mechanism, tuple(turns))
 
 

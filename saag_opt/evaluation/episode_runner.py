@@ -32,7 +32,7 @@ from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_epis
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, NoReview
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, Judgement, open_environment
-from saag_opt.errors import CostCapReached, ModelUnavailableError
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError
 from saag_opt.evaluation.episodes import (
     EpisodeRecord,
     EpisodeSummary,
@@ -72,9 +72,7 @@ def _tokens(tracker: Any) -> int:
 
 
 @dataclass(frozen=True)
-class RunParts:
-    """What one run of an entry needs: the opened set-up's pieces and the run's limits."""
-
+class _Parts:
     agent: BaseAgent
     reviewer: Reviewer | None
     mechanism: Mechanism
@@ -83,14 +81,18 @@ class RunParts:
     run_id: str
     max_steps: int
     environment: Callable[[str], Environment]
+    play: Play
 
 
-Play = Callable[[RunParts, Episode, Mechanism], tuple[EpisodeOutcome, Judgement]]
+RunParts = _Parts
+"""What a ``Play`` gets: the opened set-up's pieces (agent, reviewer, context, reviewer LM) and the run's limits."""
+
+Play = Callable[["_Parts", Episode, Mechanism], tuple[EpisodeOutcome, Judgement]]
 """Runs one entry under a mechanism and judges it: the episode loop on its environment (``play_episode``),
 or a peer suite's own runner (tau2's orchestrator, ``evaluation/tau2_play.py``)."""
 
 
-def play_episode(parts: RunParts, episode: Episode, mechanism: Mechanism) -> tuple[EpisodeOutcome, Judgement]:
+def play_episode(parts: _Parts, episode: Episode, mechanism: Mechanism) -> tuple[EpisodeOutcome, Judgement]:
     """The episode loop on a fresh environment of the episode's, judged by its ``check``."""
     environment = parts.environment(episode.environment)
     try:
@@ -101,22 +103,22 @@ def play_episode(parts: RunParts, episode: Episode, mechanism: Mechanism) -> tup
         environment.close()
 
 
-def run_condition(parts: RunParts, episode: Episode, mechanism: Mechanism, condition: str,
-                  play: Play = play_episode) -> EpisodeRecord:
+def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
     """One run of ``episode`` under ``mechanism``, judged; any failure in it becomes an ``error`` record.
 
     Raises:
         CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
+        ConfigError: the entry cannot be played at all (an unknown environment).
     """
     import dspy
 
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
         with scope, dspy.track_usage() as tracker, lm_clock() as clock:
-            outcome, judgement = play(parts, episode, mechanism)
+            outcome, judgement = parts.play(parts, episode, mechanism)
         return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=_tokens(tracker),
                               untimed=clock.untimed)
-    except (CostCapReached, ModelUnavailableError):
+    except (CostCapReached, ModelUnavailableError, ConfigError):
         raise
     except Exception as exc:
         return failed_episode_record(parts.run_id, episode, condition, _error_text(exc))
@@ -151,7 +153,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     Raises:
         ModelUnavailableError: systemic; the finished entries are in ``records_path``.
     """
-    parts = RunParts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
+    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment, play)
     kept = _kept(records_path, mechanism.spec, episodes)
     if records_path is not None and records_path.is_file():
         atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
@@ -171,8 +173,8 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                     stopped = "stop requested"
                     break
                 try:
-                    base = run_condition(parts, episode, none, BASE, play)
-                    final = run_condition(parts, episode, mechanism, mechanism.spec, play)
+                    base = run_condition(parts, episode, none, BASE)
+                    final = run_condition(parts, episode, mechanism, mechanism.spec)
                 except CostCapReached as exc:  # the entry is unfinished: not recorded, resumable
                     capped, stopped = exc, str(exc)
                     break

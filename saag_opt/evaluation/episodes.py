@@ -19,7 +19,7 @@ Pure: no LM, no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -110,8 +110,8 @@ class TurnRecord(BaseModel):
     """The steps, in order."""
     cut_off: bool = False
     """The step limit ended the run in this turn."""
-    user: list[str] = Field(default_factory=list)
-    """The user's messages that opened the turn (the episode's, or what tau2's user simulator wrote)."""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The turn's own user messages when they are not the dataset's (tau2's user simulator's), text trimmed."""
     abstain: bool = False
     """The truth at this turn is to call nothing (from the checker's gold; never shown to the agent)."""
 
@@ -153,6 +153,10 @@ class EpisodeRecord(ExampleRecord):
 
 def _text(value: str | None, limit: int = TEXT_LIMIT) -> str | None:
     return value if value is None or len(value) <= limit else value[:limit]
+
+
+def _message(message: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(message) | {"content": _text(str(message.get("content") or ""))}
 
 
 def _call(prediction: Prediction) -> CallRecord:
@@ -197,7 +201,7 @@ def episode_record(run_id: str, episode: Episode, condition: str, outcome: Episo
     abstain = set(judgement.abstain_turns)
     steps = outcome.steps
     turns = [TurnRecord(index=t.index, added_tools=list(t.added_tools), steps=[step_record(s) for s in t.steps],
-                        cut_off=t.cut_off, user=[_text(u) or "" for u in t.user], abstain=t.index in abstain)
+                        cut_off=t.cut_off, messages=[_message(m) for m in t.messages], abstain=t.index in abstain)
              for t in outcome.turns]
     reviewed = [s for s in steps if s.outcome.mechanism != "none"]
     return EpisodeRecord(

@@ -70,7 +70,7 @@ def test_a_run_becomes_an_episode_record_with_user_turns_and_tau2s_reward_breakd
     assert record.correct and record.judgement is not None and record.judgement.reward == 1.0
     assert record.judgement.checks == {"env_assertion": True}
     assert record.judgement.details["reward_breakdown"] == {"ENV_ASSERTION": 1.0}
-    assert record.turns[0].user == [OPENING]
+    assert record.turns[0].messages == [{"role": "user", "content": OPENING}]
     executed = [c["name"] for t in record.turns for s in t.steps for c in s.executed]
     gold = [a["name"] for a in episode.gold["actions"] if a["requestor"] == "assistant"]
     assert executed == gold

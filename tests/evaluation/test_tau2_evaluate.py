@@ -68,7 +68,7 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
         base, reviewed = run.records[0], run.records[1]
         assert base.judgement is not None and base.judgement.checks["db"] is False and base.judgement.reward == 0.0
         assert reviewed.judgement is not None and reviewed.judgement.reward == 1.0
-        assert reviewed.turns[0].user == ["Please create a task 'Important Meeting' for user_1."]
+        assert reviewed.turns[0].messages == [{"role": "user", "content": "Please create a task 'Important Meeting' for user_1."}]
         step = reviewed.turns[0].steps[0]
         assert [r.verdict for r in step.rounds] == ["reject"] and step.revised
         assert step.executed == [{"name": "create_task", "arguments": {"user_id": "user_1", "title": RIGHT}}]
