@@ -32,7 +32,7 @@ import hashlib
 import itertools
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,12 +380,13 @@ def judgement_of(reward_info: Any, termination: str) -> Judgement:
 
 
 def run_task(episode: Episode, *, agent: BaseAgent, reviewer: Reviewer | None, mechanism: Mechanism,
-             ctx: MechanismContext, user: UserFactory, trial: int = 0, seed: int | None = None,
+             ctx: MechanismContext, user: UserFactory, trial: int | None = None, seed: int | None = None,
              max_steps: int = DEFAULT_MAX_STEPS, max_errors: int = DEFAULT_MAX_ERRORS,
              max_withheld: int = MAX_WITHHELD) -> Tau2Run:
     """One trial of one tau2 task under ``mechanism``, scored by tau2's ``evaluate_simulation`` (``ALL``).
 
-    ``seed``: the trial's seed (``trial_seeds``; default: trial ``trial`` of ``DEFAULT_SEED``), given to
+    ``trial``: default the episode's (``data.tau2.with_trials``), else 0. ``seed``: the trial's seed
+    (``trial_seeds``; default: trial ``trial`` of ``DEFAULT_SEED``), given to
     the agent and the user as tau2's orchestrator gives it. ``agent`` should be a ``Tau2BaseAgent``
     (anything with its ``propose``). LM failures propagate.
 
@@ -395,10 +396,11 @@ def run_task(episode: Episode, *, agent: BaseAgent, reviewer: Reviewer | None, m
     t = tau2()
     domain = domain_of(episode)
     task = task_of(episode)
+    trial = int(episode.setup.get("trial", 0)) if trial is None else trial
     run_seed = trial_seeds(DEFAULT_SEED, trial + 1)[trial] if seed is None else seed
     environment = t.registry.get_env_constructor(domain)()
     shell = reviewed_agent_class()(environment.get_tools(), environment.get_policy(), agent=agent, reviewer=reviewer,
-                                   mechanism=mechanism, ctx=ctx, episode_id=f"{episode.id}/trial{trial}",
+                                   mechanism=mechanism, ctx=ctx, episode_id=f"{task.id}/trial{trial}",
                                    category=episode.category, registry=domain_tools(domain), max_withheld=max_withheld)
     orchestrator = t.Orchestrator(domain=domain, agent=shell, user=user(environment, task), environment=environment,
                                   task=task, max_steps=max_steps, max_errors=max_errors, seed=run_seed)
@@ -411,7 +413,7 @@ def run_task(episode: Episode, *, agent: BaseAgent, reviewer: Reviewer | None, m
     return Tau2Run(simulation, outcome, judgement_of(simulation.reward_info, termination), trial, run_seed)
 
 
-def pass_hat_ks(rewards: dict[str, Sequence[float]]) -> dict[int, float]:
+def pass_hat_ks(rewards: Mapping[str, Sequence[float]]) -> dict[int, float]:
     """pass^k for k = 1 .. the fewest trials of a task, as tau2's ``compute_metrics`` computes it.
 
     Per task ``pass_hat_k(trials, successes, k)`` (``is_successful`` on each reward), averaged over tasks.

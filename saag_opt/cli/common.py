@@ -57,6 +57,8 @@ ReviewerOpt = Annotated[Optional[str], typer.Option(
     "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
 UserModelOpt = Annotated[Optional[str], typer.Option(
     "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
+TrialsOpt = Annotated[int, typer.Option(
+    "--trials", min=1, max=32, help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
 MechanismOpt = Annotated[str, typer.Option(
     "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "

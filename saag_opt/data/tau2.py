@@ -81,6 +81,29 @@ def load_tau2(domain: str) -> list[Episode]:
     return [episode_from_task(domain, task, splits.get(str(task.id), fallback)) for task in tasks]
 
 
+def with_trials(episodes: list[Episode], trials: int) -> list[Episode]:
+    """Each task ``trials`` times, trial-major as tau2's ``run_tasks`` orders them (one trial: as they are).
+
+    A trial is its own entry, ``<task id>/trial<k>`` with ``setup["trial"] = k`` (the runner gives it tau2's
+    k-th trial seed); its split is the task's, so no task is split across train and test.
+
+    Raises:
+        ConfigError: ``trials`` < 1.
+    """
+    if trials < 1:
+        raise ConfigError(f"trials must be >= 1, got {trials}")
+    if trials == 1:
+        return list(episodes)
+    return [Episode(f"{e.id}/trial{k}", e.category, e.turns, e.tools, e.environment, dict(e.setup) | {"trial": k},
+                    e.gold, e.split, e.source) for k in range(trials) for e in episodes]
+
+
+def task_id_of(entry_id: str) -> str:
+    """The task of an entry id (``with_trials``: ``<task id>/trial<k>``; else the id itself)."""
+    task, sep, k = entry_id.rpartition("/trial")
+    return task if sep and k.isdigit() else entry_id
+
+
 def task_of(episode: Episode) -> Any:
     """The tau2 ``Task`` an episode was made from (for the orchestrator and the evaluator only)."""
     return tau2().Task.model_validate(episode.setup["task"])
@@ -99,4 +122,4 @@ def domain_of(episode: Episode) -> str:
 
 
 __all__ = ["PREFIX", "TASK_SET", "TAU2_DOMAINS", "domain_of", "domain_tools", "environment_name", "episode_from_task",
-           "load_tau2", "task_of"]
+           "load_tau2", "task_id_of", "task_of", "with_trials"]

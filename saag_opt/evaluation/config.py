@@ -41,6 +41,8 @@ class EvaluateConfig(SetupConfig):
     """Mark the run failed when more than this share of examples errored."""
     user_model: str | None = None
     """tau2 datasets: the model of tau2's user simulator (a model spec); None = the base model."""
+    trials: int = Field(default=1, ge=1, le=32)
+    """tau2 datasets: runs per task (tau2's ``num_trials``; trial k gets tau2's k-th seed), for pass^k."""
     max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0.0)
     """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
     stops cleanly with the finished examples kept (``summary.stopped``)."""
@@ -57,6 +59,9 @@ class EvaluateConfig(SetupConfig):
         if self.user_model is not None and not self.dataset.startswith("tau2:"):
             raise ValueError(f"user_model is the model of tau2's user simulator; dataset {self.dataset!r} has its "
                              "user turns in the data (use a tau2:<domain> dataset, or leave --user-model out)")
+        if self.trials > 1 and not self.dataset.startswith("tau2:"):
+            raise ValueError(f"trials > 1 is for tau2 datasets (pass^k over a simulated user's runs); dataset "
+                             f"{self.dataset!r} runs each entry once")
         return self
 
     @model_validator(mode="after")

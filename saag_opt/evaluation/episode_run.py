@@ -18,8 +18,9 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
-from saag_opt.agents.tau2 import simulated_user
+from saag_opt.agents.tau2 import pass_hat_ks, simulated_user
 from saag_opt.data.catalog import load_episodes
+from saag_opt.data.tau2 import task_id_of, with_trials
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
@@ -116,6 +117,15 @@ def _play(config: EvaluateConfig) -> Play:
     return tau2_play(simulated_user(config.user_model or config.setup.base))
 
 
+def _pass_hat_k(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
+    """Per condition, tau2's pass^k over each task's trials (an errored run counts as reward 0)."""
+    rewards: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        reward = record.judgement.reward if record.judgement is not None else None
+        rewards.setdefault(record.condition, {}).setdefault(task_id_of(record.example_id), []).append(reward or 0.0)
+    return {condition: pass_hat_ks(tasks) for condition, tasks in rewards.items()}
+
+
 def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
                    args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> MultiTurnResult:
     """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
@@ -126,6 +136,8 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
         RunError: the run directory cannot be written or resumed.
     """
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if config.dataset.startswith("tau2:"):
+        episodes = with_trials(episodes, config.trials)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     configure_lm_cache()
@@ -147,9 +159,12 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
                                     costs=ledger.snapshot, play=play)
         finally:
             save_costs(run_dir, ledger)
-        atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))
+        summary = run.summary
+        if config.dataset.startswith("tau2:"):
+            summary = summary.model_copy(update={"pass_hat_k": _pass_hat_k(run.records)})
+        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     finish_header(run_dir, header, run.stopped_by)
-    return MultiTurnResult(run_dir, run.summary, run.records)
+    return MultiTurnResult(run_dir, summary, run.records)
 
 
 __all__ = ["MultiTurnResult", "is_multi_turn_run", "multi_turn_resume_config", "run_multi_turn"]

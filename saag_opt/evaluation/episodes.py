@@ -361,6 +361,8 @@ class EpisodeSummary(BaseModel):
     """``base`` and the mechanism: turns, steps, withheld / revised calls, abstention, per turn."""
     abstention_help_harm: HelpHarm | None = None
     """Over abstention turns alone: left without a call, base vs reviewed (None without such turns)."""
+    pass_hat_k: dict[str, dict[int, float]] = Field(default_factory=dict)
+    """tau2 datasets: per condition, pass^k for k = 1 .. the trials, as tau2 computes it (``agents.tau2.pass_hat_ks``)."""
     stopped: str | None = None
     """Why the run ended early; None = complete."""
 

@@ -86,3 +86,29 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--user-model", "gpt-4o",
                                       "--base", "fake", "--mechanism", "none"])
     assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
+
+
+def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
+    from saag_opt.cli import app
+    from saag_opt.runfiles import read_run
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+                "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
+                "--retries", "0", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        user_seeds = [r.body.get("seed") for r in server.requests
+                      if r.body and "<scenario>" in str(r.body["messages"][0].get("content"))]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    run = read_run(run_dir)
+    assert [(r.example_id, r.condition) for r in run.records] == [
+        ("create_task_1/trial0", "base"), ("create_task_1/trial0", "r1"),
+        ("create_task_1/trial1", "base"), ("create_task_1/trial1", "r1")]
+    assert run.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
+    assert set(user_seeds) == set(trial_seeds(DEFAULT_SEED, 2))  # tau2's seed per trial reached the user model
