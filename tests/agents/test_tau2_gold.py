@@ -34,7 +34,7 @@ def _sample() -> list[Any]:
 
 
 def test_the_domains_load_with_tau2s_own_splits() -> None:
-    from saag_opt.data.tau2 import load_tau2
+    from saag_opt.data.tau2 import TAU2_TASKS, load_tau2
 
     airline = load_tau2("airline")
     assert len(airline) == 50 and {e.split for e in airline} == {"train", "test"}
@@ -42,6 +42,7 @@ def test_the_domains_load_with_tau2s_own_splits() -> None:
     assert all(e.environment == "tau2:airline" and e.turns[0].messages == () for e in airline)
     assert "book_reservation" in airline[0].tools.names
     assert {e.split for e in load_tau2("mock")} == {"test"}  # tau2 gives mock no split
+    assert {d: len(load_tau2(d)) for d in TAU2_TASKS} == TAU2_TASKS  # what `datasets list` says
 
 
 def test_gold_replay_scores_1_on_every_replayable_task_of_a_sample() -> None:
