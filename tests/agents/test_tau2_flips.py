@@ -28,6 +28,8 @@ from tests.runtime.world import verdict
 pytestmark = [pytest.mark.integration, requires(missing())]
 
 REPO = Path(__file__).resolve().parents[2]
+NO_CACHE = {"retries": 0, "cache": False}
+"""The user simulator's LM: every request reaches the server (no reply replayed from another test)."""
 WRONG_CARD = "credit_card_0000000"
 DONE = "Your exchange is complete."
 
@@ -102,7 +104,8 @@ def _run(world: World, spec: str, monkeypatch: pytest.MonkeyPatch) -> Any:
         reviewer.set_lm(reviewer_lm)
         with dspy.context(lm=reviewer_lm):
             return run_task(_episode(), agent=agent, reviewer=reviewer, mechanism=parse_mechanism(spec),
-                            ctx=MechanismContext(cache=BasePredictionCache()), user=simulated_user(f"fake@{server.url}"))
+                            ctx=MechanismContext(cache=BasePredictionCache()),
+                            user=simulated_user(f"fake@{server.url}", call_options=NO_CACHE))
 
 
 def _trajectory_calls(run: Any) -> list[dict[str, Any]]:

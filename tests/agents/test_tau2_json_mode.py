@@ -23,6 +23,8 @@ from tests.runtime.world import verdict
 pytestmark = [pytest.mark.integration, requires(missing())]
 
 REPO = Path(__file__).resolve().parents[2]
+NO_CACHE = {"retries": 0, "cache": False}
+"""The user simulator's LM: every request reaches the server (no reply replayed from another test)."""
 RIGHT, WRONG = "Important Meeting", "Important Meting"
 DONE = "The task is created."
 
@@ -66,7 +68,8 @@ def _run(spec: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, World]:
         reviewer.set_lm(reviewer_lm)
         with dspy.context(lm=reviewer_lm):
             run = run_task(episode, agent=agent, reviewer=reviewer, mechanism=parse_mechanism(spec),
-                           ctx=MechanismContext(cache=BasePredictionCache()), user=simulated_user(f"fake@{server.url}"))
+                           ctx=MechanismContext(cache=BasePredictionCache()),
+                            user=simulated_user(f"fake@{server.url}", call_options=NO_CACHE))
     return run, world
 
 

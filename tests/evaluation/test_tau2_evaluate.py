@@ -72,6 +72,10 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
         step = reviewed.turns[0].steps[0]
         assert [r.verdict for r in step.rounds] == ["reject"] and step.revised
         assert step.executed == [{"name": "create_task", "arguments": {"user_id": "user_1", "title": RIGHT}}]
+        costs = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))
+        user_calls = sum(1 for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"]))
+        user = costs["roles"]["user"]  # tau2's user simulator is on the run's ledger: 2 tasks x 2 runs x 2 turns,
+        assert user["calls"] == 8 and user["calls"] - user["cache_hits"] == user_calls > 0  # the rest from the cache
         again = CliRunner().invoke(app, ["evaluate", "--resume", str(run_dir)], env={"COLUMNS": "200"})
         assert again.exit_code == 0, again.output
         assert len(server.chat_requests) == asked  # every task finished: nothing is asked again
