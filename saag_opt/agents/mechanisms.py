@@ -18,7 +18,7 @@ import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, Proposal
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
@@ -77,7 +77,8 @@ class Ruling:
 
     ``feedback`` is the text for the agent's model; ``reviewed``: a usable verdict was had; ``error``:
     the reviewer failure on the way; ``revision_report``: the cascade of the revised calls;
-    ``cacheable`` False = the guard must not replay it (a failure decided it).
+    ``cacheable`` False = the guard must not replay it (a failure decided it); ``provenance``: an
+    injection block's findings.
     """
 
     action: GuardAction
@@ -87,6 +88,8 @@ class Ruling:
     error: str | None = None
     revision_report: PredictionReport | None = None
     cacheable: bool = True
+    provenance: dict[str, Any] | None = None
+    """An injection block's ``InjectionReport.to_dict()`` (which value came from which tool text, and why)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     MaxRepairsOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     PromptOpt,
     ReasoningEffortOpt,
@@ -35,6 +36,7 @@ from saag_opt.cli.common import (
     UserModelOpt,
     WorkersOpt,
     config_values,
+    log_to_mlflow,
     output_path,
     passed_values,
     print_dry_run,
@@ -42,7 +44,6 @@ from saag_opt.cli.common import (
     validated,
     write_output,
 )
-from saag_opt.errors import ConfigError
 
 
 def evaluate(
@@ -72,6 +73,7 @@ def evaluate(
     user_model: UserModelOpt = None,
     trials: TrialsOpt = 1,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
@@ -91,6 +93,7 @@ def evaluate(
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None)
+    log_to_mlflow(ctx, mlflow_uri, dry_run)
     if _multi_turn(dataset, resume):  # conversations: evaluation/episode_run.py (docs/design.md §18)
         _evaluate_multi_turn(passed, values, resume, dry_run, json_out)
         return
@@ -119,15 +122,16 @@ def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume:
     from rich.console import Console
 
     from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn
     from saag_opt.report.episode_tables import print_episode_report
     from saag_opt.report.evaluate_tables import EvaluateProgress
     from saag_opt.report.live import with_lines
 
-    if dry_run:
-        raise ConfigError("--dry-run does not estimate multi-turn datasets yet")
     config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
               else validated(EvaluateConfig, **values))
+    if dry_run:
+        print_dry_run(preflight_multi_turn(config))
+        return
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)

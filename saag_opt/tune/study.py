@@ -177,10 +177,17 @@ class EvaluateFn(Protocol):
 
 
 def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
-    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``)."""
+    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``).
+
+    On a multi-turn dataset: the multi-turn evaluate run, read as an evaluate pass
+    (``episode_run.evaluate_pass``, docs/design.md §18).
+    """
+    from saag_opt.data.catalog import is_multi_turn_dataset
+    from saag_opt.evaluation.episode_run import evaluate_pass
     from saag_opt.evaluation.runner import run_evaluation
 
-    result = run_evaluation(config, ledger=ledger)
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation
+    result = runner(config, ledger=ledger)
     return result.run_dir, result.summary
 
 

@@ -72,6 +72,8 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
         step = reviewed.turns[0].steps[0]
         assert [r.verdict for r in step.rounds] == ["reject"] and step.revised
         assert step.executed == [{"name": "create_task", "arguments": {"user_id": "user_1", "title": RIGHT}}]
+        page = (run_dir / "report.html").read_text(encoding="utf-8")
+        assert "Please create a task" in page and "communicate" in page  # the user's turns, tau2's breakdown
         costs = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))
         user_calls = sum(1 for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"]))
         user = costs["roles"]["user"]  # tau2's user simulator is on the run's ledger: 2 tasks x 2 runs x 2 turns,
@@ -116,3 +118,14 @@ def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pas
         ("create_task_1/trial1", "base"), ("create_task_1/trial1", "r1")]
     assert run.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
     assert set(user_seeds) == set(trial_seeds(DEFAULT_SEED, 2))  # tau2's seed per trial reached the user model
+
+
+def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
+    from typer.testing import CliRunner
+
+    from saag_opt.cli import app
+    from saag_opt.errors import ConfigError
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--base", "fake", "--mechanism", "none",
+                                      "--dry-run"])
+    assert isinstance(result.exception, ConfigError) and "user simulator" in str(result.exception)
