@@ -325,6 +325,7 @@ def user_simulator_class() -> type:
                              llm_args=None)
             self.lm = lm
             self.seed: int | None = None
+            self._ids = itertools.count()
 
         def set_seed(self, seed: int) -> None:
             self.seed = seed
@@ -338,9 +339,9 @@ def user_simulator_class() -> type:
             tools = [tool.openai_schema for tool in self.tools] if self.tools else None
             result = chat_completion(self.lm, wire, tools=tools, tool_choice="auto" if tools else None,
                                      seed=self.seed, role="user")
-            calls = [t.ToolCall(id=c.get("id") or f"user_call_{i}", name=c["name"] or "",
+            calls = [t.ToolCall(id=f"user_call_{next(self._ids)}", name=c["name"] or "",  # unique in the run
                                 arguments=json.loads(c["arguments"] or "{}"), requestor="user")
-                     for i, c in enumerate(result.tool_calls)]
+                     for c in result.tool_calls]
             reply = t.UserMessage(role="user", content=result.text or None, tool_calls=calls or None,
                                   usage=dict(result.usage), cost=result.dollars)
             state.messages.append(reply)
