@@ -46,10 +46,10 @@ from saag_opt.agents.mechanisms import (
     Progressive,
     ReviewRound,
     RoundVerdict,
-    Ruling,
     register_mechanism,
 )
 from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
@@ -62,35 +62,6 @@ if TYPE_CHECKING:
 
 NO_CALL = Prediction((), raw=None, status="empty")
 """What a blocked turn executes: nothing (an abstention, as ``evaluate`` scores it)."""
-
-
-def hard_failure(report: PredictionReport) -> bool:
-    """Some call failed stage 1 (registry) or 2 (structure): it cannot run as proposed."""
-    return any(call.stage_reached in (1, 2) for call in report.calls)
-
-
-def stage_summary(report: PredictionReport) -> str:
-    """``failed SAAG stage 1/2``: the stages that keep a call from running, for reasons."""
-    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
-    return f"failed SAAG stage {'/'.join(stages)}"
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: first line`` of an exception (at most 300 characters), for reasons and ``error``."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
-
-
-def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ruling:
-    """The review of the proposed calls failed: ``on_error`` decides, but a stage 1-2 failure never runs."""
-    if hard_failure(report):
-        return Ruling("block", f"{stage_summary(report)} and the review failed ({error})", correction_for(report),
-                      error=error, cacheable=False)
-    if on_error == "allow":
-        return Ruling("allow", f"reviewer failed ({error}); on_error=allow: runs unreviewed", error=error,
-                      cacheable=False)
-    return Ruling("block", f"reviewer failed ({error}); on_error=block",
-                  f"The tool call could not be reviewed ({error}); it was not run.", error=error, cacheable=False)
 
 
 @dataclass(kw_only=True)
@@ -290,5 +261,4 @@ register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its
 if TYPE_CHECKING:
     _g: Mechanism = GuardedReview(2)
 
-__all__ = ["NO_CALL", "GuardedReview", "LiveTurn", "describe_error", "failed_review", "hard_failure",
-           "stage_summary"]
+__all__ = ["NO_CALL", "GuardedReview", "LiveTurn"]

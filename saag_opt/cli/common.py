@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
+from saag_opt.report.estimate_tables import print_estimate
+from saag_opt.runfiles import atomic_write_text
 
 if TYPE_CHECKING:
     from saag_opt.agents.setup import SetupConfig
@@ -145,8 +148,6 @@ def output_path(path: Path | None, option: str = "--json") -> Path | None:
 
 def write_output(path: Path, text: str) -> None:
     """Write an output file atomically (a reader never sees half of it)."""
-    from saag_opt.runfiles import atomic_write_text
-
     atomic_write_text(path, text)
 
 
@@ -160,7 +161,7 @@ def config_values(ctx: typer.Context, config: type[SetupConfig]) -> dict[str, An
 
     ``None`` for a set-up option means "the set-up's default" (``--grounding`` not given: calibrated).
     """
-    from saag_opt.agents.setup import ReviewSetup  # heavy (dspy): only once a command runs
+    from saag_opt.agents.setup import ReviewSetup  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
 
     fields = config.option_fields()
     return {name: value for name, value in ctx.params.items()
@@ -183,8 +184,4 @@ def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
 
 def print_dry_run(estimate: Any) -> None:
     """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
-    from rich.console import Console
-
-    from saag_opt.report.estimate_tables import print_estimate
-
     print_estimate(Console(), estimate.to_dict())

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.cli.common import (
     BaseOpt,
@@ -42,6 +43,9 @@ from saag_opt.cli.common import (
     write_output,
 )
 from saag_opt.errors import ConfigError
+from saag_opt.report.compare_tables import print_compare_report
+from saag_opt.report.evaluate_tables import EvaluateProgress
+from saag_opt.report.live import with_lines
 
 
 def compare(
@@ -80,12 +84,9 @@ def compare(
     continues a stopped or interrupted comparison of two prompt versions.
     """
     json_out = output_path(json_out)
-    from rich.console import Console
 
-    from saag_opt.evaluation import compare as comparing
-    from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.report.compare_tables import print_compare_report
-    from saag_opt.report.evaluate_tables import EvaluateProgress
+    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     refs = {k: v for k, v in (("ref_a", ref_a), ("ref_b", ref_b)) if v is not None}
@@ -101,7 +102,6 @@ def compare(
         print_dry_run(comparing.preflight_compare(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
         result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
                                        args_passed=passed, resume=resume)
     console = Console()

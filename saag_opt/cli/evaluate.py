@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.cli.common import (
     BaseOpt,
@@ -41,6 +42,9 @@ from saag_opt.cli.common import (
     write_output,
 )
 from saag_opt.errors import ConfigError
+from saag_opt.report.episode_tables import print_episode_report
+from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report
+from saag_opt.report.live import with_lines
 
 
 def evaluate(
@@ -78,11 +82,9 @@ def evaluate(
     [bold]--resume RUN_DIR[/] continues a stopped or interrupted run in its own directory, with its recorded options.
     """
     json_out = output_path(json_out)
-    from rich.console import Console
 
-    from saag_opt.evaluation.config import EvaluateConfig, resume_config
-    from saag_opt.evaluation.runner import preflight, run_evaluation
-    from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report
+    from saag_opt.evaluation.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
@@ -95,7 +97,6 @@ def evaluate(
         print_dry_run(preflight(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
         result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)
     print_evaluate_report(Console(), result.summary, str(result.run_dir))
@@ -104,21 +105,16 @@ def evaluate(
 
 
 def _multi_turn(dataset: str, resume: Path | None) -> bool:
-    from saag_opt.data.catalog import is_multi_turn_dataset
-    from saag_opt.evaluation.episode_run import is_multi_turn_run
+    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.episode_run import is_multi_turn_run  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
 
     return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
 
 
 def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
                          json_out: Path | None) -> None:
-    from rich.console import Console
-
-    from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn
-    from saag_opt.report.episode_tables import print_episode_report
-    from saag_opt.report.evaluate_tables import EvaluateProgress
-    from saag_opt.report.live import with_lines
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
 
     if dry_run:
         raise ConfigError("--dry-run does not estimate multi-turn datasets yet")

@@ -30,6 +30,8 @@ from typing import Protocol, TypeVar
 from rapidfuzz import fuzz, process
 
 from saag_opt.data import glaive, jsonl
+from saag_opt.data.bfcl import bfcl_available, bfcl_categories, bfcl_data_dir, bfcl_files, load_bfcl
+from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES, load_bfcl_multi_turn
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
 from saag_opt.episodes import Episode
@@ -74,14 +76,10 @@ def shipped_dir() -> Path:
 
 
 def _bfcl_categories() -> list[str]:
-    from saag_opt.data.bfcl import bfcl_categories
-
     return bfcl_categories()
 
 
 def _multi_turn_categories() -> tuple[str, ...]:
-    from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES
-
     return MULTI_TURN_CATEGORIES
 
 
@@ -105,8 +103,6 @@ def _unknown(spec: str) -> ConfigError:
 
 
 def _bfcl_rows(names: Iterable[str]) -> Iterator[RowResult]:
-    from saag_opt.data.bfcl import load_bfcl
-
     for name in names:
         for example in load_bfcl(name):
             yield 0, example
@@ -245,8 +241,6 @@ def _file_source(path: Path, fmt: str | None = None) -> Source:
 
 
 def _bfcl_source(names: tuple[str, ...]) -> Source:
-    from saag_opt.data.bfcl import bfcl_files
-
     return (lambda: _bfcl_rows(names)), (lambda: tuple(f for name in names for f in bfcl_files(name)))
 
 
@@ -318,8 +312,6 @@ def load_episodes(spec: str, *, split: str | None = None, limit: int | None = No
         ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
         DatasetError: missing data or package (says how to install it), or a bad row (path:line).
     """
-    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
-
     if not is_multi_turn_dataset(spec):
         names = ", ".join(f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP))
         raise ConfigError(f"{spec!r} is not a multi-turn dataset; multi-turn datasets: {names}")
@@ -377,8 +369,6 @@ def _count_lines(path: Path) -> int | None:
 
 
 def _bfcl_infos() -> list[DatasetInfo]:
-    from saag_opt.data.bfcl import bfcl_available, bfcl_data_dir
-
     data = bfcl_data_dir()
     available = bfcl_available()
     where = str(data) if data is not None else ("cached bfcl-eval wheel" if available else "not installed")

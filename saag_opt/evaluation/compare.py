@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.comparison import CompareMode, CompareSummary, compare_sides, matched_ids
 from saag_opt.evaluation.config import EvaluateConfig
@@ -40,6 +42,9 @@ from saag_opt.evaluation.sides import (
     side_from_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.lm import CostLedger
+from saag_opt.lm.ledgerfile import earlier_roles
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
@@ -238,10 +243,6 @@ def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any
     ``passes``: run directories of earlier attempts' passes (``compare --resume``); what they spent
     is counted in the total and against the cap (each pass restores its own accounts).
     """
-    from saag_opt.lm import CostLedger
-    from saag_opt.lm.ledgerfile import earlier_roles
-    from saag_opt.lm.spendcap import SpendCap
-
     spent = CostLedger()
     for run_dir in passes:
         spent.restore(earlier_roles(run_dir))
@@ -289,8 +290,6 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         ArtifactError: an unknown prompt reference (before anything runs).
         ModelUnavailableError, RunError: as ``run_evaluation``; a resumed prompt that changed.
     """
-    from saag_opt.artifacts import resolve_ref
-
     settings = config.evaluation
     if settings is None:
         raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
@@ -402,8 +401,6 @@ def preflight_compare(config: CompareConfig) -> Estimate:
     Raises:
         ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.
     """
-    from saag_opt.data import load_dataset
-
     mode, side_a, side_b = detect_mode(config.a, config.b)
     settings = config.evaluation
     if mode == "runs" or settings is None:

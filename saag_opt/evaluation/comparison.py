@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from saag_opt.agents import parse_mechanism
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
@@ -202,8 +203,6 @@ def _dollars(costs: Mapping[str, Any] | None) -> float | None:
 
 def _gated(spec: str) -> bool:
     """The mechanism behind a condition name has a SAAG gate (False for a name no mechanism parses)."""
-    from saag_opt.agents import parse_mechanism  # the agents face loads dspy; a summary reader must not
-
     try:
         return parse_mechanism(spec).gated
     except ConfigError:

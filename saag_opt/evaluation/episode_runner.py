@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dspy
+
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
@@ -89,8 +91,6 @@ def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, conditi
     Raises:
         CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
     """
-    import dspy
-
     environment = parts.environment(episode.environment)
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
