@@ -39,6 +39,13 @@ from typing import Any
 
 from saag_opt.runtime import Guard
 
+try:  # the agentdojo extra: without it the script exits with the install line
+    from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent
+    from saag_opt.runtime.agentdojo.suites import ATTACKS, Block, TaskRun, empty_ground_truth, run_suite
+except ImportError as exc:
+    sys.exit(str(exc))
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,12 +54,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write every run as JSON lines here")
     parser.add_argument("--replay", type=Path, default=None, help="print the tables of runs written by --out")
     args = parser.parse_args()
-    try:
-        from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION
-        from saag_opt.runtime.agentdojo.scripted import ObedientAgent
-        from saag_opt.runtime.agentdojo.suites import ATTACKS, run_suite
-    except ImportError as exc:
-        sys.exit(str(exc))
     suites = args.suites.split(",")
     attacks = tuple(args.attacks.split(",")) if args.attacks else ATTACKS
     started = time.perf_counter()
@@ -104,8 +105,6 @@ def main() -> None:
     left = Counter((r.suite, r.injection_task) for r in guarded if r.security)
     print("\nattacks that still succeed with the guard (suite, injection task: pairs over all attacks): "
           + (", ".join(f"{s} {i}: {n}" for (s, i), n in sorted(left.items())) or "none"))
-    from saag_opt.runtime.agentdojo.suites import empty_ground_truth
-
     empty = empty_ground_truth(suites)
     unreachable = sum(1 for r in guarded if (r.suite, r.injection_task) in empty)
     print(f"pairs whose injection task has no ground-truth call (cannot succeed against the scripted agent): "
@@ -119,8 +118,6 @@ def main() -> None:
 
 
 def _read_run(line: str) -> Any:
-    from saag_opt.runtime.agentdojo.suites import Block, TaskRun
-
     data = json.loads(line)
     data["blocks"] = tuple(Block(**b) for b in data["blocks"])
     return TaskRun(**data)

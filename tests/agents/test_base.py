@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from saag_opt.agents import BASE_SYSTEM_PROMPT, BaseAgent, FeedbackTurn, registry_json_schema
-from saag_opt.lm import CostLedger, open_lm
+from saag_opt.lm import CostLedger, LMCallError, open_lm
 from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
@@ -116,8 +116,6 @@ def test_timeouts_are_retried(server: ScriptedOpenAIServer) -> None:
 
 
 def test_persistent_failure_raises_for_the_runner_to_record(server: ScriptedOpenAIServer) -> None:
-    from saag_opt.lm import LMCallError
-
     server.reset(lambda req: Fault(500))
     lm = open_lm(f"fake@{server.url}", role="base", retries=1, retry_base_delay=0.01)
     with pytest.raises(LMCallError, match="after 2 attempt"):

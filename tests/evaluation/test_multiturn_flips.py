@@ -16,11 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from saag_opt.agents import BaseAgent, BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
+from saag_opt.artifacts import resolve_ref
+from saag_opt.cli import app
+from saag_opt.data.bfcl_environment import BfclEnvironment, gold_calls
 from saag_opt.episodes import Episode, ToolResult
+from saag_opt.errors import ConfigError
 from saag_opt.evaluation.episode_runner import EpisodeRun, evaluate_episodes
+from saag_opt.lm import open_lm
 from saag_opt.model import ToolCall
+from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.episodes.world import episodes, needs_bfcl
 from tests.runtime.world import verdict
@@ -39,8 +46,6 @@ def _entry() -> Episode:
 
 
 def _gold(entry: Episode) -> tuple[tuple[ToolCall, ...], ...]:
-    from saag_opt.data.bfcl_environment import gold_calls
-
     return gold_calls(entry)
 
 
@@ -97,8 +102,6 @@ class SpyEnvironment:
     ran: list[ToolCall] = []
 
     def __init__(self) -> None:
-        from saag_opt.data.bfcl_environment import BfclEnvironment
-
         self.inner = BfclEnvironment()
 
     def __getattr__(self, name: str) -> Any:
@@ -111,9 +114,6 @@ class SpyEnvironment:
 
 def _run(world: World, spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
          records: Path | None = None) -> tuple[EpisodeRun, ScriptedOpenAIServer]:
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     SpyEnvironment.ran = []
     with ScriptedOpenAIServer(world) as server:
@@ -193,11 +193,6 @@ def test_a_resumed_run_keeps_finished_entries_and_asks_no_model(tmp_path: Path,
 
 def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.runfiles import read_run
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     world = World(_gold(_entry()), agent_wrong=True, reject=WRONG)
     with ScriptedOpenAIServer(world) as server:
@@ -221,10 +216,5 @@ def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_pat
 
 
 def test_dry_run_says_it_does_not_estimate_conversations_yet() -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.errors import ConfigError
-
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--dry-run"])
     assert isinstance(result.exception, ConfigError) and "multi-turn" in str(result.exception)
