@@ -95,7 +95,7 @@ def configure_lm_cache() -> Path:
     Raises:
         RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
     """
-    import dspy  # noqa: PLC0415 - heavy: dspy; this module stays import-light (tests/test_faces.py)
+    import dspy  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
 
     where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
     if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):

@@ -17,7 +17,6 @@ from rich.console import Console
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
-from saag_opt.report.estimate_tables import print_estimate
 from saag_opt.runfiles import atomic_write_text
 
 if TYPE_CHECKING:
@@ -161,7 +160,7 @@ def config_values(ctx: typer.Context, config: type[SetupConfig]) -> dict[str, An
 
     ``None`` for a set-up option means "the set-up's default" (``--grounding`` not given: calibrated).
     """
-    from saag_opt.agents.setup import ReviewSetup  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.agents.setup import ReviewSetup  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     fields = config.option_fields()
     return {name: value for name, value in ctx.params.items()
@@ -184,4 +183,6 @@ def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
 
 def print_dry_run(estimate: Any) -> None:
     """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
+    from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
+
     print_estimate(Console(), estimate.to_dict())

@@ -43,9 +43,6 @@ from saag_opt.cli.common import (
     write_output,
 )
 from saag_opt.errors import ConfigError
-from saag_opt.report.compare_tables import print_compare_report
-from saag_opt.report.evaluate_tables import EvaluateProgress
-from saag_opt.report.live import with_lines
 
 
 def compare(
@@ -85,8 +82,10 @@ def compare(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.compare_tables import print_compare_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     refs = {k: v for k, v in (("ref_a", ref_a), ("ref_b", ref_b)) if v is not None}
@@ -102,6 +101,7 @@ def compare(
         print_dry_run(comparing.preflight_compare(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
+        from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
         result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
                                        args_passed=passed, resume=resume)
     console = Console()

@@ -42,9 +42,6 @@ from saag_opt.cli.common import (
     write_output,
 )
 from saag_opt.errors import ConfigError
-from saag_opt.report.episode_tables import print_episode_report
-from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report
-from saag_opt.report.live import with_lines
 
 
 def evaluate(
@@ -83,8 +80,9 @@ def evaluate(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluation.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
-    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
@@ -97,6 +95,7 @@ def evaluate(
         print_dry_run(preflight(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
+        from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
         result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)
     print_evaluate_report(Console(), result.summary, str(result.run_dir))
@@ -105,16 +104,19 @@ def evaluate(
 
 
 def _multi_turn(dataset: str, resume: Path | None) -> bool:
-    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
-    from saag_opt.evaluation.episode_run import is_multi_turn_run  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.episode_run import is_multi_turn_run  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
 
 
 def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
                          json_out: Path | None) -> None:
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
     if dry_run:
         raise ConfigError("--dry-run does not estimate multi-turn datasets yet")

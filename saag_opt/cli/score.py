@@ -11,7 +11,6 @@ from rich.console import Console
 
 from saag_opt.choices import GroundingName
 from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, output_path
-from saag_opt.report.score_tables import datasets_table, print_score_report
 
 JsonOutOpt = Annotated[Optional[Path], typer.Option(
     "--json", metavar="OUT", show_default=False, dir_okay=False,
@@ -44,14 +43,15 @@ def score(
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
     json_out = output_path(json_out)
 
-    from saag_opt.data import load_dataset  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
-    from saag_opt.evaluation.score import score_predictions, write_score_json  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.data import load_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.score import score_predictions, write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.score_tables import print_score_report  # noqa: PLC0415 - start-up: --help loads no report table
 
     result = score_predictions(predictions, load_dataset(dataset), grounding=grounding)
     console = Console()
     print_score_report(console, result)
     if json_out is not None:
-        from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+        from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
         rows_path, summary = write_score_json(result, json_out)
         page = write_report(rows_path)
@@ -64,7 +64,8 @@ def score(
 @datasets_app.command("list")
 def datasets_list() -> None:
     """List every known dataset, its size and whether it is available offline."""
-    from saag_opt.data import list_datasets  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.data import list_datasets  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.score_tables import datasets_table  # noqa: PLC0415 - start-up: --help loads no report table
 
     Console().print(datasets_table(list_datasets()))
 
@@ -83,7 +84,7 @@ def datasets_fetch(
         help="Where to keep the download (default: the user cache dir).")] = None,
 ) -> None:
     """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""
-    from saag_opt.data import fetch_bfcl  # noqa: PLC0415 - heavy: the CLI starts without dspy/optuna (tests/test_cli.py)
+    from saag_opt.data import fetch_bfcl  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     where = fetch_bfcl(cache_dir)
     typer.echo(f"{name.value}: {where}")

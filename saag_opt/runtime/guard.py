@@ -148,7 +148,7 @@ class Guard:
             ConfigError: a bad mechanism, model spec or option. ArtifactError: unknown prompt.
             ModelUnavailableError: a missing key or model runtime (checked here, not per review).
         """
-        from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+        from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         parsed = parse_mechanism(mechanism)
         if isinstance(parsed, Gate) and isinstance(parsed.inner, (Progressive, GuardedReview)):
@@ -165,7 +165,7 @@ class Guard:
         labels: list[str | None] = [None, None]
         review_module, loaded = None, None
         if reviewer is not None:
-            from saag_opt.agents.setup import bind_reviewer  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+            from saag_opt.agents.setup import bind_reviewer  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
             loaded = load_prompt(prompt, store)
             review_lm = _open(reviewer, "reviewer", timeout, retries)
@@ -176,7 +176,7 @@ class Guard:
         reviser_agent = None
         reviser_model = reviser if reviser is not None else reviewer
         if revise and reviser_model is not None:
-            from saag_opt.agents import BaseAgent  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+            from saag_opt.agents import BaseAgent  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
             reviser_lm = _open(reviser_model, "reviser", timeout, retries)
             reviser_agent = BaseAgent(reviser_lm, ledger=getattr(reviser_lm, "ledger", None))
@@ -210,7 +210,7 @@ class Guard:
     @cached_property
     def mechanism(self) -> GuardedReview:
         """The loop this guard runs once the gate has not settled a decision: ``guard+r<reviews>``."""
-        from saag_opt.agents.guarded import GuardedReview  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+        from saag_opt.agents.guarded import GuardedReview  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         return GuardedReview(self.reviews)
 
@@ -311,9 +311,9 @@ class Guard:
 
     def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Ruled, float]:
         """``guard.mechanism`` on the proposed calls, with its cost; an exception becomes an ``on_error`` ruling."""
-        import dspy  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+        import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
-        from saag_opt.agents.guarded import LiveTurn  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+        from saag_opt.agents.guarded import LiveTurn  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         with dspy.track_usage() as usage:
             try:
@@ -368,25 +368,25 @@ class Guard:
 
     def openai_turn(self, messages: Any, tools: Any, message: Any) -> Any:
         """Plain OpenAI loop: see ``saag_opt.runtime.openai_loop.guard_turn``."""
-        from saag_opt.runtime.openai_loop import guard_turn  # noqa: PLC0415 - facade: the adapter names Guard (docs/design.md §1.2)
+        from saag_opt.runtime.openai_loop import guard_turn  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return guard_turn(self, messages, tools, message)
 
     def openai_agents_guardrail(self, **options: Any) -> Any:
         """OpenAI Agents SDK ``tool_input_guardrail``: see ``saag_opt.runtime.openai_agents``."""
-        from saag_opt.runtime.openai_agents import tool_input_guardrail  # noqa: PLC0415 - facade: the adapter names Guard (docs/design.md §1.2)
+        from saag_opt.runtime.openai_agents import tool_input_guardrail  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return tool_input_guardrail(self, **options)
 
     def wrap_react(self, react: Any) -> Any:
         """dspy.ReAct with every tool reviewed before it runs: see ``saag_opt.runtime.dspy_react``."""
-        from saag_opt.runtime.dspy_react import wrap_react  # noqa: PLC0415 - facade: the adapter names Guard (docs/design.md §1.2)
+        from saag_opt.runtime.dspy_react import wrap_react  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return wrap_react(self, react)
 
     def langchain_middleware(self, tools: Any = None) -> Any:
         """LangChain v1 ``wrap_tool_call`` middleware: see ``saag_opt.runtime.langchain``."""
-        from saag_opt.runtime.langchain import guard_middleware  # noqa: PLC0415 - facade: the adapter names Guard (docs/design.md §1.2)
+        from saag_opt.runtime.langchain import guard_middleware  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return guard_middleware(self, tools)
 
@@ -435,11 +435,11 @@ def _cascade_options(grounding: str | None) -> dict[str, Any]:
 
 def _open(model: Any, role: str, timeout: float | None, retries: int) -> Any:
     """An LM for a spec string (booked in its own ledger), or the given ``dspy.LM`` as is."""
-    import dspy  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+    import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
     if isinstance(model, dspy.LM):
         return model
-    from saag_opt.lm import open_lm, parse_model_spec  # noqa: PLC0415 - heavy: loads dspy; importing the guard stays light
+    from saag_opt.lm import open_lm, parse_model_spec  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
     return open_lm(parse_model_spec(model), role=role,
                    **call_options(retries=retries, retry_base_delay=0.5, request_timeout=timeout))

@@ -83,7 +83,7 @@ class TuneSettings:
 
 def make_sampler(settings: TuneSettings, seed_offset: int = 0) -> Any:
     """TPE for search, BruteForce for a grid (docs/design.md §12: never NSGA-II or GP here)."""
-    import optuna  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     seed = settings.seed + seed_offset
     with warnings.catch_warnings():
@@ -101,7 +101,7 @@ def open_study(space: Space, storage: Any, name: str, settings: TuneSettings, *,
         ConfigError: ``create`` and the name exists, joining a study that does not exist, or a study
             that searches another space.
     """
-    import optuna  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     sampler = make_sampler(settings, seed_offset)
     if create:
@@ -243,7 +243,7 @@ class Objective:
 
     def _earlier_result(self, trial: Any, key: str) -> Any | None:
         """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING."""
-        from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+        from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
         while True:
             running = False
@@ -276,7 +276,7 @@ def trials_counted(study: Any) -> int:
 
     A failed trial that was retried counts once, through its retry.
     """
-    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
     retried = sum(retry_of(t) is not None for t in trials)
@@ -290,7 +290,7 @@ def spent(study: Any) -> float:
 
 def budget_left(study: Any, space: Space, settings: TuneSettings, cap: Any = None) -> bool:
     """Whether any worker should start another trial (waiting retries run unless ``cap`` stopped the run)."""
-    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     if cap is not None and cap.reached:
         return False
@@ -310,7 +310,7 @@ def budget_left(study: Any, space: Space, settings: TuneSettings, cap: Any = Non
 
 def reap_stale(study: Any, storage_kind: str) -> None:
     """Fail (and enqueue again) trials of dead workers: by heartbeat on RDB, by pid on this host otherwise."""
-    import optuna  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     if storage_kind == "rdb":
         with warnings.catch_warnings():
@@ -345,7 +345,7 @@ def _silence_trial_failure_log() -> None:
 
     Why: they repeat the one line the CLI prints for it; ``run_trials`` restores the verbosity.
     """
-    import optuna  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -373,8 +373,8 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     Raises:
         ModelUnavailableError: a model stopped answering (the trial is marked failed first).
     """
-    import optuna  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
-    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report reads tune results through this module
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     _quiet_user_errors()
     if ledger is None:
