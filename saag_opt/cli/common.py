@@ -17,7 +17,7 @@ from rich.console import Console
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
-from saag_opt.runfiles import atomic_write_text
+from saag_opt.runfiles import atomic_write_text, on_run_finished
 
 if TYPE_CHECKING:
     from saag_opt.agents.setup import SetupConfig
@@ -100,6 +100,38 @@ ResumeOpt = Annotated[Optional[Path], typer.Option(
          "--fail-on-error).")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the expected LM calls, tokens and dollars by role, and exit without running.")]
+MlflowOpt = Annotated[Optional[str], typer.Option(
+    "--mlflow", metavar="URI", show_default=False,
+    help="Also log the run (and the runs nested in it) to this MLflow tracking store, e.g. sqlite:///mlflow.db: "
+         "config as params, accuracy/help/harm/cost/latency as metrics, report.html and summary.json as "
+         "artifacts (pip install 'saag-opt[mlflow]').")]
+
+
+def log_to_mlflow(ctx: typer.Context, uri: str | None, dry_run: bool = False) -> None:
+    """``--mlflow URI``: open the store now (a bad URI fails before any LM call), log the command's runs when it ends.
+
+    The runs are those that finish during the command (``runfiles.on_run_finished``), each logged
+    with the runs nested in it (``saag_opt.report.mlflow_log``), after their report.html is written.
+    """
+    if uri is None or dry_run:
+        return
+    from saag_opt.report.mlflow_log import MlflowTarget  # noqa: PLC0415 - optional (MLflow) and heavy: --mlflow only
+
+    target = MlflowTarget(uri)
+    target.experiment_id()
+    finished: list[Path] = []
+    stop_collecting = on_run_finished(finished.append)
+
+    def log() -> None:
+        stop_collecting()
+        if not finished:
+            return
+        logged = target.log_runs(finished)
+        top = [run for run in logged if run.parent is None]
+        typer.echo(f"MLflow: logged {len(top)} run(s) and {len(logged) - len(top)} nested to experiment "
+                   f"{target.experiment_name!r} at {target.shown} (run {', '.join(r.run_id for r in top)})", err=True)
+
+    ctx.call_on_close(log)
 
 
 def explicit_params(ctx: typer.Context, sources: tuple[str, ...] = ("COMMANDLINE", "ENVIRONMENT")) -> set[str]:

@@ -20,6 +20,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     MaxRepairsOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     PromptOpt,
     ReasoningEffortOpt,
@@ -34,6 +35,7 @@ from saag_opt.cli.common import (
     StoreOpt,
     WorkersOpt,
     config_values,
+    log_to_mlflow,
     output_path,
     passed_values,
     print_dry_run,
@@ -69,6 +71,7 @@ def evaluate(
     = None,
     max_cost: MaxCostOpt = None,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
@@ -87,6 +90,7 @@ def evaluate(
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None)
+    log_to_mlflow(ctx, mlflow_uri, dry_run)
     if _multi_turn(dataset, resume):  # conversations: evaluation/episode_run.py (docs/design.md §18)
         _evaluate_multi_turn(passed, values, resume, dry_run, json_out)
         return

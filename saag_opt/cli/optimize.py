@@ -21,6 +21,7 @@ from saag_opt.cli.common import (
     DryRunOpt,
     GroundingOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     PromptOpt,
     ReasoningEffortOpt,
@@ -34,6 +35,7 @@ from saag_opt.cli.common import (
     WorkersOpt,
     config_values,
     explicit_params,
+    log_to_mlflow,
     output_path,
     print_dry_run,
     validated,
@@ -66,6 +68,7 @@ def optimize(
         help="Hard cap on the run's spend: every role, reflection and the test phase, summed over resumes. A call "
              "that could pass it is never sent; the run stops cleanly and --resume continues it.")] = None,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Continue an optimize run directory.")] = None,
     workers: WorkersOpt = None,
@@ -98,6 +101,7 @@ def optimize(
     if dry_run:
         print_dry_run(preflight_optimize(config))
         return
+    log_to_mlflow(ctx, mlflow_uri)
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     typed = explicit_params(ctx, ("COMMANDLINE",) if resume is not None else ("COMMANDLINE", "ENVIRONMENT"))
     passed = (typed & set(OptimizeConfig.option_fields())) | ({"evaluate_test"} if no_test else set())

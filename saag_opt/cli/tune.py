@@ -12,7 +12,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from saag_opt.cli.common import DryRunOpt, RunsDirOpt, output_path, passed_values, write_output
+from saag_opt.cli.common import (
+    DryRunOpt,
+    MlflowOpt,
+    RunsDirOpt,
+    log_to_mlflow,
+    output_path,
+    passed_values,
+    write_output,
+)
 from saag_opt.errors import ConfigError
 
 TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
@@ -64,6 +72,7 @@ def tune(
     heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
                                            "worker's trial is retried after twice this).")] = 60,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
@@ -85,6 +94,7 @@ def tune(
     if dry_run:
         _dry_run(config)
     else:
+        log_to_mlflow(ctx, mlflow_uri)
         _run(config, passed_values(ctx, {k: v for k, v in values.items() if k != "storage"}), json_out)
 
 

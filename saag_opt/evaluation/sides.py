@@ -1,4 +1,4 @@
-"""Finished runs read back as the two sides of a comparison: records by example id, and what each side ran.
+"""Finished runs read back as the sides of a comparison: records by example id, and what each side ran.
 
 A side is one version's reviewed rows and its own base rows, keyed by example id. ``load_run_side``
 builds one from a finished run directory of any verb that writes ``records.jsonl`` (evaluate,
@@ -51,7 +51,7 @@ def _summary(run_dir: Path) -> Any:
 
 def _side_of(summary: CompareSummary | None, condition: str) -> SideSummary | None:
     """The compare summary's side (``SideSummary``) whose reviewed condition is ``condition``, if any."""
-    return next((s for s in (summary.a, summary.b) if s.condition == condition), None) if summary else None
+    return next((s for s in summary.sides if s.condition == condition), None) if summary else None
 
 
 def _recorded_marks(model: EvaluationSummary | SideSummary | None) -> list[str] | None:

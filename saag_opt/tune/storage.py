@@ -15,6 +15,7 @@ Optuna's own storages, nothing home-made (docs/design.md §12).
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import warnings
 from dataclasses import dataclass
@@ -49,6 +50,22 @@ class StorageSpec:
     def text(self) -> str:
         """What to pass as ``--storage`` to another process (passwords included: never log it)."""
         return f"journal:{self.url}" if self.kind == "journal" else self.url
+
+    @property
+    def file(self) -> Path | None:
+        """The study's file (sqlite database or journal), None for a database server."""
+        if self.kind == "rdb":
+            return None
+        return Path(self.url.removeprefix("sqlite:///") if self.kind == "sqlite" else self.url)
+
+    @property
+    def dashboard_command(self) -> str:
+        """The shell command that opens the study in optuna-dashboard (``pip install 'saag-opt[dashboard]'``).
+
+        optuna-dashboard takes a sqlite URL as is and a journal file by its path; a server's URL is
+        shown with its password masked (type it in).
+        """
+        return f"optuna-dashboard {shlex.quote(self.redacted if self.kind == 'rdb' else self.url)}"
 
     @property
     def redacted(self) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from saag_opt.artifacts import PromptStore
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
@@ -20,6 +21,7 @@ from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
+from tests.evaluation.test_compare_n import ThreeWorld, add_v3
 from tests.optimize import optimize_world
 from tests.report import runs
 
@@ -48,6 +50,21 @@ def eval_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         evaluate = run_evaluation(settings).run_dir
         compare = run_compare(CompareConfig(a=v1, b=v2, evaluation=settings, runs_dir=root / "runs")).run_dir
     return {"evaluate": evaluate, "compare": compare}
+
+
+@pytest.fixture(scope="session")
+def three_way_compare(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prompts-mode compare of three versions (v1 approves, v2 fixes and breaks, v3-gepa only fixes)."""
+    root = tmp_path_factory.mktemp("three-way")
+    v1, v2 = runs.prompt_files(root / "prompts", MARKER)
+    add_v3(PromptStore(root / "prompts"))
+    examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
+    with ScriptedOpenAIServer(ThreeWorld(examples)) as server, reporting():
+        settings = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
+                                  dataset=DATASET, split=SPLIT, limit=LIMIT, workers=4, runs_dir=root / "unused",
+                                  cache_dir=root / "cache", retry_base_delay=0.01)
+        versions = [v1, v2, str(root / "prompts" / "reviewer" / "v3-gepa.json")]
+        return run_compare(CompareConfig(versions=versions, evaluation=settings, runs_dir=root / "runs")).run_dir
 
 
 @pytest.fixture(scope="session")

@@ -108,6 +108,42 @@ def test_compare_optimize_and_tune_reports_draw_without_errors(page: Page, eval_
     assert 0 < _visible(page, "#run0-browser") < before
 
 
+def test_three_version_compare_report_draws_the_pair_matrix(page: Page, three_way_compare: Path,
+                                                              tmp_path: Path) -> None:
+    html = three_way_compare / REPORT_NAME
+    _open(page, html)
+    charts = _charts(page)
+    assert {c[0] for c in charts} == {"hbars", "histogram"}
+    assert all(w > 0 and h > 0 and shapes > 0 for _, w, h, shapes in charts), charts
+    matrix = page.evaluate("""Array.from(document.querySelectorAll('#run0-pairs table')).map(function (t) {
+        var r = t.getBoundingClientRect();
+        return {caption: t.caption.textContent, width: r.width, height: r.height,
+                head: Array.from(t.querySelectorAll('thead th')).map(function (c) { return c.textContent; }),
+                rows: Array.from(t.querySelectorAll('tbody tr')).map(function (row) {
+                    return Array.from(row.children).map(function (c) { return c.textContent; }); })};
+    })""")
+    grid, pairs = matrix
+    assert grid["width"] > 0 and grid["height"] > 0 and grid["head"] == ["version", "A v1", "B v2", "C v3-gepa"]
+    assert [row[0] for row in grid["rows"]] == ["A v1", "B v2", "C v3-gepa"]
+    assert [row[i + 1] for i, row in enumerate(grid["rows"])] == ["·"] * 3
+    assert grid["rows"][2][1] == "+33.3 pts" and grid["rows"][0][2] == "-16.7 pts"  # C - A; A - B
+    assert [row[0] for row in pairs["rows"]] == ["B v2 vs A v1", "C v3-gepa vs A v1", "C v3-gepa vs B v2"]
+    assert [row[7] for row in pairs["rows"]] == ["1", "0.375", "1"]  # Holm p
+    accuracy = page.evaluate("Array.from(document.querySelectorAll('#run0-accuracy thead th'))"
+                             ".map(function (c) { return c.textContent; })")
+    assert accuracy == ["category", "n", "base accuracy %", "A v1 accuracy %", "B v2 accuracy %",
+                        "C v3-gepa accuracy %"]
+    latency = page.evaluate("Array.from(document.querySelectorAll('#run0-costs table')[0].querySelectorAll('tbody tr'))"
+                            ".map(function (r) { return r.children[0].textContent; })")
+    assert latency == ["A v1", "B v2", "C v3-gepa"]
+    before = _visible(page, "#run0-browser")
+    _choose(page, "form.filters", "outcome", "fixed")
+    assert 0 < _visible(page, "#run0-browser") < before == 12
+    page.drain()
+    _only_the_file(page, html)
+    page.screenshot(tmp_path / "compare-3-report.png")
+
+
 def test_1000_example_report_filters_in_the_browser(page: Page, big_run: Path, tmp_path: Path) -> None:
     html = write_report(big_run)
     _open(page, html)

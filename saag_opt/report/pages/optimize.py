@@ -41,7 +41,7 @@ def optimize_part(run: Run, index: int) -> Part:
     append(part, _quarantine_section(run, store, part))
     test = summary.test if summary else None
     if test is not None and test.comparison is not None:
-        sections = compare_sections(test.comparison, f"seed {test.seed}", f"best {test.best}", part,
+        sections = compare_sections(test.comparison, [f"seed {test.seed}", f"best {test.best}"], part,
                                     seed=int(header.config.get("seed") or 0), prefix="TEST: ")
         sections[0]["intro"] = ("Seed vs best on the TEST split, which GEPA never saw: reported numbers come from "
                                 "here, not from val. " + sections[0]["intro"])

@@ -51,24 +51,26 @@ def evaluate_part(run: Run, index: int) -> Part:
 
 
 def compare_part(run: Run, index: int) -> Part:
-    """The part of a compare run: base, A and B side by side, the paired A-vs-B test, the browser."""
+    """The part of a compare run: base and every version side by side, the paired tests, the browser."""
     header, records = run.header, run.records
     summary: CompareSummary | None = run.summary
-    la, lb = (summary.a.label, summary.b.label) if summary else ("A", "B")
-    part = new_part("compare", f"Compare {header.run_id}: A = {la} vs B = {lb}", index)
+    sides = summary.sides if summary else []
+    labels = [f"{s.key.upper()} {s.label}" for s in sides]
+    named = " vs ".join(f"{s.key.upper()} = {s.label}" for s in sides) if sides else "A = A vs B = B"
+    part = new_part("compare", f"Compare {header.run_id}: {named}", index)
     part.meta = header_meta(header) + [("mode", str(summary.mode if summary else header.config.get("mode"))),
                                        ("matched examples", str(summary.matched if summary else "-"))]
     part.notes += summary.notes if summary else []
-    cond_a, cond_b = (summary.a.condition, summary.b.condition) if summary else (None, None)
-    by_cond = {c: [r for r in records if r.condition == c] for c in ("base", cond_a, cond_b) if c}
-    part.sections += funnel_section([("base", [r.saag for r in by_cond.get("base", [])]),
-                                     (f"A {la}", [r.saag for r in by_cond.get(cond_a or "", [])]),
-                                     (f"B {lb}", [r.saag for r in by_cond.get(cond_b or "", [])])], part)
+    by_cond = {c: [r for r in records if r.condition == c] for c in ("base", *(s.condition for s in sides))}
+    part.sections += funnel_section([("base", [r.saag for r in by_cond["base"]]),
+                                     *((label, [r.saag for r in by_cond[s.condition]])
+                                       for s, label in zip(sides, labels))], part)
     if summary:
-        part.sections += compare_sections(summary, f"A {la}", f"B {lb}", part, seed=int(header.config.get("seed") or 0))
-    if cond_a and cond_b:
+        part.sections += compare_sections(summary, labels, part, seed=int(header.config.get("seed") or 0))
+    if sides:
         spec = header.dataset.get("spec") or ((header.plugins.get("sources") or {}).get("a") or {}).get("dataset")
-        _browser(part, records, spec, [("base", "base"), (cond_a, f"A {la}"), (cond_b, f"B {lb}")], (cond_a, cond_b))
+        _browser(part, records, spec, [("base", "base"), *((s.condition, label) for s, label in zip(sides, labels))],
+                 (sides[0].condition, sides[-1].condition))
     return part
 
 
