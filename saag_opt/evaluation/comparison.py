@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from saag_opt.agents import parse_mechanism
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition, summarise_pairs
@@ -326,6 +325,8 @@ def _dollars(costs: Mapping[str, Any] | None) -> float | None:
 
 def _gated(spec: str) -> bool:
     """The mechanism behind a condition name has a SAAG gate (False for a name no mechanism parses)."""
+    from saag_opt.agents import parse_mechanism  # noqa: PLC0415 - heavy: dspy (agents face); a run reader stays light
+
     try:
         return parse_mechanism(spec).gated
     except ConfigError:

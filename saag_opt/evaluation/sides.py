@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saag_opt.agents import parse_mechanism
 from saag_opt.artifacts import PromptStore
 from saag_opt.errors import ConfigError, RunError, SaagOptError
 from saag_opt.evaluation.comparison import CompareSummary, RecordedPrompt, Side, SideKey, SideSummary, side_from_records
@@ -72,6 +71,8 @@ def run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any
 
 
 def _needs_reviewer(mechanism: Any) -> bool:
+    from saag_opt.agents import parse_mechanism  # noqa: PLC0415 - heavy: dspy (agents face); a run reader stays light
+
     try:
         return parse_mechanism(str(mechanism)).needs_reviewer
     except ConfigError:

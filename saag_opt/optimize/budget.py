@@ -14,11 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import dspy
-
 from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
-from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, THINKING_TOKENS, prompt_tokens
 from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
 
 if TYPE_CHECKING:
@@ -30,6 +27,8 @@ AUTO_CANDIDATES: dict[BudgetName, int] = {"light": 6, "medium": 12, "heavy": 18}
 
 def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> int:
     """dspy.GEPA's ``auto_budget`` formula, evaluated here so the estimate can be printed first."""
+    import dspy  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
+
     if budget not in AUTO_CANDIDATES:
         raise ConfigError(f"budget: expected {', '.join(values(BudgetName))}, got {budget!r}")
     # auto_budget reads no instance state; calling it unbound avoids building a GEPA object.
@@ -129,6 +128,12 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
 
     Needs no open model: ``--dry-run`` calls it too.
     """
+    from saag_opt.evaluation.estimate import (  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
+        CHARS_PER_TOKEN,
+        THINKING_TOKENS,
+        prompt_tokens,
+    )
+
     prompt = prompt_tokens(examples, sample_size=20)
     instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
     reviews, revisions = config.setup.mechanism.calls_per_example()
