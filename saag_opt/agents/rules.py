@@ -7,10 +7,14 @@ module top without loading the reviewer (dspy): only the SAAG core and the close
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from saag_opt.choices import GuardAction, OnError
+from saag_opt.model import Registry, ToolCall
 from saag_opt.saag import PredictionReport, correction_for
+from saag_opt.saag.injection import InjectionReport, Sources, check_injection
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +23,8 @@ class Ruling:
 
     ``feedback`` is the text for the agent's model; ``reviewed``: a usable verdict was had; ``error``:
     the reviewer failure on the way; ``revision_report``: the cascade of the revised calls;
-    ``cacheable`` False = the guard must not replay it (a failure decided it).
+    ``cacheable`` False = the guard must not replay it (a failure decided it); ``provenance``: an
+    injection block's findings.
     """
 
     action: GuardAction
@@ -29,7 +34,8 @@ class Ruling:
     error: str | None = None
     revision_report: PredictionReport | None = None
     cacheable: bool = True
-
+    provenance: dict[str, Any] | None = None
+    """An injection block's ``InjectionReport.to_dict()`` (which value came from which tool text, and why)."""
 
 
 def hard_failure(report: PredictionReport) -> bool:
@@ -61,4 +67,16 @@ def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ru
                   f"The tool call could not be reviewed ({error}); it was not run.", error=error, cacheable=False)
 
 
-__all__ = ["Ruling", "describe_error", "failed_review", "hard_failure", "stage_summary"]
+
+def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
+    """The injection rule (``saag.injection``): its report when it blocks ``calls``, else None.
+
+    No call or no tool result in view: None without looking (the single-turn path is unchanged).
+    """
+    if not calls or not sources.tools:
+        return None
+    found = check_injection(calls, registry, sources)
+    return found if found.blocked else None
+
+
+__all__ = ["Ruling", "describe_error", "failed_review", "hard_failure", "injected", "stage_summary"]

@@ -3,7 +3,7 @@
 Thin typer commands that parse flags, call one library function and hand the result to
 ``saag_opt.report``.
 
-One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``) or noun group
+One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``, ``security``) or noun group
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2 (1 for a run in
@@ -29,6 +29,7 @@ from saag_opt.cli.optimize import optimize
 from saag_opt.cli.prompts import prompts_app
 from saag_opt.cli.report import REPORT_HELP, report, write_run_report
 from saag_opt.cli.score import SCORE_HELP, datasets_app, score
+from saag_opt.cli.security import SECURITY_HELP, security
 from saag_opt.cli.tune import TUNE_HELP, tune
 from saag_opt.errors import ModelUnavailableError, RunError, RunFailed, SaagOptError
 from saag_opt.runfiles import on_run_finished
@@ -49,6 +50,7 @@ app.command(name="optimize")(optimize)
 app.command(name="compare")(compare)
 app.command(name="report", help=REPORT_HELP)(report)
 app.command(name="tune", help=TUNE_HELP)(tune)
+app.command(name="security", help=SECURITY_HELP)(security)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 
@@ -59,7 +61,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune"})
+RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune", "security"})
 """Commands that create run directories: each finished run gets report.html (docs/design.md §13)."""
 
 

@@ -43,7 +43,6 @@ from saag_opt.cli.common import (
     validated,
     write_output,
 )
-from saag_opt.errors import ConfigError
 
 
 def evaluate(
@@ -117,15 +116,16 @@ def _multi_turn(dataset: str, resume: Path | None) -> bool:
 def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
                          json_out: Path | None) -> None:
     from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
-    if dry_run:
-        raise ConfigError("--dry-run does not estimate multi-turn datasets yet")
     config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
               else validated(EvaluateConfig, **values))
+    if dry_run:
+        print_dry_run(preflight_multi_turn(config))
+        return
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
                                 resume=resume)

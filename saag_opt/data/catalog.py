@@ -302,6 +302,19 @@ def is_multi_turn_dataset(spec: str) -> bool:
     return bool(sep) and prefix == "bfcl" and (rest == MULTI_TURN_GROUP or rest in _multi_turn_categories())
 
 
+def single_call_only(verb: str, spec: str) -> str | None:
+    """Why ``verb`` refuses ``spec`` (a multi-turn dataset; None for a single-call one).
+
+    ``optimize`` runs single calls only: on conversations GEPA would need rollouts per entry and the
+    checker's feedback (which turn failed, and why), not built yet (docs/design.md §18).
+    """
+    if not is_multi_turn_dataset(spec):
+        return None
+    return (f"{spec!r} is a multi-turn dataset, and `saag-opt {verb}` does not run conversations yet "
+            f"(docs/design.md §18); evaluate or compare prompt versions on it (`saag-opt evaluate --dataset {spec}`, "
+            f"`saag-opt compare A B --dataset {spec}`), or {verb} on a single-call dataset such as shipped:bfcl")
+
+
 def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None) -> list[Episode]:
     """The episodes of a multi-turn spec, each tagged with its split, like ``load_dataset``'s examples.
 

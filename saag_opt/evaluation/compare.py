@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.comparison import (
     MAX_VERSIONS,
@@ -38,6 +39,7 @@ from saag_opt.evaluation.comparison import (
     side_keys,
 )
 from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.episode_run import evaluate_pass, preflight_compare_episodes
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
 from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
@@ -290,7 +292,8 @@ def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any,
     """
     earlier = _pass_dir(runs_dir) if resume else None
     config = settings.with_setup(**setup).model_copy(update={"runs_dir": runs_dir, "seed": seed})
-    return run_evaluation(config, on_event=on_event, ledger=ledger, resume=earlier)
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation  # conversations: §18
+    return runner(config, on_event=on_event, ledger=ledger, resume=earlier)
 
 
 def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any:
@@ -467,6 +470,8 @@ def preflight_compare(config: CompareConfig) -> Estimate:
     if mode == "runs" or settings is None:
         count = "two" if len(sides) == 2 else str(len(sides))
         return Estimate("compare", 0, assumptions=[f"{count} finished runs: no LM call"])
+    if is_multi_turn_dataset(settings.dataset):
+        return preflight_compare_episodes(settings, [str(side) for side in sides])
     examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit)
     setup = settings.setup
     total = estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(

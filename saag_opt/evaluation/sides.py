@@ -18,11 +18,16 @@ from typing import TYPE_CHECKING, Any
 from saag_opt.artifacts import PromptStore
 from saag_opt.errors import ConfigError, RunError, SaagOptError
 from saag_opt.evaluation.comparison import CompareSummary, RecordedPrompt, Side, SideKey, SideSummary, side_from_records
+from saag_opt.evaluation.episodes import VERB as EPISODE_VERB
 from saag_opt.evaluation.results import read_records
 from saag_opt.runfiles import RECORDS_FILE, RunHeader, read_costs, read_header, read_run
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
+
+EVALUATE_VERBS = ("evaluate", EPISODE_VERB)
+"""Evaluate runs: one base and one reviewed condition, the reviewer prompt and costs in their own files."""
+
 
 @dataclass(frozen=True)
 class RunRef:
@@ -62,7 +67,7 @@ def _recorded_marks(model: EvaluationSummary | SideSummary | None) -> list[str] 
 
 def run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any] | None:
     """The ledger belonging to ``condition``: an evaluate run's costs.json, a compare run's side (else None)."""
-    if header.verb == "evaluate":
+    if header.verb in EVALUATE_VERBS:
         return read_costs(run_dir)
     if header.verb == "compare":
         side = _side_of(_summary(run_dir), condition)
@@ -89,7 +94,7 @@ def recorded_prompt(run_dir: Path, header: RunHeader, condition: str) -> Recorde
     Raises:
         RunError: an unreadable summary of an evaluate or compare run.
     """
-    if header.verb == "evaluate":
+    if header.verb in EVALUATE_VERBS:
         config = header.config
         if not config.get("reviewer") or not _needs_reviewer(config.get("mechanism")):
             return None
@@ -159,7 +164,8 @@ def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
     header = read_header(ref.path)
     if not (ref.path / RECORDS_FILE).is_file():
         raise ConfigError(f"{ref.path}: run has no records.jsonl (did it finish?); nothing to compare")
-    records = read_records(ref.path / RECORDS_FILE)
+    # a multi-turn run's records are read whole (every turn), so the compare run keeps the conversations
+    records = read_run(ref.path).records if header.verb == EPISODE_VERB else read_records(ref.path / RECORDS_FILE)
     conditions = list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
     condition = _pick_condition(ref, conditions)
     notes = []

@@ -44,7 +44,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
-from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, stage_summary
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.lm import price_call, usage_numbers
@@ -62,7 +62,6 @@ from saag_opt.runtime.inputs import (
 )
 from saag_opt.runtime.prompt import load_prompt
 from saag_opt.saag import check_calls, correction_for
-from saag_opt.saag.injection import check_injection
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
@@ -300,8 +299,8 @@ class Guard:
 
     def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
         """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""
-        found = check_injection([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
-        if not found.blocked:
+        found = injected([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+        if found is None:
             return None
         return Decision("block", None, found.feedback(), found.reason(), report.to_dict(), latency_s=clock.seconds,
                         provenance=found.to_dict())
@@ -319,7 +318,7 @@ class Guard:
             try:
                 turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
                                 grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
-                                grounding=self.grounding)
+                                grounding=self.grounding, sources=inp.sources)
                 out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")
@@ -349,7 +348,7 @@ class Guard:
         revision = ruling.revision_report.to_dict() if ruling.revision_report is not None else None
         decision = Decision(ruling.action, calls, ruling.feedback, ruling.reason, report.to_dict(),
                             ruling.reviewed, round(cost, 10), clock.seconds, ruling.error,
-                            False, revision, outcome.rounds)
+                            False, revision, outcome.rounds, provenance=ruling.provenance)
         if ruling.cacheable and ruling.error is None:
             self.cache.put(key, decision.to_dict())
         return decision

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
+from saag_opt.evaluation.episode_run import evaluate_pass
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.evaluation.runner import run_evaluation
 from saag_opt.lm.accounting import CostLedger
@@ -178,8 +180,13 @@ class EvaluateFn(Protocol):
 
 
 def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
-    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``)."""
-    result = run_evaluation(config, ledger=ledger)
+    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``).
+
+    On a multi-turn dataset: the multi-turn evaluate run, read as an evaluate pass
+    (``episode_run.evaluate_pass``, docs/design.md §18).
+    """
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation
+    result = runner(config, ledger=ledger)
     return result.run_dir, result.summary
 
 

@@ -185,3 +185,17 @@ def test_the_gold_replay_script_prints_valid_last(capsys: pytest.CaptureFixture[
     spec.loader.exec_module(module)
     assert module.main(["--dataset", "bfcl:multi_turn_miss_func", "--limit", "3"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "valid=3/3"
+
+
+def test_the_guard_mechanism_with_every_tool_result_in_view_withholds_no_gold_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """guard+r1 (cascade-only: stage 1-2 rules and the injection rule) on gold: no false alarm, still all valid."""
+    spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--limit", "12", "--mechanism", "guard+r1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "valid=12/12" and not any(line.startswith("WITHHELD") for line in lines)
+    counts = dict(item.split("=") for item in lines[-3].split())
+    assert counts["mechanism"] == "guard+r1" and counts["withheld"] == "0" and int(counts["gold_steps"]) > 12

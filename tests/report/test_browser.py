@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.report.html import REPORT_NAME, write_report
+from tests.episodes.world import needs_bfcl
 from tests.report.browser import Browser, Page, require_chromium
 
 pytestmark = pytest.mark.integration
@@ -161,3 +162,39 @@ def test_1000_example_report_filters_in_the_browser(page: Page, big_run: Path, t
     page.drain()
     _only_the_file(page, html)
     page.screenshot(tmp_path / "evaluate-1000-report.png")
+
+
+@needs_bfcl
+def test_the_conversation_browser_filters_flipped_entries_and_switches_views(page: Page, multiturn_run: Path,
+                                                                             tmp_path: Path) -> None:
+    html = multiturn_run / REPORT_NAME
+    _open(page, html)
+    table = "#run0-browser"
+    assert page.evaluate(f"document.querySelector('{table}').getAttribute('data-kind')") == "conversations"
+    assert _visible(page, table) == 3
+    count = _choose(page, "form.filters", "outcome", "flipped")
+    assert _visible(page, table) == 1 and count == "1 of 3 entries shown"
+    page.evaluate(f"document.querySelector('{table} tbody tr:not([hidden]) button.expand').click()")
+    detail = f"{table} tr.detail"
+    text = page.evaluate(f"document.querySelector('{detail}').textContent")
+    for expected in ("turn 0", "step 0", "proposed: ", "mkdir(dir_name=\"tmp\")", "review: reject", "feedback:",
+                     "review: approve", "executed: ", "result (", "✗ invalid", "multi_turn:instance_state_mismatch",
+                     "checker failed here", "failed at turn 0", "✓ valid", "user: "):
+        assert expected in text, expected
+    columns = page.evaluate(f"""Array.from(document.querySelectorAll('{detail} div.condition')).map(function (c) {{
+        var r = c.getBoundingClientRect(); return [c.getAttribute('data-label'), Math.round(r.left), r.width > 0]; }})""")
+    assert [c[0] for c in columns] == ["base", "r2"] and columns[0][1] < columns[1][1]  # side by side
+    page.evaluate(f"""Array.from(document.querySelectorAll('{detail} button.view'))
+        .find(function (b) {{ return b.textContent === 'r2'; }}).click()""")
+    shown = page.evaluate(f"""Array.from(document.querySelectorAll('{detail} div.condition'))
+        .filter(function (c) {{ return !c.hidden; }}).map(function (c) {{ return c.getAttribute('data-label'); }})""")
+    assert shown == ["r2"]
+    _choose(page, "form.filters", "outcome", "")
+    assert _visible(page, table) == 3
+    _choose(page, "form.filters", "stage", "valid")
+    assert _visible(page, table) == 3
+    page.drain()
+    _only_the_file(page, html)
+    shot = page.screenshot(tmp_path / "multiturn-report.png")
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")

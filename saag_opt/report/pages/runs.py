@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.evaluation.episodes import EpisodeRecord
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, times
 from saag_opt.report.pages.browser import browser_section, load_queries
+from saag_opt.report.pages.conversations import conversation_section, load_user_turns
 from saag_opt.report.pages.sections import (
     accuracy_section,
     compare_sections,
@@ -16,7 +19,7 @@ from saag_opt.report.pages.sections import (
     reviewed_conditions,
     unusable_section,
 )
-from saag_opt.runfiles import Run, read_costs
+from saag_opt.runfiles import RECORDS_FILE, Run, read_costs, read_rows
 
 
 def evaluate_part(run: Run, index: int) -> Part:
@@ -69,8 +72,15 @@ def compare_part(run: Run, index: int) -> Part:
         part.sections += compare_sections(summary, labels, part, seed=int(header.config.get("seed") or 0))
     if sides:
         spec = header.dataset.get("spec") or ((header.plugins.get("sources") or {}).get("a") or {}).get("dataset")
-        _browser(part, records, spec, [("base", "base"), *((s.condition, label) for s, label in zip(sides, labels))],
-                 (sides[0].condition, sides[-1].condition))
+        columns = [("base", "base"), *((s.condition, label) for s, label in zip(sides, labels))]
+        pair = (sides[0].condition, sides[-1].condition)
+        if spec and is_multi_turn_dataset(spec):  # conversations: the records hold every turn (§18)
+            episodes = read_rows(run.path / RECORDS_FILE, EpisodeRecord)
+            user, why = load_user_turns(spec, {r.example_id for r in episodes})
+            part.notes += [why] if why else []
+            append(part, conversation_section(episodes, columns, pair, user, part))
+        else:
+            _browser(part, records, spec, columns, pair)
     return part
 
 
