@@ -30,9 +30,11 @@ from typing import Protocol, TypeVar
 from rapidfuzz import fuzz, process
 
 from saag_opt.data import glaive, jsonl
+from saag_opt.data.bfcl import bfcl_available, bfcl_categories, bfcl_data_dir, bfcl_files, load_bfcl
+from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES, load_bfcl_multi_turn
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
-from saag_opt.data.tau2 import TAU2_DOMAINS, TAU2_TASKS
+from saag_opt.data.tau2 import TAU2_DOMAINS, TAU2_TASKS, load_tau2
 from saag_opt.data.tau2_package import missing as tau2_missing
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, DatasetError
@@ -76,14 +78,10 @@ def shipped_dir() -> Path:
 
 
 def _bfcl_categories() -> list[str]:
-    from saag_opt.data.bfcl import bfcl_categories
-
     return bfcl_categories()
 
 
 def _multi_turn_categories() -> tuple[str, ...]:
-    from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES
-
     return MULTI_TURN_CATEGORIES
 
 
@@ -108,8 +106,6 @@ def _unknown(spec: str) -> ConfigError:
 
 
 def _bfcl_rows(names: Iterable[str]) -> Iterator[RowResult]:
-    from saag_opt.data.bfcl import load_bfcl
-
     for name in names:
         for example in load_bfcl(name):
             yield 0, example
@@ -248,8 +244,6 @@ def _file_source(path: Path, fmt: str | None = None) -> Source:
 
 
 def _bfcl_source(names: tuple[str, ...]) -> Source:
-    from saag_opt.data.bfcl import bfcl_files
-
     return (lambda: _bfcl_rows(names)), (lambda: tuple(f for name in names for f in bfcl_files(name)))
 
 
@@ -337,9 +331,6 @@ def load_episodes(spec: str, *, split: str | None = None, limit: int | None = No
         ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
         DatasetError: missing data or package (says how to install it), or a bad row (path:line).
     """
-    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
-    from saag_opt.data.tau2 import load_tau2
-
     if not is_multi_turn_dataset(spec):
         names = ", ".join([f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP)]
                           + [f"tau2:{d}" for d in TAU2_DOMAINS])
@@ -401,8 +392,6 @@ def _count_lines(path: Path) -> int | None:
 
 
 def _bfcl_infos() -> list[DatasetInfo]:
-    from saag_opt.data.bfcl import bfcl_available, bfcl_data_dir
-
     data = bfcl_data_dir()
     available = bfcl_available()
     where = str(data) if data is not None else ("cached bfcl-eval wheel" if available else "not installed")

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dspy
+
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_episode
@@ -113,8 +115,6 @@ def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, conditi
         CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
         ConfigError: the entry cannot be played at all (an unknown environment).
     """
-    import dspy
-
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
         with scope, dspy.track_usage() as tracker, lm_clock() as clock:

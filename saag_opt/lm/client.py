@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+import dspy.clients.capabilities as capabilities
+import dspy.clients.costs as costs
+import dspy.clients.model_metadata as metadata
+from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
 from dspy.utils.usage_tracker import UsageTracker
 
 from saag_opt.errors import ConfigError, ModelUnavailableError, SaagOptError
@@ -265,8 +269,6 @@ class SaagLM(dspy.LM):
         exist (404), or billing refuses the call; retrying the next example cannot help. The
         provider's text is quoted with the API key masked, since a server may echo it.
         """
-        from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
-
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         first = _mask_key(first, self.kwargs.get("api_key"))
         if isinstance(exc, LMAuthError):
@@ -372,10 +374,6 @@ def _memoize_model_info() -> None:
     concurrency.py. The result depends only on the arguments and the static bundled snapshot
     (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before.
     """
-    import dspy.clients.capabilities as capabilities
-    import dspy.clients.costs as costs
-    import dspy.clients.model_metadata as metadata
-
     original = metadata.model_info
 
     @functools.lru_cache(maxsize=1024)

@@ -20,7 +20,11 @@ import dspy
 import pytest
 
 from saag_opt.agents import BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
+from saag_opt.agents.tau2 import Tau2BaseAgent, run_task, simulated_user
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
+from saag_opt.lm import open_lm
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 from tests.runtime.world import verdict
@@ -35,8 +39,6 @@ DONE = "Your exchange is complete."
 
 
 def _episode() -> Any:
-    from saag_opt.data.tau2 import load_tau2
-
     episode = next(e for e in load_tau2("retail") if e.id == "0")
     assert episode.gold["actions"][4]["name"] == "exchange_delivered_order_items"  # the write this file breaks
     return episode
@@ -92,10 +94,6 @@ class World:
 
 
 def _run(world: World, spec: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from saag_opt.agents.tau2 import Tau2BaseAgent, run_task, simulated_user
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     with ScriptedOpenAIServer(world) as server:
         agent = Tau2BaseAgent(open_lm(f"fake@{server.url}", role="base", retries=0, cache=False))

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
+from saag_opt.agents import MechanismContext, NoReview
+from saag_opt.agents.tau2 import pass_hat_ks, run_task, trial_seeds
+from saag_opt.data.tau2 import TAU2_TASKS, load_tau2
 from saag_opt.data.tau2_package import missing
+from saag_opt.evaluation.episodes import episode_record
+from saag_opt.testing.tau2_gold import OPENING, GoldProposer, GoldScript, gold_user, replayable
 from tests.conftest import requires
 
 pytestmark = requires(missing())
@@ -17,25 +22,17 @@ SAMPLE = {"airline": 2, "retail": 2, "telecom": 3}
 
 
 def _replay(episode: Any) -> Any:
-    from saag_opt.agents import MechanismContext, NoReview
-    from saag_opt.agents.tau2 import run_task
-    from saag_opt.testing.tau2_gold import GoldProposer, GoldScript, gold_user
-
     script = GoldScript.of(episode)
     return run_task(episode, agent=GoldProposer(script), reviewer=None, mechanism=NoReview(), ctx=MechanismContext(),
                     user=gold_user(script))
 
 
 def _sample() -> list[Any]:
-    from saag_opt.data.tau2 import load_tau2
-
     out = [e for domain, n in SAMPLE.items() for e in load_tau2(domain)[-n:]]  # the last: the longest telecom ones
     return out + load_tau2("mock")
 
 
 def test_the_domains_load_with_tau2s_own_splits() -> None:
-    from saag_opt.data.tau2 import TAU2_TASKS, load_tau2
-
     airline = load_tau2("airline")
     assert len(airline) == 50 and {e.split for e in airline} == {"train", "test"}
     assert sum(e.split == "test" for e in airline) == 20
@@ -46,8 +43,6 @@ def test_the_domains_load_with_tau2s_own_splits() -> None:
 
 
 def test_gold_replay_scores_1_on_every_replayable_task_of_a_sample() -> None:
-    from saag_opt.testing.tau2_gold import replayable
-
     failed, skipped = [], []
     for episode in _sample():
         if not replayable(episode):
@@ -61,10 +56,6 @@ def test_gold_replay_scores_1_on_every_replayable_task_of_a_sample() -> None:
 
 
 def test_a_run_becomes_an_episode_record_with_user_turns_and_tau2s_reward_breakdown() -> None:
-    from saag_opt.data.tau2 import load_tau2
-    from saag_opt.evaluation.episodes import episode_record
-    from saag_opt.testing.tau2_gold import OPENING
-
     episode = load_tau2("telecom")[0]
     run = _replay(episode)
     record = episode_record("gold", episode, "base", run.outcome, run.judgement)
@@ -80,8 +71,6 @@ def test_a_run_becomes_an_episode_record_with_user_turns_and_tau2s_reward_breakd
 
 
 def test_trial_seeds_and_pass_hat_k_are_tau2s() -> None:
-    from saag_opt.agents.tau2 import pass_hat_ks, trial_seeds
-
     random.seed(300)
     assert trial_seeds(300, 3) == [random.randint(0, 1000000) for _ in range(3)]  # tau2's run_tasks rule
     assert pass_hat_ks({"a": [1.0, 1.0], "b": [1.0, 0.0]}) == pytest.approx({1: 0.75, 2: 0.5})

@@ -15,7 +15,12 @@ from typing import Any
 import dspy
 import pytest
 
+from saag_opt.agents import BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
+from saag_opt.agents.tau2 import TAU2_JSON_SUFFIX, Tau2BaseAgent, run_task, simulated_user
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
+from saag_opt.lm import open_lm
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 from tests.runtime.world import verdict
@@ -52,12 +57,6 @@ class World:
 
 
 def _run(spec: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, World]:
-    from saag_opt.agents import BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
-    from saag_opt.agents.tau2 import Tau2BaseAgent, run_task, simulated_user
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.data.tau2 import load_tau2
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     world = World()
     episode = next(e for e in load_tau2("mock") if e.id == "create_task_1")
@@ -74,8 +73,6 @@ def _run(spec: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, World]:
 
 
 def test_json_mode_sends_tau2s_prompt_and_a_schema_that_allows_a_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.agents.tau2 import TAU2_JSON_SUFFIX
-
     run, world = _run("none", monkeypatch)
     assert run.reward == 0.0 and run.judgement.checks["db"] is False  # the misspelt title ran
     first = world.agent_requests[0]

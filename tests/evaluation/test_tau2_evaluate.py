@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
+from saag_opt.cli import app
 from saag_opt.data.tau2_package import missing
+from saag_opt.errors import ConfigError
+from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 from tests.runtime.world import verdict
@@ -44,10 +49,6 @@ def world(request: dict[str, Any]) -> Reply:
 
 def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(tmp_path: Path,
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.runfiles import read_run
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     with ScriptedOpenAIServer(world) as server:
@@ -85,9 +86,6 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
 
 
 def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
 
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--user-model", "gpt-4o",
                                       "--base", "fake", "--mechanism", "none"])
@@ -96,11 +94,6 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
 
 def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
-    from saag_opt.cli import app
-    from saag_opt.runfiles import read_run
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     with ScriptedOpenAIServer(world) as server:
@@ -121,10 +114,6 @@ def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pas
 
 
 def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.errors import ConfigError
 
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--base", "fake", "--mechanism", "none",
                                       "--dry-run"])
