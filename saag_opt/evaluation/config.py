@@ -22,6 +22,7 @@ class EvaluateConfig(SetupConfig):
     """
 
     model_config = ConfigDict(extra="forbid")
+    OMITTED_AT_DEFAULT = frozenset({"user_model", "trials"})  # tau2's options
 
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
