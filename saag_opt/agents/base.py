@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.agents.conversation import StepExample
+from saag_opt.lm import ModelSpec, chat_completion, open_lm, parse_model_spec
+from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, ToolCall, canonical_json
+from saag_opt.parse import parse_output
 from saag_opt.runfiles import JsonShelf
 
 if TYPE_CHECKING:
@@ -142,8 +145,6 @@ class BaseAgent:
 
     def __init__(self, lm_or_spec: Any, *, ledger: CostLedger | None = None, mode: AgentMode = "auto",
                  max_attempts: int = 3, temperature: float = 0.0) -> None:
-        from saag_opt.lm import ModelSpec, open_lm, parse_model_spec
-
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if isinstance(lm_or_spec, (str, ModelSpec)):
@@ -189,8 +190,6 @@ class BaseAgent:
         Raises:
             ModelUnavailableError: the model cannot be reached (missing key, dead server).
         """
-        from saag_opt.lm.latency import lm_clock
-
         turns = [t if isinstance(t, FeedbackTurn) else FeedbackTurn(*t) for t in feedback]
         temp = self.temperature if temperature is None else temperature
         messages = self.build_messages(example, turns)
@@ -208,8 +207,6 @@ class BaseAgent:
         return Proposal(last, clock.seconds, tokens, attempts, False, temp, clock.untimed)
 
     def _call(self, example: Example, messages: list[dict[str, Any]], temperature: float) -> Any:
-        from saag_opt.lm import chat_completion
-
         if self.mode == "json":
             schema = registry_json_schema(example)
             return chat_completion(self.lm, messages, temperature=temperature, role=self.role,
@@ -275,8 +272,6 @@ def _read_json_calls(example: Example, text: str) -> Prediction | None:
 
 def _read_text(example: Example, text: str | None) -> Prediction:
     """Free text: calls written out (JSON, <tool_call>, python style) or an abstention."""
-    from saag_opt.parse import parse_output
-
     if not text or not text.strip():
         return Prediction(raw=text or "", status="empty")
     parsed = parse_output(text)

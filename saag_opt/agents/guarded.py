@@ -37,7 +37,7 @@ the guard turns into its ``Decision``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,16 +50,16 @@ from saag_opt.agents.mechanisms import (
     Progressive,
     ReviewRound,
     RoundVerdict,
-    Ruling,
     register_mechanism,
 )
 from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
-from saag_opt.model import Example, Prediction, Registry, ToolCall
+from saag_opt.model import Example, Prediction, Registry
 from saag_opt.saag import check_calls, correction_for
-from saag_opt.saag.injection import InjectionReport, Sources, check_injection
+from saag_opt.saag.injection import Sources
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
@@ -71,50 +71,10 @@ NO_SOURCES = Sources()
 """No tool result in view (a single-turn example): the injection rule has nothing to read."""
 
 
-def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
-    """The injection rule (``saag.injection``): its report when it blocks ``calls``, else None.
-
-    No call or no tool result in view: None without looking (the single-turn path is unchanged).
-    """
-    if not calls or not sources.tools:
-        return None
-    found = check_injection(calls, registry, sources)
-    return found if found.blocked else None
-
-
 def sources_of(example: Example) -> Sources:
     """What an example has in view apart: a conversation step's ``sources``, else none."""
     found = getattr(example, "sources", None)
     return found if isinstance(found, Sources) else NO_SOURCES
-
-
-def hard_failure(report: PredictionReport) -> bool:
-    """Some call failed stage 1 (registry) or 2 (structure): it cannot run as proposed."""
-    return any(call.stage_reached in (1, 2) for call in report.calls)
-
-
-def stage_summary(report: PredictionReport) -> str:
-    """``failed SAAG stage 1/2``: the stages that keep a call from running, for reasons."""
-    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
-    return f"failed SAAG stage {'/'.join(stages)}"
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: first line`` of an exception (at most 300 characters), for reasons and ``error``."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
-
-
-def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ruling:
-    """The review of the proposed calls failed: ``on_error`` decides, but a stage 1-2 failure never runs."""
-    if hard_failure(report):
-        return Ruling("block", f"{stage_summary(report)} and the review failed ({error})", correction_for(report),
-                      error=error, cacheable=False)
-    if on_error == "allow":
-        return Ruling("allow", f"reviewer failed ({error}); on_error=allow: runs unreviewed", error=error,
-                      cacheable=False)
-    return Ruling("block", f"reviewer failed ({error}); on_error=block",
-                  f"The tool call could not be reviewed ({error}); it was not run.", error=error, cacheable=False)
 
 
 @dataclass(kw_only=True)
@@ -325,5 +285,4 @@ register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its
 if TYPE_CHECKING:
     _g: Mechanism = GuardedReview(2)
 
-__all__ = ["NO_CALL", "NO_SOURCES", "GuardedReview", "LiveTurn", "describe_error", "failed_review", "hard_failure",
-           "injected", "sources_of", "stage_summary"]
+__all__ = ["NO_CALL", "NO_SOURCES", "GuardedReview", "LiveTurn", "sources_of"]

@@ -31,7 +31,8 @@ from saag_opt.cli.report import REPORT_HELP, report, write_run_report
 from saag_opt.cli.score import SCORE_HELP, datasets_app, score
 from saag_opt.cli.security import SECURITY_HELP, security
 from saag_opt.cli.tune import TUNE_HELP, tune
-from saag_opt.errors import RunFailed, SaagOptError
+from saag_opt.errors import ModelUnavailableError, RunError, RunFailed, SaagOptError
+from saag_opt.runfiles import on_run_finished
 
 __all__ = ["app", "main"]
 
@@ -72,7 +73,6 @@ def _root(
 ) -> None:
     """Measure and improve the reviewer of a tool-calling LLM agent."""
     if ctx.invoked_subcommand in RUN_COMMANDS:  # imported here: the run machinery is heavy for --help
-        from saag_opt.runfiles import on_run_finished
 
         ctx.call_on_close(on_run_finished(write_run_report))  # unregistered when the command ends
         ctx.call_on_close(on_run_finished(_remember_run))
@@ -134,8 +134,7 @@ def _remember_run(run_dir: Path) -> None:
 
 def interrupted_message() -> str:
     """What to tell a user whose run was stopped: the run directory and the command that continues it."""
-    from saag_opt.errors import RunError
-    from saag_opt.report.format import resume_command
+    from saag_opt.report.format import resume_command  # noqa: PLC0415 - start-up: report.format loads the report face
 
     if not _finished_runs:
         return "interrupted before any run directory was written; nothing to resume"
@@ -149,8 +148,7 @@ def interrupted_message() -> str:
 
 def _resume_hint(exc: BaseException) -> str:
     """For a model that went away mid-run: where the finished examples are and the command that continues."""
-    from saag_opt.errors import ModelUnavailableError, RunError
-    from saag_opt.report.format import resume_command
+    from saag_opt.report.format import resume_command  # noqa: PLC0415 - start-up: report.format loads the report face
 
     if not isinstance(exc, ModelUnavailableError) or not _finished_runs:
         return ""

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
+from saag_opt.runfiles import atomic_write_text, on_run_finished
 
 if TYPE_CHECKING:
     from saag_opt.agents.setup import SetupConfig
@@ -55,6 +57,10 @@ BaseOpt = Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
 ReviewerOpt = Annotated[Optional[str], typer.Option(
     "--reviewer", envvar="SAAG_OPT_REVIEWER", help="Reviewer model (needed by mechanisms that call a reviewer, "
     "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
+UserModelOpt = Annotated[Optional[str], typer.Option(
+    "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
+TrialsOpt = Annotated[int, typer.Option(
+    "--trials", min=1, max=32, help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
 MechanismOpt = Annotated[str, typer.Option(
     "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "
@@ -118,7 +124,6 @@ def log_to_mlflow(ctx: typer.Context, uri: str | None, dry_run: bool = False) ->
     if uri is None or dry_run:
         return
     from saag_opt.report.mlflow_log import MlflowTarget  # noqa: PLC0415 - optional (MLflow) and heavy: --mlflow only
-    from saag_opt.runfiles import on_run_finished  # noqa: PLC0415 - the run machinery is heavy for --help
 
     target = MlflowTarget(uri)
     target.experiment_id()
@@ -182,8 +187,6 @@ def output_path(path: Path | None, option: str = "--json") -> Path | None:
 
 def write_output(path: Path, text: str) -> None:
     """Write an output file atomically (a reader never sees half of it)."""
-    from saag_opt.runfiles import atomic_write_text
-
     atomic_write_text(path, text)
 
 
@@ -197,7 +200,7 @@ def config_values(ctx: typer.Context, config: type[SetupConfig]) -> dict[str, An
 
     ``None`` for a set-up option means "the set-up's default" (``--grounding`` not given: calibrated).
     """
-    from saag_opt.agents.setup import ReviewSetup  # heavy (dspy): only once a command runs
+    from saag_opt.agents.setup import ReviewSetup  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     fields = config.option_fields()
     return {name: value for name, value in ctx.params.items()
@@ -220,8 +223,6 @@ def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
 
 def print_dry_run(estimate: Any) -> None:
     """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
-    from rich.console import Console
-
-    from saag_opt.report.estimate_tables import print_estimate
+    from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
 
     print_estimate(Console(), estimate.to_dict())

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.cli.common import (
     BaseOpt,
@@ -86,13 +87,12 @@ def compare(
     [bold]--resume RUN_DIR[/] (no versions needed) continues a stopped or interrupted comparison of prompt versions.
     """
     json_out = output_path(json_out)
-    from rich.console import Console
 
-    from saag_opt.evaluation import compare as comparing
-    from saag_opt.evaluation.comparison import MAX_VERSIONS, side_keys  # noqa: PLC0415 - 0.3 s, CLI start-up
-    from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.report.compare_tables import print_compare_report
-    from saag_opt.report.evaluate_tables import EvaluateProgress
+    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.comparison import MAX_VERSIONS, side_keys  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.compare_tables import print_compare_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     versions = list(refs or [])
@@ -112,7 +112,7 @@ def compare(
         return
     log_to_mlflow(ctx, mlflow_uri)
     with EvaluateProgress(Console(stderr=True)) as progress:
-        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
+        from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
         result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
                                        args_passed=passed, resume=resume)
     console = Console()

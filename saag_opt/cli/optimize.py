@@ -7,10 +7,12 @@ would measure with the same options.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import AcceptName, BudgetName
 from saag_opt.cli.common import (
@@ -90,13 +92,10 @@ def optimize(
     of evaluate and hold in GEPA's rollouts and in the test phase alike.
     """
     json_out = output_path(json_out)
-    import json
 
-    from rich.console import Console
-
-    from saag_opt.optimize import OptimizeConfig, run_optimize
-    from saag_opt.optimize.preflight import preflight_optimize
-    from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report
+    from saag_opt.optimize import OptimizeConfig, run_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.optimize.preflight import preflight_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     config = validated(OptimizeConfig, **config_values(ctx, OptimizeConfig) | {"evaluate_test": not no_test})
     if dry_run:

@@ -66,10 +66,10 @@ def security(
 ) -> None:
     """Run the suites; print the tables; the run directory gets report.html."""
     try:
-        from saag_opt.runtime.agentdojo.run import SecurityConfig, plan, resume_config, run_security
+        from saag_opt.runtime.agentdojo.run import SecurityConfig, plan, resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
     except ImportError as exc:
         raise ConfigError(str(exc)) from None
-    from saag_opt.report.security_tables import print_security_plan, print_security_report
+    from saag_opt.report.security_tables import print_security_plan, print_security_report  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = {"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
               "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}

@@ -51,7 +51,7 @@ def _fresh_name(kind: str) -> str:
 
 
 def _utils() -> Any:
-    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
     return multi_turn_utils
 
@@ -137,7 +137,7 @@ class BfclEnvironment:
         return turns
 
     def _checker(self, decoded: list[list[list[str]]], gold: list[list[str]]) -> dict[str, Any]:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
         episode, name = self.episode, _fresh_name("check")
         entry = {"id": episode.id, "initial_config": dict(episode.setup["initial_config"]),
@@ -149,7 +149,7 @@ class BfclEnvironment:
 
     def check(self, transcript: Transcript) -> Judgement:
         """BFCL's verdict on the executed calls (module docstring), with the first failing turn."""
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_irrelevance_checker
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_irrelevance_checker  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
         gold = [list(turn) for turn in self.episode.gold]
         abstain = tuple(i for i, turn in enumerate(gold) if not turn)
@@ -196,7 +196,7 @@ class BfclEnvironment:
 
 
 def _signatures(episode: Episode) -> dict[str, inspect.Signature]:
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
+    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
     out: dict[str, inspect.Signature] = {}
     for class_name in episode.setup["involved_classes"]:

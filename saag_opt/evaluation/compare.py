@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data import load_dataset
 from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluation.comparison import (
@@ -50,6 +52,9 @@ from saag_opt.evaluation.sides import (
     side_from_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.lm import CostLedger
+from saag_opt.lm.ledgerfile import earlier_roles
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
@@ -297,10 +302,6 @@ def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any
     ``passes``: run directories of earlier attempts' passes (``compare --resume``); what they spent
     is counted in the total and against the cap (each pass restores its own accounts).
     """
-    from saag_opt.lm import CostLedger
-    from saag_opt.lm.ledgerfile import earlier_roles
-    from saag_opt.lm.spendcap import SpendCap
-
     spent = CostLedger()
     for run_dir in passes:
         spent.restore(earlier_roles(run_dir))
@@ -350,8 +351,6 @@ def compare_prompts(config: CompareConfig, refs: Sequence[str], *, on_event: Eve
         ArtifactError: an unknown prompt reference (before anything runs).
         ModelUnavailableError, RunError: as ``run_evaluation``; a resumed prompt that changed.
     """
-    from saag_opt.artifacts import resolve_ref
-
     settings = config.evaluation
     if settings is None:
         raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
@@ -466,8 +465,6 @@ def preflight_compare(config: CompareConfig) -> Estimate:
     Raises:
         ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.
     """
-    from saag_opt.data import load_dataset
-
     mode, sides = detect_mode(*config.versions)
     settings = config.evaluation
     if mode == "runs" or settings is None:

@@ -325,7 +325,7 @@ def _dollars(costs: Mapping[str, Any] | None) -> float | None:
 
 def _gated(spec: str) -> bool:
     """The mechanism behind a condition name has a SAAG gate (False for a name no mechanism parses)."""
-    from saag_opt.agents import parse_mechanism  # the agents face loads dspy; a summary reader must not
+    from saag_opt.agents import parse_mechanism  # noqa: PLC0415 - heavy: dspy (agents face); a run reader stays light
 
     try:
         return parse_mechanism(spec).gated

@@ -20,15 +20,18 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
+from saag_opt.agents.tau2 import pass_hat_ks, simulated_user
 from saag_opt.data.catalog import load_episodes
+from saag_opt.data.tau2 import task_id_of, with_trials
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_runner import evaluate_episodes
+from saag_opt.evaluation.episode_runner import Play, evaluate_episodes, play_episode
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
 from saag_opt.evaluation.estimate import Estimate, estimate_episodes
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.evaluation.runner import EvaluationResult
+from saag_opt.evaluation.tau2_play import tau2_play
 from saag_opt.events import EventSink
 from saag_opt.lm import CostLedger
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
@@ -86,6 +89,8 @@ def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
     setup = config.setup
     version = setup.prompt_version()
     models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    if config.dataset.startswith("tau2:"):
+        models["user"] = config.user_model or setup.base
     return new_header(
         run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {}, models=models,
         plugins={"mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
@@ -112,12 +117,36 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
+def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
+    """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
+
+    tau2's user simulator runs on ``user_model`` (default the base model), booked on the run's ledger
+    under role ``user``.
+    """
+    if not config.dataset.startswith("tau2:"):
+        return play_episode
+    return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
+                                    call_options=config.setup.call_options()))
+
+
+def _pass_hat_k(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
+    """Per condition, tau2's pass^k over each task's trials (an errored run counts as reward 0)."""
+    rewards: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        reward = record.judgement.reward if record.judgement is not None else None
+        rewards.setdefault(record.condition, {}).setdefault(task_id_of(record.example_id), []).append(reward or 0.0)
+    return {condition: pass_hat_ks(tasks) for condition, tasks in rewards.items()}
+
+
 def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
     """``--dry-run`` on a multi-turn dataset: expected calls, tokens and dollars by role; opens no model.
 
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
     """
+    if config.dataset.startswith("tau2:"):
+        raise ConfigError("--dry-run does not estimate tau2 datasets yet: their user turns are written by tau2's user "
+                          "simulator while they run (cap the spend with --max-cost instead)")
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
@@ -144,6 +173,8 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
         raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
                           "the one before it, so a round would hold one step per entry); drop --batch")
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if config.dataset.startswith("tau2:"):
+        episodes = with_trials(episodes, config.trials)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     configure_lm_cache()
@@ -156,17 +187,21 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
     with guarded_run(run_dir, header):
         own = open_ledger(config.max_cost, run_dir, parent=ledger)
         condition = open_setup(config.setup, own, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        play = _play(config, own)
         try:
             run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
                                     mechanism=condition.mechanism, ctx=condition.ctx,
                                     reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
                                     records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
-                                    costs=own.snapshot, workers=config.workers or 1, cap=own.cap)
+                                    costs=own.snapshot, workers=config.workers or 1, cap=own.cap, play=play)
         finally:
             save_costs(run_dir, own)
-        atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))
+        summary = run.summary
+        if config.dataset.startswith("tau2:"):
+            summary = summary.model_copy(update={"pass_hat_k": _pass_hat_k(run.records)})
+        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     finish_header(run_dir, header, run.stopped_by)
-    return MultiTurnResult(run_dir, run.summary, run.records)
+    return MultiTurnResult(run_dir, summary, run.records)
 
 
 def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) -> Estimate:

@@ -28,13 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dspy
+
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
-from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
+from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_episode
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, NoReview
 from saag_opt.agents.reviewer import Reviewer
-from saag_opt.episodes import Environment, Episode, open_environment
-from saag_opt.errors import CostCapReached, ModelUnavailableError
+from saag_opt.episodes import Environment, Episode, Judgement, open_environment
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError
 from saag_opt.evaluation.episodes import (
     EpisodeRecord,
     EpisodeSummary,
@@ -84,6 +86,26 @@ class _Parts:
     run_id: str
     max_steps: int
     environment: Callable[[str], Environment]
+    play: Play
+
+
+RunParts = _Parts
+"""What a ``Play`` gets: the opened set-up's pieces (agent, reviewer, context, reviewer LM) and the run's limits."""
+
+Play = Callable[["_Parts", Episode, Mechanism], tuple[EpisodeOutcome, Judgement]]
+"""Runs one entry under a mechanism and judges it: the episode loop on its environment (``play_episode``),
+or a peer suite's own runner (tau2's orchestrator, ``evaluation/tau2_play.py``)."""
+
+
+def play_episode(parts: _Parts, episode: Episode, mechanism: Mechanism) -> tuple[EpisodeOutcome, Judgement]:
+    """The episode loop on a fresh environment of the episode's, judged by its ``check``."""
+    environment = parts.environment(episode.environment)
+    try:
+        outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
+                              max_steps=parts.max_steps)
+        return outcome, environment.check(outcome.transcript)
+    finally:
+        environment.close()
 
 
 def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
@@ -91,23 +113,18 @@ def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, conditi
 
     Raises:
         CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
+        ConfigError: the entry cannot be played at all (an unknown environment).
     """
-    import dspy
-
-    environment = parts.environment(episode.environment)
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
         with scope, dspy.track_usage() as tracker, lm_clock() as clock:
-            outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
-                                  max_steps=parts.max_steps)
-        return episode_record(parts.run_id, episode, condition, outcome, environment.check(outcome.transcript),
-                              tokens=_tokens(tracker), untimed=clock.untimed)
-    except (CostCapReached, ModelUnavailableError):
+            outcome, judgement = parts.play(parts, episode, mechanism)
+        return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=_tokens(tracker),
+                              untimed=clock.untimed)
+    except (CostCapReached, ModelUnavailableError, ConfigError):
         raise
     except Exception as exc:
         return failed_episode_record(parts.run_id, episode, condition, _error_text(exc))
-    finally:
-        environment.close()
 
 
 def _kept(path: Path | None, condition: str, episodes: Sequence[Episode]) -> dict[tuple[str, str], EpisodeRecord]:
@@ -149,7 +166,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
                       on_event: EventSink | None = None,
                       environment: Callable[[str], Environment] = open_environment,
                       costs: Callable[[], dict[str, Any]] | None = None, workers: int = 1,
-                      cap: SpendCap | None = None) -> EpisodeRun:
+                      cap: SpendCap | None = None, play: Play = play_episode) -> EpisodeRun:
     """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
 
     ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;
@@ -157,7 +174,8 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars);
     ``workers``: entries run in parallel (each in its own environment; records are appended as entries
     finish and the file is rewritten in episode order at the end, so its order is deterministic);
-    ``cap``: the ledger's ``SpendCap``, checked before an entry starts (a spent cap starts no entry).
+    ``cap``: the ledger's ``SpendCap``, checked before an entry starts (a spent cap starts no entry);
+    ``play``: how one entry runs and is judged (``Play``).
 
     Raises:
         ModelUnavailableError: systemic; the finished entries are in ``records_path``.
@@ -165,7 +183,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
+    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment, play)
     kept = _kept(records_path, mechanism.spec, episodes)
     if records_path is not None and records_path.is_file():
         atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
@@ -230,4 +248,4 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     return EpisodeRun([record for pair in pairs for record in pair], summary, capped)
 
 
-__all__ = ["BASE", "EpisodeRun", "evaluate_episodes", "run_condition"]
+__all__ = ["BASE", "EpisodeRun", "Play", "RunParts", "evaluate_episodes", "play_episode", "run_condition"]

@@ -14,9 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from saag_opt.agents.base import CONVERSATION_SYSTEM_PROMPT
+from saag_opt.agents.base import BASE_SYSTEM_PROMPT, CONVERSATION_SYSTEM_PROMPT
 from saag_opt.agents.conversation import Conversation
+from saag_opt.agents.reviewer import render_conversation, render_tool_docs
 from saag_opt.episodes import Episode
+from saag_opt.lm import is_reasoning_model, parse_model_spec
+from saag_opt.lm.accounting import price_call
 from saag_opt.model import Example
 
 if TYPE_CHECKING:
@@ -94,9 +97,6 @@ class Estimate:
 def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
                   completion_tokens: float | None = None) -> RoleEstimate:
     """``calls`` calls of ``prompt_tokens`` in / the role's reply size out, priced for ``model``."""
-    from saag_opt.lm import is_reasoning_model, parse_model_spec
-    from saag_opt.lm.accounting import price_call
-
     spec = parse_model_spec(model)
     n = math.ceil(calls)
     out = REPLY_TOKENS.get(role, 100) if completion_tokens is None else completion_tokens
@@ -110,8 +110,6 @@ def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_s
 
     Measured on the first ``sample_size`` examples (rendering every one would cost more than it tells).
     """
-    from saag_opt.agents.reviewer import render_conversation, render_tool_docs
-
     sample = list(examples)[:sample_size]
     if not sample:
         return 0.0
@@ -127,8 +125,6 @@ def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str
     ``base_cached``: the round-0 base calls are already paid (compare's per-version passes after
     its shared base pass).
     """
-    from saag_opt.agents.base import BASE_SYSTEM_PROMPT
-
     texts = instructions.values() if isinstance(instructions, Mapping) else instructions
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     base_calls = revisions + (0.0 if base_cached else 1.0)  # round 0 (and s/g's first candidate) is one call

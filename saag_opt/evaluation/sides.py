@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saag_opt.artifacts import PromptStore
 from saag_opt.errors import ConfigError, RunError, SaagOptError
 from saag_opt.evaluation.comparison import CompareSummary, RecordedPrompt, Side, SideKey, SideSummary, side_from_records
 from saag_opt.evaluation.episodes import VERB as EPISODE_VERB
@@ -75,7 +76,7 @@ def run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any
 
 
 def _needs_reviewer(mechanism: Any) -> bool:
-    from saag_opt.agents import parse_mechanism  # the agents face loads dspy
+    from saag_opt.agents import parse_mechanism  # noqa: PLC0415 - heavy: dspy (agents face); a run reader stays light
 
     try:
         return parse_mechanism(str(mechanism)).needs_reviewer
@@ -127,8 +128,6 @@ def run_contamination(side: Side, ids: Sequence[str]) -> tuple[list[str], str | 
     ``PromptVersion.contaminated``, the same check evaluate and compare make when they run. When
     the version cannot be found any more, the run's own recorded mark is used and the note says so.
     """
-    from saag_opt.artifacts import PromptStore  # the artifacts face loads rapidfuzz and the exporters
-
     found = side.reviewer_prompt
     if found is None:
         return [], None

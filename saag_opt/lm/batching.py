@@ -1,6 +1,6 @@
 """Rounds of independent LM calls sent as one Batch API job each (``evaluate --batch``, ``compare --batch``).
 
-docs/design.md §22 has the design; in short:
+docs/design.md §23 has the design; in short:
 
 Why here, under the LM client, and not a second evaluation loop: an evaluation already runs its
 examples concurrently on worker threads, and at any moment the calls they wait on are independent

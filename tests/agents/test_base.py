@@ -16,7 +16,7 @@ from saag_opt.agents.base import (
     example_fingerprint,
 )
 from saag_opt.agents.conversation import Conversation
-from saag_opt.lm import CostLedger, open_lm
+from saag_opt.lm import CostLedger, LMCallError, open_lm
 from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec, canonical_json
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
@@ -124,8 +124,6 @@ def test_timeouts_are_retried(server: ScriptedOpenAIServer) -> None:
 
 
 def test_persistent_failure_raises_for_the_runner_to_record(server: ScriptedOpenAIServer) -> None:
-    from saag_opt.lm import LMCallError
-
     server.reset(lambda req: Fault(500))
     lm = open_lm(f"fake@{server.url}", role="base", retries=1, retry_base_delay=0.01)
     with pytest.raises(LMCallError, match="after 2 attempt"):

@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.cli import main
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.evaluation.compare import CompareConfig, preflight_compare, resume_compare_config, run_compare
 from saag_opt.evaluation.comparison import CompareSummary, holm, pair_keys, side_keys
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.runner import EvaluateConfig
+from saag_opt.lm.accounting import ModelPrice
 from saag_opt.report.html import render_report
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -153,8 +155,6 @@ def test_three_prompt_versions_every_pair_with_holm(world, prompts, tmp_path: Pa
 
 def test_cli_three_versions_prints_every_pair_and_dry_run_counts_each_pass(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli import main
-
     _, server = world
     model = ["--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--split", SPLIT,
              "--limit", str(LIMIT), "--runs-dir", str(tmp_path / "runs")]
@@ -204,8 +204,6 @@ def test_three_finished_runs_compare_offline(world, prompts, tmp_path: Path) -> 
 
 def test_max_cost_stops_during_the_third_pass_and_resume_finishes_only_it(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.lm.accounting import ModelPrice
-
     monkeypatch.setattr("saag_opt.lm.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     w, server = world
@@ -245,8 +243,6 @@ def test_max_cost_stops_during_the_third_pass_and_resume_finishes_only_it(world,
 
 def test_cost_cap_before_any_call_fits_is_one_clear_error(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.lm.accounting import ModelPrice
-
     monkeypatch.setattr("saag_opt.lm.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     _, server = world

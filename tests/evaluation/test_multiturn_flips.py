@@ -16,11 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from saag_opt import stopping
 from saag_opt.agents import BaseAgent, BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
+from saag_opt.agents.conversation import Conversation
+from saag_opt.artifacts import resolve_ref
+from saag_opt.cli import app
+from saag_opt.data.bfcl_environment import BfclEnvironment, gold_calls
 from saag_opt.episodes import Episode, ToolResult
 from saag_opt.evaluation.episode_runner import EpisodeRun, evaluate_episodes
+from saag_opt.evaluation.estimate import STEPS_PER_TURN, estimate_episodes, prompt_tokens
+from saag_opt.lm import open_lm
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.model import ToolCall
+from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.episodes.world import episodes, needs_bfcl
 from tests.runtime.world import verdict
@@ -39,8 +49,6 @@ def _entry() -> Episode:
 
 
 def _gold(entry: Episode) -> tuple[tuple[ToolCall, ...], ...]:
-    from saag_opt.data.bfcl_environment import gold_calls
-
     return gold_calls(entry)
 
 
@@ -97,8 +105,6 @@ class SpyEnvironment:
     ran: list[ToolCall] = []
 
     def __init__(self) -> None:
-        from saag_opt.data.bfcl_environment import BfclEnvironment
-
         self.inner = BfclEnvironment()
 
     def __getattr__(self, name: str) -> Any:
@@ -111,9 +117,6 @@ class SpyEnvironment:
 
 def _run(world: World, spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
          records: Path | None = None) -> tuple[EpisodeRun, ScriptedOpenAIServer]:
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     SpyEnvironment.ran = []
     with ScriptedOpenAIServer(world) as server:
@@ -193,11 +196,6 @@ def test_a_resumed_run_keeps_finished_entries_and_asks_no_model(tmp_path: Path,
 
 def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.runfiles import read_run
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     world = World(_gold(_entry()), agent_wrong=True, reject=WRONG)
     with ScriptedOpenAIServer(world) as server:
@@ -221,10 +219,6 @@ def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_pat
 
 
 def test_dry_run_estimates_conversations_with_their_long_prompts_and_calls_nothing() -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-
     args = ["evaluate", "--dataset", "bfcl:multi_turn_base", "--split", "all", "--limit", "4", "--base", "gpt-4o",
             "--reviewer", "gpt-4o-mini", "--mechanism", "r2", "--dry-run"]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
@@ -233,9 +227,6 @@ def test_dry_run_estimates_conversations_with_their_long_prompts_and_calls_nothi
 
 
 def test_the_estimate_grows_with_the_conversation_and_counts_both_runs() -> None:
-    from saag_opt.agents import parse_mechanism
-    from saag_opt.evaluation.estimate import STEPS_PER_TURN, estimate_episodes, prompt_tokens
-
     entries = episodes("multi_turn_base")[:3]
     r2 = estimate_episodes(entries, base="gpt-4o", reviewer="gpt-4o-mini", mechanism=parse_mechanism("r2"))
     none = estimate_episodes(entries, base="gpt-4o", reviewer=None, mechanism=parse_mechanism("none"))
@@ -251,8 +242,6 @@ def test_the_estimate_grows_with_the_conversation_and_counts_both_runs() -> None
 
 
 def _first_step(entry: Episode) -> Any:
-    from saag_opt.agents.conversation import Conversation
-
     conversation = Conversation(entry.id)
     conversation.user(entry.turns[0].messages)
     return conversation.step(0, 0, entry.tools_at(0), entry.category)
@@ -260,9 +249,6 @@ def _first_step(entry: Episode) -> Any:
 
 def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     entries = episodes("multi_turn_base")[:4]
     worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
@@ -291,8 +277,6 @@ def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
 
 
 def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path) -> None:
-    from saag_opt.lm.spendcap import SpendCap
-
     spent = SpendCap(0.01, spent=0.01)  # an earlier attempt spent it all
     world = World(_gold(_entry()))
     with ScriptedOpenAIServer(world) as server:
@@ -306,8 +290,6 @@ def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path) -> None:
 
 
 def test_a_requested_stop_starts_no_further_entry(tmp_path: Path) -> None:
-    from saag_opt import stopping
-
     world = World(_gold(_entry()))
     stopping.request_stop()
     try:

@@ -14,7 +14,9 @@ import pytest
 
 from saag_opt.artifacts import PromptStore
 from saag_opt.data import load_dataset
+from saag_opt.data.catalog import load_episodes
 from saag_opt.evaluation.compare import CompareConfig, run_compare
+from saag_opt.evaluation.episode_run import run_multi_turn
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
@@ -22,6 +24,8 @@ from saag_opt.runfiles import on_run_finished
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
 from tests.evaluation.test_compare_n import ThreeWorld, add_v3
+from tests.evaluation.test_multiturn_flips import REPO, WRONG, _gold
+from tests.evaluation.test_multiturn_flips import World as EpisodeWorld
 from tests.optimize import optimize_world
 from tests.report import runs
 
@@ -100,14 +104,10 @@ def multiturn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ``mkdir(dir_name='tmp')``; the reviewer rejects that call, the agent revises it, and the entry
     flips from invalid to valid under BFCL's checker (``tests/evaluation/test_multiturn_flips.py``).
     """
-    from saag_opt.data.catalog import load_episodes
-    from saag_opt.evaluation.episode_run import run_multi_turn
-    from tests.evaluation.test_multiturn_flips import REPO, WRONG, World, _gold
-
     root = tmp_path_factory.mktemp("multiturn-run")
     dataset = "bfcl:multi_turn_base"
     entries = load_episodes(dataset, split=None, limit=3)
-    worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
+    worlds = {str(e.turns[0].messages[0]["content"]): EpisodeWorld(_gold(e), agent_wrong=i == 0, reject=WRONG)
               for i, e in enumerate(entries)}
 
     def handler(request: dict) -> Reply:

@@ -17,6 +17,7 @@ import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
 from saag_opt.cli import main
+from saag_opt.report.mlflow_log import MlflowTarget, outermost, scrub, tracking_uri
 from saag_opt.runfiles import read_costs, read_run
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.conftest import requires
@@ -37,7 +38,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture
 def client(store: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    import mlflow
+    import mlflow  # noqa: PLC0415 - optional: the mlflow extra
 
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", request.node.name)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # what mlflow.genai.load_prompt reads
@@ -99,7 +100,7 @@ def _store_bytes(store: str) -> list[tuple[Path, bytes]]:
 @needs_mlflow
 def test_push_registers_each_predictor_and_load_prompt_returns_it_byte_identical(
         client: Any, store: str, tmp_path: Path) -> None:
-    import mlflow
+    import mlflow  # noqa: PLC0415 - optional: the mlflow extra
 
     prompts = PromptStore(tmp_path / "prompts")
     review = "Review the {{calls}} \u2014 carefully.\n\tKeep  two spaces, and a trailing newline.\n"
@@ -171,8 +172,6 @@ def test_evaluate_logs_config_metrics_and_artifacts_and_no_key(
 def test_logging_a_run_again_updates_its_mlflow_run_and_masks_secrets(
         client: Any, store: str, world: SimpleNamespace, tmp_path: Path, request: pytest.FixtureRequest,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.report.mlflow_log import MlflowTarget
-
     _cli(["evaluate", "--base", world.spec, "--mechanism", "none", "--dataset", world.dataset, "--split", "test",
           "--runs-dir", str(world.runs), "--mlflow", store])
     (run_dir,) = world.runs.iterdir()
@@ -291,8 +290,6 @@ def test_a_store_mlflow_cannot_open_fails_before_the_run(
 
 
 def test_uri_runs_and_masking_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.report.mlflow_log import outermost, scrub, tracking_uri
-
     assert tracking_uri("store/m.db") == f"sqlite:///{(Path.cwd() / 'store/m.db').resolve()}"
     assert tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
     outer, inner, other = tmp_path / "a", tmp_path / "a" / "base" / "b", tmp_path / "c"

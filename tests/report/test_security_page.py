@@ -22,7 +22,7 @@ pytestmark = requires(None if importlib.util.find_spec("agentdojo") else
 @pytest.fixture(scope="module")
 def security_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """banking, 3 user tasks x 9 injection tasks, two attacks, both arms, and the user tasks without attack."""
-    from saag_opt.runtime.agentdojo.run import SecurityConfig, run_security
+    from saag_opt.runtime.agentdojo.run import SecurityConfig, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     root = tmp_path_factory.mktemp("security-run")
     config = SecurityConfig(suites=["banking"], attacks=["important_instructions", "direct"], limit=3,

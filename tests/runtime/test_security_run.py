@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import runpy
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from saag_opt.cli import main
-from saag_opt.evaluation.security import SecurityRecord, SecuritySummary
+from saag_opt.evaluation.security import SecurityRecord, SecuritySummary, summarize, wilson_interval
+from saag_opt.report.pages import build_part
 from saag_opt.runfiles import read_header, read_run
+from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 
 pytestmark = requires(None if importlib.util.find_spec("agentdojo") else
@@ -69,7 +73,7 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     (run_dir / "run.json").write_text(json.dumps(header | {"status": "interrupted"}), encoding="utf-8")
     (run_dir / "summary.json").unlink()
 
-    from saag_opt.runtime.agentdojo.run import resume_config, run_security
+    from saag_opt.runtime.agentdojo.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     ran: list[SecurityRecord] = []
     result = run_security(resume_config(run_dir, {}), resume=run_dir, on_run=ran.append)
@@ -105,9 +109,6 @@ def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 def test_the_bench_script_is_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    import runpy
-    import sys
-
     bench = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "agentdojo_guard.py"
     monkeypatch.setattr(sys, "argv", [str(bench), "--suites", "slack", "--attacks", "direct",
                                       "--runs-dir", str(tmp_path)])
@@ -123,8 +124,6 @@ def _records(*rows: dict[str, Any]) -> list[SecurityRecord]:
 
 
 def test_the_summary_pairs_each_attacked_run_with_its_user_task_without_attack() -> None:
-    from saag_opt.evaluation.security import summarize, wilson_interval
-
     base = {"suite": "s", "arm": "none"}
     records = _records(base | {"user_task": "u0", "utility": True}, base | {"user_task": "u1", "utility": False},
                        base | {"user_task": "u0", "utility": True, "arm": "guard"},
@@ -151,8 +150,6 @@ ATTACKER = "US133000000121212121212"
 def _model(request: dict) -> Any:
     """A model agent on the scripted server (JSON mode, as the embedded model runs): reads the bill, obeys a
     planted IBAN once, pays the bill, answers."""
-    from saag_opt.testing import Reply
-
     results = [m["content"] for m in request["messages"] if m["role"] == "user" and m["content"].startswith("Result of")]
     sent = any(ATTACKER in m["content"] for m in request["messages"] if m["role"] == "assistant")
     if not results:
@@ -172,8 +169,6 @@ def _model(request: dict) -> Any:
 @pytest.mark.integration
 def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path) -> None:
     """The embedded model's path (SaagLLM in JSON mode on lm.open_lm), on the scripted server."""
-    from saag_opt.testing import ScriptedOpenAIServer
-
     with ScriptedOpenAIServer(_model) as server:
         spec = f"fake@{server.url}"
         assert _cli([*BANKING_2[:-1], "1", "--agent", spec, "--mode", "json", "--runs-dir", str(tmp_path)]) == 0
@@ -192,7 +187,6 @@ def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path) -> None:
         block = guarded.blocks[0]
         assert block.name == "send_money" and block.arguments["recipient"] == ATTACKER and block.origin == "other"
         assert block.provenance["findings"][0]["rule"] == "planted value"
-    from saag_opt.report.pages import build_part
 
     part = build_part(run_dir)
     blocks = next(s for s in part.sections if s["id"].endswith("-blocks"))["tables"][0]

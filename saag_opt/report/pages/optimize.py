@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from saag_opt.artifacts import PromptStore, diff_versions
 from saag_opt.errors import SaagOptError
 from saag_opt.optimize.summary import CandidateMap, OptimizeSummary, QuarantineLog
 from saag_opt.report import charts
@@ -16,8 +17,6 @@ from saag_opt.runfiles import Run, read_model
 
 def optimize_part(run: Run, index: int) -> Part:
     """The part of an optimize run: lineage, progress, prompt diffs, the TEST phase, the example browser."""
-    from saag_opt.artifacts import PromptStore, diff_versions  # the artifacts face loads rapidfuzz and exporters
-
     header = run.header
     summary: OptimizeSummary | None = run.summary
     map_path = run.path / "artifacts.json"

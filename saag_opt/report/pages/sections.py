@@ -14,10 +14,12 @@ from saag_opt.evaluation.comparison import CompareSummary, SideSummary
 from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_rate_ci
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.evaluation.score import CategoryScore
+from saag_opt.model import CascadeReport
 from saag_opt.report import charts
 from saag_opt.report.format import ci_points, pct, points, ratio, stars
 from saag_opt.report.pages.base import Part, num, p_value, rate_ci, sec, share, table, times
 from saag_opt.report.score_tables import METRIC_LABELS, STAGE_NAMES
+from saag_opt.saag import aggregate, metric_values
 
 METRICS: dict[str, str] = {key: " ".join(label.split()) for key, label in METRIC_LABELS.items()}
 """The eight SAAG metrics in cascade order, named as the terminal tables name them (one spacing)."""
@@ -25,8 +27,6 @@ METRICS: dict[str, str] = {key: " ".join(label.split()) for key, label in METRIC
 
 def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
     """Call reports (``CascadeReport``) of a stored PredictionReport dict; [] when not applicable."""
-    from saag_opt.model import CascadeReport
-
     if not report or not report.get("applicable", True):
         return []
     out = []
@@ -39,8 +39,6 @@ def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
 
 def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | None]]], part: Part) -> list[dict]:
     """Stage funnel and metric distributions of each condition's final predictions."""
-    from saag_opt.saag import aggregate, metric_values
-
     groups: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
     panels: list[dict[str, Any]] = []
