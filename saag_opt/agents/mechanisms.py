@@ -3,6 +3,8 @@
 Specs: ``none`` | ``binary`` | ``saag`` (SAAG self-repair, no LLM reviewer) | ``r<N>`` (progressive
 review) | ``s<N>`` (best-of-N selection) | ``g<N>`` (best-of-N grading) | ``guard+r<N>``
 (experimental: the runtime guard's loop, ``r<N>`` plus its stage 1-2 rules; agents/guarded.py) |
+``saag+s<N>`` (experimental: SAAG-verified best-of-N, the first candidate the cascade passes;
+agents/verified.py) |
 ``gate+r<N>`` / ``gate+s<N>`` / ``gate+g<N>`` / ``gate+guard+r<N>`` (experimental: the LLM reviewer
 only runs when the gold-free SAAG cascade does not pass the base call cleanly).
 
@@ -71,6 +73,8 @@ class Candidate:
     score: float | None = None
     rationale: str | None = None
     seconds: float = 0.0
+    passed: bool | None = None
+    """``saag+s<N>``: the gold-free cascade passed it (None = not checked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +326,8 @@ def spread_temperatures(n: int, low: float = TEMPERATURE_RANGE[0], high: float =
     return [round(low + (high - low) * i / (n - 1), 6) for i in range(n)]
 
 
-def _candidates(example: Example, agent: BaseAgent, ctx: MechanismContext, n: int) -> list[Candidate]:
+def sample_candidates(example: Example, agent: BaseAgent, ctx: MechanismContext, n: int) -> list[Candidate]:
+    """The N round-0 candidates of s<N>/g<N>/saag+s<N>, lowest temperature first (cached)."""
     out = []
     for index, temperature in enumerate(spread_temperatures(n)):
         proposal = ctx.propose_initial(agent, example, temperature)
@@ -360,7 +365,7 @@ class Selection(MechanismFacts):
         """Generate, select once."""
         rev = _need(reviewer, self.spec)
         base = ctx.propose_initial(agent, example)
-        cands = _candidates(example, agent, ctx, self.n)
+        cands = sample_candidates(example, agent, ctx, self.n)
         with lm_clock() as clock:
             index, failure = rev.select_candidate(example, [c.prediction for c in cands])
         took = clock.seconds
@@ -405,7 +410,7 @@ class Grading(MechanismFacts):
         rev = _need(reviewer, self.spec)
         base = ctx.propose_initial(agent, example)
         graded, seconds, notes = [], 0.0, []
-        for cand in _candidates(example, agent, ctx, self.n):
+        for cand in sample_candidates(example, agent, ctx, self.n):
             with lm_clock() as clock:
                 grade = rev.grade_candidate(example, cand.prediction)
             seconds += clock.seconds + cand.seconds
@@ -487,7 +492,7 @@ _NAME = re.compile(rf"^{_WORDS}$")
 _SPEC = re.compile(rf"^(?P<name>{_WORDS})(?P<n>\d*)$")
 GATE_PREFIX = "gate+"
 """``gate+<spec>`` wraps any mechanism that calls the reviewer in a ``Gate``."""
-_BUILT_IN_MODULES = ("saag_opt.agents.guarded",)
+_BUILT_IN_MODULES = ("saag_opt.agents.guarded", "saag_opt.agents.verified")
 """Built-in mechanisms that live (and register) in their own module, which imports this one; the
 registry imports them on first use so that every reader sees them, whichever module was imported."""
 

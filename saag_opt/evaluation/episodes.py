@@ -186,7 +186,7 @@ def step_record(step: StepOutcome) -> StepRecord:
                             feedback=r.feedback, revised=_call(r.revised) if r.revised else None, note=r.note)
                 for r in out.rounds],
         candidates=[CandidateRecord(index=c.index, temperature=c.temperature, prediction=_call(c.prediction),
-                                    score=c.score, rationale=c.rationale) for c in out.candidates],
+                                    score=c.score, rationale=c.rationale, passed=c.passed) for c in out.candidates],
         selected=out.selected, final=_call(step.final), executed=[c.to_dict() for c in step.executed],
         results=[ToolResultRecord(name=r.name, content=_text(r.content) or "", executed=r.executed)
                  for r in step.results],

@@ -51,7 +51,7 @@ def mechanism_record(run_id: str, example: Example, outcome: MechanismOutcome, t
                           feedback=r.feedback, revised=call_record(r.revised) if r.revised else None, note=r.note)
               for r in outcome.rounds]
     cands = [CandidateRecord(index=c.index, temperature=c.temperature, prediction=call_record(c.prediction),
-                             score=c.score, rationale=c.rationale) for c in outcome.candidates]
+                             score=c.score, rationale=c.rationale, passed=c.passed) for c in outcome.candidates]
     return ExampleRecord(
         **_common(run_id, example, outcome.mechanism), final=call_record(outcome.final), correct=verdict.correct,
         truth_reason=verdict.reason, saag=verdict.cascade.to_dict(), base=call_record(outcome.base.prediction),

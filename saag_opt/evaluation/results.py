@@ -65,6 +65,8 @@ class CandidateRecord(BaseModel):
     """Grade in [0, 1] (g<N>)."""
     rationale: str | None = None
     """Grader's rationale."""
+    passed: bool | None = None
+    """saag+s<N>: the gold-free SAAG cascade passed it (None = not checked)."""
 
 
 class ExampleRecord(BaseModel):

@@ -149,3 +149,13 @@ def test_a_text_reply_ends_the_turn_and_stays_in_the_conversation() -> None:
     assert len(outcome.turns[1].steps) == 1 and not outcome.turns[1].steps[0].withheld
     assert mechanism.seen[-1].messages[-2:] == ({"role": "assistant", "content": "I cannot look up capitals."},
                                                 {"role": "user", "content": "And now?"})
+
+
+def test_saag_verified_best_of_n_runs_per_step_without_the_selector_when_the_cascade_decides() -> None:
+    env, reviewer = SpyEnvironment(), FakeReviewer(index=1)
+    outcome = run_episode(_episode(), env, _oracle({0: (WRITE,), 1: (READ,)}), reviewer, parse_mechanism("saag+s2"),
+                          MechanismContext())
+    assert outcome.transcript == (((WRITE,),), ((READ,),), ()) and env.ran == [WRITE, READ]
+    assert reviewer.selections == 0  # calls pass the cascade; "Done." steps: every candidate abstains
+    assert all(len(s.outcome.candidates) == 2 and s.outcome.selected == 0 for s in outcome.steps)
+    assert [s.outcome.candidates[0].passed for s in outcome.steps] == [True, False, True, False, False]

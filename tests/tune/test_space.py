@@ -122,3 +122,12 @@ def test_a_space_file_in_another_encoding_names_the_line_and_a_bom_is_fine(tmp_p
 def test_shipped_example_spaces_validate(name: str) -> None:
     space = load_space(REPO / "experiments" / "spaces" / name)
     assert space.search and space.fixed["split"] in ("train", "val")
+
+
+def test_the_saag_verified_best_of_n_is_in_the_search_space() -> None:
+    mechanisms = ["s3", "saag+s3", "gate+saag+s3"]
+    assert parse_space(_space(search={"mechanism": mechanisms})).search["mechanism"] == mechanisms
+    with pytest.raises(ConfigError, match=r"mechanism 'saag\+s3' needs a reviewer model"):
+        parse_space(_space(fixed={"base": "gpt-4o"}, search={"mechanism": ["saag+s3"]}))
+    for name in ("offline-bfcl.toml", "paper-bfcl.toml"):
+        assert "saag+s3" in load_space(REPO / "experiments" / "spaces" / name).search["mechanism"]

@@ -116,8 +116,8 @@ def _condition_view(label: str, record: ExampleRecord) -> dict[str, Any]:
     if rounds:
         view["rounds"] = rounds
     if record.candidates:
-        view["candidates"] = [{"i": c.index, "t": c.temperature, "call": _calls(c.prediction), "score": c.score}
-                              for c in record.candidates]
+        view["candidates"] = [{"i": c.index, "t": c.temperature, "call": _calls(c.prediction), "score": c.score,
+                               "passed": c.passed} for c in record.candidates]
         view["selected"] = record.selected
     if record.gated:
         view["gated"] = True

@@ -83,7 +83,8 @@ def _step(step: Mapping[str, Any]) -> dict[str, Any]:
     if rounds:
         view["rounds"] = rounds
     if step.get("candidates"):
-        view["candidates"] = [{"i": c.get("index"), "call": _prediction(c.get("prediction")), "score": c.get("score")}
+        view["candidates"] = [{"i": c.get("index"), "call": _prediction(c.get("prediction")), "score": c.get("score"),
+                               "passed": c.get("passed")}
                               for c in step["candidates"]]
         view["selected"] = step.get("selected")
     final = _prediction(step.get("final"))

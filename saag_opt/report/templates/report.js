@@ -55,6 +55,7 @@
         var cl = el("ol");
         c.candidates.forEach(function (cand) {
           cl.appendChild(el("li", "candidate " + cand.i + " (t=" + cand.t + (cand.score !== null ? ", score " + cand.score : "") +
+            (cand.passed === true ? ", passed SAAG" : cand.passed === false ? ", failed SAAG" : "") +
             (cand.i === c.selected ? ", selected" : "") + "): " + callText(cand.call)));
         });
         box.appendChild(cl);
@@ -120,6 +121,7 @@
       var cl = el("ol");
       s.candidates.forEach(function (c) {
         cl.appendChild(el("li", "candidate " + c.i + (c.score !== null && c.score !== undefined ? " (score " + c.score + ")" : "") +
+          (c.passed === true ? ", passed SAAG" : c.passed === false ? ", failed SAAG" : "") +
           (c.i === s.selected ? ", selected" : "") + ": " + prediction(c.call)));
       });
       box.appendChild(cl);

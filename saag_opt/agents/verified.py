@@ -1,0 +1,120 @@
+"""``saag+s<N>``: SAAG-verified best-of-N (experimental; docs/design.md §5).
+
+N round-0 candidates are sampled exactly as ``s<N>`` samples them (temperatures over 0.3-1.0,
+through the base-prediction cache, so ``s<N>`` and ``saag+s<N>`` on one dataset share them). Each
+goes through the gold-free cascade with the context's grounding (calibrated by default). The rule
+is "first", not "best": the LLM reviewer is only asked when the cascade cannot decide.
+
+1. Every candidate makes no call: the first candidate (an abstention) is final; no reviewer call.
+2. Some candidate passes and none abstains: the first passing one (lowest temperature) wins; no
+   reviewer call.
+3. Some pass and some abstain: the cascade cannot check an abstention (FNEM = -1 without gold), so
+   the two stances tie; the selector picks between the first passing candidate and the first
+   abstention (BFCL irrelevance: making no call may be the right answer).
+4. None passes: the selector picks among all candidates plus, when none of them abstains, an
+   explicit "(no function call)" option; picking it ends in an abstention (``selected`` None).
+
+An unusable selector reply (after its retry) falls back to the first candidate, noted and counted
+in ``reviewer_unusable``, as in ``s<N>``. ``Candidate.passed`` records which candidates passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from saag_opt.agents.base import BaseAgent
+from saag_opt.agents.mechanisms import (
+    Candidate,
+    MechanismContext,
+    MechanismFacts,
+    MechanismOutcome,
+    register_mechanism,
+    sample_candidates,
+)
+from saag_opt.agents.reviewer import Reviewer, blind_cascade
+from saag_opt.errors import ConfigError
+from saag_opt.lm.latency import lm_clock
+from saag_opt.model import Example, Prediction
+
+if TYPE_CHECKING:
+    from saag_opt.agents.mechanisms import Mechanism
+
+NO_CALL_OPTION = Prediction((), raw=None, status="empty")
+"""The selector's extra option when no candidate abstains: rendered as "(no function call)"."""
+
+
+@dataclass(frozen=True)
+class VerifiedSelection(MechanismFacts):
+    """``saag+s<N>``: the first candidate the cascade passes wins; the selector decides the rest (module docstring)."""
+
+    n: int
+    components = ("select",)
+    experimental = True
+
+    @property
+    def spec(self) -> str:
+        """``saag+s<N>``."""
+        return f"saag+s{self.n}"
+
+    @property
+    def candidates(self) -> int:
+        """N candidates."""
+        return self.n
+
+    def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
+        """At most one selector call (``reject_rate`` read as the share the cascade cannot decide); N-1 extra candidates."""
+        return float(reject_rate), float(max(self.n - 1, 0))
+
+    def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
+            ctx: MechanismContext) -> MechanismOutcome:
+        """Sample, verify in order, ask the selector only when the cascade cannot decide."""
+        if reviewer is None:
+            raise ConfigError(f"mechanism {self.spec!r} needs a reviewer model (--reviewer)")
+        base = ctx.propose_initial(agent, example)
+        cands = [replace(c, passed=blind_cascade(c.prediction, example, ctx.grounding).passed is True)
+                 for c in sample_candidates(example, agent, ctx, self.n)]
+        seconds = sum(c.seconds for c in cands)
+        passing = [c for c in cands if c.passed]
+        abstaining = [c for c in cands if not c.prediction.calls and c.prediction.status != "unparsable"]
+
+        def done(chosen: Candidate | None, *notes: str, calls: int = 0, took: float = 0.0,
+                 unusable: int = 0) -> MechanismOutcome:
+            final = chosen.prediction if chosen is not None else NO_CALL_OPTION
+            return MechanismOutcome(self.spec, base, final, candidates=tuple(cands),
+                                    selected=chosen.index if chosen is not None else None, reviewer_calls=calls,
+                                    agent_calls=len(cands), seconds=seconds + took, notes=notes,
+                                    reviewer_unusable=unusable)
+
+        if all(not c.prediction.calls for c in cands):
+            return done(cands[0], "every candidate makes no call (abstains or is unreadable): no reviewer call")
+        if passing and not abstaining:
+            return done(passing[0], f"candidate {passing[0].index} is the first the SAAG cascade passes")
+        if passing:
+            options, why = [passing[0], abstaining[0]], "some candidates pass SAAG, some abstain"
+        else:
+            options, why = list(cands), "no candidate passes SAAG"
+        shown = [c.prediction for c in options] + ([] if abstaining else [NO_CALL_OPTION])
+        with lm_clock() as clock:
+            index, failure = reviewer.select_candidate(example, shown)
+        if failure is not None or index is None or not 0 <= index < len(shown):
+            return done(cands[0], f"{why}; selector returned {index!r}{f' ({failure})' if failure else ''}; "
+                        "using candidate 0", calls=1, took=clock.seconds, unusable=1)
+        if index == len(options):
+            return done(None, f"{why}; the selector chose no call: abstention", calls=1, took=clock.seconds)
+        return done(options[index], f"{why}; the selector chose candidate {options[index].index}", calls=1,
+                    took=clock.seconds)
+
+
+def _verified(n: int, max_repairs: int | None) -> Mechanism:
+    return VerifiedSelection(n)
+
+
+register_mechanism("saag+s", _verified, "SAAG-verified best-of-N: the first candidate the cascade passes; "
+                   "the selector only when it cannot decide (experimental)", numbered=True)
+
+
+if TYPE_CHECKING:
+    _v: Mechanism = VerifiedSelection(3)
+
+__all__ = ["NO_CALL_OPTION", "VerifiedSelection"]
