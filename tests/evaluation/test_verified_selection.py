@@ -14,6 +14,7 @@ from saag_opt.data.perturb import gold_calls
 from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
+from saag_opt.report.html import render_report
 from saag_opt.saag import check_calls
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
@@ -63,7 +64,8 @@ def _run(tmp_path: Path, base: Base, select: str) -> tuple[dict[str, ExampleReco
         config = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", prompt="reviewer@v1",
                                 mechanism="saag+s2", dataset=DATASET, split=SPLIT, limit=LIMIT, workers=2,
                                 runs_dir=tmp_path / "runs", cache_dir=tmp_path / "cache", retry_base_delay=0.01)
-        run = read_run(run_evaluation(config).run_dir)
+        run_dir = run_evaluation(config).run_dir
+    run = read_run(run_dir)
     assert run.header.plugins["mechanism"]["spec"] == "saag+s2"
     records = {r.example_id: r for r in run.records if r.condition == "saag+s2"}
     assert len(records) == len(examples)
@@ -84,6 +86,8 @@ def test_a_wrong_first_candidate_and_a_right_second_the_second_wins_without_the_
         assert record.correct and record.selected == 1
         assert [(c.temperature, c.passed) for c in record.candidates] == [(0.3, False), (1.0, True)]
         assert "first the SAAG cascade passes" in record.notes[0]
+    html = render_report([next((tmp_path / "runs").iterdir())])  # the report's candidate list shows them
+    assert '"score":null,"passed":false' in html and '"score":null,"passed":true' in html
 
 
 def test_none_passes_the_selector_picks(tmp_path: Path) -> None:
