@@ -5,7 +5,8 @@ through the base-prediction cache, so ``s<N>`` and ``saag+s<N>`` on one dataset 
 goes through the gold-free cascade with the context's grounding (calibrated by default). The rule
 is "first", not "best": the LLM reviewer is only asked when the cascade cannot decide.
 
-1. Every candidate makes no call: the first candidate (an abstention) is final; no reviewer call.
+1. Every candidate makes no call: the first abstention (else candidate 0, unreadable) is final; no
+   reviewer call.
 2. Some candidate passes and none abstains: the first passing one (lowest temperature) wins; no
    reviewer call.
 3. Some pass and some abstain: the cascade cannot check an abstention (FNEM = -1 without gold), so
@@ -87,7 +88,8 @@ class VerifiedSelection(MechanismFacts):
                                     reviewer_unusable=unusable)
 
         if all(not c.prediction.calls for c in cands):
-            return done(cands[0], "every candidate makes no call (abstains or is unreadable): no reviewer call")
+            return done(abstaining[0] if abstaining else cands[0],
+                        "every candidate makes no call (abstains or is unreadable): no reviewer call")
         if passing and not abstaining:
             return done(passing[0], f"candidate {passing[0].index} is the first the SAAG cascade passes")
         if passing:

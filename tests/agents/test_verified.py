@@ -54,3 +54,11 @@ def test_an_unusable_selector_falls_back_to_the_first_candidate_noted() -> None:
                                          ctx=MechanismContext())
     assert out.selected == 0 and out.final == BAD_NAME and out.reviewer_unusable == 1
     assert "using candidate 0" in out.notes[0]
+
+
+def test_when_no_candidate_calls_the_first_real_abstention_is_final_not_an_unreadable_reply() -> None:
+    unreadable = Prediction((), raw="<garbled>", status="unparsable")
+    reviewer = FakeReviewer(index=0)
+    out = parse_mechanism("saag+s2").run(weather_example(), _by_temperature(unreadable, ABSTAIN), reviewer,
+                                         ctx=MechanismContext())
+    assert out.final == ABSTAIN and out.selected == 1 and reviewer.selections == 0

@@ -11,11 +11,13 @@ import pytest
 
 from saag_opt.data import load_dataset
 from saag_opt.data.perturb import gold_calls
+from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
 from saag_opt.report.html import render_report
 from saag_opt.saag import check_calls
+from saag_opt.saag.modes import INTERVENTION_GROUNDING
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
 
@@ -37,8 +39,9 @@ SPLIT, LIMIT = "test", 16
 
 
 def _verifiable(ex: Example) -> bool:
-    """The right answer is a call the blind cascade passes."""
-    return ex.expect != "no_call" and bool(check_calls(gold_calls(ex), ex.registry, ex.query).passed)
+    """The right answer is a call the blind cascade passes (calibrated grounding, as the mechanism checks it)."""
+    return ex.expect != "no_call" and bool(check_calls(gold_calls(ex), ex.registry, ex.query,
+                                                       grounding=INTERVENTION_GROUNDING).passed)
 
 
 Base = Callable[[Example, float], Reply]
@@ -114,3 +117,29 @@ def test_every_candidate_abstaining_is_an_abstention_without_the_reviewer(tmp_pa
     assert all(r.selected == 0 and r.reviewer_calls == 0 and not r.final.calls for r in records.values())
     assert all(records[key].correct for key in _ids(lambda ex: ex.expect == "no_call"))
 
+
+
+def test_compare_s2_with_saag_s2_shares_the_candidates_and_pairs_the_runs(tmp_path: Path) -> None:
+    examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
+
+    def world(request: dict) -> Reply:  # the selector always picks candidate 0: the stage-1 failure
+        text = "\n".join(str(m.get("content")) for m in request["messages"])
+        example = max((ex for ex in examples if ex.query in text), key=lambda ex: len(ex.query))
+        if "tools" in request:
+            return right(example) if float(request.get("temperature") or 0.0) > 0.5 else UNKNOWN
+        return chat({"index": "0"})
+
+    with ScriptedOpenAIServer(world) as server:
+        runs = []
+        for mechanism in ("s2", "saag+s2"):
+            config = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", prompt="reviewer@v1",
+                                    mechanism=mechanism, dataset=DATASET, split=SPLIT, limit=LIMIT, workers=2,
+                                    runs_dir=tmp_path / "runs", cache_dir=tmp_path / "cache", retry_base_delay=0.01)
+            before = sum("tools" in r.body for r in server.chat_requests)
+            runs.append(run_evaluation(config).run_dir)
+            agent_requests = sum("tools" in r.body for r in server.chat_requests) - before
+        assert agent_requests == 0  # saag+s2 replays s2's candidates from the base-prediction cache
+    summary = run_compare(CompareConfig(a=str(runs[0]), b=str(runs[1]), runs_dir=tmp_path / "runs")).summary
+    verifiable = sum(_verifiable(ex) for ex in examples)
+    assert summary.matched == len(examples) and summary.paired.b_only_right == verifiable >= 2
+    assert summary.paired.a_only_right == 0
