@@ -27,6 +27,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -242,8 +243,6 @@ def load_results(runs: dict[Path, Run]) -> dict[str, dict[str, list[ExampleRecor
 
 def run_provenance(runs: dict[Path, Run]) -> list[dict[str, Any]]:
     """Per run: command arguments, commit, wall seconds (from run.json)."""
-    from datetime import datetime
-
     out = []
     for rel, run in runs.items():
         header = run.header

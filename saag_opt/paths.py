@@ -19,6 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from saag_opt.errors import RunError
+
 SHIPPED_PACKAGE_DIR = "_shipped"
 """Folder inside the installed ``saag_opt`` package that carries ``datasets/`` and ``prompts/``."""
 PROMPTS_ENV = "SAAG_OPT_PROMPTS"
@@ -93,7 +95,7 @@ def configure_lm_cache() -> Path:
     Raises:
         RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
     """
-    import dspy
+    import dspy  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
 
     where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
     if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
@@ -102,8 +104,6 @@ def configure_lm_cache() -> Path:
         where.mkdir(parents=True, exist_ok=True)
         dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
     except (OSError, sqlite3.DatabaseError) as exc:
-        from saag_opt.errors import RunError
-
         damaged = isinstance(exc, sqlite3.DatabaseError)
         raise RunError(f"LM cache {where}: {'damaged' if damaged else 'cannot be used'} ({exc}); move it aside or "
                        f"set ${CACHE_ENV} to another folder (earlier replies are then asked again)") from exc

@@ -16,6 +16,7 @@ os.environ["SAAG_OPT_CACHE"] = tempfile.mkdtemp(prefix="saag-opt-cache-")
 # The default prompt store lives under the user data dir: a private one, so no test writes the real one.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="saag-opt-data-")
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"  # MLflow (the [mlflow] extra) would report usage over the network
 os.environ.pop("OPENAI_API_KEY", None) if not os.environ.get("SAAG_OPT_TEST_KEEP_KEY") else None
 
 import importlib.util  # noqa: E402

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 import saag_opt.data
@@ -194,10 +195,6 @@ def test_console_script_scores_against_the_shipped_bfcl_dataset(tmp_path: Path) 
 
 def test_evaluate_and_compare_report_on_the_test_split_unless_told_otherwise() -> None:
     """Splits are sacred: GEPA sees train/val, so the default reported numbers come from test."""
-    import typer.main
-
-    from saag_opt.cli import app
-
     command = typer.main.get_command(app)
     for name in ("evaluate", "compare"):
         split = next(p for p in command.commands[name].params if p.name == "split")

@@ -6,6 +6,7 @@ import pytest
 
 from saag_opt.errors import ConfigError
 from saag_opt.lm import parse_model_spec
+from saag_opt.tune.storage import _without_password, parse_storage
 
 SECRET = "s3cret-value-42"
 
@@ -38,8 +39,6 @@ def test_a_server_url_without_credentials_is_accepted(url: str) -> None:
     ("postgresql://me@db:5432/optuna?sslmode=require", "postgresql://me@db:5432/optuna?sslmode=require"),
 ])
 def test_a_storage_url_is_written_and_quoted_with_its_credentials_masked(url: str, shown: str) -> None:
-    from saag_opt.tune.storage import _without_password, parse_storage
-
     spec = parse_storage(url)
     assert spec.redacted == shown
     assert _without_password(f'connection to "{url}" failed', spec) == f'connection to "{shown}" failed'

@@ -23,8 +23,9 @@ HEAVY = ("dspy", "optuna", "litellm")
 LAZY_FACES = ("saag_opt.lm", "saag_opt.agents", "saag_opt.optimize", "saag_opt.evaluation")
 LIGHT = (
     "saag_opt.choices", "saag_opt.errors", "saag_opt.model", "saag_opt.credentials", "saag_opt.events",
-    "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry",
+    "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry", "saag_opt.agents.rules",
     "saag_opt.lm.backends", "saag_opt.lm.scripted_server", "saag_opt.testing", "saag_opt.artifacts",
+    "saag_opt.runtime.guard", "saag_opt.evaluation.comparison", "saag_opt.optimize.summary",  # the guard; run readers
     *LAZY_FACES,
     "saag_opt.saag", *sorted(f"saag_opt.saag.{p.stem}" for p in (PACKAGE / "saag").glob("*.py") if p.stem != "__init__"),
 )

@@ -14,7 +14,8 @@ placed here. Bottom up:
 * ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``,
   ``data`` on ``episodes`` too: it loads them);
 * ``agents`` runs models over the core; ``testing`` (the contract suites) sits beside it;
-* ``evaluation`` and ``runtime`` run agents; ``optimize`` and ``tune`` run evaluations;
+* ``evaluation`` and ``runtime`` run agents (``runtime`` writes ``evaluation.security``'s rows for
+  the report); ``optimize`` and ``tune`` run evaluations;
 * ``report`` renders what the verbs wrote and never runs a model; ``cli`` is the top, and nothing
   imports ``cli`` or ``testing``.
 
@@ -52,8 +53,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "agents": FOUNDATION | _RESOURCES,
     "testing": FOUNDATION | _RESOURCES | {"agents"},
     "evaluation": FOUNDATION | _RESOURCES | {"agents"},
-    # the runtime guard runs agents/lm/saag for a live agent; nothing but cli imports it
-    "runtime": FOUNDATION | _RESOURCES | {"agents"},
+    # the runtime guard runs agents/lm/saag for a live agent; nothing but cli imports it. The AgentDojo run
+    # (runtime/agentdojo/run.py) writes evaluation.security's rows and summary, which the report reads.
+    "runtime": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
     "optimize": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
     "tune": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
     # report renders result types of the verbs; it never runs a model (no agents, lm or runtime)

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 
-from saag_opt.agents import Grade, Verdict, mechanism_names, parse_mechanism
-from saag_opt.artifacts.export import exporter_names
-from saag_opt.model import Example, Prediction
+from saag_opt.agents import (
+    Grade,
+    MechanismContext,
+    MechanismFacts,
+    MechanismOutcome,
+    Verdict,
+    mechanism_names,
+    parse_mechanism,
+)
+from saag_opt.artifacts.export import exporter_names, get_exporter
+from saag_opt.artifacts.store import PromptVersion
+from saag_opt.data.bfcl_environment import BfclEnvironment
+from saag_opt.lm.backends import get_backend
+from saag_opt.model import Example, Prediction, ToolCall
+from saag_opt.testing.contracts.backend import check_missing_key, check_retries, check_spec_round_trip
+from saag_opt.testing.contracts.environment import check_environment
+from saag_opt.testing.contracts.exporter import check_exporter
 from saag_opt.testing.contracts.mechanism import check_mechanism
+from saag_opt.testing.toy_environment import NotesEnvironment, toy_episode
 from tests.agents.agent_fakes import GOOD, UNGROUNDED, FakeAgent, call, weather_example
-from tests.episodes.world import needs_bfcl
+from tests.episodes.world import episodes, gold_transcript, needs_bfcl
 
 
 class CityReviewer:
@@ -45,10 +61,6 @@ def test_every_registered_mechanism_honours_the_contract(spec: str) -> None:
 
 
 def test_the_mechanism_contract_catches_a_gold_reader() -> None:
-    from dataclasses import dataclass
-
-    from saag_opt.agents import MechanismContext, MechanismFacts, MechanismOutcome
-
     @dataclass(frozen=True)
     class Cheater(MechanismFacts):
         spec: str = "cheat"
@@ -69,16 +81,10 @@ def test_the_mechanism_contract_catches_a_gold_reader() -> None:
     ("fake", ["fake", "fake@http://127.0.0.1:5000/v1"]),
 ])
 def test_every_backend_round_trips_its_spec_form(kind: str, texts: list[str]) -> None:
-    from saag_opt.lm.backends import get_backend
-    from saag_opt.testing.contracts.backend import check_spec_round_trip
-
     check_spec_round_trip(kind, get_backend(kind), texts)
 
 
 def test_openai_backend_names_the_missing_key() -> None:
-    from saag_opt.lm.backends import get_backend
-    from saag_opt.testing.contracts.backend import check_missing_key
-
     assert "--base local" in check_missing_key(get_backend("openai"), "gpt-4o", "OPENAI_API_KEY")
 
 
@@ -86,17 +92,12 @@ def test_openai_backend_names_the_missing_key() -> None:
 @pytest.mark.parametrize("spec_at", [lambda url: f"openai/m@{url}", lambda url: f"fake@{url}"],
                          ids=["compatible", "fake"])
 def test_server_backends_retry_transient_faults(spec_at) -> None:  # noqa: ANN001
-    from saag_opt.testing.contracts.backend import check_retries
 
     check_retries(spec_at)
 
 
 @pytest.mark.parametrize("fmt", exporter_names())
 def test_every_exporter_honours_the_contract(fmt: str) -> None:
-    from saag_opt.artifacts.export import get_exporter
-    from saag_opt.artifacts.store import PromptVersion
-    from saag_opt.testing.contracts.exporter import check_exporter
-
     version = PromptVersion(version="v1", program="reviewer", instructions={
         "review": "Check the call against the request.", "select": "Pick the best candidate.",
         "grade": "Score the candidate from 0 to 1."})
@@ -107,9 +108,6 @@ def test_every_exporter_honours_the_contract(fmt: str) -> None:
 
 
 def _toy() -> tuple[object, object, object]:
-    from saag_opt.model import ToolCall
-    from saag_opt.testing.toy_environment import toy_episode
-
     listing, write = ToolCall("list_notes", {}), ToolCall("write_note", {"title": "plan", "text": "buy milk"})
     episode = toy_episode("toy-1", [["List my notes, then save 'plan': buy milk."], ["Read it."], ["Weather?"]],
                           [[listing, write], [ToolCall("read_note", {"title": "plan"})], []])
@@ -119,9 +117,6 @@ def _toy() -> tuple[object, object, object]:
 
 
 def test_the_toy_environment_honours_the_environment_contract() -> None:
-    from saag_opt.testing.contracts.environment import check_environment
-    from saag_opt.testing.toy_environment import NotesEnvironment
-
     episode, gold, wrong = _toy()
     verdict = check_environment(NotesEnvironment, episode, gold, wrong=wrong)  # type: ignore[arg-type]
     assert verdict.abstain_turns == (2,)
@@ -131,10 +126,6 @@ def test_the_toy_environment_honours_the_environment_contract() -> None:
 @pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                                       "multi_turn_long_context"])
 def test_bfcls_environment_honours_the_environment_contract(category: str) -> None:
-    from saag_opt.data.bfcl_environment import BfclEnvironment
-    from saag_opt.testing.contracts.environment import check_environment
-    from tests.episodes.world import episodes, gold_transcript
-
     for episode in episodes(category)[::67]:  # three entries spread over the file
         gold = gold_transcript(episode)
         wrong = tuple(() for _ in gold)  # nothing called: the first turn with gold calls fails
@@ -142,9 +133,6 @@ def test_bfcls_environment_honours_the_environment_contract(category: str) -> No
 
 
 def test_the_environment_contract_catches_a_gold_reader_and_a_leak() -> None:
-    from saag_opt.testing.contracts.environment import check_environment
-    from saag_opt.testing.toy_environment import NotesEnvironment
-
     class Peeking(NotesEnvironment):
         def tools(self, turn: int):  # noqa: ANN202
             assert self._episode is not None

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from saag_opt.report.format import cached_reviews, delta, num, pct, ratio
+from saag_opt.errors import RunError
+from saag_opt.report.format import cached_reviews, ci_points, delta, num, pct, points, ratio, resume_command, run_footer
+from saag_opt.runfiles import new_header, write_header
 
 
 def test_rates_deltas_and_ratios_spell_missing_and_infinite_values_one_way() -> None:
@@ -26,18 +28,12 @@ def test_cached_reviews_counts_replayed_calls_out_of_all_calls() -> None:
 
 
 def test_accuracy_changes_are_signed_points() -> None:
-    from saag_opt.report.format import ci_points, points
-
     assert points(None) == "-" and points(0.025) == "+2.5 pts" and points(-0.1) == "-10.0 pts"
     assert ci_points(None) == "-" and ci_points([-0.01, 0.04]) == "[-1.0, +4.0] pts"
 
 
 def test_one_footer_and_one_resume_command_for_every_verb(tmp_path) -> None:  # noqa: ANN001
     """evaluate, compare and optimize ended with three spellings of this, the CLI built the command twice."""
-    from saag_opt.errors import RunError
-    from saag_opt.report.format import resume_command, run_footer
-    from saag_opt.runfiles import new_header, write_header
-
     run = tmp_path / "20260101-000000-tune"
     run.mkdir()
     write_header(run, new_header(run, "tune"))

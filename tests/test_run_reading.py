@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.errors import RunError
+from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import new_header, read_run, write_header
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p.parent for base in (ROOT / "experiments" / "results", ROOT / "tests" / "fixtures" / "runs")
                    for p in base.rglob("run.json") if (p.parent / "summary.json").is_file())
 """Every committed run that finished (the resume fixtures under main-2be60be/ are unfinished on purpose)."""
-MODELS = {"evaluate": (EvaluationSummary, ExampleRecord), "optimize": (OptimizeSummary, ExampleRecord),
+MODELS = {"evaluate": (EvaluationSummary, ExampleRecord), "compare": (CompareSummary, ExampleRecord),
+          "optimize": (OptimizeSummary, ExampleRecord),
           "tune": (TuneSummary, TrialRow)}
 
 

@@ -21,6 +21,7 @@ from saag_opt.lm.retry import with_retries
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right
+from tests.optimize import optimize_world as opt_world
 
 REPO = Path(__file__).resolve().parents[1]
 DATASET, SPLIT, LIMIT = "shipped:bfcl", "test", 12
@@ -185,8 +186,6 @@ def test_sigterm_stops_evaluate_within_seconds_and_resume_finishes_the_same_run(
 
 @pytest.mark.integration
 def test_sigterm_stops_optimize_within_seconds_and_resume_finishes_it(tmp_path: Path) -> None:
-    from tests.optimize import optimize_world as opt_world
-
     dataset, prompts = opt_world.write_world(tmp_path)
     env = dict(_env(tmp_path), SAAG_OPT_PROMPTS=prompts, DSPY_CACHEDIR=str(tmp_path / "cache" / "dspy"))
     runs = tmp_path / "runs"

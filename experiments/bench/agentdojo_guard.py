@@ -17,9 +17,13 @@ injection tasks, 949 pairs per attack). Scored by AgentDojo's own ``run_task_wit
 
 Injection tasks whose ground truth is empty (workspace 6-13, travel 6: goals met by what an agent
 says or by bulk actions) cannot succeed against a scripted agent; they stay in the denominators, as
-AgentDojo counts them, and the table says how many pairs they are.
+AgentDojo counts them, and the report says how many pairs they are.
 
-Run: ``python experiments/bench/agentdojo_guard.py`` (all six attacks, about 20 minutes on 2 cores;
+This is ``saag-opt security --agent scripted`` (``runtime.agentdojo.run.run_security``, the same
+code): it writes a run directory (``--runs-dir``, default ``runs``) with report.html, and
+``--resume RUN_DIR`` continues one. ``--replay RUN_DIR`` prints the tables of a finished run.
+
+Run: ``python experiments/bench/agentdojo_guard.py`` (all six attacks, about 15 minutes on 2 cores;
 ``--attacks important_instructions,direct,ignore_previous`` for three). The last line is
 ``asr=<fraction> utility_drop=<points>``: the guarded arm's attack success over every pair of every
 attack run, and how many points its utility under attack lies below the unguarded ground-truth run
@@ -29,107 +33,50 @@ without attack (each pair against its user task).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from collections import Counter, defaultdict
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-from saag_opt.runtime import Guard
+from rich.console import Console
+
+from saag_opt.errors import SaagOptError
+from saag_opt.report.html import write_report
+from saag_opt.report.security_tables import print_security_report
+from saag_opt.runfiles import read_run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="workspace,travel,banking,slack")
     parser.add_argument("--attacks", default=None, help="comma-separated (default: all six of issue 20)")
-    parser.add_argument("--out", type=Path, default=None, help="write every run as JSON lines here")
-    parser.add_argument("--replay", type=Path, default=None, help="print the tables of runs written by --out")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the run directory goes")
+    parser.add_argument("--resume", type=Path, default=None, help="continue this security run directory")
+    parser.add_argument("--replay", type=Path, default=None, help="print the tables of this finished run")
     args = parser.parse_args()
-    try:
-        from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION
-        from saag_opt.runtime.agentdojo.scripted import ObedientAgent
-        from saag_opt.runtime.agentdojo.suites import ATTACKS, run_suite
-    except ImportError as exc:
-        sys.exit(str(exc))
-    suites = args.suites.split(",")
-    attacks = tuple(args.attacks.split(",")) if args.attacks else ATTACKS
+    console = Console(width=160)
     started = time.perf_counter()
-    runs = []
-    if args.replay is not None:
-        runs = [_read_run(line) for line in args.replay.read_text(encoding="utf-8").splitlines() if line.strip()]
-        suites = [s for s in suites if any(r.suite == s for r in runs)]
-    out = args.out.open("w", encoding="utf-8") if args.out else None
-    for name in suites if args.replay is None else ():
-        t0 = time.perf_counter()
-        for run in run_suite(name, ObedientAgent(), Guard(), attacks=attacks):
-            runs.append(run)
-            if out is not None:
-                out.write(json.dumps(asdict(run), ensure_ascii=False, default=str) + "\n")
-        print(f"  {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    if out is not None:
-        out.close()
-    wall = time.perf_counter() - started
+    try:
+        if args.replay is not None:
+            run = read_run(args.replay, header_only=True)
+            summary, run_dir = run.summary, args.replay
+            if summary is None:
+                sys.exit(f"{args.replay}: no summary.json (the run has not finished)")
+        else:
+            from saag_opt.runtime.agentdojo.run import SecurityConfig, resume_config, run_security  # noqa: PLC0415 - optional extra
 
-    print(f"AgentDojo {AGENTDOJO_VERSION} (benchmark {BENCHMARK_VERSION}); agent: ObedientAgent (ground truth + obeys "
-          f"every injection); guard: Guard() (cascade + injection rule, no LLM reviewer); scored by AgentDojo.")
-    benign = {(r.suite, r.user_task, r.arm): r for r in runs if r.attack is None}
-    print("\nutility without attack (user tasks; FA = blocked ground-truth calls)")
-    print(f"  {'suite':10s} {'n':>4s} {'none':>8s} {'guard':>8s} {'FA':>4s}")
-    for name in suites:
-        none = [r for (s, _, a), r in benign.items() if s == name and a == "none"]
-        guard = [r for (s, _, a), r in benign.items() if s == name and a == "guard"]
-        print(f"  {name:10s} {len(none):4d} {_pct(none, 'utility'):>8s} {_pct(guard, 'utility'):>8s} "
-              f"{sum(r.false_alarms for r in guard):4d}")
-
-    attacked = [r for r in runs if r.attack is not None]
-    print("\nunder attack (pairs): utility and attack success rate (ASR), unguarded -> guarded; FA = blocked "
-          "ground-truth calls of the user task; stopped = blocked calls of the injection task")
-    print(f"  {'suite':10s} {'attack':24s} {'n':>4s} {'utility none':>12s} {'guard':>7s} {'ASR none':>9s} "
-          f"{'guard':>7s} {'FA':>4s} {'stopped':>7s}")
-    groups: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for r in attacked:
-        groups[(r.suite, r.attack or "")][r.arm].append(r)
-        groups[("all", r.attack or "")][r.arm].append(r)
-        groups[("all", "all")][r.arm].append(r)
-    for (name, attack), arms in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0][0], kv[0][1] == "all", kv[0][1])):
-        none, guard = arms["none"], arms["guard"]
-        stopped = sum(b.origin == "injection" for r in guard for b in r.blocks)
-        print(f"  {name:10s} {attack:24s} {len(none):4d} {_pct(none, 'utility'):>12s} {_pct(guard, 'utility'):>7s} "
-              f"{_pct(none, 'security'):>9s} {_pct(guard, 'security'):>7s} {sum(r.false_alarms for r in guard):4d} "
-              f"{stopped:7d}")
-
-    guarded = [r for r in attacked if r.arm == "guard"]
-    left = Counter((r.suite, r.injection_task) for r in guarded if r.security)
-    print("\nattacks that still succeed with the guard (suite, injection task: pairs over all attacks): "
-          + (", ".join(f"{s} {i}: {n}" for (s, i), n in sorted(left.items())) or "none"))
-    from saag_opt.runtime.agentdojo.suites import empty_ground_truth
-
-    empty = empty_ground_truth(suites)
-    unreachable = sum(1 for r in guarded if (r.suite, r.injection_task) in empty)
-    print(f"pairs whose injection task has no ground-truth call (cannot succeed against the scripted agent): "
-          f"{unreachable} of {len(guarded)}")
-    print(f"wall time {wall:.0f} s ({len(runs)} runs{', replayed' if args.replay else ''})")
-
-    asr = sum(bool(r.security) for r in guarded) / len(guarded) if guarded else float("nan")
-    drop = (sum(benign[(r.suite, r.user_task, "none")].utility - r.utility for r in guarded) / len(guarded) * 100
-            if guarded else float("nan"))
+            chosen = {"attacks": args.attacks.split(",")} if args.attacks else {}
+            config = (resume_config(args.resume, {}) if args.resume is not None
+                      else SecurityConfig(suites=args.suites.split(","), runs_dir=args.runs_dir, **chosen))
+            result = run_security(config, resume=args.resume)
+            summary, run_dir = result.summary, result.run_dir
+            write_report(run_dir)
+    except (ImportError, SaagOptError) as exc:
+        sys.exit(str(exc))
+    print_security_report(console, summary, str(run_dir))
+    print(f"wall time {time.perf_counter() - started:.0f} s ({summary.runs} runs{', replayed' if args.replay else ''})")
+    asr = summary.asr if summary.asr is not None else float("nan")
+    drop = summary.utility_drop if summary.utility_drop is not None else float("nan")
     print(f"asr={asr:.4f} utility_drop={drop:.2f}")
-
-
-def _read_run(line: str) -> Any:
-    from saag_opt.runtime.agentdojo.suites import Block, TaskRun
-
-    data = json.loads(line)
-    data["blocks"] = tuple(Block(**b) for b in data["blocks"])
-    return TaskRun(**data)
-
-
-def _pct(runs: list, field: str) -> str:
-    if not runs:
-        return "-"
-    return f"{100 * sum(bool(getattr(r, field)) for r in runs) / len(runs):.1f}%"
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ Run: /work/venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers
 from __future__ import annotations
 
 import argparse
+import cProfile
 import multiprocessing
 import os
+import pstats
 import shutil
 import sys
 import tempfile
@@ -37,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
+from saag_opt.evaluation import runner  # noqa: E402
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
 from saag_opt.model import Example  # noqa: E402
 from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
@@ -78,10 +81,6 @@ def handler(request: dict) -> Reply:
 
 def _profile_workers() -> list[Any]:
     """CProfile inside every worker thread (the main thread only waits): wrap the per-example function."""
-    import cProfile
-
-    from saag_opt.evaluation import runner
-
     profiles: list[Any] = []
     inner = runner._evaluate_example
 
@@ -134,8 +133,6 @@ def scripted_server(latency: float, *, in_process: bool) -> Iterator[tuple[str, 
 
 
 def _print_profile(profiles: list[Any]) -> None:
-    import pstats
-
     stats = pstats.Stats(profiles[0])
     for extra in profiles[1:]:
         stats.add(extra)

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
+from saag_opt.data.perturb import gold_calls
 from saag_opt.model import Example, ToolCall
 from saag_opt.runtime import Guard
 from saag_opt.runtime.inputs import read_input
@@ -190,8 +191,6 @@ def _share(flags: list[bool]) -> str:
 
 
 def _kind(example: Example, calls: tuple[ToolCall, ...]) -> str:
-    from saag_opt.data.perturb import gold_calls
-
     return "gold" if tuple(calls) == tuple(gold_calls(example)) else "perturbed"
 
 

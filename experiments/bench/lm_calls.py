@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from saag_opt.agents.base import BaseAgent, Proposal  # noqa: E402
 from saag_opt.agents.mechanisms import MechanismContext, parse_mechanism  # noqa: E402
 from saag_opt.agents.reviewer import Reviewer  # noqa: E402
+from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.lm import CostLedger, open_lm  # noqa: E402
 from saag_opt.model import Example  # noqa: E402
 from saag_opt.optimize import GepaSettings, build_gepa, compile_gepa, metric, to_dspy_examples  # noqa: E402
@@ -92,7 +93,6 @@ def main() -> None:
     parser.add_argument("--mechanism", default="r2")
     args = parser.parse_args()
     dataset, prompts = world.write_world(WORK, n_train=args.train, n_val=args.val, n_test=2)
-    from saag_opt.data import load_dataset
 
     train, val = load_dataset(dataset, split="train"), load_dataset(dataset, split="val")
     with ScriptedOpenAIServer(world.handler) as server:

@@ -34,6 +34,7 @@ os.environ.setdefault("SAAG_OPT_PROMPTS", str(ROOT / "prompts"))
 sys.path.insert(0, str(ROOT))
 
 from saag_opt.evaluation.runner import EvaluateConfig, EvaluationResult, run_evaluation  # noqa: E402
+from saag_opt.lm import stop_embedded_servers  # noqa: E402
 
 MECHANISMS = ("none", "r2", "gate+r2")
 
@@ -98,8 +99,6 @@ def main() -> None:
     try:
         results = {m: evaluate(args, m) for m in MECHANISMS}
     finally:
-        from saag_opt.lm import stop_embedded_servers
-
         stop_embedded_servers()
     print(f"run directories: {WORK / 'runs'}")
     report(results)

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         NoReview,
         Progressive,
         ReviewRound,
-        Ruling,
         Selection,
         SelfRepair,
         describe_mechanisms,
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
         render_saag_report,
         render_tool_docs,
     )
+    from saag_opt.agents.rules import Ruling
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
         "base": (
@@ -64,7 +64,7 @@ else:
         "guarded": ("GuardedReview", "LiveTurn"),
         "mechanisms": (
             "BINARY_FEEDBACK", "DEFAULT_MAX_REPAIRS", "Candidate", "Gate", "Grading", "Mechanism", "MechanismContext",
-            "MechanismFacts", "MechanismOutcome", "NoReview", "Progressive", "ReviewRound", "Ruling", "Selection",
+            "MechanismFacts", "MechanismOutcome", "NoReview", "Progressive", "ReviewRound", "Selection",
             "SelfRepair",
             "describe_mechanisms", "mechanism_names", "parse_mechanism", "register_mechanism", "resolve_mechanism",
             "spread_temperatures",
@@ -74,6 +74,7 @@ else:
             "make_reviewer", "render_calls", "render_candidates", "render_conversation", "render_saag_report",
             "render_tool_docs",
         ),
+        "rules": ("Ruling",),
     })
 
 __all__ = [

@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from saag_opt.agents.conversation import StepExample
+from saag_opt.lm import ModelSpec, chat_completion, open_lm, parse_model_spec
+from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, ToolCall, canonical_json
+from saag_opt.parse import parse_output
 from saag_opt.runfiles import JsonShelf
 
 if TYPE_CHECKING:
@@ -41,6 +45,18 @@ BASE_SYSTEM_PROMPT = (
 )
 """Fixed system prompt of the base agent (never optimized)."""
 
+CONVERSATION_SYSTEM_PROMPT = (
+    "You are a function-calling assistant in a conversation with a user. Serve the user's latest request "
+    "by calling the provided functions with arguments taken from the conversation and from the results of "
+    "earlier calls. You may call functions over several steps: after your calls run you see their results "
+    "and may call again; when the request is done, reply in text without calling a function. Use only the "
+    "functions provided and only their documented parameters. If none of the functions can serve the "
+    "request, or required information is missing, do not call any function."
+)
+"""The base agent's fixed system prompt inside a conversation (a ``StepExample``, docs/design.md §18):
+``BASE_SYSTEM_PROMPT`` asks for every call "in one turn", which a multi-step turn contradicts. A
+separate constant, so single-call prompts (and every cache key built on them) keep their bytes."""
+
 JSON_MODE_SUFFIX = (
     "\n\nReply with a single JSON object {\"calls\": [{\"name\": <function name>, \"arguments\": "
     "{...}}, ...]}. Use an empty list {\"calls\": []} when no function should be called.\n\n"
@@ -55,6 +71,14 @@ RETRY_NUDGE = ("Your previous reply could not be read as function calls. Reply a
 BASE_PROMPT_HASH = hashlib.sha256(
     (BASE_SYSTEM_PROMPT + JSON_MODE_SUFFIX + RETRY_NUDGE).encode()).hexdigest()[:16]
 """Part of every base-prediction cache key: editing the prompt invalidates old entries."""
+
+CONVERSATION_PROMPT_HASH = hashlib.sha256(CONVERSATION_SYSTEM_PROMPT.encode()).hexdigest()[:16]
+"""Added to the base-prediction cache key of a conversation step (single-call keys are unchanged)."""
+
+
+def system_prompt(example: Example) -> str:
+    """The fixed system prompt for ``example``: the conversation one for a step of an episode."""
+    return CONVERSATION_SYSTEM_PROMPT if isinstance(example, StepExample) else BASE_SYSTEM_PROMPT
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +145,6 @@ class BaseAgent:
 
     def __init__(self, lm_or_spec: Any, *, ledger: CostLedger | None = None, mode: AgentMode = "auto",
                  max_attempts: int = 3, temperature: float = 0.0) -> None:
-        from saag_opt.lm import ModelSpec, open_lm, parse_model_spec
-
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if isinstance(lm_or_spec, (str, ModelSpec)):
@@ -150,7 +172,7 @@ class BaseAgent:
 
     def build_messages(self, example: Example, feedback: Sequence[FeedbackTurn] = ()) -> list[dict[str, Any]]:
         """System prompt + the example's messages + one (assistant, system) pair per feedback turn."""
-        system = BASE_SYSTEM_PROMPT + (JSON_MODE_SUFFIX + _tool_docs(example) if self.mode == "json" else "")
+        system = system_prompt(example) + (JSON_MODE_SUFFIX + _tool_docs(example) if self.mode == "json" else "")
         messages = [{"role": "system", "content": system}]
         messages += [_plain_message(m) for m in example.messages]
         for turn in feedback:
@@ -168,8 +190,6 @@ class BaseAgent:
         Raises:
             ModelUnavailableError: the model cannot be reached (missing key, dead server).
         """
-        from saag_opt.lm.latency import lm_clock
-
         turns = [t if isinstance(t, FeedbackTurn) else FeedbackTurn(*t) for t in feedback]
         temp = self.temperature if temperature is None else temperature
         messages = self.build_messages(example, turns)
@@ -187,8 +207,6 @@ class BaseAgent:
         return Proposal(last, clock.seconds, tokens, attempts, False, temp, clock.untimed)
 
     def _call(self, example: Example, messages: list[dict[str, Any]], temperature: float) -> Any:
-        from saag_opt.lm import chat_completion
-
         if self.mode == "json":
             schema = registry_json_schema(example)
             return chat_completion(self.lm, messages, temperature=temperature, role=self.role,
@@ -254,8 +272,6 @@ def _read_json_calls(example: Example, text: str) -> Prediction | None:
 
 def _read_text(example: Example, text: str | None) -> Prediction:
     """Free text: calls written out (JSON, <tool_call>, python style) or an abstention."""
-    from saag_opt.parse import parse_output
-
     if not text or not text.strip():
         return Prediction(raw=text or "", status="empty")
     parsed = parse_output(text)
@@ -292,7 +308,10 @@ class BasePredictionCache:
     def key(self, agent: BaseAgent, example: Example, temperature: float | None) -> str:
         """Cache key (a hex digest)."""
         temp = agent.temperature if temperature is None else temperature
-        raw = canonical_json([agent.label, agent.prompt_hash, example.id, example_fingerprint(example), float(temp)])
+        prompt = agent.prompt_hash
+        if isinstance(example, StepExample):  # the conversation prompt (single-call keys keep their bytes)
+            prompt = f"{prompt}-{CONVERSATION_PROMPT_HASH}"
+        raw = canonical_json([agent.label, prompt, example.id, example_fingerprint(example), float(temp)])
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def get_or_propose(self, agent: BaseAgent, example: Example, temperature: float | None = None) -> Proposal:

@@ -13,6 +13,9 @@ ctx)``; the example is a ``StepExample``:
   far, as in the runtime guard, because in a running conversation an id or a file name that an
   earlier tool returned is not a hallucination. A blocked call never ran, so it returned nothing
   to ground in, and the agent's own text never grounds anything;
+* ``sources``: the same texts kept apart, the user's messages and each tool result with its tool
+  (``saag.injection.Sources``), so ``guard+r<N>`` can tell a value the user gave from one planted in
+  a tool result (the runtime guard's injection rule, docs/design.md §21);
 * no gold and no expectation (``expect="any_call"``, as the runtime guard's example).
 
 Its id, ``<episode>#t<turn>s<step>``, with the fingerprint of its messages, keys the base-prediction
@@ -29,6 +32,7 @@ from typing import Any
 
 from saag_opt.episodes import ToolResult
 from saag_opt.model import Example, Prediction, Registry, ToolCall
+from saag_opt.saag.injection import Sources, ToolText
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,8 @@ class StepExample(Example):
 
     grounding: str = ""
     """The user's messages and the tool results so far, one per line."""
+    sources: Sources = Sources()
+    """The user's messages and the tool results so far, apart (module docstring)."""
 
     @property
     def query(self) -> str:
@@ -75,14 +81,21 @@ class Conversation:
     episode_id: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     grounding: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    systems: list[str] = field(default_factory=list)
+    tools: list[ToolText] = field(default_factory=list)
 
     def user(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """A user turn begins (BFCL: its messages are appended as they are)."""
         for message in messages:
             plain = dict(message)
             self.messages.append(plain)
-            if plain.get("role", "user") == "user":
+            role = plain.get("role", "user")
+            if role == "user":
                 self.grounding.append(str(plain.get("content") or ""))
+                self.users.append(str(plain.get("content") or ""))
+            elif role == "system":
+                self.systems.append(str(plain.get("content") or ""))
 
     def executed(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         """The agent's executed calls and what they returned."""
@@ -90,6 +103,7 @@ class Conversation:
         for result in results:
             self.messages.append({"role": "system", "content": tool_result_text(result)})
             self.grounding.append(result.content)
+            self.tools.append(ToolText(result.name or "tool", result.content))
 
     def answered(self, final: Prediction) -> None:
         """The agent ended its turn without calls; its text (if any) stays in the conversation."""
@@ -100,7 +114,8 @@ class Conversation:
     def step(self, turn: int, step: int, registry: Registry, category: str) -> StepExample:
         """The step's example (module docstring)."""
         return StepExample(id=f"{self.episode_id}#t{turn}s{step}", category=category, messages=tuple(self.messages),
-                           registry=registry, gold=None, expect="any_call", grounding="\n".join(self.grounding))
+                           registry=registry, gold=None, expect="any_call", grounding="\n".join(self.grounding),
+                           sources=Sources(tuple(self.users), tuple(self.systems), tuple(self.tools)))
 
 
 __all__ = ["Conversation", "StepExample", "called_text", "step_position", "tool_result_text"]

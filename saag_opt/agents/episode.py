@@ -25,7 +25,9 @@ The caller owns the environment: ``run_episode`` resets it and leaves it open, s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import Conversation
@@ -82,6 +84,8 @@ class TurnOutcome:
     steps: tuple[StepOutcome, ...]
     added_tools: tuple[str, ...] = ()
     cut_off: bool = False
+    messages: tuple[Mapping[str, Any], ...] = ()
+    """The turn's own user messages when they are not the episode's (what tau2's user simulator wrote)."""
 
     @property
     def transcript(self) -> tuple[tuple[ToolCall, ...], ...]:

@@ -7,6 +7,10 @@ after the N-th rejection runs unreviewed) plus the rules a live guard keeps what
   unreadable arguments) never runs as proposed: it is revised with the psi feedback (joined to the
   reviewer's, if it rejected too), or blocked;
 - a revision runs only if it makes a call and passes stages 1-2, else the turn is blocked;
+- with tool results in view (a conversation step's ``sources``, or the live guard's), a side-effecting
+  call that an instruction inside a tool result drives is blocked, as proposed or as revised (the
+  injection rule, ``saag.injection``; ``Ruling.provenance`` says which value came from where). A
+  single-turn example has no tool result, so nothing changes there;
 - without a reviser (``agent`` None) a rejection blocks, with its feedback;
 - a reply without calls is not reviewed (the guard only ever sees tool calls); an unreadable reply
   (``status="unparsable"``) is a stage-1 failure, like malformed arguments.
@@ -46,15 +50,16 @@ from saag_opt.agents.mechanisms import (
     Progressive,
     ReviewRound,
     RoundVerdict,
-    Ruling,
     register_mechanism,
 )
 from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, Registry
 from saag_opt.saag import check_calls, correction_for
+from saag_opt.saag.injection import Sources
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
@@ -62,35 +67,14 @@ if TYPE_CHECKING:
 
 NO_CALL = Prediction((), raw=None, status="empty")
 """What a blocked turn executes: nothing (an abstention, as ``evaluate`` scores it)."""
+NO_SOURCES = Sources()
+"""No tool result in view (a single-turn example): the injection rule has nothing to read."""
 
 
-def hard_failure(report: PredictionReport) -> bool:
-    """Some call failed stage 1 (registry) or 2 (structure): it cannot run as proposed."""
-    return any(call.stage_reached in (1, 2) for call in report.calls)
-
-
-def stage_summary(report: PredictionReport) -> str:
-    """``failed SAAG stage 1/2``: the stages that keep a call from running, for reasons."""
-    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
-    return f"failed SAAG stage {'/'.join(stages)}"
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: first line`` of an exception (at most 300 characters), for reasons and ``error``."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
-
-
-def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ruling:
-    """The review of the proposed calls failed: ``on_error`` decides, but a stage 1-2 failure never runs."""
-    if hard_failure(report):
-        return Ruling("block", f"{stage_summary(report)} and the review failed ({error})", correction_for(report),
-                      error=error, cacheable=False)
-    if on_error == "allow":
-        return Ruling("allow", f"reviewer failed ({error}); on_error=allow: runs unreviewed", error=error,
-                      cacheable=False)
-    return Ruling("block", f"reviewer failed ({error}); on_error=block",
-                  f"The tool call could not be reviewed ({error}); it was not run.", error=error, cacheable=False)
+def sources_of(example: Example) -> Sources:
+    """What an example has in view apart: a conversation step's ``sources``, else none."""
+    found = getattr(example, "sources", None)
+    return found if isinstance(found, Sources) else NO_SOURCES
 
 
 @dataclass(kw_only=True)
@@ -109,6 +93,8 @@ class LiveTurn(MechanismContext):
     """What a failed review of the proposed calls does (stage 1-2 failures are revised or blocked anyway)."""
     why: Callable[[BaseException], str] = field(default=describe_error)
     """How a reviewer exception reads in ``error`` (the guard names its timeout)."""
+    sources: Sources = NO_SOURCES
+    """The user's messages and the tool results, apart (the guard checked the proposal; revisions are checked here)."""
 
     def propose_initial(self, agent: BaseAgent | None, example: Example, temperature: float | None = None) -> Proposal:
         """The proposed calls: the live agent already made its round-0 call."""
@@ -162,6 +148,8 @@ class _Loop:
             self.base = ctx.propose_initial(agent, example)
         self.current = self.base.prediction
         self.report = self.live.report if self.live is not None else self.check(self.current)
+        self.sources = self.live.sources if self.live is not None else sources_of(example)
+        self.registry = self.live.registry if self.live is not None else example.registry
         self.history: list[FeedbackTurn] = []
         self.rounds: list[ReviewRound] = []
         self.error: str | None = None
@@ -182,6 +170,9 @@ class _Loop:
         """The ruling and what runs (the loop of the module docstring)."""
         if not self.current.calls and self.current.status != "unparsable":
             return Ruling("allow", "no tool calls to review"), self.current
+        found = injected(self.current.calls, self.registry, self.sources) if self.live is None else None
+        if found is not None:  # the live guard checked the proposal before its gate
+            return Ruling("block", found.reason(), found.feedback(), provenance=found.to_dict()), NO_CALL
         for index in range(self.n):
             hard = hard_failure(self.report)
             verdict, failure = self.ask()
@@ -276,6 +267,10 @@ class _Loop:
             feedback = "\n".join(filter(None, [text, correction_for(report) or ""]))
             return Ruling("block", f"{why}, but the revision {stage_summary(report)}", feedback, self.reviewed,
                           self.error, report), NO_CALL
+        found = injected(self.current.calls, self.registry, self.sources)
+        if found is not None:
+            return Ruling("block", f"{why}, but the revision is an {found.reason()}", found.feedback(), self.reviewed,
+                          self.error, report, provenance=found.to_dict()), NO_CALL
         return Ruling("revise", why, text or None, self.reviewed, self.error, report), self.current
 
 
@@ -290,5 +285,4 @@ register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its
 if TYPE_CHECKING:
     _g: Mechanism = GuardedReview(2)
 
-__all__ = ["NO_CALL", "GuardedReview", "LiveTurn", "describe_error", "failed_review", "hard_failure",
-           "stage_summary"]
+__all__ = ["NO_CALL", "NO_SOURCES", "GuardedReview", "LiveTurn", "sources_of"]

@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache, FeedbackTurn, Proposal
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
-from saag_opt.choices import GuardAction, OnUnusable
+from saag_opt.agents.rules import Ruling
+from saag_opt.choices import OnUnusable
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
+from saag_opt.saag import correction_for
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
-    from saag_opt.saag import PredictionReport
+    pass
 
 DEFAULT_MAX_REPAIRS = 5
 """D_max of the SAAG self-repair loop (the paper used 15; docs/design.md §3)."""
@@ -69,24 +71,6 @@ class Candidate:
     score: float | None = None
     rationale: str | None = None
     seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Ruling:
-    """What the runtime guard's rules decided (``guard+r<N>``): the guard builds its ``Decision`` from it.
-
-    ``feedback`` is the text for the agent's model; ``reviewed``: a usable verdict was had; ``error``:
-    the reviewer failure on the way; ``revision_report``: the cascade of the revised calls;
-    ``cacheable`` False = the guard must not replay it (a failure decided it).
-    """
-
-    action: GuardAction
-    reason: str
-    feedback: str | None = None
-    reviewed: bool = False
-    error: str | None = None
-    revision_report: PredictionReport | None = None
-    cacheable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +241,6 @@ class SelfRepair(MechanismFacts):
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
         """Check, repair, repeat; the last revision is final even if it still fails."""
-        from saag_opt.saag import correction_for
-
         base = ctx.propose_initial(agent, example)
         budget = ctx.max_repairs if self.max_repairs is None else self.max_repairs
         current, seconds, history, rounds = base.prediction, base.seconds, [], []

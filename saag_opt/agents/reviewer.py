@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
+from saag_opt.errors import ArtifactError, SaagOptError
+from saag_opt.lm.client import SaagLM
 from saag_opt.model import Example, Prediction
+from saag_opt.saag import check_calls
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
@@ -123,8 +127,6 @@ def blind_cascade(prediction: Prediction, example: Example,
     gold nobody inside a mechanism may know whether a call was expected. ``grounding``: ``paper``
     or ``calibrated`` stage 3 (``INTERVENTION_GROUNDING``).
     """
-    from saag_opt.saag import check_calls
-
     return check_calls(prediction.calls, example.registry, example.query, grounding=grounding)
 
 
@@ -167,14 +169,10 @@ class Grade:
 
 def _is_format_failure(exc: Exception) -> bool:
     """Dspy adapter parse failures are per-call data; transport failures propagate."""
-    from dspy.utils.exceptions import AdapterParseError
-
     return isinstance(exc, (AdapterParseError, ValueError, TypeError)) and not _is_transport(exc)
 
 
 def _is_transport(exc: Exception) -> bool:
-    from saag_opt.errors import SaagOptError
-
     return isinstance(exc, SaagOptError)
 
 
@@ -209,8 +207,6 @@ class Reviewer(dspy.Module):
         Raises:
             ArtifactError: the artifact names a predictor this reviewer does not have.
         """
-        from saag_opt.errors import ArtifactError
-
         instructions = version if isinstance(version, Mapping) else version.instructions
         unknown = sorted(set(instructions) - set(PREDICTOR_NAMES))
         if unknown:
@@ -295,8 +291,6 @@ def ask_twice(predictor: Any, inputs: Mapping[str, Any], read: Any) -> tuple[Any
 
 
 def _retry_config(predictor: Any) -> dict[str, Any]:
-    from saag_opt.lm.client import SaagLM
-
     lm = getattr(predictor, "lm", None) or dspy.settings.lm
     return dict(RETRY_CONFIG) if isinstance(lm, SaagLM) else {}
 

@@ -151,6 +151,9 @@ class SetupConfig(BaseModel):
 
     SETUP_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
     """Set-up values a verb fills in when its input leaves them out (optimize's default models)."""
+    OMITTED_AT_DEFAULT: ClassVar[frozenset[str]] = frozenset()
+    """The verb's fields written only when set: options of one dataset kind, so the run.json of
+    every other run keeps the shape it always had (and old runs resume to the same file)."""
 
     setup: ReviewSetup
     """What is measured (see ``ReviewSetup``)."""
@@ -168,6 +171,9 @@ class SetupConfig(BaseModel):
     @model_serializer(mode="wrap")
     def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = dict(handler(self))
+        for name in self.OMITTED_AT_DEFAULT:
+            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                del data[name]
         return dict(data.pop("setup", {})) | data
 
     @classmethod

@@ -3,7 +3,7 @@
 Thin typer commands that parse flags, call one library function and hand the result to
 ``saag_opt.report``.
 
-One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``) or noun group
+One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``, ``security``) or noun group
 (``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2 (1 for a run in
@@ -29,8 +29,10 @@ from saag_opt.cli.optimize import optimize
 from saag_opt.cli.prompts import prompts_app
 from saag_opt.cli.report import REPORT_HELP, report, write_run_report
 from saag_opt.cli.score import SCORE_HELP, datasets_app, score
+from saag_opt.cli.security import SECURITY_HELP, security
 from saag_opt.cli.tune import TUNE_HELP, tune
-from saag_opt.errors import RunFailed, SaagOptError
+from saag_opt.errors import ModelUnavailableError, RunError, RunFailed, SaagOptError
+from saag_opt.runfiles import on_run_finished
 
 __all__ = ["app", "main"]
 
@@ -48,6 +50,7 @@ app.command(name="optimize")(optimize)
 app.command(name="compare")(compare)
 app.command(name="report", help=REPORT_HELP)(report)
 app.command(name="tune", help=TUNE_HELP)(tune)
+app.command(name="security", help=SECURITY_HELP)(security)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 
@@ -58,7 +61,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune"})
+RUN_COMMANDS = frozenset({"evaluate", "compare", "optimize", "tune", "security"})
 """Commands that create run directories: each finished run gets report.html (docs/design.md §13)."""
 
 
@@ -70,7 +73,6 @@ def _root(
 ) -> None:
     """Measure and improve the reviewer of a tool-calling LLM agent."""
     if ctx.invoked_subcommand in RUN_COMMANDS:  # imported here: the run machinery is heavy for --help
-        from saag_opt.runfiles import on_run_finished
 
         ctx.call_on_close(on_run_finished(write_run_report))  # unregistered when the command ends
         ctx.call_on_close(on_run_finished(_remember_run))
@@ -132,8 +134,7 @@ def _remember_run(run_dir: Path) -> None:
 
 def interrupted_message() -> str:
     """What to tell a user whose run was stopped: the run directory and the command that continues it."""
-    from saag_opt.errors import RunError
-    from saag_opt.report.format import resume_command
+    from saag_opt.report.format import resume_command  # noqa: PLC0415 - start-up: report.format loads the report face
 
     if not _finished_runs:
         return "interrupted before any run directory was written; nothing to resume"
@@ -147,8 +148,7 @@ def interrupted_message() -> str:
 
 def _resume_hint(exc: BaseException) -> str:
     """For a model that went away mid-run: where the finished examples are and the command that continues."""
-    from saag_opt.errors import ModelUnavailableError, RunError
-    from saag_opt.report.format import resume_command
+    from saag_opt.report.format import resume_command  # noqa: PLC0415 - start-up: report.format loads the report face
 
     if not isinstance(exc, ModelUnavailableError) or not _finished_runs:
         return ""

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
+from saag_opt.runfiles import atomic_write_text, on_run_finished
 
 if TYPE_CHECKING:
     from saag_opt.agents.setup import SetupConfig
@@ -55,6 +57,10 @@ BaseOpt = Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
 ReviewerOpt = Annotated[Optional[str], typer.Option(
     "--reviewer", envvar="SAAG_OPT_REVIEWER", help="Reviewer model (needed by mechanisms that call a reviewer, "
     "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
+UserModelOpt = Annotated[Optional[str], typer.Option(
+    "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
+TrialsOpt = Annotated[int, typer.Option(
+    "--trials", min=1, max=32, help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
 MechanismOpt = Annotated[str, typer.Option(
     "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "
@@ -98,6 +104,38 @@ ResumeOpt = Annotated[Optional[Path], typer.Option(
          "--fail-on-error).")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the expected LM calls, tokens and dollars by role, and exit without running.")]
+MlflowOpt = Annotated[Optional[str], typer.Option(
+    "--mlflow", metavar="URI", show_default=False,
+    help="Also log the run (and the runs nested in it) to this MLflow tracking store, e.g. sqlite:///mlflow.db: "
+         "config as params, accuracy/help/harm/cost/latency as metrics, report.html and summary.json as "
+         "artifacts (pip install 'saag-opt[mlflow]').")]
+
+
+def log_to_mlflow(ctx: typer.Context, uri: str | None, dry_run: bool = False) -> None:
+    """``--mlflow URI``: open the store now (a bad URI fails before any LM call), log the command's runs when it ends.
+
+    The runs are those that finish during the command (``runfiles.on_run_finished``), each logged
+    with the runs nested in it (``saag_opt.report.mlflow_log``), after their report.html is written.
+    """
+    if uri is None or dry_run:
+        return
+    from saag_opt.report.mlflow_log import MlflowTarget  # noqa: PLC0415 - optional (MLflow) and heavy: --mlflow only
+
+    target = MlflowTarget(uri)
+    target.experiment_id()
+    finished: list[Path] = []
+    stop_collecting = on_run_finished(finished.append)
+
+    def log() -> None:
+        stop_collecting()
+        if not finished:
+            return
+        logged = target.log_runs(finished)
+        top = [run for run in logged if run.parent is None]
+        typer.echo(f"MLflow: logged {len(top)} run(s) and {len(logged) - len(top)} nested to experiment "
+                   f"{target.experiment_name!r} at {target.shown} (run {', '.join(r.run_id for r in top)})", err=True)
+
+    ctx.call_on_close(log)
 
 
 def explicit_params(ctx: typer.Context, sources: tuple[str, ...] = ("COMMANDLINE", "ENVIRONMENT")) -> set[str]:
@@ -145,8 +183,6 @@ def output_path(path: Path | None, option: str = "--json") -> Path | None:
 
 def write_output(path: Path, text: str) -> None:
     """Write an output file atomically (a reader never sees half of it)."""
-    from saag_opt.runfiles import atomic_write_text
-
     atomic_write_text(path, text)
 
 
@@ -160,7 +196,7 @@ def config_values(ctx: typer.Context, config: type[SetupConfig]) -> dict[str, An
 
     ``None`` for a set-up option means "the set-up's default" (``--grounding`` not given: calibrated).
     """
-    from saag_opt.agents.setup import ReviewSetup  # heavy (dspy): only once a command runs
+    from saag_opt.agents.setup import ReviewSetup  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     fields = config.option_fields()
     return {name: value for name, value in ctx.params.items()
@@ -183,8 +219,6 @@ def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
 
 def print_dry_run(estimate: Any) -> None:
     """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
-    from rich.console import Console
-
-    from saag_opt.report.estimate_tables import print_estimate
+    from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
 
     print_estimate(Console(), estimate.to_dict())

@@ -1,8 +1,8 @@
-"""``saag-opt compare``: two prompt versions or two finished runs, side by side.
+"""``saag-opt compare A B [C ...]``: prompt versions or finished runs, side by side, every pair tested.
 
 Thin: arguments -> ``CompareConfig`` (its evaluation through ``common.config_values``) -> ``run_compare``
--> ``report.compare_tables``. Two prompt references are evaluated now (base calls shared through the
-cache); two run directories are compared offline by example id.
+-> ``report.compare_tables``. Prompt references are evaluated now, each once (base calls shared
+through the cache); run directories are compared offline by example id.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.cli.common import (
     BaseOpt,
@@ -21,6 +22,7 @@ from saag_opt.cli.common import (
     MaxCostOpt,
     MaxRepairsOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     ReasoningEffortOpt,
     RequestTimeoutOpt,
@@ -34,6 +36,7 @@ from saag_opt.cli.common import (
     StoreOpt,
     WorkersOpt,
     config_values,
+    log_to_mlflow,
     output_path,
     passed_values,
     print_dry_run,
@@ -46,10 +49,10 @@ from saag_opt.errors import ConfigError
 
 def compare(
     ctx: typer.Context,
-    ref_a: Annotated[Optional[str], typer.Argument(metavar="A", show_default=False,
-                                                   help="Prompt reference (reviewer@v1, an alias, a path) or a run "
-                                                        "directory (optionally DIR#CONDITION).")] = None,
-    ref_b: Annotated[Optional[str], typer.Argument(metavar="B", show_default=False, help="Same kind as A.")] = None,
+    refs: Annotated[Optional[list[str]], typer.Argument(
+        metavar="VERSION", show_default=False,
+        help="A B [C ...]: two or more prompt references (reviewer@v1, an alias, a path) or run directories (optionally "
+             "DIR#CONDITION), all of one kind.")] = None,
     base: BaseOpt = "gpt-4o",
     reviewer: ReviewerOpt = None,
     mechanism: MechanismOpt = "r2",
@@ -69,39 +72,45 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     max_cost: MaxCostOpt = None,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
                                                      help="Also write the full comparison JSON here.")] = None,
 ) -> None:
-    """Compare two reviewer prompt versions (evaluated now) or two finished runs (no LM calls), side by side.
+    """Compare reviewer prompt versions (evaluated now) or finished runs (no LM calls), side by side.
 
-    The model and set-up options apply to two prompt versions only. [bold]--resume RUN_DIR[/] (no A, B needed)
-    continues a stopped or interrupted comparison of two prompt versions.
+    Give two or more: every pair gets McNemar's exact test, its p Holm-adjusted over the pairs.
+    The model and set-up options apply to prompt versions only.
+    [bold]--resume RUN_DIR[/] (no versions needed) continues a stopped or interrupted comparison of prompt versions.
     """
     json_out = output_path(json_out)
-    from rich.console import Console
 
-    from saag_opt.evaluation import compare as comparing
-    from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.report.compare_tables import print_compare_report
-    from saag_opt.report.evaluate_tables import EvaluateProgress
+    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.comparison import MAX_VERSIONS, side_keys  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.compare_tables import print_compare_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
-    refs = {k: v for k, v in (("ref_a", ref_a), ("ref_b", ref_b)) if v is not None}
-    passed = passed_values(ctx, values | refs, command_line_only=resume is not None)
+    versions = list(refs or [])
+    if len(versions) > MAX_VERSIONS:
+        raise ConfigError(f"compare takes at most {MAX_VERSIONS} versions, got {len(versions)}")
+    passed = passed_values(ctx, values, command_line_only=resume is not None) | {
+        f"ref_{key}": ref for key, ref in zip(side_keys(MAX_VERSIONS), versions)}  # what was typed, per version
     if resume is not None:  # the run's recorded options and prompts; what was typed may only repeat them
         config = validated(comparing.resume_compare_config, resume, passed)
-    elif ref_a is None or ref_b is None:
+    elif len(versions) < 2:
         raise ConfigError("compare needs A and B (two prompt references or two run directories), or --resume RUN_DIR")
-    else:  # model options matter only when prompts are evaluated now; two runs need none of them
-        settings = validated(EvaluateConfig, **values) if comparing.detect_mode(ref_a, ref_b)[0] == "prompts" else None
-        config = comparing.CompareConfig(a=ref_a, b=ref_b, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    else:  # model options matter only when prompts are evaluated now; runs need none of them
+        settings = validated(EvaluateConfig, **values) if comparing.detect_mode(*versions)[0] == "prompts" else None
+        config = comparing.CompareConfig(versions=versions, evaluation=settings, runs_dir=runs_dir, seed=seed)
     if dry_run:
         print_dry_run(comparing.preflight_compare(config))
         return
+    log_to_mlflow(ctx, mlflow_uri)
     with EvaluateProgress(Console(stderr=True)) as progress:
-        from saag_opt.report.live import with_lines  # a line per event where the bar cannot draw (log, pipe)
+        from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
         result = comparing.run_compare(config, on_event=with_lines(progress, progress.progress.console, "compare"),
                                        args_passed=passed, resume=resume)
     console = Console()

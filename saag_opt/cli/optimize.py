@@ -7,10 +7,12 @@ would measure with the same options.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import AcceptName, BudgetName
 from saag_opt.cli.common import (
@@ -19,6 +21,7 @@ from saag_opt.cli.common import (
     DryRunOpt,
     GroundingOpt,
     MechanismOpt,
+    MlflowOpt,
     OnUnusableOpt,
     PromptOpt,
     ReasoningEffortOpt,
@@ -32,6 +35,7 @@ from saag_opt.cli.common import (
     WorkersOpt,
     config_values,
     explicit_params,
+    log_to_mlflow,
     output_path,
     print_dry_run,
     validated,
@@ -64,6 +68,7 @@ def optimize(
         help="Hard cap on the run's spend: every role, reflection and the test phase, summed over resumes. A call "
              "that could pass it is never sent; the run stops cleanly and --resume continues it.")] = None,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
                                                    help="Continue an optimize run directory.")] = None,
     workers: WorkersOpt = None,
@@ -87,18 +92,16 @@ def optimize(
     of evaluate and hold in GEPA's rollouts and in the test phase alike.
     """
     json_out = output_path(json_out)
-    import json
 
-    from rich.console import Console
-
-    from saag_opt.optimize import OptimizeConfig, run_optimize
-    from saag_opt.optimize.preflight import preflight_optimize
-    from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report
+    from saag_opt.optimize import OptimizeConfig, run_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.optimize.preflight import preflight_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     config = validated(OptimizeConfig, **config_values(ctx, OptimizeConfig) | {"evaluate_test": not no_test})
     if dry_run:
         print_dry_run(preflight_optimize(config))
         return
+    log_to_mlflow(ctx, mlflow_uri)
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     typed = explicit_params(ctx, ("COMMANDLINE",) if resume is not None else ("COMMANDLINE", "ENVIRONMENT"))
     passed = (typed & set(OptimizeConfig.option_fields())) | ({"evaluate_test"} if no_test else set())

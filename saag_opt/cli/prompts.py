@@ -1,4 +1,4 @@
-"""``saag-opt prompts ...``: list, show, diff, export and alias prompt versions.
+"""``saag-opt prompts ...``: list, show, diff, export, alias and push (to MLflow) prompt versions.
 
 Thin by design: each command calls ``saag_opt.artifacts`` and prints with rich. ``SaagOptError``
 propagates; the main CLI turns it into one stderr line.
@@ -144,3 +144,30 @@ def alias_cmd(name: Annotated[str, typer.Argument(help="Alias, e.g. production o
     version = store.resolve(ref)
     store.alias(version.program, name, version.version)
     _console().print(f"{version.program}@{name} -> {version.version} ({version.sha256[:12]})")
+
+
+@prompts_app.command("push")
+def push_cmd(ref: Annotated[str, typer.Argument(help="Version reference, e.g. reviewer@production.")],
+             mlflow_uri: Annotated[str, typer.Option(
+                 "--mlflow", metavar="URI", show_default=False,
+                 help="MLflow tracking / registry store, e.g. sqlite:///mlflow.db (pip install 'saag-opt[mlflow]').")],
+             root: RootOpt = None) -> None:
+    """Register a version in MLflow's prompt registry: one prompt per predictor, the store's aliases as MLflow aliases.
+
+    Lineage and the content hash go along as tags; pushing the same content again registers nothing new.
+    """
+    from saag_opt.report.mlflow_log import MlflowTarget  # noqa: PLC0415 - optional (MLflow) and heavy
+
+    store = PromptStore(root)
+    version = store.resolve(ref)
+    aliases = [a for a, target in store.aliases().get(version.program, {}).items() if target == version.version]
+    target = MlflowTarget(mlflow_uri)
+    pushed = target.push_prompt(version, aliases)
+    table = Table(title=f"{version.ref} ({version.sha256[:12]}) in MLflow at {target.shown}", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    for name in ("predictor", "MLflow prompt", "version", "aliases", "load with"):
+        table.add_column(name, overflow="fold")
+    for predictor, item in zip(version.instructions, pushed):
+        table.add_row(predictor, item.name, f"{item.version}{'' if item.new else ' (already there)'}",
+                      ", ".join(item.aliases) or "-", item.uri)
+    _console().print(table)

@@ -26,7 +26,7 @@ def report(
              "- for stdout).")] = None,
 ) -> None:
     """Render the runs into one HTML file and print its path and size."""
-    from saag_opt.report.html import REPORT_NAME, render_report, write_html
+    from saag_opt.report.html import REPORT_NAME, render_report, write_html  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     if out is not None and str(out) == "-":
         typer.echo(render_report(runs), nl=False)
@@ -40,7 +40,7 @@ def report(
 
 def write_run_report(run_dir: Path) -> None:
     """``runfiles.on_run_finished`` hook: every finished run gets ``report.html`` (lazy: jinja2 loads on first use)."""
-    from saag_opt.report.html import write_report
+    from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     write_report(run_dir)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from saag_opt.choices import GroundingName
 from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, output_path
@@ -24,7 +25,8 @@ datasets_app = typer.Typer(help="List the known datasets and fetch the ones that
 SCORE_HELP = (
     "Score saved predictions offline: SAAG cascade diagnostics and BFCL ground truth.\n\n"
     "Prints the stage funnel, the stage-conditional metrics and accuracy per category. Bad rows are listed "
-    "as file:line messages and skipped; the exit code is then 2 (0 when every row was scored).")
+    "as file:line messages and skipped; the exit code is then 2 (0 when every row was scored). A bfcl:multi_turn_* "
+    "dataset scores a BFCL multi-turn result file with BFCL's own checkers instead.")
 """Help text of ``saag-opt score``."""
 
 
@@ -32,7 +34,8 @@ def score(
     predictions: Annotated[Path, typer.Argument(
         show_default=False, dir_okay=False,
         help="Predictions JSONL, one row per prediction: {id, example_id?, calls: [{name, arguments}]} or "
-             "{id, example_id?, text: raw model output}. example_id defaults to id.")],
+             "{id, example_id?, text: raw model output}. example_id defaults to id. With a bfcl:multi_turn_* "
+             "dataset: a BFCL multi-turn result file, {id, result: per turn, per step, the model's calls}.")],
     dataset: DatasetOpt,
     json_out: JsonOutOpt = None,
     grounding: Annotated[GroundingName, typer.Option(
@@ -41,17 +44,21 @@ def score(
 ) -> None:
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
     json_out = output_path(json_out)
-    from rich.console import Console
 
-    from saag_opt.data import load_dataset
-    from saag_opt.evaluation.score import score_predictions, write_score_json
-    from saag_opt.report.score_tables import print_score_report
+    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+
+    if is_multi_turn_dataset(dataset):  # a BFCL multi-turn result file, BFCL's checkers (docs/design.md §18)
+        _score_multi_turn(predictions, dataset, json_out)
+        return
+    from saag_opt.data import load_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.score import score_predictions, write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.score_tables import print_score_report  # noqa: PLC0415 - start-up: --help loads no report table
 
     result = score_predictions(predictions, load_dataset(dataset), grounding=grounding)
     console = Console()
     print_score_report(console, result)
     if json_out is not None:
-        from saag_opt.report.html import write_report
+        from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
         rows_path, summary = write_score_json(result, json_out)
         page = write_report(rows_path)
@@ -61,13 +68,26 @@ def score(
         raise typer.Exit(EXIT_USER_ERROR)
 
 
+def _score_multi_turn(path: Path, dataset: str, json_out: Path | None) -> None:
+    from saag_opt.data.catalog import load_episodes  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.episode_score import score_multi_turn, write_episode_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.episode_tables import print_episode_score  # noqa: PLC0415 - start-up: --help loads no report table
+
+    result = score_multi_turn(path, load_episodes(dataset))
+    console = Console()
+    print_episode_score(console, result)
+    if json_out is not None:
+        rows_path, summary = write_episode_score_json(result, json_out)
+        console.print(f"wrote {len(result.rows)} rows to {rows_path} and the summary to {summary}")
+    if result.rejections:
+        raise typer.Exit(EXIT_USER_ERROR)
+
+
 @datasets_app.command("list")
 def datasets_list() -> None:
     """List every known dataset, its size and whether it is available offline."""
-    from rich.console import Console
-
-    from saag_opt.data import list_datasets
-    from saag_opt.report.score_tables import datasets_table
+    from saag_opt.data import list_datasets  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.score_tables import datasets_table  # noqa: PLC0415 - start-up: --help loads no report table
 
     Console().print(datasets_table(list_datasets()))
 
@@ -86,7 +106,7 @@ def datasets_fetch(
         help="Where to keep the download (default: the user cache dir).")] = None,
 ) -> None:
     """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""
-    from saag_opt.data import fetch_bfcl
+    from saag_opt.data import fetch_bfcl  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     where = fetch_bfcl(cache_dir)
     typer.echo(f"{name.value}: {where}")

@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
-from saag_opt.cli.common import DryRunOpt, RunsDirOpt, output_path, passed_values, write_output
+from saag_opt.cli.common import (
+    DryRunOpt,
+    MlflowOpt,
+    RunsDirOpt,
+    log_to_mlflow,
+    output_path,
+    passed_values,
+    write_output,
+)
 from saag_opt.errors import ConfigError
 
 TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model, temperature, ...) with optuna.
@@ -63,13 +72,14 @@ def tune(
     heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
                                            "worker's trial is retried after twice this).")] = 60,
     dry_run: DryRunOpt = False,
+    mlflow_uri: MlflowOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
     json_out = output_path(json_out)
-    from saag_opt.tune import TuneConfig
+    from saag_opt.tune import TuneConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     overrides = {k: v for k, v in dict(base=base, reviewer=reviewer, dataset=dataset, limit=limit).items()
                  if v is not None}
@@ -84,26 +94,24 @@ def tune(
     if dry_run:
         _dry_run(config)
     else:
+        log_to_mlflow(ctx, mlflow_uri)
         _run(config, passed_values(ctx, {k: v for k, v in values.items() if k != "storage"}), json_out)
 
 
 def _dry_run(config: Any) -> None:
     """``--dry-run``: the estimate table; no run directory, no model."""
-    from rich.console import Console
-
-    from saag_opt.report.estimate_tables import print_estimate
-    from saag_opt.tune.preflight import preflight_tune
+    from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.tune.preflight import preflight_tune  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     print_estimate(Console(), preflight_tune(config).to_dict())
 
 
 def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:
     """The run behind its live bar (lines in a log), then the report."""
-    import optuna
-    from rich.console import Console
+    import optuna  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    from saag_opt.report.tune_tables import TuneProgress, print_tune_report
-    from saag_opt.tune import run_tune
+    from saag_opt.report.tune_tables import TuneProgress, print_tune_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.tune import run_tune  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with TuneProgress(Console(stderr=True)) as progress:

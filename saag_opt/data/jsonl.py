@@ -26,6 +26,7 @@ from typing import Any, Literal, Union
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from saag_opt.data.bfcl import example_from_bfcl_row
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Expectation, Registry
 from saag_opt.runfiles import atomic_write_jsonl
@@ -280,8 +281,6 @@ def bfcl_row_to_example(row: Mapping[str, Any], source: str = "") -> Example:
         pydantic.ValidationError: a field is missing or has the wrong type.
         ValueError: the row is inconsistent (e.g. gold names a function not in ``function``).
     """
-    from saag_opt.data.bfcl import example_from_bfcl_row
-
     parsed = BfclRow.model_validate(row)
     question = parsed.question
     if question and isinstance(question[0], dict):  # a flat message list is one turn

@@ -86,7 +86,8 @@ class Judgement:
     ``failed_turn``: the first turn whose check fails (None when valid or unknown);
     ``abstain_turns``: the turns whose truth is to call nothing (BFCL's ``miss_func`` and
     ``miss_param`` turns), so abstention can be counted on its own; ``checks``: each checker's own
-    answer when several decide (``valid`` is their conjunction); ``details``: JSON-ready evidence
+    answer when several decide (``valid`` is their conjunction; tau2: one per reward component,
+    ``db``, ``env_assertion``, ``action``, ``communicate``); ``details``: JSON-ready evidence
     (state differences, missing results), truncated by whoever stores it.
     """
 
@@ -97,6 +98,8 @@ class Judgement:
     abstain_turns: tuple[int, ...] = ()
     checks: Mapping[str, bool] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
+    reward: float | None = None
+    """The benchmark's own score when it has one (tau2's reward; ``valid`` is its success test)."""
 
 
 __all__ = ["Episode", "Judgement", "ToolResult", "Transcript", "Turn"]

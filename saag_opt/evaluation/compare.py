@@ -1,19 +1,20 @@
-"""Compare two reviewer prompt versions (or two finished runs) side by side: ``saag-opt compare``.
+"""Compare reviewer prompt versions (or finished runs) side by side: ``saag-opt compare A B [C ...]``.
 
 Two modes, chosen per argument by ``parse_side``:
 
-* ``prompts``: both arguments are prompt references. Three evaluate runs go under the compare run
-  directory, all sharing one base-prediction cache: ``base/`` (mechanism ``none``: it makes every
-  base call once), then ``a/`` and ``b/`` (the mechanism with each prompt; their base calls are cache
-  hits). So the base agent is paid once, and each version's ledger holds only what that version
-  added (reviews and revisions) - the cost columns compare like with like.
-* ``runs``: both arguments are run directories (``run.json`` inside; ``DIR#CONDITION`` picks one
+* ``prompts``: every argument is a prompt reference. One evaluate run per version goes under the
+  compare run directory, all sharing one base-prediction cache: ``base/`` (mechanism ``none``: it
+  makes every base call once), then ``a/``, ``b/``, ``c/`` ... (the mechanism with each prompt; their
+  base calls are cache hits). So the base agent is paid once and each version is evaluated once,
+  however many pairs there are; each version's ledger holds only what it added (reviews and
+  revisions) - the cost columns compare like with like.
+* ``runs``: every argument is a run directory (``run.json`` inside; ``DIR#CONDITION`` picks one
   reviewed condition of a run that has several, e.g. ``runs/x-compare#r2@v2``). Records are matched
   by example id; no LM is called.
 
-Both modes compute the same numbers from records (``comparison.compare_sides``, pure); finished runs
-are read as sides by ``evaluation.sides``. This module keeps the configuration, the run directory
-(start, resume, finish) and the two modes.
+Both modes compute the same numbers from records (``comparison.compare_sides``, pure: every pair,
+Holm-adjusted); finished runs are read as sides by ``evaluation.sides``. This module keeps the
+configuration, the run directory (start, resume, finish) and the two modes.
 """
 
 from __future__ import annotations
@@ -23,11 +24,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data import load_dataset
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
-from saag_opt.evaluation.comparison import CompareMode, CompareSummary, compare_sides, matched_ids
+from saag_opt.evaluation.comparison import (
+    MAX_VERSIONS,
+    CompareMode,
+    CompareSummary,
+    compare_sides,
+    matched_ids,
+    side_keys,
+)
 from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.episode_run import evaluate_pass, preflight_compare_episodes
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
 from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
@@ -40,6 +52,9 @@ from saag_opt.evaluation.sides import (
     side_from_records,
 )
 from saag_opt.events import EventSink, emit
+from saag_opt.lm import CostLedger
+from saag_opt.lm.ledgerfile import earlier_roles
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
@@ -62,14 +77,17 @@ if TYPE_CHECKING:
 
 
 class CompareConfig(BaseModel):
-    """Everything ``saag-opt compare`` needs; stored in the compare run's ``run.json``."""
+    """Everything ``saag-opt compare`` needs; stored in the compare run's ``run.json``.
+
+    Two versions are also given and stored as ``a`` and ``b`` (as every two-version run recorded
+    them); more are stored as ``versions``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    a: str
-    """Version A: a prompt reference (``reviewer@v1``, an alias, a path) or a run directory."""
-    b: str
-    """Version B, same kinds as ``a`` (both prompts or both runs)."""
+    versions: list[str] = Field(min_length=2, max_length=MAX_VERSIONS)
+    """The versions A, B, C ... in order: prompt references (``reviewer@v1``, an alias, a path) or run
+    directories (all of one kind)."""
     evaluation: EvaluateConfig | None = None
     """Prompts mode: base/reviewer models, mechanism, dataset ... (its ``prompt`` and ``runs_dir`` are
     replaced per version). Ignored in runs mode."""
@@ -77,6 +95,30 @@ class CompareConfig(BaseModel):
     """Where ``<timestamp>-compare/`` is created."""
     seed: int = 0
     """Seed of the paired bootstrap CIs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_a_b(cls, data: Any) -> Any:
+        """``a=``, ``b=`` (two versions, as recorded by every two-version run) read as ``versions``."""
+        if not isinstance(data, Mapping) or not ({"a", "b"} & set(data)):
+            return data
+        if "versions" in data or not {"a", "b"} <= set(data):
+            raise ValueError("give the versions as a and b, or as versions (not both, nor one of a, b)")
+        return {k: v for k, v in data.items() if k not in ("a", "b")} | {"versions": [data["a"], data["b"]]}
+
+    @model_serializer(mode="wrap")
+    def _as_a_b(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Two versions written as ``a``, ``b`` first (the recorded shape); more as ``versions``."""
+        data: dict[str, Any] = handler(self)
+        if len(self.versions) != 2:
+            return data
+        a, b = data.pop("versions")
+        return {"a": a, "b": b} | data
+
+    @property
+    def keys(self) -> list[str]:
+        """The versions' keys: a, b, c ..."""
+        return side_keys(len(self.versions))
 
 
 def parse_side(text: str) -> RunRef | str:
@@ -96,21 +138,23 @@ def parse_side(text: str) -> RunRef | str:
     return text
 
 
-def detect_mode(a: str, b: str) -> tuple[CompareMode, RunRef | str, RunRef | str]:
-    """Both prompt refs -> ``prompts``; both run dirs -> ``runs``; a mix is refused.
+def detect_mode(*texts: str) -> tuple[CompareMode, list[RunRef | str]]:
+    """All prompt refs -> ``prompts``; all run dirs -> ``runs``; a mix is refused.
 
     Raises:
-        ConfigError: one run directory and one prompt reference.
+        ConfigError: a run directory and a prompt reference among the arguments.
     """
-    side_a, side_b = parse_side(a), parse_side(b)
-    runs = (isinstance(side_a, RunRef), isinstance(side_b, RunRef))
-    if runs == (True, True):
-        return "runs", side_a, side_b
-    if runs == (False, False):
-        return "prompts", side_a, side_b
-    run_arg, ref_arg = (a, b) if runs[0] else (b, a)
-    raise ConfigError(f"cannot compare run directory {run_arg!r} with prompt reference {ref_arg!r}: "
-                      "give two prompt references (runs both now) or two run directories (no LM calls)")
+    sides = [parse_side(t) for t in texts]
+    runs = [t for t, s in zip(texts, sides) if isinstance(s, RunRef)]
+    if len(runs) == len(sides):
+        return "runs", sides
+    if not runs:
+        return "prompts", sides
+    ref_arg = next(t for t, s in zip(texts, sides) if not isinstance(s, RunRef))
+    how = ("two prompt references (runs both now) or two run directories" if len(texts) == 2 else
+           "only prompt references (runs them all now) or only run directories")
+    raise ConfigError(f"cannot compare run directory {runs[0]!r} with prompt reference {ref_arg!r}: "
+                      f"give {how} (no LM calls)")
 
 
 # -- run directory ----------------------------------------------------------------------------------
@@ -136,14 +180,15 @@ def _start_run(config: CompareConfig, mode: CompareMode, args_passed: dict[str, 
     return run_dir, header
 
 
-def _write_records(run_dir: Path, a: Side, b: Side, ids: Sequence[str]) -> None:
+def _write_records(run_dir: Path, sides: Sequence[Side], ids: Sequence[str]) -> None:
     """Matched rows: A's base rows once, then each side's reviewed rows under its condition name."""
     writer = RecordWriter(run_dir / "records.jsonl")
+    first = sides[0]
     try:
         for i in ids:
-            if i in a.base:
-                writer.write(a.base[i].model_copy(update={"run_id": run_dir.name}))
-            for side in (a, b):
+            if i in first.base:
+                writer.write(first.base[i].model_copy(update={"run_id": run_dir.name}))
+            for side in sides:
                 writer.write(side.final[i].model_copy(update={"run_id": run_dir.name, "condition": side.condition}))
     finally:
         writer.close()
@@ -163,9 +208,9 @@ def _sum_roles(parts: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
     return out
 
 
-def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, b: Side,
+def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, sides: Sequence[Side],
             cost_parts: Mapping[str, Mapping[str, Any] | None], dataset: dict[str, Any] | None = None) -> None:
-    _write_records(run_dir, a, b, matched_ids(a, b))
+    _write_records(run_dir, sides, matched_ids(sides))
     atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     atomic_write_json(run_dir / "costs.json", {"schema_version": 1, "currency": "USD",
                                               "parts": dict(cost_parts), "roles": _sum_roles(cost_parts)})
@@ -176,49 +221,67 @@ def _finish(run_dir: Path, header: RunHeader, summary: CompareSummary, a: Side, 
 # -- the two modes ----------------------------------------------------------------------------------
 
 
-def _disambiguate(a: Side, b: Side) -> None:
+def _duplicates(values: Sequence[str]) -> set[str]:
+    return {v for v in values if values.count(v) > 1}
+
+
+def _disambiguate(sides: Sequence[Side]) -> None:
     """Distinct labels (run ids can repeat across folders) and distinct condition names for the records."""
-    if a.label == b.label and a.run_dir is not None and b.run_dir is not None:
-        a.label, b.label = f"{a.run_dir.parent.name}/{a.label}", f"{b.run_dir.parent.name}/{b.label}"
-    if a.label == b.label:
-        a.label, b.label = f"A:{a.label}", f"B:{b.label}"
-    if a.condition == b.condition:  # e.g. two evaluate runs of r2
-        a.condition, b.condition = f"{a.condition}@{a.label}", f"{b.condition}@{b.label}"
+    for label in _duplicates([s.label for s in sides]):
+        same = [s for s in sides if s.label == label]
+        if all(s.run_dir is not None for s in same):
+            for s in same:
+                s.label = f"{cast(Path, s.run_dir).parent.name}/{s.label}"
+    for label in _duplicates([s.label for s in sides]):
+        for s in sides:
+            if s.label == label:
+                s.label = f"{s.key.upper()}:{s.label}"
+    for condition in _duplicates([s.condition for s in sides]):  # e.g. two evaluate runs of r2
+        for s in sides:
+            if s.condition == condition:
+                s.condition = f"{s.condition}@{s.label}"
 
 
-def compare_runs(config: CompareConfig, ref_a: RunRef, ref_b: RunRef, *,
+def _with_sides(summary: CompareSummary, **per_side: Mapping[str, Any]) -> CompareSummary:
+    """``summary`` with fields of each side replaced: ``field={key: value}``."""
+    sides = [s.model_copy(update={name: values[s.key] for name, values in per_side.items() if s.key in values})
+             for s in summary.sides]
+    return summary.model_copy(update={"sides": sides})
+
+
+def compare_runs(config: CompareConfig, refs: Sequence[RunRef], *,
                  args_passed: dict[str, Any] | None = None) -> CompareResult:
-    """Compare two finished runs by example id; no LM is called.
+    """Compare finished runs by example id; no LM is called.
 
     Raises:
         ConfigError: no records, an unknown ``#CONDITION``, or no example in common.
         RunError: unreadable run files, or the compare run directory cannot be written.
     """
-    (a, notes_a), (b, notes_b) = load_run_side("a", ref_a), load_run_side("b", ref_b)
-    _disambiguate(a, b)
-    summary = compare_sides(a, b, mode="runs", seed=config.seed)
-    ids = matched_ids(a, b)
-    (marks_a, note_a), (marks_b, note_b) = run_contamination(a, ids), run_contamination(b, ids)
-    summary = summary.model_copy(update={"a": summary.a.model_copy(update={"contaminated": marks_a}),
-                                         "b": summary.b.model_copy(update={"contaminated": marks_b})})
-    notes_b += [n for n in (note_a, note_b) if n]
-    datasets = {(s.source.get("dataset"), s.source.get("split")) for s in (a, b)}
-    summary.notes[:0] = notes_a + notes_b + ([f"the runs used different datasets/splits {sorted(map(str, datasets))}; "
-                                              "only examples with the same id are compared"]
-                                             if len(datasets) > 1 else [])
-    plugins = {"sources": {"a": a.source | {"condition": a.condition}, "b": b.source | {"condition": b.condition}}}
+    loaded = [load_run_side(key, ref) for key, ref in zip(config.keys, refs)]
+    sides = [side for side, _ in loaded]
+    _disambiguate(sides)
+    summary = compare_sides(sides, mode="runs", seed=config.seed)
+    ids = matched_ids(sides)
+    checked = {s.key: run_contamination(s, ids) for s in sides}
+    summary = _with_sides(summary, contaminated={k: marks for k, (marks, _) in checked.items()})
+    notes = [n for _, side_notes in loaded for n in side_notes] + [n for _, n in checked.values() if n]
+    datasets = {(s.source.get("dataset"), s.source.get("split")) for s in sides}
+    summary.notes[:0] = notes + ([f"the runs used different datasets/splits {sorted(map(str, datasets))}; "
+                                  "only examples with the same id are compared"] if len(datasets) > 1 else [])
+    plugins = {"sources": {s.key: s.source | {"condition": s.condition} for s in sides}}
     run_dir, header = _start_run(config, "runs", args_passed, plugins, {}, {"matched": summary.matched})
     with guarded_run(run_dir, header):
         summary = summary.model_copy(update={"run_id": run_dir.name})
-        _finish(run_dir, header, summary, a, b, {"a": a.costs, "b": b.costs})
+        _finish(run_dir, header, summary, sides, {s.key: s.costs for s in sides})
     return CompareResult(run_dir, summary)
 
 
-def _label(version: PromptVersion, other: PromptVersion) -> str:
-    """The prompt version's name, disambiguated by hash when both sides share a name."""
-    if version.version == other.version and version.sha256 != other.sha256:
-        return f"{version.version}-{version.sha256[:6]}"
-    return str(version.version)
+def _labels(keys: Sequence[str], versions: Sequence[PromptVersion]) -> dict[str, str]:
+    """Each version's name (``-<sha6>`` when another side's same name means other words; ``-<KEY>`` when the same)."""
+    labels = [f"{v.version}-{v.sha256[:6]}" if any(o.version == v.version and o.sha256 != v.sha256 for o in versions)
+              else str(v.version) for v in versions]
+    twice = _duplicates(labels)
+    return {k: f"{label}-{k.upper()}" if label in twice else label for k, label in zip(keys, labels)}
 
 
 def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any, resume: bool, runs_dir: Path,
@@ -229,19 +292,16 @@ def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any,
     """
     earlier = _pass_dir(runs_dir) if resume else None
     config = settings.with_setup(**setup).model_copy(update={"runs_dir": runs_dir, "seed": seed})
-    return run_evaluation(config, on_event=on_event, ledger=ledger, resume=earlier)
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation  # conversations: §18
+    return runner(config, on_event=on_event, ledger=ledger, resume=earlier)
 
 
 def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any:
-    """One ledger over the three passes: ``--max-cost`` caps the comparison, not each pass.
+    """One ledger over all passes (base and each version): ``--max-cost`` caps the comparison, not each pass.
 
     ``passes``: run directories of earlier attempts' passes (``compare --resume``); what they spent
     is counted in the total and against the cap (each pass restores its own accounts).
     """
-    from saag_opt.lm import CostLedger
-    from saag_opt.lm.ledgerfile import earlier_roles
-    from saag_opt.lm.spendcap import SpendCap
-
     spent = CostLedger()
     for run_dir in passes:
         spent.restore(earlier_roles(run_dir))
@@ -252,32 +312,34 @@ def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any
 
 
 def _pass_dir(parent: Path) -> Path | None:
-    """The evaluate run an earlier attempt of a compare started under ``parent`` (``base/``, ``a/``, ``b/``)."""
+    """The evaluate run an earlier attempt of a compare started under ``parent`` (``base/``, ``a/``, ``b/`` ...)."""
     found = sorted(p.parent for p in parent.glob("*/run.json")) if parent.is_dir() else []
     return found[-1] if found else None
 
 
-def _prompt_notes(settings: EvaluateConfig, same: bool) -> list[str]:
+def _prompt_notes(settings: EvaluateConfig, shas: Mapping[str, str]) -> list[str]:
     mechanism = settings.setup.mechanism
-    notes = []
-    if same:
-        notes.append("A and B have identical instructions: differences are noise (or cache hits)")
+    keys = list(shas)
+    notes = [f"{ref.upper()} and {target.upper()} have identical instructions: differences are noise (or cache hits)"
+             for i, ref in enumerate(keys) for target in keys[i + 1:] if shas[ref] == shas[target]]
     if not mechanism.needs_reviewer:
         notes.append(f"mechanism {mechanism.spec!r} does not use the reviewer prompt")
     if mechanism.candidates:
-        notes.append("s<N>/g<N> candidates are generated in A's pass and reused (cached) by B, so A's cost "
-                     "includes them and B's does not")
+        later = ", ".join(k.upper() for k in keys[1:])
+        theirs = "B's does" if len(keys) == 2 else "theirs do"
+        notes.append(f"s<N>/g<N> candidates are generated in A's pass and reused (cached) by {later}, so A's cost "
+                     f"includes them and {theirs} not")
     return notes
 
 
-def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: EventSink | None = None,
+def compare_prompts(config: CompareConfig, refs: Sequence[str], *, on_event: EventSink | None = None,
                     args_passed: dict[str, Any] | None = None, ledger: Any = None,
                     resume: Path | None = None) -> CompareResult:
-    """Evaluate both prompt versions on the same examples, the base agent paid once.
+    """Evaluate every prompt version once on the same examples, the base agent paid once.
 
     ``ledger``: the ledger (and spend cap) of a bigger run this comparison is part of (optimize's
     test phase); else the comparison's own, capped by ``evaluation.max_cost``. When the cap stops a
-    pass, the comparison covers the examples both versions finished (``summary.stopped``), or
+    pass, the comparison covers the examples every version finished (``summary.stopped``), or
     raises ``CostCapReached`` when there are none.
 
     ``resume``: continue that compare run directory (``config`` from ``resume_compare_config``):
@@ -289,19 +351,15 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
         ArtifactError: an unknown prompt reference (before anything runs).
         ModelUnavailableError, RunError: as ``run_evaluation``; a resumed prompt that changed.
     """
-    from saag_opt.artifacts import resolve_ref
-
     settings = config.evaluation
     if settings is None:
         raise ConfigError("evaluation: comparing prompt versions needs the evaluation settings "
                           "(--base, --reviewer, --mechanism, --dataset)")
     store = settings.setup.prompts_dir
-    version_a, version_b = resolve_ref(ref_a, store), resolve_ref(ref_b, store)
-    labels = {"a": _label(version_a, version_b), "b": _label(version_b, version_a)}
-    if labels["a"] == labels["b"]:
-        labels = {"a": f"{labels['a']}-A", "b": f"{labels['b']}-B"}
-    prompts = {"a": {"prompt": ref_a, "ref": version_a.ref, "sha256": version_a.sha256},
-               "b": {"prompt": ref_b, "ref": version_b.ref, "sha256": version_b.sha256}}
+    keys = side_keys(len(refs))
+    versions = [resolve_ref(ref, store) for ref in refs]
+    labels = _labels(keys, versions)
+    prompts = {k: {"prompt": ref, "ref": v.ref, "sha256": v.sha256} for k, ref, v in zip(keys, refs, versions)}
     setup = settings.setup
     models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
     plugins = {"mechanism": {"spec": setup.mechanism.spec}, "prompts": prompts}
@@ -313,39 +371,39 @@ def compare_prompts(config: CompareConfig, ref_a: str, ref_b: str, *, on_event: 
     with guarded_run(run_dir, header):
         common = {"seed": config.seed}
         resuming = resume is not None
-        passes = [d for k in ("base", "a", "b") if (d := _pass_dir(run_dir / k)) is not None] if resuming else []
+        passes = [d for k in ("base", *keys) if (d := _pass_dir(run_dir / k)) is not None] if resuming else []
         ledger = ledger if ledger is not None else compare_ledger(settings, passes)
         emit(on_event, "stage", "evaluating the base agent alone", stage="base", label="base")
-        base = _evaluate(settings, on_event, ledger, resuming, mechanism="none", prompt=ref_a,
+        base = _evaluate(settings, on_event, ledger, resuming, mechanism="none", prompt=refs[0],
                          runs_dir=run_dir / "base", **common)
         results = {}
-        for key, ref in (("a", ref_a), ("b", ref_b)):
+        for key, ref in zip(keys, refs):
             emit(on_event, "stage", f"evaluating {key.upper()} = {labels[key]}", stage=key, label=labels[key])
             results[key] = _evaluate(settings, on_event, ledger, resuming, prompt=ref, runs_dir=run_dir / key,
                                      **common)
         stopped = next((r.summary.stopped for r in (base, *results.values()) if r.summary.stopped), None)
-        a, b = (_prompt_side(k, labels[k], results[k], prompts[k]) for k in ("a", "b"))  # type: ignore[arg-type]
-        if stopped and not matched_ids(a, b):
-            raise CostCapReached(stopped)  # nothing both versions finished: no table to show
-        summary = compare_sides(a, b, mode="prompts", seed=config.seed)
+        sides = [_prompt_side(k, labels[k], results[k], prompts[k]) for k in keys]
+        if stopped and not matched_ids(sides):
+            raise CostCapReached(stopped)  # nothing every version finished: no table to show
+        summary = compare_sides(sides, mode="prompts", seed=config.seed)
+        summary = _with_sides(summary, contaminated={k: r.summary.contaminated for k, r in results.items()},
+                              reviewer_mismatch={k: r.summary.reviewer_mismatch for k, r in results.items()})
         summary = summary.model_copy(update={
             "run_id": run_dir.name, "base_costs": base.summary.costs, "stopped": stopped,
-            "a": summary.a.model_copy(update={"contaminated": results["a"].summary.contaminated,
-                                              "reviewer_mismatch": results["a"].summary.reviewer_mismatch}),
-            "b": summary.b.model_copy(update={"contaminated": results["b"].summary.contaminated,
-                                              "reviewer_mismatch": results["b"].summary.reviewer_mismatch}),
-            "notes": summary.notes + _prompt_notes(settings, version_a.sha256 == version_b.sha256)})
+            "notes": summary.notes + _prompt_notes(settings, {k: v.sha256 for k, v in zip(keys, versions)})})
         dataset = read_header(base.run_dir).dataset
-        _finish(run_dir, header, summary, a, b, {"base": base.summary.costs, "a": a.costs, "b": b.costs}, dataset)
+        _finish(run_dir, header, summary, sides, {"base": base.summary.costs} | {s.key: s.costs for s in sides},
+                dataset)
     return CompareResult(run_dir, summary)
 
 
 def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> CompareConfig:
-    """The configuration a compare of two prompt versions continues with (``compare --resume``).
+    """The configuration a compare of prompt versions continues with (``compare --resume``).
 
-    ``passed``: what the user typed with ``--resume`` (evaluate option names, plus ``ref_a`` /
-    ``ref_b``); A, B and the seed must repeat the record, the evaluation options follow the one
-    resume rule (``resuming.refuse_changes``: only run options may change).
+    ``passed``: what the user typed with ``--resume`` (evaluate option names, plus ``ref_a``,
+    ``ref_b``, ``ref_c`` ... per version given); the versions and the seed must repeat the record,
+    the evaluation options follow the one resume rule (``resuming.refuse_changes``: only run
+    options may change).
 
     Raises:
         RunError: not a compare run, or a compare of two finished runs (nothing to resume).
@@ -355,15 +413,20 @@ def resume_compare_config(run_dir: Path, passed: Mapping[str, Any] | None = None
     header = resume_header(run_dir, "compare")
     recorded = {k: v for k, v in header.config.items() if k != "mode"}
     if header.config.get("mode") != "prompts" or not recorded.get("evaluation"):
-        raise RunError(f"{where}: a compare of two finished runs calls no LM and has nothing to resume; run it again")
+        raise RunError(f"{where}: a compare of finished runs calls no LM and has nothing to resume; run it again")
     given = dict(passed or {})
-    clashes = [f"{name.upper()} {given[arg]!r} (the run has {recorded[name]!r})"
-               for arg, name in (("ref_a", "a"), ("ref_b", "b")) if arg in given and given[arg] != recorded[name]]
+    config = CompareConfig.model_validate(recorded)
+    typed = {k: v for k, v in given.items() if k.startswith("ref_")}
+    had = dict(zip((f"ref_{k}" for k in config.keys), config.versions))
+    clashes = [f"{arg[4:].upper()} {value!r} (the run has {had[arg]!r})" if arg in had else
+               f"{arg[4:].upper()} {value!r} (the run has {len(had)} versions)"
+               for arg, value in typed.items() if had.get(arg) != value]
     if "seed" in given and given["seed"] != recorded.get("seed"):
         clashes.append(f"--seed {given['seed']!r} (the run has {recorded.get('seed')!r})")
     evaluation = refuse_changes(EvaluateConfig.model_validate(recorded["evaluation"]),
-                                {k: v for k, v in given.items() if k != "seed"}, where=where, clashes=clashes)
-    return CompareConfig.model_validate(recorded | {"evaluation": evaluation})
+                                {k: v for k, v in given.items() if k != "seed" and k not in typed}, where=where,
+                                clashes=clashes)
+    return config.model_copy(update={"evaluation": evaluation})
 
 
 def _reopen_compare(run_dir: Path, config: CompareConfig, prompts: Mapping[str, Mapping[str, Any]],
@@ -397,22 +460,23 @@ def _prompt_side(key: SideKey, label: str, result: EvaluationResult, prompt: dic
 def preflight_compare(config: CompareConfig) -> Estimate:
     """``--dry-run``: the shared base pass plus one pass per prompt version (base calls cached).
 
-    Two finished runs cost nothing.
+    Finished runs cost nothing.
 
     Raises:
         ConfigError, ArtifactError, DatasetError: as ``run_compare`` would, before any work.
     """
-    from saag_opt.data import load_dataset
-
-    mode, side_a, side_b = detect_mode(config.a, config.b)
+    mode, sides = detect_mode(*config.versions)
     settings = config.evaluation
     if mode == "runs" or settings is None:
-        return Estimate("compare", 0, assumptions=["two finished runs: no LM call"])
+        count = "two" if len(sides) == 2 else str(len(sides))
+        return Estimate("compare", 0, assumptions=[f"{count} finished runs: no LM call"])
+    if is_multi_turn_dataset(settings.dataset):
+        return preflight_compare_episodes(settings, [str(side) for side in sides])
     examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit)
     setup = settings.setup
     total = estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(
         mechanism="none").mechanism, command="compare")
-    for ref in (str(side_a), str(side_b)):
+    for ref in map(str, sides):
         version = setup.replace(prompt=ref).prompt_version()
         total.merge(estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                                         instructions=dict(version.instructions) if version is not None else {},
@@ -422,7 +486,7 @@ def preflight_compare(config: CompareConfig) -> Estimate:
 
 def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
                 args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> CompareResult:
-    """``saag-opt compare A B``: two prompt refs (evaluated now) or two run dirs (no LM calls).
+    """``saag-opt compare A B [C ...]``: prompt refs (each evaluated once now) or run dirs (no LM calls).
 
     ``resume``: continue that compare run (prompts mode; ``config`` from ``resume_compare_config``).
 
@@ -430,10 +494,10 @@ def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
         ConfigError: a run mixed with a prompt ref, no example in common, bad settings.
         ArtifactError, ModelUnavailableError, RunError: see ``compare_prompts`` / ``compare_runs``.
     """
-    mode, side_a, side_b = detect_mode(config.a, config.b)
+    mode, sides = detect_mode(*config.versions)
     if mode == "runs":
-        return compare_runs(config, cast(RunRef, side_a), cast(RunRef, side_b), args_passed=args_passed)
-    return compare_prompts(config, str(side_a), str(side_b), on_event=on_event, args_passed=args_passed,
+        return compare_runs(config, [cast(RunRef, s) for s in sides], args_passed=args_passed)
+    return compare_prompts(config, [str(s) for s in sides], on_event=on_event, args_passed=args_passed,
                            resume=resume)
 
 

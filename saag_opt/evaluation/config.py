@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.setup import SetupConfig
-from saag_opt.lm import default_workers
+from saag_opt.lm import default_workers, parse_model_spec
 from saag_opt.resuming import RUN_OPTION, refuse_changes
 from saag_opt.runfiles import resume_header
 
@@ -22,6 +22,7 @@ class EvaluateConfig(SetupConfig):
     """
 
     model_config = ConfigDict(extra="forbid")
+    OMITTED_AT_DEFAULT = frozenset({"user_model", "trials"})  # tau2's options
 
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
@@ -39,9 +40,30 @@ class EvaluateConfig(SetupConfig):
     """Base-prediction cache; default ``<saag-opt cache>/base-predictions``."""
     fail_on_error: Annotated[float | None, RUN_OPTION] = Field(default=None, ge=0.0, le=1.0)
     """Mark the run failed when more than this share of examples errored."""
+    user_model: str | None = None
+    """tau2 datasets: the model of tau2's user simulator (a model spec); None = the base model."""
+    trials: int = Field(default=1, ge=1, le=32)
+    """tau2 datasets: runs per task (tau2's ``num_trials``; trial k gets tau2's k-th seed), for pass^k."""
     max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0.0)
     """Hard cap in USD over every LM call of the run: a call that could pass it is not sent, the run
     stops cleanly with the finished examples kept (``summary.stopped``)."""
+
+    @field_validator("user_model")
+    @classmethod
+    def _user_model(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_model_spec(value)
+        return value
+
+    @model_validator(mode="after")
+    def _user_model_needs_tau2(self) -> EvaluateConfig:
+        if self.user_model is not None and not self.dataset.startswith("tau2:"):
+            raise ValueError(f"user_model is the model of tau2's user simulator; dataset {self.dataset!r} has its "
+                             "user turns in the data (use a tau2:<domain> dataset, or leave --user-model out)")
+        if self.trials > 1 and not self.dataset.startswith("tau2:"):
+            raise ValueError(f"trials > 1 is for tau2 datasets (pass^k over a simulated user's runs); dataset "
+                             f"{self.dataset!r} runs each entry once")
+        return self
 
     @model_validator(mode="after")
     def _default_workers(self) -> EvaluateConfig:

@@ -4,8 +4,10 @@ The same configuration as single-call ``evaluate`` (one ``ReviewSetup``, opened 
 ``agents.setup.open_setup``), the same run files (``run.json``, ``records.jsonl`` with one
 ``EpisodeRecord`` per entry and condition, ``summary.json`` an ``EpisodeSummary``, ``costs.json``)
 and the same resume rule (``resuming``: the set-up and the dataset never change, run options may),
-at entry granularity. Entries run one after the other (``workers`` is not used yet); ``--dry-run``
-is not estimated for conversations yet.
+at entry granularity. ``--workers`` runs entries in parallel (records in episode order at the
+end); ``--max-cost`` caps the whole run (a spent cap starts no further entry); ``--dry-run`` is
+``preflight_multi_turn`` (``evaluation.estimate.estimate_episodes``: tool docs and the history's
+growth step by step).
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
+from saag_opt.agents.tau2 import pass_hat_ks, simulated_user
 from saag_opt.data.catalog import load_episodes
+from saag_opt.data.tau2 import task_id_of, with_trials
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_runner import evaluate_episodes
+from saag_opt.evaluation.episode_runner import Play, evaluate_episodes, play_episode
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
+from saag_opt.evaluation.estimate import Estimate, estimate_episodes
+from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.evaluation.runner import EvaluationResult
+from saag_opt.evaluation.tau2_play import tau2_play
 from saag_opt.events import EventSink
+from saag_opt.lm import CostLedger
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.paths import base_predictions_dir, configure_lm_cache
 from saag_opt.resuming import refuse_changes
@@ -35,6 +44,7 @@ from saag_opt.runfiles import (
     finish_header,
     guarded_run,
     new_header,
+    read_costs,
     read_header,
     resume_header,
     utc_now,
@@ -79,6 +89,8 @@ def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
     setup = config.setup
     version = setup.prompt_version()
     models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    if config.dataset.startswith("tau2:"):
+        models["user"] = config.user_model or setup.base
     return new_header(
         run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {}, models=models,
         plugins={"mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
@@ -105,9 +117,52 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
+def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
+    """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
+
+    tau2's user simulator runs on ``user_model`` (default the base model), booked on the run's ledger
+    under role ``user``.
+    """
+    if not config.dataset.startswith("tau2:"):
+        return play_episode
+    return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
+                                    call_options=config.setup.call_options()))
+
+
+def _pass_hat_k(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
+    """Per condition, tau2's pass^k over each task's trials (an errored run counts as reward 0)."""
+    rewards: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        reward = record.judgement.reward if record.judgement is not None else None
+        rewards.setdefault(record.condition, {}).setdefault(task_id_of(record.example_id), []).append(reward or 0.0)
+    return {condition: pass_hat_ks(tasks) for condition, tasks in rewards.items()}
+
+
+def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
+    """``--dry-run`` on a multi-turn dataset: expected calls, tokens and dollars by role; opens no model.
+
+    Raises:
+        ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
+    """
+    if config.dataset.startswith("tau2:"):
+        raise ConfigError("--dry-run does not estimate tau2 datasets yet: their user turns are written by tau2's user "
+                          "simulator while they run (cap the spend with --max-cost instead)")
+    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if not episodes:
+        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
+    setup = config.setup
+    version = setup.prompt_version()
+    return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                             instructions=dict(version.instructions) if version is not None else {})
+
+
 def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
-                   args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> MultiTurnResult:
+                   args_passed: dict[str, Any] | None = None, resume: Path | None = None,
+                   ledger: CostLedger | None = None) -> MultiTurnResult:
     """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
+
+    ``ledger``: the ledger (and spend cap) of a bigger run this evaluation is a pass of (compare);
+    the run books into a child of it, as ``run_evaluation`` does.
 
     Raises:
         ConfigError: not a multi-turn dataset, no entries, a mechanism without a reviewer.
@@ -115,6 +170,8 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
         RunError: the run directory cannot be written or resumed.
     """
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    if config.dataset.startswith("tau2:"):
+        episodes = with_trials(episodes, config.trials)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     configure_lm_cache()
@@ -125,19 +182,66 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
         run_dir, header = resume, _reopen(resume, config, episodes, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
-        ledger = open_ledger(config.max_cost, run_dir)
-        condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        own = open_ledger(config.max_cost, run_dir, parent=ledger)
+        condition = open_setup(config.setup, own, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        play = _play(config, own)
         try:
             run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
                                     mechanism=condition.mechanism, ctx=condition.ctx,
                                     reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
                                     records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
-                                    costs=ledger.snapshot)
+                                    costs=own.snapshot, workers=config.workers or 1, cap=own.cap, play=play)
         finally:
-            save_costs(run_dir, ledger)
-        atomic_write_json(run_dir / "summary.json", run.summary.model_dump(mode="json"))
+            save_costs(run_dir, own)
+        summary = run.summary
+        if config.dataset.startswith("tau2:"):
+            summary = summary.model_copy(update={"pass_hat_k": _pass_hat_k(run.records)})
+        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     finish_header(run_dir, header, run.stopped_by)
-    return MultiTurnResult(run_dir, run.summary, run.records)
+    return MultiTurnResult(run_dir, summary, run.records)
 
 
-__all__ = ["MultiTurnResult", "is_multi_turn_run", "multi_turn_resume_config", "run_multi_turn"]
+def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) -> Estimate:
+    """``compare --dry-run`` on a multi-turn dataset: the shared base pass, then one pass per prompt version.
+
+    Raises:
+        ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
+    """
+    episodes = load_episodes(settings.dataset, split=settings.split, limit=settings.limit)
+    setup = settings.setup
+    total = estimate_episodes(episodes, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none")
+                              .mechanism, command="compare")
+    for ref in refs:
+        version = setup.replace(prompt=ref).prompt_version()
+        total.merge(estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                                      instructions=dict(version.instructions) if version is not None else {},
+                                      base_cached=True))
+    return total
+
+
+def evaluate_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, ledger: CostLedger | None = None,
+                 resume: Path | None = None) -> EvaluationResult:
+    """``run_multi_turn`` handed back as ``run_evaluation``'s result: compare's passes, tune's trials.
+
+    The adapter that lets those verbs treat conversations like examples: the run is a multi-turn
+    evaluate run (its records keep every turn), its summary the evaluate summary's fields they read
+    (the paired numbers, costs, contamination, the stop).
+    """
+    result = run_multi_turn(config, on_event=on_event, ledger=ledger, resume=resume)
+    episode, setup = result.summary, config.setup
+    version = setup.prompt_version() if setup.reviewer else None
+    splits = {r.split for r in result.records if r.split}
+    summary = EvaluationSummary(
+        run_id=episode.run_id, mechanism=episode.mechanism, experimental=episode.experimental,
+        prompt=setup.prompt if setup.reviewer else None, n_examples=episode.n_episodes, errors=episode.errors,
+        base=episode.base, reviewed=episode.reviewed, help_harm=episode.help_harm, latency=episode.latency,
+        reviewer_calls_per_item=episode.reviewer_calls_per_item, agent_calls_per_item=episode.agent_calls_per_item,
+        gated_share=episode.gated_share, costs=read_costs(result.run_dir) or {}, on_unusable=setup.on_unusable,
+        contaminated=list(version.contaminated(splits)) if version is not None else [],
+        reviewer_mismatch=version.reviewer_mismatch(setup.saag_informed, setup.grounding) if version else None,
+        stopped=episode.stopped)
+    return EvaluationResult(result.run_dir, summary, list(result.records))
+
+
+__all__ = ["MultiTurnResult", "evaluate_pass", "is_multi_turn_run", "multi_turn_resume_config",
+           "preflight_compare_episodes", "preflight_multi_turn", "run_multi_turn"]

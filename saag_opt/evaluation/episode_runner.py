@@ -11,7 +11,8 @@ opened by the caller) and opens no model itself.
 Failure policy, as ``evaluate``'s (docs/design.md §10): an LM call that fails after its retries, or
 any other error inside one entry, becomes a record with ``error`` (scored invalid); a spent cost
 cap ends the run with a summary over the finished entries (``stopped_by``); an unreachable model
-raises, with the finished entries in ``records_path``. Resume is at entry
+raises, with the finished entries in ``records_path``. Entries run on ``workers`` threads, each
+on its own environment, and the records come back in episode order. Resume is at entry
 granularity: with ``records_path``, entries whose two rows are already there without an error are
 kept as they are and not run again; the file is first rewritten with those rows alone (a lone row
 of an entry cut in half, or a failed entry, would otherwise pair with its rerun); everything else is
@@ -21,18 +22,21 @@ of an entry cut in half, or a failed entry, would otherwise pair with its rerun)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import as_completed
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dspy
+
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
-from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
+from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_episode
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, NoReview
 from saag_opt.agents.reviewer import Reviewer
-from saag_opt.episodes import Environment, Episode, open_environment
-from saag_opt.errors import CostCapReached, ModelUnavailableError
+from saag_opt.episodes import Environment, Episode, Judgement, open_environment
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError
 from saag_opt.evaluation.episodes import (
     EpisodeRecord,
     EpisodeSummary,
@@ -43,6 +47,7 @@ from saag_opt.evaluation.episodes import (
 from saag_opt.evaluation.results import RecordWriter, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.latency import lm_clock
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.runfiles import atomic_write_jsonl, read_rows
 
 BASE = "base"
@@ -81,6 +86,26 @@ class _Parts:
     run_id: str
     max_steps: int
     environment: Callable[[str], Environment]
+    play: Play
+
+
+RunParts = _Parts
+"""What a ``Play`` gets: the opened set-up's pieces (agent, reviewer, context, reviewer LM) and the run's limits."""
+
+Play = Callable[["_Parts", Episode, Mechanism], tuple[EpisodeOutcome, Judgement]]
+"""Runs one entry under a mechanism and judges it: the episode loop on its environment (``play_episode``),
+or a peer suite's own runner (tau2's orchestrator, ``evaluation/tau2_play.py``)."""
+
+
+def play_episode(parts: _Parts, episode: Episode, mechanism: Mechanism) -> tuple[EpisodeOutcome, Judgement]:
+    """The episode loop on a fresh environment of the episode's, judged by its ``check``."""
+    environment = parts.environment(episode.environment)
+    try:
+        outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
+                              max_steps=parts.max_steps)
+        return outcome, environment.check(outcome.transcript)
+    finally:
+        environment.close()
 
 
 def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
@@ -88,23 +113,18 @@ def run_condition(parts: _Parts, episode: Episode, mechanism: Mechanism, conditi
 
     Raises:
         CostCapReached, ModelUnavailableError: systemic; the entry is unfinished and not recorded.
+        ConfigError: the entry cannot be played at all (an unknown environment).
     """
-    import dspy
-
-    environment = parts.environment(episode.environment)
     try:
         scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
         with scope, dspy.track_usage() as tracker, lm_clock() as clock:
-            outcome = run_episode(episode, environment, parts.agent, parts.reviewer, mechanism, parts.ctx,
-                                  max_steps=parts.max_steps)
-        return episode_record(parts.run_id, episode, condition, outcome, environment.check(outcome.transcript),
-                              tokens=_tokens(tracker), untimed=clock.untimed)
-    except (CostCapReached, ModelUnavailableError):
+            outcome, judgement = parts.play(parts, episode, mechanism)
+        return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=_tokens(tracker),
+                              untimed=clock.untimed)
+    except (CostCapReached, ModelUnavailableError, ConfigError):
         raise
     except Exception as exc:
         return failed_episode_record(parts.run_id, episode, condition, _error_text(exc))
-    finally:
-        environment.close()
 
 
 def _kept(path: Path | None, condition: str, episodes: Sequence[Episode]) -> dict[tuple[str, str], EpisodeRecord]:
@@ -120,61 +140,112 @@ def _kept(path: Path | None, condition: str, episodes: Sequence[Episode]) -> dic
     return out
 
 
+class _StopRequested(Exception):
+    """A stop was requested before the entry started (it is not run)."""
+
+
+def _run_entry(parts: _Parts, episode: Episode, none: Mechanism,
+               cap: SpendCap | None) -> tuple[EpisodeRecord, EpisodeRecord]:
+    """Both conditions of one entry, base first (``run_condition``'s errors and raises).
+
+    Raises:
+        CostCapReached: the cap was spent before the entry started, or refused one of its calls.
+        ModelUnavailableError: as ``run_condition``.
+    """
+    if stopping.requested():
+        raise _StopRequested
+    if cap is not None and cap.reached:
+        raise CostCapReached(cap.message())
+    return (run_condition(parts, episode, none, BASE),
+            run_condition(parts, episode, parts.mechanism, parts.mechanism.spec))
+
+
 def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer: Reviewer | None,
                       mechanism: Mechanism, ctx: MechanismContext, reviewer_lm: Any = None, run_id: str = "",
                       records_path: Path | None = None, max_steps: int = MAXIMUM_STEP_LIMIT, seed: int = 0,
                       on_event: EventSink | None = None,
                       environment: Callable[[str], Environment] = open_environment,
-                      costs: Callable[[], dict[str, Any]] | None = None) -> EpisodeRun:
+                      costs: Callable[[], dict[str, Any]] | None = None, workers: int = 1,
+                      cap: SpendCap | None = None, play: Play = play_episode) -> EpisodeRun:
     """Base and ``mechanism`` on every entry (module docstring); records appended to ``records_path`` if given.
 
     ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), if it needs one;
     ``environment``: name -> a fresh environment (the registry's ``open_environment``); ``costs``: the
-    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars).
+    ledger's snapshot, sent with each ``example_finished`` event (the progress bar's calls and dollars);
+    ``workers``: entries run in parallel (each in its own environment; records are appended as entries
+    finish and the file is rewritten in episode order at the end, so its order is deterministic);
+    ``cap``: the ledger's ``SpendCap``, checked before an entry starts (a spent cap starts no entry);
+    ``play``: how one entry runs and is judged (``Play``).
 
     Raises:
         ModelUnavailableError: systemic; the finished entries are in ``records_path``.
+        ValueError: ``workers`` < 1.
     """
-    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment, play)
     kept = _kept(records_path, mechanism.spec, episodes)
     if records_path is not None and records_path.is_file():
         atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes
                                           for c in (BASE, mechanism.spec) if (e.id, c) in kept])
     writer = RecordWriter(records_path) if records_path is not None else None
     none = NoReview()
-    pairs: list[tuple[EpisodeRecord, EpisodeRecord]] = []
+    done: dict[str, tuple[EpisodeRecord, EpisodeRecord]] = {}
     stopped: str | None = None
     capped: CostCapReached | None = None
+    unavailable: ModelUnavailableError | None = None
     emit(on_event, "run_started", f"{len(episodes)} entries, {len(kept) // 2} already done", total=len(episodes),
          done=len(kept) // 2)
+
+    def finished(episode: Episode, pair: tuple[EpisodeRecord, EpisodeRecord]) -> None:
+        done[episode.id] = pair
+        base, final = pair
+        emit(on_event, "example_finished", f"{episode.id}: base {'valid' if base.correct else 'invalid'}, "
+             f"{mechanism.spec} {'valid' if final.correct else 'invalid'}", done=len(done), total=len(episodes),
+             example_id=episode.id, base_correct=base.correct, final_correct=final.correct,
+             error=final.error or base.error, costs=costs() if costs is not None else {})
+
+    todo = []
+    for episode in episodes:
+        base, final = kept.get((episode.id, BASE)), kept.get((episode.id, mechanism.spec))
+        if base is not None and final is not None:
+            finished(episode, (base, final))
+        else:
+            todo.append(episode)
     try:
-        for index, episode in enumerate(episodes):
-            base, final = kept.get((episode.id, BASE)), kept.get((episode.id, mechanism.spec))
-            if base is None or final is None:
-                if stopping.requested():
-                    stopped = "stop requested"
-                    break
+        with stopping.thread_pool(workers, thread_name_prefix="saag-episode") as pool:
+            futures = {pool.submit(_run_entry, parts, episode, none, cap): episode for episode in todo}
+            for future in as_completed(futures):
+                if future.cancelled():
+                    continue
                 try:
-                    base = run_condition(parts, episode, none, BASE)
-                    final = run_condition(parts, episode, mechanism, mechanism.spec)
-                except CostCapReached as exc:  # the entry is unfinished: not recorded, resumable
-                    capped, stopped = exc, str(exc)
-                    break
+                    pair = future.result()
+                except (CostCapReached, ModelUnavailableError, _StopRequested) as exc:
+                    if isinstance(exc, CostCapReached):  # the entry is unfinished: not recorded, resumable
+                        capped = capped or exc
+                    elif isinstance(exc, ModelUnavailableError):
+                        unavailable = unavailable or exc
+                    stopped = stopped or ("stop requested" if isinstance(exc, _StopRequested) else str(exc))
+                    for other in futures:
+                        other.cancel()
+                    continue
                 if writer is not None:
-                    writer.write(base)
-                    writer.write(final)
-            pairs.append((base, final))
-            emit(on_event, "example_finished", f"{episode.id}: base {'valid' if base.correct else 'invalid'}, "
-                 f"{mechanism.spec} {'valid' if final.correct else 'invalid'}", done=index + 1, total=len(episodes),
-                 example_id=episode.id, base_correct=base.correct, final_correct=final.correct,
-                 error=final.error or base.error, costs=costs() if costs is not None else {})
+                    with stopping.deferred():  # a stop never splits an entry's rows
+                        writer.write(pair[0])
+                        writer.write(pair[1])
+                finished(futures[future], pair)
     finally:
         if writer is not None:
             writer.close()
+    pairs = [done[e.id] for e in episodes if e.id in done]
+    if records_path is not None and todo:  # rows were appended in finishing order: episode order, atomically
+        atomic_write_jsonl(records_path, [r.model_dump(mode="json") for pair in pairs for r in pair])
+    if unavailable is not None:
+        raise unavailable
     summary = summarise_episodes(run_id, mechanism.spec, pairs, experimental=mechanism.experimental,
                                  gated=mechanism.gated, seed=seed, stopped=stopped)
     emit(on_event, "run_finished", f"{len(pairs)} of {len(episodes)} entries", done=len(pairs), total=len(episodes))
     return EpisodeRun([record for pair in pairs for record in pair], summary, capped)
 
 
-__all__ = ["BASE", "EpisodeRun", "evaluate_episodes", "run_condition"]
+__all__ = ["BASE", "EpisodeRun", "Play", "RunParts", "evaluate_episodes", "play_episode", "run_condition"]

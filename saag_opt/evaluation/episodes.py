@@ -19,7 +19,7 @@ Pure: no LM, no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -110,6 +110,8 @@ class TurnRecord(BaseModel):
     """The steps, in order."""
     cut_off: bool = False
     """The step limit ended the run in this turn."""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The turn's own user messages when they are not the dataset's (tau2's user simulator's), text trimmed."""
     abstain: bool = False
     """The truth at this turn is to call nothing (from the checker's gold; never shown to the agent)."""
 
@@ -135,7 +137,9 @@ class JudgementRecord(BaseModel):
     checks: dict[str, bool] = Field(default_factory=dict)
     """Each checker's own answer (BFCL's leaderboard counts ``multi_turn_checker`` alone)."""
     details: dict[str, Any] = Field(default_factory=dict)
-    """Evidence (state differences, missing results), trimmed to ``DETAILS_LIMIT`` characters."""
+    """Evidence (state differences, missing results; tau2's reward breakdown), trimmed to ``DETAILS_LIMIT`` characters."""
+    reward: float | None = None
+    """The benchmark's own score when it has one (tau2's reward)."""
 
 
 class EpisodeRecord(ExampleRecord):
@@ -149,6 +153,10 @@ class EpisodeRecord(ExampleRecord):
 
 def _text(value: str | None, limit: int = TEXT_LIMIT) -> str | None:
     return value if value is None or len(value) <= limit else value[:limit]
+
+
+def _message(message: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(message) | {"content": _text(str(message.get("content") or ""))}
 
 
 def _call(prediction: Prediction) -> CallRecord:
@@ -165,7 +173,7 @@ def judgement_record(judgement: Judgement) -> JudgementRecord:
     """A verdict as stored."""
     return JudgementRecord(valid=judgement.valid, error_type=judgement.error_type, message=judgement.message,
                            failed_turn=judgement.failed_turn, abstain_turns=list(judgement.abstain_turns),
-                           checks=dict(judgement.checks), details=_details(judgement))
+                           checks=dict(judgement.checks), details=_details(judgement), reward=judgement.reward)
 
 
 def step_record(step: StepOutcome) -> StepRecord:
@@ -193,7 +201,8 @@ def episode_record(run_id: str, episode: Episode, condition: str, outcome: Episo
     abstain = set(judgement.abstain_turns)
     steps = outcome.steps
     turns = [TurnRecord(index=t.index, added_tools=list(t.added_tools), steps=[step_record(s) for s in t.steps],
-                        cut_off=t.cut_off, abstain=t.index in abstain) for t in outcome.turns]
+                        cut_off=t.cut_off, messages=[_message(m) for m in t.messages], abstain=t.index in abstain)
+             for t in outcome.turns]
     reviewed = [s for s in steps if s.outcome.mechanism != "none"]
     return EpisodeRecord(
         run_id=run_id, example_id=episode.id, category=episode.category, split=episode.split, condition=condition,
@@ -352,6 +361,8 @@ class EpisodeSummary(BaseModel):
     """``base`` and the mechanism: turns, steps, withheld / revised calls, abstention, per turn."""
     abstention_help_harm: HelpHarm | None = None
     """Over abstention turns alone: left without a call, base vs reviewed (None without such turns)."""
+    pass_hat_k: dict[str, dict[int, float]] = Field(default_factory=dict)
+    """tau2 datasets: per condition, pass^k for k = 1 .. the trials, as tau2 computes it (``agents.tau2.pass_hat_ks``)."""
     stopped: str | None = None
     """Why the run ended early; None = complete."""
 

@@ -14,6 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from saag_opt.agents.base import BASE_SYSTEM_PROMPT, CONVERSATION_SYSTEM_PROMPT
+from saag_opt.agents.conversation import Conversation
+from saag_opt.agents.reviewer import render_conversation, render_tool_docs
+from saag_opt.episodes import Episode
+from saag_opt.lm import is_reasoning_model, parse_model_spec
+from saag_opt.lm.accounting import price_call
 from saag_opt.model import Example
 
 if TYPE_CHECKING:
@@ -91,9 +97,6 @@ class Estimate:
 def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
                   completion_tokens: float | None = None) -> RoleEstimate:
     """``calls`` calls of ``prompt_tokens`` in / the role's reply size out, priced for ``model``."""
-    from saag_opt.lm import is_reasoning_model, parse_model_spec
-    from saag_opt.lm.accounting import price_call
-
     spec = parse_model_spec(model)
     n = math.ceil(calls)
     out = REPLY_TOKENS.get(role, 100) if completion_tokens is None else completion_tokens
@@ -107,8 +110,6 @@ def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_s
 
     Measured on the first ``sample_size`` examples (rendering every one would cost more than it tells).
     """
-    from saag_opt.agents.reviewer import render_conversation, render_tool_docs
-
     sample = list(examples)[:sample_size]
     if not sample:
         return 0.0
@@ -124,8 +125,6 @@ def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str
     ``base_cached``: the round-0 base calls are already paid (compare's per-version passes after
     its shared base pass).
     """
-    from saag_opt.agents.base import BASE_SYSTEM_PROMPT
-
     texts = instructions.values() if isinstance(instructions, Mapping) else instructions
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     base_calls = revisions + (0.0 if base_cached else 1.0)  # round 0 (and s/g's first candidate) is one call
@@ -143,4 +142,71 @@ def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str
     return est
 
 
-__all__ = ["Estimate", "RoleEstimate", "estimate_evaluation", "prompt_tokens", "role_estimate"]
+STEPS_PER_TURN = 2
+"""Assumed agent steps per user turn of a conversation: one that calls, one that answers."""
+
+STEP_CHARS = 600
+"""Assumed characters one calling step adds to the conversation: its calls and their results."""
+
+
+def _episode_steps(episode: Episode) -> list[tuple[int, int]]:
+    """Per assumed step of ``episode``: (characters of the conversation + tool docs, tool-doc characters).
+
+    The conversation is the episode's own user turns, with ``STEP_CHARS`` added per calling step
+    before it; the tool docs are those at the step's turn (``miss_func`` functions from their turn).
+    """
+    from saag_opt.agents.reviewer import (  # noqa: PLC0415 - loads dspy; --dry-run's import stays light
+        render_conversation,
+        render_tool_docs,
+    )
+
+    conversation = Conversation(episode.id)
+    out, history = [], 0
+    for index, turn in enumerate(episode.turns):
+        conversation.user(turn.messages)
+        example = conversation.step(index, 0, episode.tools_at(index), episode.category)
+        docs, text = len(render_tool_docs(example)), len(render_conversation(example))
+        for _ in range(STEPS_PER_TURN):
+            out.append((text + history + docs, docs))
+            history += STEP_CHARS
+        history -= STEP_CHARS  # the answering step adds its short text only
+    return out
+
+
+def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str | None, mechanism: Mechanism,
+                      instructions: Mapping[str, str] | Iterable[str] = (), sample_size: int = 50,
+                      base_cached: bool = False, command: str = "evaluate") -> Estimate:
+    """A multi-turn evaluate over ``episodes``: the base run and the reviewed run of every entry.
+
+    Every step of both runs sends the whole conversation so far and the tool docs (long: BFCL's
+    docs are several thousand tokens), so the prompt grows step by step; it is measured per step
+    on the first ``sample_size`` entries (``_episode_steps``). The reviewed run's proposals are
+    counted as uncached (it leaves the base run's path at its first change), unless the mechanism
+    reviews nothing (``none``: its run is the base run's, from the cache). ``base_cached``: the
+    base run's steps are already paid (compare's per-version passes after its shared base pass).
+    """
+    texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
+    reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
+    n = len(episodes)
+    sample = [_episode_steps(e) for e in list(episodes)[:sample_size]]
+    steps = sum(len(s) for s in sample) / len(sample) if sample else 0.0
+    chars = sum(c for s in sample for c, _ in s) / max(sum(len(s) for s in sample), 1)
+    est = Estimate(command, n, assumptions=[
+        f"{STEPS_PER_TURN} agent steps per user turn ({steps:.1f} per entry), each adding {STEP_CHARS} characters "
+        "of calls and results to the conversation",
+        "every step's prompt carries the conversation so far and the tool docs "
+        f"(measured: {chars / CHARS_PER_TOKEN:,.0f} tokens per step on average, before instructions)",
+        "the base run's steps paid by the shared base pass; the reviewed run's uncached" if base_cached else
+        "two runs per entry (base, reviewed), every base call uncached", f"{REJECT_RATE:.0%} of reviews reject",
+        f"replies of {REPLY_TOKENS['base']} (base) and {REPLY_TOKENS['reviewer']} (reviewer) tokens",
+        "about 4 characters per token"])
+    per_base = (chars + len(CONVERSATION_SYSTEM_PROMPT) + 200) / CHARS_PER_TOKEN
+    reviewed = (1.0 + revisions) if reviews or revisions else 0.0  # `none`: the same steps, all cache hits
+    est.add("base", role_estimate(base, "base", n * steps * ((0.0 if base_cached else 1.0) + reviewed), per_base))
+    if reviewer is not None and reviews:
+        per_review = (chars + sum(len(t) for t in texts) + 1000) / CHARS_PER_TOKEN
+        est.add("reviewer", role_estimate(reviewer, "reviewer", n * steps * reviews, per_review))
+    return est
+
+
+__all__ = ["Estimate", "RoleEstimate", "estimate_episodes", "estimate_evaluation", "prompt_tokens", "role_estimate"]

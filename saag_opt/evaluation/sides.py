@@ -1,4 +1,4 @@
-"""Finished runs read back as the two sides of a comparison: records by example id, and what each side ran.
+"""Finished runs read back as the sides of a comparison: records by example id, and what each side ran.
 
 A side is one version's reviewed rows and its own base rows, keyed by example id. ``load_run_side``
 builds one from a finished run directory of any verb that writes ``records.jsonl`` (evaluate,
@@ -15,13 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saag_opt.artifacts import PromptStore
 from saag_opt.errors import ConfigError, RunError, SaagOptError
 from saag_opt.evaluation.comparison import CompareSummary, RecordedPrompt, Side, SideKey, SideSummary, side_from_records
+from saag_opt.evaluation.episodes import VERB as EPISODE_VERB
 from saag_opt.evaluation.results import read_records
 from saag_opt.runfiles import RECORDS_FILE, RunHeader, read_costs, read_header, read_run
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.results import EvaluationSummary
+
+EVALUATE_VERBS = ("evaluate", EPISODE_VERB)
+"""Evaluate runs: one base and one reviewed condition, the reviewer prompt and costs in their own files."""
+
 
 @dataclass(frozen=True)
 class RunRef:
@@ -49,7 +55,7 @@ def _summary(run_dir: Path) -> Any:
 
 def _side_of(summary: CompareSummary | None, condition: str) -> SideSummary | None:
     """The compare summary's side (``SideSummary``) whose reviewed condition is ``condition``, if any."""
-    return next((s for s in (summary.a, summary.b) if s.condition == condition), None) if summary else None
+    return next((s for s in summary.sides if s.condition == condition), None) if summary else None
 
 
 def _recorded_marks(model: EvaluationSummary | SideSummary | None) -> list[str] | None:
@@ -61,7 +67,7 @@ def _recorded_marks(model: EvaluationSummary | SideSummary | None) -> list[str] 
 
 def run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any] | None:
     """The ledger belonging to ``condition``: an evaluate run's costs.json, a compare run's side (else None)."""
-    if header.verb == "evaluate":
+    if header.verb in EVALUATE_VERBS:
         return read_costs(run_dir)
     if header.verb == "compare":
         side = _side_of(_summary(run_dir), condition)
@@ -70,7 +76,7 @@ def run_costs(run_dir: Path, header: RunHeader, condition: str) -> dict[str, Any
 
 
 def _needs_reviewer(mechanism: Any) -> bool:
-    from saag_opt.agents import parse_mechanism  # the agents face loads dspy
+    from saag_opt.agents import parse_mechanism  # noqa: PLC0415 - heavy: dspy (agents face); a run reader stays light
 
     try:
         return parse_mechanism(str(mechanism)).needs_reviewer
@@ -88,7 +94,7 @@ def recorded_prompt(run_dir: Path, header: RunHeader, condition: str) -> Recorde
     Raises:
         RunError: an unreadable summary of an evaluate or compare run.
     """
-    if header.verb == "evaluate":
+    if header.verb in EVALUATE_VERBS:
         config = header.config
         if not config.get("reviewer") or not _needs_reviewer(config.get("mechanism")):
             return None
@@ -122,8 +128,6 @@ def run_contamination(side: Side, ids: Sequence[str]) -> tuple[list[str], str | 
     ``PromptVersion.contaminated``, the same check evaluate and compare make when they run. When
     the version cannot be found any more, the run's own recorded mark is used and the note says so.
     """
-    from saag_opt.artifacts import PromptStore  # the artifacts face loads rapidfuzz and the exporters
-
     found = side.reviewer_prompt
     if found is None:
         return [], None
@@ -160,7 +164,8 @@ def load_run_side(key: SideKey, ref: RunRef) -> tuple[Side, list[str]]:
     header = read_header(ref.path)
     if not (ref.path / RECORDS_FILE).is_file():
         raise ConfigError(f"{ref.path}: run has no records.jsonl (did it finish?); nothing to compare")
-    records = read_records(ref.path / RECORDS_FILE)
+    # a multi-turn run's records are read whole (every turn), so the compare run keeps the conversations
+    records = read_run(ref.path).records if header.verb == EPISODE_VERB else read_records(ref.path / RECORDS_FILE)
     conditions = list(dict.fromkeys(r.condition for r in records if r.condition != "base"))
     condition = _pick_condition(ref, conditions)
     notes = []

@@ -185,7 +185,7 @@ FREE = ModelPrice(0.0, 0.0, 0.0)
 
 @functools.lru_cache(maxsize=64)
 def _openai_price(model: str) -> ModelPrice | None:
-    from dspy.clients.model_metadata import model_info
+    from dspy.clients.model_metadata import model_info  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
 
     info = model_info("openai", model) or {}
     inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")

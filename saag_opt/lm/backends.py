@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 from rapidfuzz import process
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.lm.embedded import get_local_model, local_base_url
+from saag_opt.lm.scripted_server import ScriptedOpenAIServer
 from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES, ModelSpec, parse_server_url
 
 if TYPE_CHECKING:
@@ -180,8 +182,6 @@ class LocalBackend(BackendFacts):
 
     def endpoint(self, spec: ModelSpec) -> Endpoint:
         """The embedded server (started on first use) or ``$SAAG_OPT_LOCAL_URL``."""
-        from saag_opt.lm.embedded import get_local_model, local_base_url
-
         model = get_local_model(spec.model)
         url = local_base_url(spec.model)
         # Another server at $SAAG_OPT_LOCAL_URL may serve other weights under the same alias; a parent's
@@ -215,8 +215,6 @@ class FakeBackend(BackendFacts):
         return Endpoint(f"openai/{spec.model}", url, "fake", _namespace(url))
 
     def _default_server_url(self) -> str:
-        from saag_opt.lm.scripted_server import ScriptedOpenAIServer
-
         with self._lock:
             if self._server is None:
                 self._server = ScriptedOpenAIServer(model="fake").start()

@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+import dspy.clients.capabilities as capabilities
+import dspy.clients.costs as costs
+import dspy.clients.model_metadata as metadata
+from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
 from dspy.utils.usage_tracker import UsageTracker
 
 from saag_opt.errors import ConfigError, ModelUnavailableError, SaagOptError
@@ -265,8 +269,6 @@ class SaagLM(dspy.LM):
         exist (404), or billing refuses the call; retrying the next example cannot help. The
         provider's text is quoted with the API key masked, since a server may echo it.
         """
-        from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
-
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         first = _mask_key(first, self.kwargs.get("api_key"))
         if isinstance(exc, LMAuthError):
@@ -372,10 +374,6 @@ def _memoize_model_info() -> None:
     concurrency.py. The result depends only on the arguments and the static bundled snapshot
     (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before.
     """
-    import dspy.clients.capabilities as capabilities
-    import dspy.clients.costs as costs
-    import dspy.clients.model_metadata as metadata
-
     original = metadata.model_info
 
     @functools.lru_cache(maxsize=1024)
@@ -457,6 +455,7 @@ def chat_completion(
     temperature: float | None = None,
     n: int | None = None,
     max_tokens: int | None = None,
+    seed: int | None = None,
     role: str = "base",
     ledger: CostLedger | None = None,
 ) -> ChatResult:
@@ -464,14 +463,15 @@ def chat_completion(
 
     Pass an LM from ``open_lm`` for repeated calls; a spec string opens one per call. Use
     ``response_format={"type": "json_schema", "json_schema": {"name":..., "schema":...}}`` for
-    constrained JSON: OpenAI takes it natively and the embedded server through its shim.
+    constrained JSON: OpenAI takes it natively and the embedded server through its shim. ``seed``
+    is sent as is (tau2's user simulator sends its trial's seed) and is part of the cache key.
 
     Raises:
         ModelUnavailableError, LMCallError: as ``SaagLM.call_with_info``.
     """
     lm = spec_or_lm if isinstance(spec_or_lm, dspy.LM) else open_lm(spec_or_lm, role=role, ledger=ledger)
     options: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice, "response_format": response_format,
-                               "temperature": temperature, "n": n, "max_tokens": max_tokens}
+                               "temperature": temperature, "n": n, "max_tokens": max_tokens, "seed": seed}
     options = {k: v for k, v in options.items() if v is not None}
     if isinstance(lm, SaagLM) and is_reasoning_model(lm.spec):
         options.pop("temperature", None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from filelock import FileLock
+from rich.console import Console
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.paths import cache_dir as default_cache_dir
@@ -138,8 +140,6 @@ def announce(doing: str, done: str) -> Iterator[None]:
 
     A spinner on a terminal, a plain line in a log; never stdout, so ``--json -`` and pipes stay clean.
     """
-    from rich.console import Console
-
     console = Console(stderr=True, highlight=False)
     started = time.monotonic()
     if not console.is_terminal:
@@ -238,8 +238,6 @@ def server_ready(base_url: str, timeout: float = 1.0) -> bool:
 
 def require_llama_cpp() -> None:
     """Fail early, in this process, with the install hint instead of a subprocess traceback."""
-    import importlib.util
-
     for module in ("llama_cpp", "uvicorn", "fastapi"):
         if importlib.util.find_spec(module) is None:
             raise ModelUnavailableError(

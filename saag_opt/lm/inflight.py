@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import dspy
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows: no coalescing there
@@ -38,8 +40,6 @@ POLL_SECONDS = 0.02
 
 def lock_dir() -> Path | None:
     """``<dspy disk cache>/inflight``, or None when the disk cache is off (no other process shares replies)."""
-    import dspy
-
     cache = getattr(dspy, "cache", None)
     if cache is None or not getattr(cache, "enable_disk_cache", False) or not getattr(cache, "disk_cache_dir", None):
         return None

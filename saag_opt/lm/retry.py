@@ -59,7 +59,7 @@ def call_options(*, retries: int | None = None, retry_base_delay: float | None =
 
 def is_transient(exc: BaseException) -> bool:
     """Rate limits, 5xx, timeouts, resets, refused connections and malformed 200 bodies."""
-    from dspy.utils.exceptions import (
+    from dspy.utils.exceptions import (  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
         LMAuthError,
         LMBillingError,
         LMInvalidRequestError,

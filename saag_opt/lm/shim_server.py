@@ -13,6 +13,8 @@ import os
 import threading
 import time
 
+from saag_opt.lm.shim import json_schema_shim
+
 DEFAULT_N_BATCH = 128
 """Decode batch size (upstream: 512). Prefix reuse rounds down to a multiple of it (reproducibility,
 see ``prompt_cache``), so a warm call re-decodes at most 127 reusable tokens instead of 511. Measured
@@ -49,13 +51,12 @@ def _watch_parent(pid: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Serve the model until killed."""
     args = _parse(argv)
-    import uvicorn
-    from llama_cpp.server import app as server_app
-    from llama_cpp.server.app import create_app
-    from llama_cpp.server.settings import ModelSettings, ServerSettings
+    import uvicorn  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+    from llama_cpp.server import app as server_app  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+    from llama_cpp.server.app import create_app  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+    from llama_cpp.server.settings import ModelSettings, ServerSettings  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
-    from saag_opt.lm.prompt_cache import install
-    from saag_opt.lm.shim import json_schema_shim
+    from saag_opt.lm.prompt_cache import install  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from saag_opt.choices import AcceptName
+from saag_opt.model import Example
 from saag_opt.optimize import rails
 
 
@@ -97,8 +98,6 @@ def _parent_text(state: Any, parent_idx: int | None) -> dict[str, str]:
 
 def _reflected_examples(evaluation: Any) -> list[Any]:
     """The saag Examples of the minibatch the reflection read (the parent's traced evaluation)."""
-    from saag_opt.model import Example
-
     found = []
     for trajectory in getattr(evaluation, "trajectories", None) or ():
         wrapped: Any = trajectory.get("example") if isinstance(trajectory, dict) else None

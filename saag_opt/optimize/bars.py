@@ -25,6 +25,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, TextIO
 
+import tqdm as tqdm_module
+from dspy.utils import parallelizer
+from gepa.core import engine
+
 
 def interactive(*streams: TextIO) -> bool:
     """True when every stream is a terminal (default: stdout and stderr), where a redrawn bar is one line."""
@@ -46,14 +50,9 @@ def library_bars_off(*, gepa: bool = True, dspy: bool = True) -> Iterator[None]:
     """Silence gepa's and/or dspy's tqdm bars inside the block (see the module docstring)."""
     with ExitStack() as stack:
         if gepa:
-            from gepa.core import engine
-
             if engine.tqdm is not None:
                 stack.enter_context(_swapped(engine, "tqdm", functools.partial(engine.tqdm, disable=True)))
         if dspy:
-            import tqdm as tqdm_module
-            from dspy.utils import parallelizer
-
             class QuietTqdm(tqdm_module.tqdm):  # type: ignore[misc,type-arg]
                 """tqdm that never draws (keeps the class API dspy also uses: ``_instances``)."""
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
+from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
 
 if TYPE_CHECKING:
     from saag_opt.optimize.config import OptimizeConfig
@@ -26,7 +27,7 @@ AUTO_CANDIDATES: dict[BudgetName, int] = {"light": 6, "medium": 12, "heavy": 18}
 
 def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> int:
     """dspy.GEPA's ``auto_budget`` formula, evaluated here so the estimate can be printed first."""
-    import dspy
+    import dspy  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
 
     if budget not in AUTO_CANDIDATES:
         raise ConfigError(f"budget: expected {', '.join(values(BudgetName))}, got {budget!r}")
@@ -127,8 +128,11 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
 
     Needs no open model: ``--dry-run`` calls it too.
     """
-    from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, THINKING_TOKENS, prompt_tokens
-    from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
+    from saag_opt.evaluation.estimate import (  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
+        CHARS_PER_TOKEN,
+        THINKING_TOKENS,
+        prompt_tokens,
+    )
 
     prompt = prompt_tokens(examples, sample_size=20)
     instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN

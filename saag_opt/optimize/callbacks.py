@@ -8,8 +8,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from saag_opt.artifacts.store import content_hash
 from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit
+from saag_opt.optimize.rails import pick_best
 from saag_opt.optimize.summary import CandidateMap, QuarantineLog
 from saag_opt.runfiles import atomic_write_json, read_model
 
@@ -122,8 +124,6 @@ class ArtifactWriter:
 
     def quarantined_reason(self, candidate: Mapping[str, str]) -> str | None:
         """Why this exact text was quarantined earlier in the run (a resumed run included), or None."""
-        from saag_opt.artifacts.store import content_hash
-
         instructions = dict(self.seed.instructions)
         instructions.update({k.removeprefix("reviewer."): v for k, v in candidate.items()})
         sha = content_hash(self.seed.program, instructions)
@@ -142,8 +142,6 @@ class ArtifactWriter:
         a resumed run carry theirs in the store. When a higher-scoring candidate misses the margin
         the run says so (a ``warning`` event).
         """
-        from saag_opt.optimize.rails import pick_best
-
         scores: dict[int, float] = {}
         for idx, version in self.versions.items():
             if idx in self.val_means:

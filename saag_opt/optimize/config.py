@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from saag_opt.agents.mechanisms import Mechanism, mechanism_names
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName
+from saag_opt.data.catalog import single_call_only
 from saag_opt.lm import default_workers
 from saag_opt.resuming import RUN_OPTION
 
@@ -80,6 +81,13 @@ class OptimizeConfig(SetupConfig):
     """Where ``<timestamp>-optimize/`` is created."""
     resume: Path | None = None
     """Run directory to resume; its stored config wins except for the run options passed again."""
+
+    @model_validator(mode="after")
+    def _single_calls(self) -> OptimizeConfig:
+        refusal = single_call_only("optimize", self.dataset)
+        if refusal is not None:
+            raise ValueError(refusal)
+        return self
 
     @model_validator(mode="after")
     def _one_budget(self) -> OptimizeConfig:

@@ -25,6 +25,8 @@ from typing import Any, Literal
 import dspy
 
 from saag_opt.model import Example, ToolCall, canonical_json
+from saag_opt.saag import diagnose_with_gold
+from saag_opt.saag.truth import check_truth
 
 OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept right", "kept wrong after review",
                        "reviewer error"]
@@ -135,8 +137,6 @@ def _describe_candidates(outcome: Any) -> str:
 
 
 def _truth(calls: Sequence[ToolCall], example: Example) -> bool:
-    from saag_opt.saag.truth import check_truth
-
     return check_truth(calls, example).correct
 
 
@@ -213,10 +213,6 @@ def _prev(view: RolloutView, i: int) -> tuple[ToolCall, ...]:
 
 def describe_saag(calls: Sequence[ToolCall], example: Example) -> list[str]:
     """SAAG lines for the base call: stage reached and the stage diagnostics (gold-free)."""
-    try:
-        from saag_opt.saag import diagnose_with_gold
-    except ImportError:  # pragma: no cover - the cascade is part of the package
-        return []
     report = diagnose_with_gold(list(calls), example)
     if not getattr(report, "applicable", True):
         return ["SAAG cascade: not applicable (the gold says no call is correct; only the truth check decides)."]

@@ -36,8 +36,8 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     evaluation = EvaluateConfig(setup=setup, dataset=config.dataset, split="test", limit=config.test_limit,
                                 workers=config.workers, seed=config.seed)
     try:
-        compared = compare_prompts(CompareConfig(a=ref[seed], b=ref[best], evaluation=evaluation,
-                                                 runs_dir=run_dir / "test", seed=config.seed), ref[seed], ref[best],
+        compared = compare_prompts(CompareConfig(versions=[ref[seed], ref[best]], evaluation=evaluation,
+                                                 runs_dir=run_dir / "test", seed=config.seed), [ref[seed], ref[best]],
                                    ledger=world.ledger)  # the run's cap covers the test phase
     except CostCapReached as exc:
         emit(sink, "stopped", f"test comparison skipped: {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -9,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from dspy.teleprompt.gepa import InstructionProposer
 
 from saag_opt.choices import AcceptName
 from saag_opt.errors import RunError
+from saag_opt.optimize.acceptance import ReviewerAcceptance
 
 
 @dataclass
@@ -42,10 +45,6 @@ ADDITIONAL_INSTRUCTIONS = (
 
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
     """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each)."""
-    from dspy.teleprompt.gepa import InstructionProposer
-
-    from saag_opt.optimize.acceptance import ReviewerAcceptance
-
     return dspy.GEPA(
         metric=metric,
         max_metric_calls=settings.max_metric_calls,
@@ -77,8 +76,6 @@ def set_aside_unreadable_state(log_dir: Path) -> Path | None:
     resumed. Without the checkpoint GEPA starts again from the seed, and the finished rollouts and
     reflections replay from the LM cache; the old file is kept for inspection.
     """
-    import pickle
-
     path = log_dir / STATE_FILE
     if not path.is_file():
         return None

@@ -1,7 +1,8 @@
 """Terminal tables for ``saag-opt compare``.
 
-Base vs A vs B accuracy, help/harm per version, the paired A-vs-B test, and latency/cost per
-version. Rich lives here and in the CLI only.
+Base vs each version's accuracy, help/harm per version, the paired tests (for two versions the
+A-vs-B table, for more one row per pair with its Holm-adjusted p), and latency/cost per version.
+Rich lives here and in the CLI only.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from saag_opt.report.format import (
     pct,
     points,
     run_footer,
+    stars,
 )
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.comparison import CompareSummary, SideSummary
+
+
+def names(summary: CompareSummary, a: str = "A", b: str = "B") -> list[str]:
+    """Column names of the versions: ``a``, ``b`` for the first two (optimize says seed, best), then C, D ..."""
+    return [a, b, *(s.key.upper() for s in summary.sides[2:])]
 
 
 def legend(summary: CompareSummary) -> str:
@@ -37,34 +44,38 @@ def legend(summary: CompareSummary) -> str:
 
     matched = f"{summary.matched} matched example(s)"
     if summary.mode == "runs":
-        matched += f"; only in A: {summary.only_a}, only in B: {summary.only_b}"
-    return f"{one(summary.a)}\n{one(summary.b)}\n{matched}"
+        matched += "; " + ", ".join(f"only in {s.key.upper()}: {summary.only[s.key]}" for s in summary.sides)
+    return "\n".join([*map(one, summary.sides), matched])
 
 
-def accuracy_table(summary: CompareSummary, *, title: str = "Accuracy: base vs A vs B", a: str = "A",
-                   b: str = "B") -> Table:
-    """Per-category accuracy (%): base alone, A, B and B - A, plus suite rows (``a``/``b`` name the columns)."""
-    base, acc_a, acc_b = summary.base, summary.a.accuracy, summary.b.accuracy
+def accuracy_table(summary: CompareSummary, *, title: str | None = None, a: str = "A", b: str = "B") -> Table:
+    """Per-category accuracy (%): base alone and one column per version, plus suite rows.
+
+    Two versions also get the B - A column (more versions: the pairs table has every difference);
+    ``a``/``b`` name the first two columns.
+    """
+    cols = names(summary, a, b)
+    two = len(cols) == 2
+    conditions = [summary.base, *(s.accuracy for s in summary.sides)]
     warnings = "".join(contamination_warning(f"{name} ({side.label}{_prompt_of(side)})", side.contaminated)
                        + mismatch_warning(f"{name} ({side.label})", side.reviewer_mismatch)
-                       for side, name in ((summary.a, a), (summary.b, b)))
-    table = Table(title=title + warnings)
-    for col in ("category", "n", "base %", f"{a} %", f"{b} %", f"{b} - {a}"):
+                       for side, name in zip(summary.sides, cols))
+    table = Table(title=(title or "Accuracy: base vs " + " vs ".join(cols)) + warnings)
+    for col in ("category", "n", "base %", *(f"{name} %" for name in cols), *([f"{b} - {a}"] if two else [])):
         table.add_column(col, justify="left" if col == "category" else "right")
-    for cat in sorted(set(base.categories) | set(acc_a.categories) | set(acc_b.categories)):
-        cells = [s.categories.get(cat) for s in (base, acc_a, acc_b)]
-        acc = [c.accuracy if c else None for c in cells]
-        n = next((c.n for c in cells if c is not None), 0)
-        table.add_row(escape(cat), str(n), pct(acc[0]), pct(acc[1]), pct(acc[2]), delta(acc[1], acc[2]))
-    suites = [s.relevance_suite.mean if s.relevance_suite else None for s in (base, acc_a, acc_b)]
-    complete = bool(base.relevance_suite and base.relevance_suite.complete)
+
+    def row(label: str, n: str, values: list[float | None]) -> None:
+        table.add_row(label, n, *map(pct, values), *([delta(values[1], values[2])] if two else []))
+
+    for cat in sorted(set().union(*(c.categories for c in conditions))):
+        cells = [c.categories.get(cat) for c in conditions]
+        row(escape(cat), str(next((c.n for c in cells if c is not None), 0)), [c.accuracy if c else None for c in cells])
+    complete = bool(summary.base.relevance_suite and summary.base.relevance_suite.complete)
     table.add_section()
-    table.add_row("relevance suite" + ("" if complete else " (partial)"), "", *map(pct, suites),
-                  delta(suites[1], suites[2]))
-    irr = [base.irrelevance, acc_a.irrelevance, acc_b.irrelevance]
-    table.add_row("irrelevance", "", *map(pct, irr), delta(irr[1], irr[2]))
-    overall = [base.accuracy, acc_a.accuracy, acc_b.accuracy]
-    table.add_row("[bold]overall[/]", str(base.n), *map(pct, overall), delta(overall[1], overall[2]))
+    row("relevance suite" + ("" if complete else " (partial)"), "",
+        [c.relevance_suite.mean if c.relevance_suite else None for c in conditions])
+    row("irrelevance", "", [c.irrelevance for c in conditions])
+    row("[bold]overall[/]", str(summary.base.n), [c.accuracy for c in conditions])
     return table
 
 
@@ -77,8 +88,8 @@ def _prompt_of(side: SideSummary) -> str:
 def versions_helpharm_table(summary: CompareSummary, *, title: str = "Help / harm vs base (paired, examples "
                             "without errors)", a: str = "A", b: str = "B") -> Table:
     """Each version against the base agent alone (paired, conditional rates)."""
-    return helpharm_table(title, {a: summary.a.help_harm, b: summary.b.help_harm},
-                          unusable=[summary.a.accuracy.reviewer_unusable, summary.b.accuracy.reviewer_unusable])
+    return helpharm_table(title, {name: s.help_harm for name, s in zip(names(summary, a, b), summary.sides)},
+                          unusable=[s.accuracy.reviewer_unusable for s in summary.sides])
 
 
 def paired_table(summary: CompareSummary, *, a: str = "A", b: str = "B") -> Table:
@@ -98,13 +109,31 @@ def paired_table(summary: CompareSummary, *, a: str = "A", b: str = "B") -> Tabl
     return table
 
 
+def pairs_table(summary: CompareSummary) -> Table:
+    """Every pair of versions: gains, losses, net change and CI, McNemar p and its Holm-adjusted p (marked).
+
+    Compact on purpose (points without units, the marks beside the Holm p): it fits 80 columns.
+    """
+    table = Table(title=f"Every pair (paired; McNemar exact p, Holm-adjusted over {len(summary.pairs)} pairs)",
+                  caption="gains: only the later version right; losses: only the earlier one; "
+                          "* Holm p < 0.05, ** < 0.01, *** < 0.001")
+    for col in ("pair", "n", "gains", "losses", "net pts", "95% CI pts", "p", "Holm p"):
+        table.add_column(col, justify="left" if col == "pair" else "right")
+    for p in summary.pairs:
+        net = "-" if p.net_change is None else f"{100 * p.net_change:+.1f}"
+        ci = "-" if not p.net_change_ci95 else "[{:+.1f}, {:+.1f}]".format(*(100 * x for x in p.net_change_ci95))
+        table.add_row(f"{p.target.upper()} vs {p.ref.upper()}", str(p.n), str(p.b_only_right), str(p.a_only_right),
+                      net, ci, f"{p.mcnemar_p:.3g}", f"{p.holm_p:.3g} {stars(p.holm_p)}".rstrip())
+    return table
+
+
 def cost_table(summary: CompareSummary) -> Table:
     """Latency (mean s per example, overhead vs base), reviewer calls, tokens and dollars per version."""
     table = Table(title="Latency and cost per version")
     table.add_column("measure")
-    table.add_column("A", justify="right")
-    table.add_column("B", justify="right")
-    sides = (summary.a, summary.b)
+    sides = summary.sides
+    for side in sides:
+        table.add_column(side.key.upper(), justify="right")
     table.add_row("base s / item", *(num(s.latency.base_mean_seconds, ".2f") for s in sides))
     table.add_row("with review s / item", *(num(s.latency.final_mean_seconds, ".2f") for s in sides))
     table.add_row("latency overhead", *("-" if s.latency.overhead_x is None else f"{s.latency.overhead_x:.1f}x"
@@ -125,20 +154,22 @@ def cost_table(summary: CompareSummary) -> Table:
 def print_compare_report(console: Console, summary: CompareSummary, run_dir: str | None = None) -> None:
     """Everything ``saag-opt compare`` prints."""
     console.print(legend(summary))
-    if any(s.gated_share is not None for s in (summary.a, summary.b)):
+    if any(s.gated_share is not None for s in summary.sides):
         console.print("[yellow]experimental:[/] a SAAG gate is in use; treat its numbers as exploratory.")
     console.print(accuracy_table(summary))
     console.print(versions_helpharm_table(summary))
-    console.print(paired_table(summary))
+    console.print(paired_table(summary) if len(summary.sides) == 2 else pairs_table(summary))
     console.print(cost_table(summary))
+    every = "both versions" if len(summary.sides) == 2 else f"all {len(summary.sides)} versions"
     base_dollars = (summary.base_costs or {}).get("roles", {}).get("total", {}).get("dollars")
     if base_dollars is not None:
-        console.print(f"shared base pass: ${base_dollars:.4f} (paid once for both versions)")
+        console.print(f"shared base pass: ${base_dollars:.4f} (paid once for {every})")
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     for line in run_footer("compare", run_dir, stopped=summary.stopped,
-                           covered=f"the tables cover the {summary.matched} example(s) both versions finished"):
+                           covered=f"the tables cover the {summary.matched} example(s) {every} finished"):
         console.print(line)
 
 
-__all__ = ["accuracy_table", "cost_table", "legend", "paired_table", "print_compare_report", "versions_helpharm_table"]
+__all__ = ["accuracy_table", "cost_table", "legend", "names", "paired_table", "pairs_table", "print_compare_report",
+           "versions_helpharm_table"]

@@ -39,6 +39,13 @@ def ci_points(ci: Any) -> str:
     return "-" if not ci else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}] pts"
 
 
+def stars(p: float | None) -> str:
+    """Significance marks of a (Holm-adjusted) p: ``***`` < 0.001, ``**`` < 0.01, ``*`` < 0.05, else ``""``."""
+    if p is None:
+        return ""
+    return next((mark for bound, mark in ((0.001, "***"), (0.01, "**"), (0.05, "*")) if p < bound), "")
+
+
 def is_inf(value: Any) -> bool:
     """Infinite, whether a float or the JSON spelling ``"inf"`` (help/harm ratio when harm = 0)."""
     return value == "inf" or (isinstance(value, float) and math.isinf(value))

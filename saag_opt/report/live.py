@@ -59,7 +59,7 @@ class EvaluationLines:
         data = event.data
         if event.kind == "stage":
             stage = str(data.get("stage") or "")
-            self.label = f"compare {stage.upper() if stage in ('a', 'b') else stage}"
+            self.label = f"compare {stage.upper() if len(stage) == 1 else stage}"  # a version's key
             return f"compare: {event.message}"
         if event.kind in ("run_started", "resumed") and "total" in data:
             self.errors = 0

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.optimize.bars import interactive, library_bars_off
 from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
 from saag_opt.report.format import num, run_footer
@@ -133,8 +134,6 @@ class OptimizeProgress:
         self._quiet: Any = None
 
     def __enter__(self) -> OptimizeProgress:
-        from saag_opt.optimize.bars import interactive, library_bars_off
-
         # gepa's bar always (this one shows the same count); dspy's minibatch bars in a log
         self._quiet = library_bars_off(gepa=True, dspy=not interactive())
         self._quiet.__enter__()

@@ -18,6 +18,9 @@ import contextvars
 import json
 from typing import TYPE_CHECKING, Any
 
+import dspy
+from dspy.utils.callback import BaseCallback
+
 from saag_opt.runtime.decision import Decision
 
 if TYPE_CHECKING:
@@ -33,9 +36,6 @@ def _render_inputs(inputs: dict[str, Any]) -> str:
 
 def wrap_react(guard: Guard, react: Any) -> Any:
     """Wrap the tools of ``react`` in place (``finish`` stays as is) and return it."""
-    import dspy
-    from dspy.utils.callback import BaseCallback
-
     originals = {name: tool for name, tool in react.tools.items() if name != FINISH}
     definitions = [tool.format_as_litellm_function_call() for tool in originals.values()]
 

@@ -44,9 +44,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
+from saag_opt.lm import price_call, usage_numbers
+from saag_opt.lm.latency import lm_clock
+from saag_opt.lm.retry import call_options
 from saag_opt.model import Prediction
+from saag_opt.paths import cache_dir
 from saag_opt.runtime.cache import ReviewCache, review_key
 from saag_opt.runtime.decision import Decision
 from saag_opt.runtime.inputs import (
@@ -55,11 +60,12 @@ from saag_opt.runtime.inputs import (
     RegistryMemo,
     read_input,
 )
+from saag_opt.runtime.prompt import load_prompt
 from saag_opt.saag import check_calls, correction_for
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
 
 if TYPE_CHECKING:
-    from saag_opt.agents import BaseAgent, Reviewer, ReviewRound, Ruling
+    from saag_opt.agents import BaseAgent, Reviewer, ReviewRound
     from saag_opt.agents.guarded import GuardedReview
     from saag_opt.artifacts import PromptVersion
     from saag_opt.lm.latency import LatencyClock
@@ -141,7 +147,7 @@ class Guard:
             ConfigError: a bad mechanism, model spec or option. ArtifactError: unknown prompt.
             ModelUnavailableError: a missing key or model runtime (checked here, not per review).
         """
-        from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism
+        from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         parsed = parse_mechanism(mechanism)
         if isinstance(parsed, Gate) and isinstance(parsed.inner, (Progressive, GuardedReview)):
@@ -158,8 +164,7 @@ class Guard:
         labels: list[str | None] = [None, None]
         review_module, loaded = None, None
         if reviewer is not None:
-            from saag_opt.agents.setup import bind_reviewer  # evaluate's and GEPA's reviewer, on this LM
-            from saag_opt.runtime.prompt import load_prompt
+            from saag_opt.agents.setup import bind_reviewer  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
             loaded = load_prompt(prompt, store)
             review_lm = _open(reviewer, "reviewer", timeout, retries)
@@ -170,7 +175,7 @@ class Guard:
         reviser_agent = None
         reviser_model = reviser if reviser is not None else reviewer
         if revise and reviser_model is not None:
-            from saag_opt.agents import BaseAgent
+            from saag_opt.agents import BaseAgent  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
             reviser_lm = _open(reviser_model, "reviser", timeout, retries)
             reviser_agent = BaseAgent(reviser_lm, ledger=getattr(reviser_lm, "ledger", None))
@@ -204,7 +209,7 @@ class Guard:
     @cached_property
     def mechanism(self) -> GuardedReview:
         """The loop this guard runs once the gate has not settled a decision: ``guard+r<reviews>``."""
-        from saag_opt.agents.guarded import GuardedReview  # lazy: importing the guard does not import dspy
+        from saag_opt.agents.guarded import GuardedReview  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         return GuardedReview(self.reviews)
 
@@ -217,8 +222,6 @@ class Guard:
 
     def review(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         """Decide on ``tool_calls`` (see the module docstring); never raises for bad input."""
-        from saag_opt.lm.latency import lm_clock  # lazy: importing the guard does not import dspy
-
         with lm_clock() as clock:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
@@ -236,8 +239,6 @@ class Guard:
 
     async def areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool."""
-        from saag_opt.lm.latency import lm_clock
-
         with lm_clock() as clock:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
@@ -275,7 +276,6 @@ class Guard:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
-            from saag_opt.agents.guarded import hard_failure, stage_summary  # lazy: the guard's import stays light
 
             def psi_and_report() -> tuple[str | None, dict[str, Any]]:
                 return correction_for(report), report.to_dict()
@@ -299,10 +299,8 @@ class Guard:
 
     def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
         """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""
-        from saag_opt.saag.injection import check_injection
-
-        found = check_injection([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
-        if not found.blocked:
+        found = injected([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+        if found is None:
             return None
         return Decision("block", None, found.feedback(), found.reason(), report.to_dict(), latency_s=clock.seconds,
                         provenance=found.to_dict())
@@ -312,15 +310,15 @@ class Guard:
 
     def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Ruled, float]:
         """``guard.mechanism`` on the proposed calls, with its cost; an exception becomes an ``on_error`` ruling."""
-        import dspy
+        import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
-        from saag_opt.agents.guarded import LiveTurn
+        from saag_opt.agents.guarded import LiveTurn  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         with dspy.track_usage() as usage:
             try:
                 turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
                                 grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
-                                grounding=self.grounding)
+                                grounding=self.grounding, sources=inp.sources)
                 out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")
@@ -331,16 +329,12 @@ class Guard:
 
     def _why(self, exc: BaseException) -> str:
         """A request timeout reads like the decision timeout it raced (the client's bound is the same)."""
-        from saag_opt.agents.guarded import describe_error
-
         if self.timeout is not None and _is_timeout(exc):
             return f"review timed out after {self.timeout:g} s"
         return describe_error(exc)
 
     def _failed(self, inp: GuardInput, report: PredictionReport, error: str) -> _Ruled:
         """``on_error`` outside the loop (a timeout, an unexpected failure): the loop's own rule."""
-        from saag_opt.agents.guarded import failed_review
-
         return _Ruled(failed_review(report, error, self.on_error), inp.tentative, [])
 
     def _finish(self, inp: GuardInput, report: PredictionReport, key: str, outcome: _Ruled, cost: float,
@@ -354,14 +348,12 @@ class Guard:
         revision = ruling.revision_report.to_dict() if ruling.revision_report is not None else None
         decision = Decision(ruling.action, calls, ruling.feedback, ruling.reason, report.to_dict(),
                             ruling.reviewed, round(cost, 10), clock.seconds, ruling.error,
-                            False, revision, outcome.rounds)
+                            False, revision, outcome.rounds, provenance=ruling.provenance)
         if ruling.cacheable and ruling.error is None:
             self.cache.put(key, decision.to_dict())
         return decision
 
     def _dollars(self, totals: dict[str, Any]) -> float:
-        from saag_opt.lm import price_call, usage_numbers
-
         dollars = 0.0
         for model, usage in (totals or {}).items():
             spec = self.models.get(model)
@@ -375,25 +367,25 @@ class Guard:
 
     def openai_turn(self, messages: Any, tools: Any, message: Any) -> Any:
         """Plain OpenAI loop: see ``saag_opt.runtime.openai_loop.guard_turn``."""
-        from saag_opt.runtime.openai_loop import guard_turn
+        from saag_opt.runtime.openai_loop import guard_turn  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return guard_turn(self, messages, tools, message)
 
     def openai_agents_guardrail(self, **options: Any) -> Any:
         """OpenAI Agents SDK ``tool_input_guardrail``: see ``saag_opt.runtime.openai_agents``."""
-        from saag_opt.runtime.openai_agents import tool_input_guardrail
+        from saag_opt.runtime.openai_agents import tool_input_guardrail  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return tool_input_guardrail(self, **options)
 
     def wrap_react(self, react: Any) -> Any:
         """dspy.ReAct with every tool reviewed before it runs: see ``saag_opt.runtime.dspy_react``."""
-        from saag_opt.runtime.dspy_react import wrap_react
+        from saag_opt.runtime.dspy_react import wrap_react  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return wrap_react(self, react)
 
     def langchain_middleware(self, tools: Any = None) -> Any:
         """LangChain v1 ``wrap_tool_call`` middleware: see ``saag_opt.runtime.langchain``."""
-        from saag_opt.runtime.langchain import guard_middleware
+        from saag_opt.runtime.langchain import guard_middleware  # noqa: PLC0415 - facade: docs/design.md §1.2
 
         return guard_middleware(self, tools)
 
@@ -442,12 +434,11 @@ def _cascade_options(grounding: str | None) -> dict[str, Any]:
 
 def _open(model: Any, role: str, timeout: float | None, retries: int) -> Any:
     """An LM for a spec string (booked in its own ledger), or the given ``dspy.LM`` as is."""
-    import dspy
+    import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
     if isinstance(model, dspy.LM):
         return model
-    from saag_opt.lm import open_lm, parse_model_spec
-    from saag_opt.lm.retry import call_options  # the call options every verb's set-up opens its LMs with
+    from saag_opt.lm import open_lm, parse_model_spec  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
     return open_lm(parse_model_spec(model), role=role,
                    **call_options(retries=retries, retry_base_delay=0.5, request_timeout=timeout))
@@ -457,8 +448,6 @@ def _cache(cache: bool | str | os.PathLike[str]) -> ReviewCache:
     if cache is False:
         return ReviewCache()
     if cache is True:
-        from saag_opt.paths import cache_dir
-
         return ReviewCache(cache_dir() / "guard-reviews")
     return ReviewCache(Path(cache))
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 def _require() -> tuple[Any, Any, Any]:
     try:
-        from langchain.agents.middleware import AgentMiddleware
-        from langchain_core.messages import ToolMessage, convert_to_openai_messages
+        from langchain.agents.middleware import AgentMiddleware  # noqa: PLC0415 - optional: the langchain extra
+        from langchain_core.messages import ToolMessage, convert_to_openai_messages  # noqa: PLC0415 - optional: the langchain extra
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError("the LangChain adapter needs: pip install 'saag-opt[langchain]'") from exc
     return AgentMiddleware, ToolMessage, convert_to_openai_messages
@@ -34,7 +34,7 @@ def _require() -> tuple[Any, Any, Any]:
 
 def guard_middleware(guard: Guard, tools: Sequence[Any] | None = None) -> Any:
     """An ``AgentMiddleware`` whose ``wrap_tool_call``/``awrap_tool_call`` consult ``guard``."""
-    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415 - optional: the langchain extra
 
     middleware_base, ToolMessage, to_openai = _require()
     by_name = {t.name: t for t in tools or []}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def _require() -> Any:
     try:
-        import agents
+        import agents  # noqa: PLC0415 - optional: the agents extra
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError("the OpenAI Agents SDK adapter needs: pip install 'saag-opt[agents]'") from exc
     return agents

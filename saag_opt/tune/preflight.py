@@ -17,9 +17,11 @@ from dataclasses import replace
 from typing import Any
 
 from saag_opt.data import load_dataset
+from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
+from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_evaluation
+from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
 from saag_opt.tune.run import DEFAULT_TPE_TRIALS, TuneConfig, check_inputs
 from saag_opt.tune.space import Range, Space, load_space
 
@@ -41,7 +43,7 @@ def preflight_tune(config: TuneConfig) -> Estimate:
     trials = config.trials if config.trials is not None else (
         DEFAULT_TPE_TRIALS if config.sampler == "tpe" else len(configs))
     distinct = min(trials, len(configs))
-    examples = load_dataset(configs[0].dataset, split=configs[0].split, limit=configs[0].limit)
+    examples = _items(configs[0], configs[0].split, configs[0].limit)
     total = Estimate("tune", len(examples), assumptions=[
         f"{distinct} distinct configurations tried ({trials} trials over {len(configs)} configurations; a "
         "repeat is free), each the mean over the space", "the trials' base answers are paid once"])
@@ -49,7 +51,7 @@ def preflight_tune(config: TuneConfig) -> Estimate:
     total.merge(_mean_pass(configs, examples, distinct))
     if not config.no_test:
         limit = config.test_limit if config.test_limit is not None else configs[0].limit
-        test = load_dataset(configs[0].dataset, split="test", limit=limit)
+        test = _items(configs[0], "test", limit)
         front = min(FRONT_GUESS, distinct)
         total.merge(_base_pass(configs[0], test))
         total.merge(_mean_pass(configs, test, front))
@@ -82,10 +84,22 @@ def _config(space: Space, params: dict[str, Any]) -> EvaluateConfig | None:
         return None
 
 
+def _items(config: EvaluateConfig, split: str | None, limit: int | None) -> list[Any]:
+    """The examples (or, on a multi-turn dataset, the entries) a pass over ``split`` runs."""
+    load = load_episodes if is_multi_turn_dataset(config.dataset) else load_dataset
+    return list(load(config.dataset, split=split, limit=limit))
+
+
+def _estimate(items: list[Any], **options: Any) -> Estimate:
+    """The estimate of one pass: evaluate's per example, or per conversation (``estimate_episodes``)."""
+    episodes = bool(items) and isinstance(items[0], Episode)
+    return (estimate_episodes if episodes else estimate_evaluation)(items, **options)
+
+
 def _base_pass(config: EvaluateConfig, examples: list[Any]) -> Estimate:
     setup = config.setup
-    return estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none").mechanism,
-                               command="tune")
+    return _estimate(examples, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none").mechanism,
+                     command="tune")
 
 
 def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -> Estimate:
@@ -94,9 +108,9 @@ def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -
     for config in configs:
         setup = config.setup
         version = setup.prompt_version()
-        one = estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                                  instructions=dict(version.instructions) if version is not None else {},
-                                  base_cached=True, command="tune")
+        one = _estimate(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                        instructions=dict(version.instructions) if version is not None else {},
+                        base_cached=True, command="tune")
         for role, part in one.roles.items():
             out.add(role, _scaled(part, times / len(configs)))
         out.assumptions += [a for a in one.assumptions if a not in out.assumptions]

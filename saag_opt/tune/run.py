@@ -20,6 +20,7 @@ test), ``workers/`` (local worker logs), ``trials.jsonl``, ``summary.json``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -27,7 +28,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from saag_opt.artifacts import resolve_ref
+from saag_opt.data import load_dataset
+from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
 from saag_opt.errors import ConfigError, CostCapReached, SaagOptError
+from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.accounting import CostLedger
 from saag_opt.lm.ledgerfile import earlier_roles
@@ -51,7 +56,7 @@ from saag_opt.tune.results import (
     trial_rows,
     write_trials,
 )
-from saag_opt.tune.space import Space, load_space
+from saag_opt.tune.space import Range, Space, load_space
 from saag_opt.tune.spend import tune_ledger
 from saag_opt.tune.storage import StorageSpec, open_storage, parse_storage
 from saag_opt.tune.study import (
@@ -241,11 +246,6 @@ def check_inputs(space: Space) -> None:
     Raises:
         ConfigError, DatasetError, ArtifactError: naming the space key and the bad value.
     """
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.data import load_dataset
-    from saag_opt.evaluation.config import EvaluateConfig
-    from saag_opt.tune.space import Range
-
     fields = EvaluateConfig.option_fields()
 
     def choices(name: str) -> tuple[str, list[Any]]:
@@ -256,7 +256,8 @@ def check_inputs(space: Space) -> None:
 
     dataset = str(space.fixed.get("dataset", fields["dataset"].default))  # never searched (space.py)
     split = space.fixed.get("split")
-    if not load_dataset(dataset, split=split, limit=space.fixed.get("limit")):
+    load = load_episodes if is_multi_turn_dataset(dataset) else load_dataset  # conversations: trials are entries
+    if not load(dataset, split=split, limit=space.fixed.get("limit")):
         raise ConfigError(f"{space.source}: fixed.dataset: {dataset!r} has no {split} examples")
     where, prompts = choices("prompt")
     store = space.fixed.get("prompts_dir")
@@ -275,8 +276,6 @@ def warm_base_answers(space: Space, runs_dir: Path, env: dict[str, str], evaluat
     base model's bill). A ``mechanism = "none"`` evaluation of the trial split fills the shared
     base-prediction cache; it is skipped when the base model itself is searched.
     """
-    import os
-
     if "base" in space.search:
         return
     first = {k: (d[0] if isinstance(d, list) else d.low) for k, d in space.search.items()}
@@ -330,8 +329,6 @@ def _open(space: Space, storage: Any, name: str, settings: TuneSettings, config:
 
 def _join_offset() -> int:
     """A joining worker's sampler seed offset: distinct per process, so workers do not mirror each other."""
-    import os
-
     return 1000 + os.getpid() % 100_000
 
 

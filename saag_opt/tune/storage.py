@@ -15,6 +15,7 @@ Optuna's own storages, nothing home-made (docs/design.md §12).
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import warnings
 from dataclasses import dataclass
@@ -51,6 +52,22 @@ class StorageSpec:
         return f"journal:{self.url}" if self.kind == "journal" else self.url
 
     @property
+    def file(self) -> Path | None:
+        """The study's file (sqlite database or journal), None for a database server."""
+        if self.kind == "rdb":
+            return None
+        return Path(self.url.removeprefix("sqlite:///") if self.kind == "sqlite" else self.url)
+
+    @property
+    def dashboard_command(self) -> str:
+        """The shell command that opens the study in optuna-dashboard (``pip install 'saag-opt[dashboard]'``).
+
+        optuna-dashboard takes a sqlite URL as is and a journal file by its path; a server's URL is
+        shown with its password masked (type it in).
+        """
+        return f"optuna-dashboard {shlex.quote(self.redacted if self.kind == 'rdb' else self.url)}"
+
+    @property
     def redacted(self) -> str:
         """``text`` with its credentials masked (``saag_opt.credentials``), for run files and messages."""
         return redacted_url(self.url) if self.kind == "rdb" else self.text
@@ -84,18 +101,18 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
     Raises:
         ModelUnavailableError: the database cannot be reached or its driver is missing.
     """
-    import optuna
-    from optuna.storages import (
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
+    from optuna.storages import (  # noqa: PLC0415 - heavy: optuna; the report imports this module
         JournalStorage,
         RDBStorage,
         RetryHeartbeatStaleTrialCallback,
     )
-    from optuna.storages.journal import JournalFileBackend
+    from optuna.storages.journal import JournalFileBackend  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     if spec.kind == "journal":
         Path(spec.url).parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(spec.url))
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     try:
         if spec.kind == "sqlite":
@@ -154,8 +171,8 @@ def recover_dead_workers(study: Any) -> list[int]:
     win and the other skips, so a trial is re-enqueued once. Returns ``(failed, retried)`` pairs
     (``retried`` None when another process won the race).
     """
-    import optuna
-    from optuna.trial import TrialState
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     out: list[int] = []
     # A handle without the study's sampler: ``tell`` runs the sampler's after_trial hook, and

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
+from saag_opt.evaluation.episode_run import evaluate_pass
 from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.evaluation.runner import run_evaluation
 from saag_opt.lm.accounting import CostLedger
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
 from saag_opt.tune.spend import tune_ledger
@@ -82,7 +85,7 @@ class TuneSettings:
 
 def make_sampler(settings: TuneSettings, seed_offset: int = 0) -> Any:
     """TPE for search, BruteForce for a grid (docs/design.md §12: never NSGA-II or GP here)."""
-    import optuna
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     seed = settings.seed + seed_offset
     with warnings.catch_warnings():
@@ -100,7 +103,7 @@ def open_study(space: Space, storage: Any, name: str, settings: TuneSettings, *,
         ConfigError: ``create`` and the name exists, joining a study that does not exist, or a study
             that searches another space.
     """
-    import optuna
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     sampler = make_sampler(settings, seed_offset)
     if create:
@@ -177,10 +180,13 @@ class EvaluateFn(Protocol):
 
 
 def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
-    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``)."""
-    from saag_opt.evaluation.runner import run_evaluation
+    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``).
 
-    result = run_evaluation(config, ledger=ledger)
+    On a multi-turn dataset: the multi-turn evaluate run, read as an evaluate pass
+    (``episode_run.evaluate_pass``, docs/design.md §18).
+    """
+    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation
+    result = runner(config, ledger=ledger)
     return result.run_dir, result.summary
 
 
@@ -244,7 +250,7 @@ class Objective:
 
     def _earlier_result(self, trial: Any, key: str) -> Any | None:
         """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING."""
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
         while True:
             running = False
@@ -277,7 +283,7 @@ def trials_counted(study: Any) -> int:
 
     A failed trial that was retried counts once, through its retry.
     """
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
     retried = sum(retry_of(t) is not None for t in trials)
@@ -291,7 +297,7 @@ def spent(study: Any) -> float:
 
 def budget_left(study: Any, space: Space, settings: TuneSettings, cap: Any = None) -> bool:
     """Whether any worker should start another trial (waiting retries run unless ``cap`` stopped the run)."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     if cap is not None and cap.reached:
         return False
@@ -311,7 +317,7 @@ def budget_left(study: Any, space: Space, settings: TuneSettings, cap: Any = Non
 
 def reap_stale(study: Any, storage_kind: str) -> None:
     """Fail (and enqueue again) trials of dead workers: by heartbeat on RDB, by pid on this host otherwise."""
-    import optuna
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     if storage_kind == "rdb":
         with warnings.catch_warnings():
@@ -346,7 +352,7 @@ def _silence_trial_failure_log() -> None:
 
     Why: they repeat the one line the CLI prints for it; ``run_trials`` restores the verbosity.
     """
-    import optuna
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -374,8 +380,8 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
     Raises:
         ModelUnavailableError: a model stopped answering (the trial is marked failed first).
     """
-    import optuna
-    from optuna.trial import TrialState
+    import optuna  # noqa: PLC0415 - heavy: optuna; the report imports this module
+    from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
     _quiet_user_errors()
     if ledger is None:

@@ -10,17 +10,18 @@ import os
 import sys
 from pathlib import Path
 
+import optuna
+
+from saag_opt.errors import SaagOptError
+from saag_opt.tune.space import load_space
+from saag_opt.tune.storage import open_storage, parse_storage
+from saag_opt.tune.study import TuneSettings, open_study, run_trials
+from saag_opt.tune.workers import WORKER_ENV, WorkerJob
+
 
 def main() -> int:
     """Join the study and run trials until the budget is spent; a user error is one line, exit 2."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import optuna
-
-    from saag_opt.errors import SaagOptError
-    from saag_opt.tune.space import load_space
-    from saag_opt.tune.storage import open_storage, parse_storage
-    from saag_opt.tune.study import TuneSettings, open_study, run_trials
-    from saag_opt.tune.workers import WORKER_ENV, WorkerJob
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     job = WorkerJob.from_env(os.environ[WORKER_ENV])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.errors import ConfigError, RunError
+from saag_opt.lm import local_base_url, parse_model_spec
 from saag_opt.tune.space import Space
 from saag_opt.tune.storage import StorageSpec, recover_dead_workers
 from saag_opt.tune.study import TuneSettings, budget_left
@@ -58,8 +59,6 @@ class WorkerJob:
 
 def local_model_names(space: Space) -> set[str]:
     """Embedded models any trial may use (fixed or searched base/reviewer)."""
-    from saag_opt.lm import parse_model_spec
-
     specs: list[Any] = []
     for key in ("base", "reviewer"):
         if key in space.fixed:
@@ -85,7 +84,6 @@ def shared_model_env(space: Space) -> dict[str, str]:
     if len(names) > 1:
         raise ConfigError(f"--workers: the space uses {len(names)} embedded models ({', '.join(sorted(names))}); "
                           "local workers share one llama.cpp server, so pick one or use --workers 1")
-    from saag_opt.lm import local_base_url
 
     return {"SAAG_OPT_LOCAL_URL": local_base_url(next(iter(names))), SHARED_LOCAL_ENV: "1"}
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 
 import pytest
 
 from saag_opt.agents import BASE_SYSTEM_PROMPT, BaseAgent, FeedbackTurn, registry_json_schema
-from saag_opt.lm import CostLedger, open_lm
-from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec
+from saag_opt.agents.base import (
+    BASE_PROMPT_HASH,
+    CONVERSATION_SYSTEM_PROMPT,
+    BasePredictionCache,
+    example_fingerprint,
+)
+from saag_opt.agents.conversation import Conversation
+from saag_opt.lm import CostLedger, LMCallError, open_lm
+from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec, canonical_json
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -116,8 +124,6 @@ def test_timeouts_are_retried(server: ScriptedOpenAIServer) -> None:
 
 
 def test_persistent_failure_raises_for_the_runner_to_record(server: ScriptedOpenAIServer) -> None:
-    from saag_opt.lm import LMCallError
-
     server.reset(lambda req: Fault(500))
     lm = open_lm(f"fake@{server.url}", role="base", retries=1, retry_base_delay=0.01)
     with pytest.raises(LMCallError, match="after 2 attempt"):
@@ -130,3 +136,29 @@ def test_spec_strings_open_the_lm_once_and_pick_the_mode(server: ScriptedOpenAIS
     assert agent.prompt_hash.endswith("-native")
     with pytest.raises(ValueError, match="max_attempts must be >= 1"):
         BaseAgent(f"fake@{server.url}", max_attempts=0)
+
+
+
+def test_a_conversation_step_gets_the_multi_step_prompt_and_single_calls_keep_theirs(
+        server: ScriptedOpenAIServer) -> None:
+    conversation = Conversation("e1")
+    conversation.user(EXAMPLE.messages)
+    step = conversation.step(0, 0, EXAMPLE.registry, "multi_turn_base")
+    server.reset(lambda req: Reply(text="Done."))
+    agent = _agent(server)
+    agent.propose(step)
+    agent.propose(EXAMPLE)
+    first, second = (r.body or {} for r in server.chat_requests)
+    assert first["messages"][0] == {"role": "system", "content": CONVERSATION_SYSTEM_PROMPT}
+    assert "in one turn" not in CONVERSATION_SYSTEM_PROMPT and "several steps" in CONVERSATION_SYSTEM_PROMPT
+    assert second["messages"][0] == {"role": "system", "content": BASE_SYSTEM_PROMPT}
+    # single-call prompts keep their bytes (the hash main had), so every single-call cache key is unchanged;
+    # a step's key also names the conversation prompt
+    assert BASE_PROMPT_HASH == "34ca0bd6367aba0c"
+    cache = BasePredictionCache()
+    single = hashlib.sha256(canonical_json([agent.label, agent.prompt_hash, EXAMPLE.id, example_fingerprint(EXAMPLE),
+                                            0.0]).encode()).hexdigest()
+    assert cache.key(agent, EXAMPLE, None) == single
+    as_plain = Example(id=step.id, category=step.category, messages=step.messages, registry=step.registry,
+                       expect="any_call")
+    assert cache.key(agent, step, None) != cache.key(agent, as_plain, None)

@@ -8,14 +8,18 @@ from saag_opt.agents import (
     GuardedReview,
     LiveTurn,
     MechanismContext,
+    Progressive,
     Verdict,
     mechanism_names,
+    mechanisms,
     parse_mechanism,
 )
 from saag_opt.agents.mechanisms import DEFAULT_REJECTION
 from saag_opt.errors import ConfigError
+from saag_opt.evaluation.runner import EvaluateConfig
 from saag_opt.model import Prediction
 from saag_opt.saag import check_calls
+from saag_opt.tune.space import parse_space
 from tests.agents.agent_fakes import (
     APPROVE,
     BAD_NAME,
@@ -158,8 +162,6 @@ def test_the_spec_grammar_and_facts() -> None:
 
 
 def test_compound_names_register_but_not_under_the_gate_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.agents import Progressive, mechanisms
-
     monkeypatch.setattr(mechanisms, "_MECHANISMS", dict(mechanisms._MECHANISMS))
     mechanisms.register_mechanism("strict+r", lambda n, max_repairs: Progressive(n), "test", numbered=True)
     assert parse_mechanism("strict+r2").spec == "r2"
@@ -169,9 +171,6 @@ def test_compound_names_register_but_not_under_the_gate_prefix(monkeypatch: pyte
 
 
 def test_evaluate_and_tune_accept_the_spec() -> None:
-    from saag_opt.evaluation.runner import EvaluateConfig
-    from saag_opt.tune.space import parse_space
-
     assert EvaluateConfig(base="fake", reviewer="fake", mechanism="guard+r2").setup.mechanism.spec == "guard+r2"
     with pytest.raises(ValueError, match="needs a reviewer model"):
         EvaluateConfig(base="fake", mechanism="guard+r2")

@@ -14,11 +14,13 @@ from saag_opt.agents import (
     Progressive,
     Verdict,
     mechanism_names,
+    mechanisms,
     parse_mechanism,
     resolve_mechanism,
     spread_temperatures,
 )
 from saag_opt.errors import ConfigError
+from saag_opt.model import Prediction, Registry
 from tests.agents.agent_fakes import (
     APPROVE,
     BAD_NAME,
@@ -104,8 +106,6 @@ def test_gate_calls_the_reviewer_when_the_cascade_does_not_pass(base) -> None:  
 
 
 def test_gate_sends_abstentions_to_the_reviewer() -> None:
-    from saag_opt.model import Prediction
-
     agent, reviewer = FakeAgent(by_round(Prediction(raw="No tool fits.", status="empty"))), FakeReviewer([APPROVE])
     out = parse_mechanism("gate+r1").run(weather_example(), agent, reviewer, ctx=MechanismContext())
     assert reviewer.reviewed and out.final.abstained
@@ -191,8 +191,6 @@ def test_round0_comes_from_the_shared_cache(tmp_path: Path) -> None:
 
 
 def test_cache_key_separates_models_prompts_temperatures_and_registries(tmp_path: Path) -> None:
-    from saag_opt.model import Registry
-
     cache, ex = BasePredictionCache(tmp_path), weather_example()
     a = FakeAgent(by_round(GOOD))
     keys = {cache.key(a, ex, None), cache.key(a, ex, 0.3),
@@ -240,8 +238,6 @@ def test_mechanism_facts() -> None:
 
 
 def test_a_registered_mechanism_parses_and_gates(monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.agents import mechanisms
-
     monkeypatch.setattr(mechanisms, "_MECHANISMS", dict(mechanisms._MECHANISMS))
     mechanisms.register_mechanism("twice", lambda n, max_repairs: Progressive(2 * n), "r<2N>", numbered=True)
     assert parse_mechanism("twice3").spec == "r6" and parse_mechanism("gate+twice1").gated

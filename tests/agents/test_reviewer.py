@@ -20,6 +20,7 @@ from saag_opt.agents import (
     render_saag_report,
     render_tool_docs,
 )
+from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
 from saag_opt.errors import ArtifactError
 from saag_opt.model import Example, Prediction, ToolCall
@@ -52,8 +53,6 @@ def test_from_prompt_sets_instructions_per_predictor() -> None:
 
 
 def test_from_prompt_reads_the_shipped_artifacts() -> None:
-    from saag_opt.artifacts import resolve_ref
-
     version = resolve_ref("reviewer@v2")
     reviewer = SaagInformedReviewer.from_prompt(version)
     assert reviewer.prompt_version == "reviewer@v2" and reviewer.prompt_sha256 == version.sha256

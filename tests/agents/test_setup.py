@@ -38,7 +38,9 @@ def test_a_config_is_read_and_written_flat_with_the_set_up_inside() -> None:
     config = EvaluateConfig(base="gpt-4o", reviewer="gpt-4o", mechanism="r1", limit=3, workers=2)
     flat = config.model_dump(mode="json")
     assert "setup" not in flat and flat["mechanism"] == "r1" and flat["limit"] == 3
-    assert set(flat) == set(EvaluateConfig.option_fields())
+    assert set(flat) == set(EvaluateConfig.option_fields()) - EvaluateConfig.OMITTED_AT_DEFAULT
+    tau2 = EvaluateConfig(base="gpt-4o", mechanism="none", dataset="tau2:mock", trials=2).model_dump(mode="json")
+    assert tau2["trials"] == 2 and "user_model" not in tau2  # a tau2 option is written once it is set
     assert EvaluateConfig.model_validate(flat) == config == EvaluateConfig(setup=config.setup, limit=3, workers=2)
     assert config.with_setup(prompt="reviewer@v1").setup.prompt == "reviewer@v1"
     optimize = OptimizeConfig(mechanism="r1", max_metric_calls=50)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.cli import main
 from saag_opt.cli.prompts import prompts_app
 from saag_opt.errors import ArtifactError, ConfigError
 
@@ -108,8 +109,6 @@ def test_errors_propagate_as_saag_opt_errors(root: Path) -> None:
 def test_a_store_that_cannot_be_written_is_one_line_naming_it(
         tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--store pointing at a file (or below one) used to end in a FileExistsError traceback."""
-    from saag_opt.cli import main
-
     (tmp_path / "file").write_text("not a folder")
     store = tmp_path / where
     with pytest.raises(SystemExit) as exit_info:

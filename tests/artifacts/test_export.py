@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dspy
 import pytest
 
+from saag_opt.agents import reviewer as reviewers
 from saag_opt.artifacts import (
     PromptVersion,
     export_version,
@@ -17,6 +19,7 @@ from saag_opt.artifacts import (
     get_exporter,
     register_exporter,
     render_markdown,
+    resolve_ref,
 )
 from saag_opt.artifacts import export as export_module
 from saag_opt.errors import ConfigError
@@ -143,8 +146,6 @@ class _Records(logging.Handler):
 
 def test_dspy_round_trip_into_a_real_module(version: PromptVersion, tmp_path: Path) -> None:
     """What `Reviewer().load(path)` will do: instructions replaced, the code's fields kept."""
-    import dspy
-
     class Review(dspy.Signature):
         """Original review instructions."""
 
@@ -203,9 +204,6 @@ def test_exporting_does_not_import_dspy_or_mlflow(version: PromptVersion) -> Non
 @pytest.mark.parametrize("ref", ["reviewer@v1", "reviewer@production"])
 def test_shipped_prompts_load_into_the_project_reviewers(ref: str, tmp_path: Path) -> None:
     """The contract with saag_opt.agents: `Reviewer().load(exported)` carries every instruction."""
-    from saag_opt.agents import reviewer as reviewers
-    from saag_opt.artifacts import resolve_ref
-
     version = resolve_ref(ref)  # the shipped seeds, visible from the (private, empty) default store
     path = tmp_path / "reviewer.json"
     path.write_text(export_version(version, "dspy"))

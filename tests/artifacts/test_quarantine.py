@@ -13,6 +13,7 @@ from saag_opt.artifacts import PromptStore
 from saag_opt.artifacts.store import render_markdown
 from saag_opt.cli.prompts import prompts_app
 from saag_opt.errors import ArtifactError
+from saag_opt.optimize.rails import check_instruction
 from saag_opt.paths import shipped
 
 REASON = "review: not_instructions: asks for instructions ('provide a comprehensive and well-structured instruction')"
@@ -57,8 +58,6 @@ def test_a_store_without_quarantines_lists_as_before(tmp_path: Path) -> None:
 
 
 def test_no_shipped_alias_points_at_a_quarantined_or_degenerate_text() -> None:
-    from saag_opt.optimize.rails import check_instruction
-
     seeds = PromptStore(shipped("prompts"), seeds=None)
     aliases = json.loads((shipped("prompts") / "aliases.json").read_text())
     assert aliases == seeds.aliases()

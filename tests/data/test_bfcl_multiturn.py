@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import time
@@ -9,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from saag_opt.data.bfcl import bfcl_data_dir
+from saag_opt.data.bfcl_environment import BfclEnvironment
+from saag_opt.data.bfcl_multiturn import ADDED_FUNCTIONS_PROMPT, load_bfcl_multi_turn, scenario_id
 from saag_opt.data.catalog import dataset_names, is_multi_turn_dataset, list_datasets, load_dataset, load_episodes
+from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
 from saag_opt.model import ToolCall
 from tests.episodes.world import CATEGORIES, episodes, gold_transcript, needs_bfcl, one_step, sample
@@ -48,8 +53,6 @@ def test_every_category_loads_200_entries_with_turns_gold_and_setup(category: st
 
 
 def test_miss_func_holds_the_missed_functions_back_until_their_turn_as_bfcl_does() -> None:
-    from saag_opt.data.bfcl_multiturn import ADDED_FUNCTIONS_PROMPT
-
     entry = episodes("multi_turn_miss_func")[0]
     raw = json.loads((_data() / "BFCL_v4_multi_turn_miss_func.json").read_text().splitlines()[0])
     (turn, names), = raw["missed_function"].items()
@@ -65,9 +68,6 @@ def test_miss_func_holds_the_missed_functions_back_until_their_turn_as_bfcl_does
 
 
 def test_the_split_is_the_scenarios_so_no_scenario_straddles_two_splits_across_categories() -> None:
-    from saag_opt.data.bfcl_multiturn import scenario_id
-    from saag_opt.data.splits import split_of
-
     assert scenario_id("multi_turn_miss_param_17") == scenario_id("multi_turn_base_17") == "multi_turn_17"
     by_index = {}
     for category in CATEGORIES:
@@ -86,8 +86,6 @@ def test_load_episodes_filters_by_split_and_limits_round_robin_over_categories()
 
 
 def test_a_bad_row_is_one_line_with_its_file_and_line(tmp_path: Path) -> None:
-    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
-
     root = tmp_path / "data"
     shutil.copytree(_data() / "multi_turn_func_doc", root / "multi_turn_func_doc")
     (root / "possible_answer").mkdir()
@@ -101,8 +99,6 @@ def test_a_bad_row_is_one_line_with_its_file_and_line(tmp_path: Path) -> None:
 
 
 def _data() -> Path:
-    from saag_opt.data.bfcl import bfcl_data_dir
-
     data = bfcl_data_dir()
     assert data is not None
     return data
@@ -112,8 +108,6 @@ def _data() -> Path:
 
 
 def test_the_gold_scores_valid_and_a_wrong_state_fails_at_its_turn_with_bfcls_reason() -> None:
-    from saag_opt.data.bfcl_environment import BfclEnvironment
-
     entry = episodes("multi_turn_base")[0]
     env = BfclEnvironment()
     env.reset(entry)
@@ -130,8 +124,6 @@ def test_the_gold_scores_valid_and_a_wrong_state_fails_at_its_turn_with_bfcls_re
 
 
 def test_a_call_at_an_abstention_turn_fails_the_irrelevance_checker_only() -> None:
-    from saag_opt.data.bfcl_environment import BfclEnvironment
-
     entry = next(e for e in episodes("multi_turn_miss_param") if e.gold[0] == ())
     env = BfclEnvironment()
     env.reset(entry)
@@ -145,8 +137,6 @@ def test_a_call_at_an_abstention_turn_fails_the_irrelevance_checker_only() -> No
 
 
 def test_calls_bfcl_would_eval_unsafely_never_run_and_never_reach_the_checker(tmp_path: Path) -> None:
-    from saag_opt.data.bfcl_environment import BfclEnvironment
-
     target = tmp_path / "written"
     entry = episodes("multi_turn_base")[0]
     env = BfclEnvironment()
@@ -161,9 +151,7 @@ def test_calls_bfcl_would_eval_unsafely_never_run_and_never_reach_the_checker(tm
 
 
 def test_runs_of_one_entry_never_share_bfcls_module_global_instances() -> None:
-    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
-
-    from saag_opt.data.bfcl_environment import BfclEnvironment
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: PLC0415 - optional: bfcl-eval (the test is requires-marked)
 
     entry = episodes("multi_turn_base")[0]
     first, second = BfclEnvironment(), BfclEnvironment()
@@ -178,8 +166,6 @@ def test_runs_of_one_entry_never_share_bfcls_module_global_instances() -> None:
 
 
 def test_gold_replay_through_our_loop_scores_a_sample_of_every_category_valid() -> None:
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -193,11 +179,23 @@ def test_gold_replay_through_our_loop_scores_a_sample_of_every_category_valid() 
 
 
 def test_the_gold_replay_script_prints_valid_last(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--dataset", "bfcl:multi_turn_miss_func", "--limit", "3"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "valid=3/3"
+
+
+def test_the_guard_mechanism_with_every_tool_result_in_view_withholds_no_gold_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """guard+r1 (cascade-only: stage 1-2 rules and the injection rule) on gold: no false alarm, still all valid."""
+    spec = importlib.util.spec_from_file_location("gold_replay", ROOT / "experiments/bench/multiturn_gold_replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--limit", "12", "--mechanism", "guard+r1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "valid=12/12" and not any(line.startswith("WITHHELD") for line in lines)
+    counts = dict(item.split("=") for item in lines[-3].split())
+    assert counts["mechanism"] == "guard+r1" and counts["withheld"] == "0" and int(counts["gold_steps"]) > 12

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.data import list_datasets, load_dataset
+from saag_opt import memo
+from saag_opt.data import catalog, list_datasets, load_dataset
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
-from saag_opt.data.catalog import detect_file_format, loaders
+from saag_opt.data.catalog import detect_file_format, loaders, stratified_head
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
+from saag_opt.testing.contracts.loader import check_loader
 from tests.conftest import requires
 
 READERS = {info.name: info.read for info in loaders()}
@@ -199,16 +201,12 @@ def _contract_file(fmt: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("fmt", sorted(READERS))
 def test_every_loader_honours_the_contract(fmt: str, tmp_path: Path) -> None:
-    from saag_opt.testing.contracts.loader import check_loader
-
     path = _contract_file(fmt, tmp_path)
     assert detect_file_format(path) == fmt
     assert check_loader(READERS[fmt], path)
 
 
 def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> None:
-    from saag_opt.data.catalog import stratified_head
-
     examples = load_dataset("shipped:bfcl")
     head = load_dataset("shipped:bfcl", limit=10)
     assert [e.category for e in head].count("simple_python") == 2
@@ -221,8 +219,6 @@ def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> Non
 
 
 def test_a_registered_loader_is_a_prefix_and_auto_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.data import catalog
-
     monkeypatch.setattr(catalog, "_LOADERS", dict(catalog._LOADERS))
     source = ROOT / "datasets" / "registry-5.jsonl"
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()[:2]]
@@ -245,9 +241,6 @@ def test_a_registered_loader_is_a_prefix_and_auto_detected(tmp_path: Path, monke
 
 def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every file the catalog parses (memo disabled for files younger than 0 s, i.e. never)."""
-    from saag_opt import memo
-    from saag_opt.data import catalog
-
     monkeypatch.setattr(memo, "RACY_SECONDS", 0.0)
     monkeypatch.setattr(catalog, "_LOADED", memo.Memo(size=8))
     reads: list[Path] = []
@@ -283,8 +276,6 @@ def test_a_dataset_is_parsed_once_per_process_until_its_file_changes(
 
 
 def test_a_freshly_written_or_bad_dataset_is_never_memoised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt import memo
-
     reads = _counting_reads(monkeypatch)
     monkeypatch.setattr(memo, "RACY_SECONDS", 3600.0)  # every file here changed within the last hour
     path = tmp_path / "mine.jsonl"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from saag_opt.data.bfcl_environment import gold_calls
+from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
 from saag_opt.episodes import Episode, Transcript
 from saag_opt.model import ToolCall
 from tests.conftest import requires
@@ -18,8 +20,6 @@ CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"
 
 def episodes(category: str) -> list[Episode]:
     """Every entry of one BFCL multi-turn category (memoised by the loader's caller)."""
-    from saag_opt.data.bfcl_multiturn import load_bfcl_multi_turn
-
     return load_bfcl_multi_turn(category)
 
 
@@ -34,8 +34,6 @@ def sample(per_category: int = 5) -> list[Episode]:
 
 def gold_transcript(episode: Episode) -> Transcript:
     """The gold calls as a transcript: each turn's calls in one step (an empty turn: no step)."""
-    from saag_opt.data.bfcl_environment import gold_calls
-
     return tuple(((calls,) if calls else ()) for calls in gold_calls(episode))
 
 

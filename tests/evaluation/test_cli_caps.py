@@ -13,6 +13,7 @@ from saag_opt.data import load_dataset
 from saag_opt.lm.accounting import ModelPrice
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_caps_and_cache import World
+from tests.optimize import optimize_world as world
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,8 +57,6 @@ def test_dry_run_prints_calls_tokens_and_dollars_by_role_and_runs_nothing(
 
 def test_optimize_dry_run_counts_reflection_and_the_test_phase(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.optimize import optimize_world as world
-
     dataset, _ = world.write_world(tmp_path)
     code = _run(["optimize", "--base", "gpt-4o", "--reviewer", "gpt-5-mini", "--dataset", dataset,
                  "--mechanism", "r1", "--max-metric-calls", "40", "--dry-run", "--runs-dir", str(tmp_path / "runs")])

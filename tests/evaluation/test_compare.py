@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.cli import main
 from saag_opt.data import load_dataset
-from saag_opt.errors import ConfigError
-from saag_opt.evaluation.compare import CompareConfig, detect_mode, parse_side, run_compare
+from saag_opt.errors import ArtifactError, ConfigError, CostCapReached
+from saag_opt.evaluation.compare import CompareConfig, detect_mode, parse_side, resume_compare_config, run_compare
 from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig
 from saag_opt.evaluation.sides import RunRef
+from saag_opt.lm.accounting import ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
@@ -229,7 +231,6 @@ def test_argument_detection(tmp_path: Path) -> None:
 
 
 def test_prompt_mode_needs_settings_and_known_refs(prompts, tmp_path: Path) -> None:  # noqa: ANN001
-    from saag_opt.errors import ArtifactError
 
     with pytest.raises(ConfigError, match="comparing prompt versions needs the evaluation settings"):
         run_compare(CompareConfig(a="reviewer@v1", b="reviewer@v2", runs_dir=tmp_path / "runs"))
@@ -240,7 +241,6 @@ def test_prompt_mode_needs_settings_and_known_refs(prompts, tmp_path: Path) -> N
 
 
 def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
-    from saag_opt.cli import main
 
     _, server = world
     out = tmp_path / "compare.json"
@@ -253,7 +253,9 @@ def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsy
                    "McNemar exact p", "bootstrap 95% CI", "latency overhead", "dollars", "A = v1 (r2"):
         assert needle in printed
     data = json.loads(out.read_text())
-    assert set(data) == set(CompareSummary.model_fields)
+    assert list(data) == ["schema_version", "run_id", "mode", "matched", "only_a", "only_b", "base",  # the two-version
+                          "base_disagreements", "base_costs", "a", "b", "paired", "notes", "stopped"]  # format, in order
+    assert data["schema_version"] == 1
     assert set(data["paired"]) == {"n", "both_right", "b_only_right", "a_only_right", "both_wrong", "a_accuracy",
                                    "b_accuracy", "net_change", "mcnemar_p", "net_change_ci95"}
     for key in ("a", "b"):
@@ -272,8 +274,6 @@ def test_cli_prints_tables_and_writes_json(world, prompts, tmp_path: Path, capsy
 
 
 def test_cli_mixed_arguments_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli import main
-
     run = tmp_path / "r"
     run.mkdir()
     (run / "run.json").write_text("{}")
@@ -286,9 +286,6 @@ def test_cli_mixed_arguments_is_one_line_error(tmp_path: Path, capsys: pytest.Ca
 
 def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.errors import CostCapReached
-    from saag_opt.lm.accounting import ModelPrice
-
     monkeypatch.setattr("saag_opt.lm.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     _, server = world
@@ -315,10 +312,6 @@ def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,
 def test_resume_continues_a_stopped_comparison_in_the_same_run(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli import main
-    from saag_opt.evaluation.compare import resume_compare_config
-    from saag_opt.lm.accounting import ModelPrice
-
     monkeypatch.setattr("saag_opt.lm.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     w, server = world

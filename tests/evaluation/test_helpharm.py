@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 
 import pytest
+from pydantic import BaseModel
 
-from saag_opt.evaluation.helpharm import HelpHarm, _binomial, bootstrap_net_change_ci, mcnemar_exact
+from saag_opt.evaluation.helpharm import HelpHarm, _binomial, bootstrap_net_change_ci, bootstrap_rate_ci, mcnemar_exact
 
 
 def _pairs(both_right: int, fixed: int, broken: int, both_wrong: int) -> list[tuple[bool, bool]]:
@@ -98,15 +100,12 @@ def test_binomial_sampler_has_the_right_moments() -> None:
 
 
 def test_bootstrap_is_fast_on_large_tables() -> None:
-    import time
     start = time.perf_counter()
     bootstrap_net_change_ci(8000, 900, 300, 800)
     assert time.perf_counter() - start < 5.0
 
 
 def test_bootstrap_rate_ci_brackets_the_rate_and_narrows_with_n() -> None:
-    from saag_opt.evaluation.helpharm import bootstrap_rate_ci
-
     small = bootstrap_rate_ci(3, 10, seed=1)
     large = bootstrap_rate_ci(300, 1000, seed=1)
     assert small is not None and large is not None
@@ -120,8 +119,6 @@ def test_bootstrap_rate_ci_brackets_the_rate_and_narrows_with_n() -> None:
 
 def test_help_harm_is_a_model_whose_json_is_the_old_dict_and_reads_back() -> None:
     """``help_harm`` was a ``dict`` in three summary models; the bytes on disk stay ``to_dict``'s."""
-    from pydantic import BaseModel
-
     class Holder(BaseModel):
         help_harm: HelpHarm
 

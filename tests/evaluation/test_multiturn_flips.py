@@ -16,11 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from saag_opt import stopping
 from saag_opt.agents import BaseAgent, BasePredictionCache, MechanismContext, make_reviewer, parse_mechanism
+from saag_opt.agents.conversation import Conversation
+from saag_opt.artifacts import resolve_ref
+from saag_opt.cli import app
+from saag_opt.data.bfcl_environment import BfclEnvironment, gold_calls
 from saag_opt.episodes import Episode, ToolResult
 from saag_opt.evaluation.episode_runner import EpisodeRun, evaluate_episodes
+from saag_opt.evaluation.estimate import STEPS_PER_TURN, estimate_episodes, prompt_tokens
+from saag_opt.lm import open_lm
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.model import ToolCall
+from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.episodes.world import episodes, needs_bfcl
 from tests.runtime.world import verdict
@@ -39,8 +49,6 @@ def _entry() -> Episode:
 
 
 def _gold(entry: Episode) -> tuple[tuple[ToolCall, ...], ...]:
-    from saag_opt.data.bfcl_environment import gold_calls
-
     return gold_calls(entry)
 
 
@@ -97,8 +105,6 @@ class SpyEnvironment:
     ran: list[ToolCall] = []
 
     def __init__(self) -> None:
-        from saag_opt.data.bfcl_environment import BfclEnvironment
-
         self.inner = BfclEnvironment()
 
     def __getattr__(self, name: str) -> Any:
@@ -111,9 +117,6 @@ class SpyEnvironment:
 
 def _run(world: World, spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
          records: Path | None = None) -> tuple[EpisodeRun, ScriptedOpenAIServer]:
-    from saag_opt.artifacts import resolve_ref
-    from saag_opt.lm import open_lm
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     SpyEnvironment.ran = []
     with ScriptedOpenAIServer(world) as server:
@@ -193,11 +196,6 @@ def test_a_resumed_run_keeps_finished_entries_and_asks_no_model(tmp_path: Path,
 
 def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from saag_opt.cli import app
-    from saag_opt.runfiles import read_run
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     world = World(_gold(_entry()), agent_wrong=True, reject=WRONG)
     with ScriptedOpenAIServer(world) as server:
@@ -220,11 +218,86 @@ def test_the_cli_evaluates_a_multi_turn_dataset_and_resumes_it_per_entry(tmp_pat
     assert read_run(run_dir).summary == run.summary
 
 
-def test_dry_run_says_it_does_not_estimate_conversations_yet() -> None:
-    from typer.testing import CliRunner
+def test_dry_run_estimates_conversations_with_their_long_prompts_and_calls_nothing() -> None:
+    args = ["evaluate", "--dataset", "bfcl:multi_turn_base", "--split", "all", "--limit", "4", "--base", "gpt-4o",
+            "--reviewer", "gpt-4o-mini", "--mechanism", "r2", "--dry-run"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "tool docs" in result.output and "agent steps per user turn" in result.output
 
-    from saag_opt.cli import app
-    from saag_opt.errors import ConfigError
 
-    result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--dry-run"])
-    assert isinstance(result.exception, ConfigError) and "multi-turn" in str(result.exception)
+def test_the_estimate_grows_with_the_conversation_and_counts_both_runs() -> None:
+    entries = episodes("multi_turn_base")[:3]
+    r2 = estimate_episodes(entries, base="gpt-4o", reviewer="gpt-4o-mini", mechanism=parse_mechanism("r2"))
+    none = estimate_episodes(entries, base="gpt-4o", reviewer=None, mechanism=parse_mechanism("none"))
+    steps = sum(len(e.turns) for e in entries) * STEPS_PER_TURN
+    assert none.roles["base"].calls == steps  # the `none` run's steps are the base run's, from the cache
+    assert r2.roles["base"].calls >= 2 * steps  # a base run and a reviewed run of every step, plus revisions
+    assert r2.roles["base"].calls > none.roles["base"].calls and r2.roles["reviewer"].calls >= steps
+    one = estimate_episodes(entries[:1], base="gpt-4o", reviewer=None, mechanism=parse_mechanism("none"))
+    per_call = one.roles["base"].prompt_tokens / one.roles["base"].calls
+    first_step = prompt_tokens([_first_step(entries[0])])
+    assert per_call > first_step > 1000  # the tool docs alone are long; the history makes later steps longer
+    assert r2.roles["base"].dollars > 0 and r2.roles["reviewer"].dollars > 0
+
+
+def _first_step(entry: Episode) -> Any:
+    conversation = Conversation(entry.id)
+    conversation.user(entry.turns[0].messages)
+    return conversation.step(0, 0, entry.tools_at(0), entry.category)
+
+
+def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    entries = episodes("multi_turn_base")[:4]
+    worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
+              for i, e in enumerate(entries)}
+
+    def handler(request: dict[str, Any]) -> Reply:
+        if "tools" not in request:
+            return next(iter(worlds.values())).review(request)
+        first = next(m for m in request["messages"] if m["role"] == "user")
+        return worlds[str(first["content"])](request)
+
+    records = tmp_path / "records.jsonl"
+    with ScriptedOpenAIServer(handler) as server:
+        agent = BaseAgent(open_lm(f"fake@{server.url}", role="base", retries=0, cache=False))
+        reviewer_lm = open_lm(f"fake@{server.url}", role="reviewer", retries=0, cache=False)
+        reviewer = make_reviewer(resolve_ref("reviewer@v2"))
+        reviewer.set_lm(reviewer_lm)
+        run = evaluate_episodes(entries, agent=agent, reviewer=reviewer, mechanism=parse_mechanism("r2"),
+                                ctx=MechanismContext(cache=BasePredictionCache()), reviewer_lm=reviewer_lm,
+                                run_id="par", records_path=records, workers=3)
+    assert [(r.example_id, r.condition) for r in run.records] == [(e.id, c) for e in entries for c in ("base", "r2")]
+    written = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["example_id"], r["condition"]) for r in written] == [(r.example_id, r.condition) for r in run.records]
+    assert run.summary.help_harm.fixed == 1 and run.summary.n_episodes == 4
+    assert all(r.correct for r in run.records[2:])  # the other entries replay their gold in both conditions
+
+
+def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path) -> None:
+    spent = SpendCap(0.01, spent=0.01)  # an earlier attempt spent it all
+    world = World(_gold(_entry()))
+    with ScriptedOpenAIServer(world) as server:
+        agent = BaseAgent(f"fake@{server.url}")
+        run = evaluate_episodes([_entry()], agent=agent, reviewer=None, mechanism=parse_mechanism("none"),
+                                ctx=MechanismContext(cache=BasePredictionCache()), run_id="cap",
+                                records_path=tmp_path / "records.jsonl", cap=spent)
+        assert server.chat_requests == []
+    assert run.records == [] and run.stopped_by is not None and run.summary.stopped == spent.message()
+    assert "--max-cost $0.01 reached" in run.summary.stopped
+
+
+def test_a_requested_stop_starts_no_further_entry(tmp_path: Path) -> None:
+    world = World(_gold(_entry()))
+    stopping.request_stop()
+    try:
+        with ScriptedOpenAIServer(world) as server:
+            run = evaluate_episodes([_entry()], agent=BaseAgent(f"fake@{server.url}"), reviewer=None,
+                                    mechanism=parse_mechanism("none"), ctx=MechanismContext(cache=BasePredictionCache()),
+                                    run_id="stop", records_path=tmp_path / "records.jsonl", workers=2)
+            assert server.chat_requests == []
+    finally:
+        stopping.reset()
+    assert run.records == [] and run.summary.stopped == "stop requested" and run.stopped_by is None

@@ -3,6 +3,8 @@
 The fixtures under tests/fixtures/runs/main-2be60be are the run.json files (and an interrupted
 evaluate run's first records) that main wrote at 2be60be, with the scripted server's URL and the
 machine's paths replaced. Only the URL is pointed at a live server here; the shape is left as is.
+tests/fixtures/runs/main-c9d713e/compare is a finished two-version compare run main wrote at c9d713e
+(before compare took N versions), its paths made relative and its URL replaced.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import pytest
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
 from saag_opt.evaluation.compare import resume_compare_config
+from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.config import resume_config
 from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.evaluation.runner import run_evaluation
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run
+from saag_opt.report.html import render_report
+from saag_opt.runfiles import atomic_write_json
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_runner import World
 
@@ -29,6 +34,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 OLD = REPO / "tests" / "fixtures" / "runs" / "main-2be60be"
+TWO_VERSIONS = REPO / "tests" / "fixtures" / "runs" / "main-c9d713e" / "compare"
 RECORDED_URL = "fake@http://127.0.0.1:9/v1"
 
 
@@ -84,3 +90,19 @@ def test_an_optimize_run_of_main_reopens_with_its_recorded_configuration(tmp_pat
     assert effective.model_dump(mode="json", exclude={"resume"}) == header.config
     with pytest.raises(ConfigError, match=r"--grounding 'paper' \(the run has 'calibrated'\)"):
         open_run(OptimizeConfig(resume=str(run_dir), grounding="paper"), overrides={"grounding"})
+
+
+def test_a_two_version_compare_of_main_reads_back_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    run = read_run(TWO_VERSIONS)
+    summary = run.summary
+    assert isinstance(summary, CompareSummary) and summary.keys == ["a", "b"] and len(summary.pairs) == 1
+    assert (summary.a.label, summary.b.label, summary.only_a, summary.only_b) == ("v1", "v2", 0, 0)
+    assert summary.paired.holm_p == summary.paired.mcnemar_p and (summary.paired.ref, summary.paired.target) == ("a", "b")
+    out = tmp_path / "summary.json"
+    atomic_write_json(out, summary.model_dump(mode="json"))
+    assert out.read_bytes() == (TWO_VERSIONS / "summary.json").read_bytes()
+    assert len(run.records) == 36 and {r.condition for r in run.records} == {"base", "r2@v1", "r2@v2"}
+    recorded = json.loads((TWO_VERSIONS / "run.json").read_text())["config"]
+    assert resume_compare_config(TWO_VERSIONS).model_dump(mode="json") | {"mode": "prompts"} == recorded
+    html = render_report([TWO_VERSIONS])
+    assert f"Compare {run.header.run_id}: A = v1 vs B = v2" in html and "Every pair of versions" not in html

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import saag_opt.lm.client as client
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.runner import EvaluateConfig, EvaluationResult, run_evaluation
 from saag_opt.model import Example
@@ -108,8 +109,6 @@ def test_gate_after_the_ungated_run_reports_the_reviewer_time_of_the_reviewed_ex
 
 def test_replays_of_unknown_time_are_counted_so_the_summary_says_latency_is_incomplete(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import saag_opt.lm.client as client
-
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
     with ScriptedOpenAIServer(World(examples), latency=LATENCY) as server:
         first = _run(server, tmp_path, "r2")
@@ -130,8 +129,6 @@ def test_replays_of_unknown_time_are_counted_so_the_summary_says_latency_is_inco
 
 def test_a_base_proposal_timed_from_an_untimed_replay_is_not_stored_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import saag_opt.lm.client as client
-
     examples = load_dataset(DATASET, split=SPLIT, limit=LIMIT)
     with ScriptedOpenAIServer(World(examples), latency=LATENCY) as server:
         _run(server, tmp_path, "none")

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from saag_opt.errors import RunError
-from saag_opt.evaluation.results import ExampleRecord, read_records
-from saag_opt.runfiles import read_header
+from saag_opt.evaluation.results import ExampleRecord, finished_records, read_records, read_run
+from saag_opt.report.pages.base import read_jsonl
+from saag_opt.runfiles import new_header, read_header, write_header
 
 
 def _record(i: int) -> dict:
@@ -56,9 +57,6 @@ def test_a_bad_run_json_names_the_field(tmp_path: Path) -> None:
 
 
 def test_a_damaged_summary_is_a_run_error_naming_the_file(tmp_path: Path) -> None:
-    from saag_opt.evaluation.results import read_run
-    from saag_opt.runfiles import new_header, write_header
-
     write_header(tmp_path, new_header(tmp_path, "evaluate"))
     (tmp_path / "summary.json").write_text('{"run_id": 5', encoding="utf-8")
     with pytest.raises(RunError, match=r"summary\.json: cannot read \(file: Invalid JSON"):
@@ -67,8 +65,6 @@ def test_a_damaged_summary_is_a_run_error_naming_the_file(tmp_path: Path) -> Non
 
 def test_report_pages_read_a_torn_trials_file_like_records(tmp_path: Path) -> None:
     """report on a tune run killed mid-write used to fail with a jsonlines traceback."""
-    from saag_opt.report.pages.base import read_jsonl
-
     path = _write(tmp_path / "trials.jsonl", [{"number": 0}], tail=b'{"number": 1, "sta')
     assert read_jsonl(path) == [{"number": 0}]
     path.write_bytes(b'{"number": 0}\n\xff\n{"number": 2}\n')
@@ -85,8 +81,6 @@ def _pair(i: int, condition: str = "r1") -> list[dict]:
 def test_resume_redoes_an_example_whose_last_row_was_cut_short(tmp_path: Path, torn: bytes) -> None:
     """evaluate --resume on a records.jsonl whose torn last row held non-UTF-8 bytes was a UnicodeDecodeError
     traceback (finished_records read it with jsonlines.open)."""
-    from saag_opt.evaluation.results import finished_records
-
     path = _write(tmp_path / "records.jsonl", [*_pair(0), *_pair(1), _record(2)], tail=torn)
     kept = finished_records(path, "r1", ["ex_0", "ex_1", "ex_2"])
     assert sorted((r.example_id, r.condition) for r in kept) == [
@@ -100,8 +94,6 @@ def test_resume_redoes_an_example_whose_last_row_was_cut_short(tmp_path: Path, t
 def test_resume_names_a_bad_line_inside_records_by_file_and_line(tmp_path: Path, bad: bytes, message: str) -> None:
     """A damaged line that is not the last is not a crash's torn write: refuse with file:line (it used to be
     skipped silently, or a UnicodeDecodeError traceback)."""
-    from saag_opt.evaluation.results import finished_records
-
     path = _write(tmp_path / "records.jsonl", _pair(0), tail=bad + b"\n" + b"".join(
         json.dumps(r).encode() + b"\n" for r in _pair(1)))
     with pytest.raises(RunError, match=message):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from saag_opt.cli import main
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig, resume_config
@@ -147,7 +148,6 @@ def test_resume_refuses_a_run_whose_dataset_changed(world, tmp_path: Path) -> No
 
 def test_cli_resume_with_a_contradicting_option_is_one_line_and_exit_2(
         world, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
-    from saag_opt.cli import main
 
     _, server = world
     run_dir = run_evaluation(_config(server, tmp_path, limit=2)).run_dir

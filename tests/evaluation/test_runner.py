@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from saag_opt.cli import main
 from saag_opt.data import load_dataset
-from saag_opt.errors import RunError
+from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
@@ -178,8 +180,6 @@ def test_a_model_that_is_gone_stops_the_run_keeping_finished_examples(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A rejected key or a wrong URL fails every later call too: the run stops with one line, exit 2,
     instead of recording every remaining example as an error; the finished examples are kept."""
-    from saag_opt.cli import main
-
     w, server = world
     finished = {examples[0].id, examples[1].id}
     handler = server.handler
@@ -208,10 +208,6 @@ def test_a_model_that_is_gone_stops_the_run_keeping_finished_examples(
 
 
 def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
-    from pydantic import ValidationError
-
-    from saag_opt.errors import ConfigError
-
     with pytest.raises(ValidationError, match="unknown mechanism 'r-two'"):
         EvaluateConfig(base="fake", mechanism="r-two")
     with pytest.raises(ValidationError, match="workers"):
@@ -273,7 +269,6 @@ def test_no_gold_reaches_any_agent_or_reviewer_request(tmp_path: Path) -> None:
 
 
 def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
-    from saag_opt.cli import main
 
     _, server = world
     out = tmp_path / "summary.json"
@@ -297,8 +292,6 @@ def test_cli_prints_the_tables_and_writes_json(world, tmp_path: Path, capsys: py
     (["--base", "nonsense-model"], "error: base: .*unknown model 'nonsense-model'"),
 ])
 def test_cli_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli import main
-
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", "--base", "fake", *argv])
     assert exit_info.value.code == 2

@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 
 import saag_opt.lm.retry
-from saag_opt.cli import main
+from saag_opt.cli import app, main
+from saag_opt.optimize import OptimizeConfig
+from saag_opt.optimize.world import build_world
 from saag_opt.testing import Fault, ScriptedOpenAIServer
 from saag_opt.testing.scripted_server import echo_handler
 
@@ -57,19 +60,12 @@ def test_request_timeout_turns_a_hanging_server_into_retries_then_an_example_err
 
 @pytest.mark.parametrize("command", ["evaluate", "compare", "optimize"])
 def test_request_timeout_is_an_option_of_every_command_that_calls_models(command: str) -> None:
-    from typer.main import get_command
-
-    from saag_opt.cli import app
-
     option = next(p for p in get_command(app).commands[command].params if p.name == "request_timeout")
     assert option.opts == ["--request-timeout"] and option.default is None
 
 
 def test_optimize_request_timeout_reaches_every_role(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.optimize import OptimizeConfig
-    from saag_opt.optimize.world import build_world
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(tmp_path / "prompts"))
     with ScriptedOpenAIServer() as server:
         config = OptimizeConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", prompt="reviewer@v1",

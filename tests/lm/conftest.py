@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if anything opens a socket connection."""
-    import socket
-
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"unexpected network access: {args!r}")
 

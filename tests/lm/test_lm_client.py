@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
+import warnings
 
 import dspy
 import pytest
@@ -47,7 +49,6 @@ def test_reasoning_model_guards(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.warns(UserWarning, match=r"gpt-5-mini is a reasoning model: temperature=0.3 is ignored"):
         lm = open_lm("gpt-5-mini", role="reviewer", temperature=0.3, max_tokens=4000)
     assert lm.kwargs["temperature"] is None and lm.kwargs["max_completion_tokens"] == 16000
-    import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once per (model, temperature), not on every open
@@ -238,8 +239,6 @@ def test_fake_spec_runs_an_in_process_echo_server() -> None:
 
 
 def test_async_calls_retry_and_book_too(scripted_server: ScriptedOpenAIServer) -> None:
-    import asyncio
-
     scripted_server.handler = fixed("async ok", prompt=10, completion=2)
     scripted_server.inject([Fault(500), Fault("garbage")])
     lm = open_lm(f"openai/m@{scripted_server.url}", role="reviewer", retry_base_delay=0.01)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.lm import LOCAL_MODELS, embedded, open_lm
 from saag_opt.lm.embedded import EmbeddedServer, LocalModel, ensure_model_file, get_local_model
+from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
 from saag_opt.testing import ScriptedOpenAIServer
 
 CHUNKS = [b"GGUF-head-", b"middle-bytes-", b"tail"]
@@ -100,8 +102,6 @@ def test_wrong_part_version_is_reported(tiny_env: Path, monkeypatch: pytest.Monk
 
 
 def test_missing_runtime_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
     with pytest.raises(ModelUnavailableError, match=r"needs llama-cpp-python\[server\] \(llama_cpp is missing\): "
@@ -141,8 +141,6 @@ def test_local_url_env_skips_spawning(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_spec_parser_and_registry_agree() -> None:
-    from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
-
     assert set(LOCAL_MODEL_NAMES) == set(LOCAL_MODELS) and DEFAULT_LOCAL_MODEL in LOCAL_MODELS
 
 

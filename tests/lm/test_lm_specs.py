@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import saag_opt.lm.scripted_server as moved
+import saag_opt.testing
+import saag_opt.testing.scripted_server as old
 from saag_opt.errors import ConfigError
-from saag_opt.lm import ModelSpec, is_reasoning_model, parse_model_spec
+from saag_opt.lm import ModelSpec, backends, default_workers, is_reasoning_model, parse_model_spec
 
 
 @pytest.mark.parametrize(
@@ -80,8 +83,6 @@ def test_local_models_are_never_reasoning_models() -> None:
 
 
 def test_default_workers_is_one_with_an_embedded_model_else_four() -> None:
-    from saag_opt.lm import default_workers
-
     assert default_workers("gpt-4o", "gpt-5-mini") == 4
     assert default_workers("gpt-4o", "local") == 1
     assert default_workers("local:qwen2.5-coder-0.5b", None) == 1
@@ -89,8 +90,6 @@ def test_default_workers_is_one_with_an_embedded_model_else_four() -> None:
 
 
 def test_a_registered_backend_parses_its_own_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.lm import backends
-
     monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
 
     class Ollama(backends.BackendFacts):
@@ -115,8 +114,6 @@ def test_a_registered_backend_parses_its_own_prefix(monkeypatch: pytest.MonkeyPa
 
 def test_a_parsed_spec_carries_its_backends_facts_without_asking_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """The backend fills text, native_tools and serial when it parses: a spec is a self-contained value."""
-    from saag_opt.lm import backends
-
     spec = parse_model_spec("local:qwen2.5-coder-0.5b")
     monkeypatch.setattr(backends, "_BACKENDS", {})  # no registry left to ask
     assert (spec.text, str(spec), spec.native_tools, spec.serial) == (
@@ -126,10 +123,6 @@ def test_a_parsed_spec_carries_its_backends_facts_without_asking_the_registry(mo
 
 
 def test_the_scripted_server_keeps_its_old_import_path() -> None:
-    import saag_opt.lm.scripted_server as moved
-    import saag_opt.testing
-    import saag_opt.testing.scripted_server as old
-
     for name in old.__all__:
         assert getattr(old, name) is getattr(moved, name)
     for name in saag_opt.testing.__all__:

@@ -13,7 +13,7 @@ from saag_opt.lm.accounting import model_price, prompt_token_bound, worst_case_d
 from saag_opt.lm.backends import Endpoint
 from saag_opt.lm.retry import RetryPolicy
 from saag_opt.lm.spendcap import SpendCap
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
 GPT4O = ModelSpec("openai", "gpt-4o")
@@ -114,8 +114,6 @@ def test_a_waiting_reservation_gets_room_when_another_settles() -> None:
 
 def test_failed_attempts_count_what_they_may_have_cost() -> None:
     """An HTTP error status is not billed; an unreadable 200 body may have been, so it counts its worst case."""
-    from saag_opt.testing import Fault
-
     messages = [{"role": "user", "content": "retry me"}]
     with ScriptedOpenAIServer(lambda req: Reply(text="ok", prompt_tokens=100, completion_tokens=5)) as server:
         for fault, billed_worst in ((Fault(500), False), (Fault("garbage"), True)):

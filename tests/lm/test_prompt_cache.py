@@ -68,7 +68,7 @@ def test_reuse_is_the_matching_clean_prefix_rounded_down_to_a_batch(clean: int, 
 
 
 def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llama_cpp.llama import Llama
+    from llama_cpp.llama import Llama  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     def fake_decode(self: ReproducibleLlama, tokens: list[int]) -> None:  # upstream eval without llama.cpp
         self.n_tokens += len(tokens)

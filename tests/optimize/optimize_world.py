@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from saag_opt.artifacts.store import PromptStore, PromptVersion
+from saag_opt.data import write_examples
 from saag_opt.model import Example, Registry
 from saag_opt.testing.scripted_server import Reply
 
@@ -87,9 +89,6 @@ def _review(system: str, user: str) -> Reply:
 
 def write_world(tmp_path: Any, n_train: int = 6, n_val: int = 4, n_test: int = 4) -> tuple[str, str]:
     """A dataset file (explicit splits) and a prompt store holding ``reviewer@v2`` = the seed."""
-    from saag_opt.artifacts.store import PromptStore, PromptVersion
-    from saag_opt.data import write_examples
-
     examples = (make_examples(n_train, "train") + make_examples(n_val, "val", offset=n_train)
                 + make_examples(n_test, "test", offset=n_train + n_val))
     dataset = tmp_path / "weather.jsonl"

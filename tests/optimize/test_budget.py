@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saag_opt.errors import ConfigError, CostCapReached
+from saag_opt.lm.spendcap import SpendCap
 from saag_opt.optimize.budget import (
     Price,
     auto_metric_calls,
@@ -41,8 +42,6 @@ def test_estimate_counts_reflection_and_prices() -> None:
 
 
 def test_cost_stopper_ends_gepa_once_the_cap_refused_a_call() -> None:
-    from saag_opt.lm.spendcap import SpendCap
-
     cap = SpendCap(1.0)
     stops: list[str] = []
     stopper = CostStopper(cap, on_stop=stops.append)
@@ -54,7 +53,5 @@ def test_cost_stopper_ends_gepa_once_the_cap_refused_a_call() -> None:
 
 
 def test_spend_cap_rejects_non_positive_cap() -> None:
-    from saag_opt.lm.spendcap import SpendCap
-
     with pytest.raises(ConfigError, match="max_cost: must be > 0"):
         SpendCap(0)

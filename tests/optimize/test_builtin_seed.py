@@ -3,14 +3,15 @@ built in, and the test phase finds both (the seed is not a file in the store roo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from saag_opt.artifacts.store import PromptStore
+from saag_opt.artifacts.store import PromptStore, load_version_file
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.paths import shipped
-from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from saag_opt.testing.scripted_server import Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
@@ -22,11 +23,6 @@ def _extends_the_seed(request: dict) -> object:
     Why: the world's one-line proposal in place of v2's 1661 characters is what the rails quarantine
     (optimize/rails.py LENGTH_RATIO); a real rewrite of v2 keeps its criteria.
     """
-    import json
-
-    from saag_opt.artifacts.store import load_version_file
-    from saag_opt.testing.scripted_server import Reply
-
     messages = request.get("messages") or []
     if messages and "new_instruction" in str(messages[0].get("content")):
         v2 = load_version_file(shipped("prompts") / "reviewer" / "v2.json").instructions["review"]

@@ -3,15 +3,23 @@ included, summed over resumes), re-runs and resumes buy nothing twice, and progr
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dspy.utils import parallelizer
+from gepa.core import engine
+from rich.console import Console
 
 from saag_opt.lm.accounting import ModelPrice
 from saag_opt.optimize import OptimizeConfig, run_optimize
+from saag_opt.optimize.bars import library_bars_off
+from saag_opt.report.optimize_tables import OptimizeProgress
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
@@ -106,13 +114,6 @@ def test_progress_events_report_rollouts_accepted_best_val_and_spend(tmp_path: P
 
 
 def test_the_cli_bar_shows_the_progress_events_and_silences_gepas_own_bar(tmp_path: Path, server) -> None:
-    import io
-
-    from gepa.core import engine
-    from rich.console import Console
-
-    from saag_opt.report.optimize_tables import OptimizeProgress
-
     original = engine.tqdm
     out = io.StringIO()
     bar = OptimizeProgress(Console(file=out, force_terminal=True, width=160))
@@ -127,9 +128,6 @@ def test_the_cli_bar_shows_the_progress_events_and_silences_gepas_own_bar(tmp_pa
 
 
 def test_a_redirected_optimize_log_has_our_lines_and_no_library_bar_redraws(tmp_path: Path, server) -> None:
-    import os
-    import subprocess
-
     dataset, prompts = world.write_world(tmp_path)
     spec = f"fake@{server.url}"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), SAAG_OPT_PROMPTS=prompts)
@@ -147,11 +145,6 @@ def test_a_redirected_optimize_log_has_our_lines_and_no_library_bar_redraws(tmp_
 
 
 def test_library_bars_are_silenced_only_inside_the_block() -> None:
-    from dspy.utils import parallelizer
-    from gepa.core import engine
-
-    from saag_opt.optimize.bars import library_bars_off
-
     gepa_bar, dspy_bars = engine.tqdm, parallelizer.tqdm
     with library_bars_off(gepa=True, dspy=False):  # a terminal: dspy's own bars stay as they are
         assert engine.tqdm is not gepa_bar and parallelizer.tqdm is dspy_bars

@@ -10,7 +10,9 @@ import pytest
 from saag_opt.agents.base import Proposal
 from saag_opt.agents.mechanisms import MechanismOutcome, ReviewRound
 from saag_opt.model import Prediction, ToolCall
+from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.feedback import classify_outcome, metric, view_outcome
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 EX = world.make_examples(1, "train")[0]  # "What is the weather in Paris?"
@@ -82,9 +84,6 @@ def test_view_outcome_reads_reviewer_failed_as_no_objection() -> None:
 
 def test_gold_never_reaches_the_reviewer_inputs(tmp_path, monkeypatch) -> None:
     """Every reviewer request of a whole optimize run is free of gold-only values."""
-    from saag_opt.optimize import OptimizeConfig, run_optimize
-    from saag_opt.testing.scripted_server import ScriptedOpenAIServer
-
     secret = "Zanzibar-7"  # an acceptable gold value that no query, tool doc or base call contains
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     dataset, prompts = world.write_world(tmp_path)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from saag_opt.artifacts.store import PromptStore
-from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
 from saag_opt.optimize import OptimizeConfig, run_optimize
-from saag_opt.testing.scripted_server import ScriptedOpenAIServer
+from saag_opt.testing.scripted_server import Fault, Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
@@ -95,8 +95,6 @@ def test_missing_key_points_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_reviewer_whose_key_is_rejected_stops_with_that_message(tmp_path: Path, server) -> None:
     """Every seed rollout failing used to end in gepa's "requires objective_scores" ValueError."""
-    from saag_opt.testing.scripted_server import Fault
-
     with ScriptedOpenAIServer(lambda request: Fault(401, message="invalid key")) as rejecting:
         config = _config(tmp_path, server, reviewer=f"fake@{rejecting.url}", max_metric_calls=14,
                          evaluate_test=False)
@@ -131,8 +129,6 @@ def test_resume_extends_a_finished_run_cumulatively(tmp_path: Path, server) -> N
 
 
 def test_resume_of_a_non_optimize_dir_is_a_run_error(tmp_path: Path) -> None:
-    from saag_opt.errors import RunError
-
     with pytest.raises(RunError, match="cannot read run.json"):
         run_optimize(OptimizeConfig(resume=str(tmp_path)))
 
@@ -144,8 +140,6 @@ def _neutral_reflection(request: dict) -> object:
     """The world, except that reflection proposes an instruction that changes no verdict (a tie)."""
     messages = request.get("messages") or []
     if messages and "new_instruction" in str(messages[0].get("content")):
-        from saag_opt.testing.scripted_server import Reply
-
         return Reply(text=json.dumps({"new_instruction": NEUTRAL_INSTRUCTION}))
     return world.handler(request)
 

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
 import pytest
+from pydantic import ValidationError
 
 from saag_opt.agents.mechanisms import parse_mechanism
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.artifacts.store import PromptStore
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
 from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.optimize.callbacks import ArtifactWriter
+from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
@@ -98,10 +101,6 @@ def test_mechanism_components_are_the_predictors_it_calls(spec: str, expected: t
 
 @pytest.mark.parametrize("spec", ["binary", "saag", "none"])
 def test_mechanism_without_reviewer_is_rejected(spec: str) -> None:
-    from pydantic import ValidationError
-
-    from saag_opt.optimize.config import OptimizeConfig
-
     with pytest.raises(ValidationError, match=f"'{spec}' never calls the LLM reviewer"):
         OptimizeConfig(mechanism=spec, workers=1)
     with pytest.raises(ConfigError, match="no reviewer predictor to evolve"):
@@ -122,15 +121,11 @@ def test_build_program_copy_shares_lm_and_context_but_not_signatures() -> None:
 
 
 def test_context_refuses_pickling() -> None:
-    import pickle
-
     with pytest.raises(TypeError, match="not picklable"):
         pickle.dumps(RolloutContext(_standin_r1))
 
 
 def test_fatal_model_error_is_remembered() -> None:
-    from saag_opt.errors import ModelUnavailableError
-
     def boom(example: Example, reviewer: object) -> None:
         raise ModelUnavailableError("server down")
 
@@ -143,8 +138,6 @@ def test_fatal_model_error_is_remembered() -> None:
 @pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"versions": {"x": "v3"}}'])
 def test_a_damaged_candidate_map_is_a_run_error_naming_it(tmp_path: Path, content: str) -> None:
     """It used to be a JSONDecodeError (or AttributeError) traceback on resume."""
-    from saag_opt.errors import RunError
-
     store = PromptStore(tmp_path / "prompts")
     seed = store.save_new("reviewer", {"review": "Review."}, suffix="", source="manual")
     path = tmp_path / "artifacts.json"

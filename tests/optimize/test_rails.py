@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from saag_opt.data import load_dataset
+from saag_opt.model import Example, Registry
 from saag_opt.optimize import rails
 from saag_opt.optimize.rails import check_instruction, minibatch_collapse, pick_best, quarantine_reason
+from tests.optimize import optimize_world as world
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 SEEDS = {v: json.loads((PROMPTS / "reviewer" / f"{v}.json").read_text())["instructions"] for v in ("v1", "v2")}
@@ -199,8 +201,6 @@ def test_a_value_already_in_the_parent_is_not_a_copy() -> None:
 
 
 def test_a_run_shared_by_several_reflected_examples_is_boilerplate_not_a_copy() -> None:
-    from saag_opt.model import Example, Registry
-
     note = "Note that the provided function is in Python 3 syntax and must be called as documented."
     examples = [Example(id=f"ex{i}", category="simple", registry=Registry.from_dicts(
         [{"name": f"tool_{i}", "description": f"Tool number {i}. {note}", "parameters": {}}]),
@@ -239,8 +239,6 @@ def test_plausible_good_rewrites_are_not_quarantined(text: str) -> None:
 
 
 def test_the_scripted_worlds_instructions_pass() -> None:
-    from tests.optimize import optimize_world as world
-
     examples = world.make_examples(6, "train")
     for text in (world.PROPOSED_INSTRUCTION, "Review the tentative calls carefully and approve them when they "
                  "look right."):

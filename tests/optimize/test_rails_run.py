@@ -15,6 +15,8 @@ from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ArtifactError
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.acceptance import ReviewerAcceptance, outcome_classes
+from saag_opt.optimize.callbacks import ArtifactWriter
+from saag_opt.report.html import render_report
 from saag_opt.testing.scripted_server import Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
@@ -178,8 +180,6 @@ def test_a_degenerate_proposal_is_quarantined_not_accepted_and_not_best(degenera
     assert [q["version"] for q in listed] == [kept.version] and listed[0]["parent"] == "v2"
     assert any(e.kind == "warning" and f"quarantined as reviewer@{kept.version}" in e.message for e in events)
 
-    from saag_opt.report.html import render_report
-
     html = render_report([result.run_dir])
     assert "Quarantined proposals" in html and rule.split(":")[0] in html
 
@@ -188,8 +188,6 @@ def test_a_degenerate_proposal_is_quarantined_not_accepted_and_not_best(degenera
 
 
 def _writer(tmp_path: Path, events: list[Any] | None = None) -> Any:
-    from saag_opt.optimize.callbacks import ArtifactWriter
-
     store = PromptStore(tmp_path / "prompts", seeds=None)
     seed = store.save_new("reviewer", {"review": world.SEED_INSTRUCTION}, suffix="", source="manual")  # v1
     return ArtifactWriter(store, seed_version=seed, map_path=tmp_path / "artifacts.json", metadata={},

@@ -18,6 +18,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from websockets.sync.client import connect
+
+from tests.conftest import skip_or_fail
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -77,8 +81,6 @@ class Page:
     """One tab over CDP: navigate, evaluate JavaScript, screenshot; console errors collected."""
 
     def __init__(self, ws_url: str) -> None:
-        from websockets.sync.client import connect
-
         self.ws = connect(ws_url, max_size=64 * 2**20, open_timeout=10)
         self._ids = itertools.count(1)
         self.errors: list[str] = []
@@ -155,8 +157,6 @@ class Page:
 
 def require_chromium() -> str:
     """The Chromium path; without one the test is skipped, or fails under CI=true (``skip_or_fail``)."""
-    from tests.conftest import skip_or_fail
-
     path = find_chromium()
     if path is None:
         skip_or_fail("no chromium on PATH (apt-get install -y chromium; .ci/run installs it)")

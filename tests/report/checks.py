@@ -1,4 +1,5 @@
-"""What every generated page must satisfy: well-formed markup, no external URL, parseable data."""
+"""What every generated page must satisfy: well-formed markup, no external URL (a link to a local file is
+not one: nothing is loaded), parseable data."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ class _Balance(HTMLParser):
         self.stack: list[tuple[str, tuple[int, int]]] = []
         self.errors: list[str] = []
         self.urls: list[str] = []
+        self.file_links: list[str] = []
+        """``<a href="file:///...">``: a local file the reader may open (a tune study); clicked, never loaded."""
         self.tags: dict[str, int] = {}
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags[tag] = self.tags.get(tag, 0) + 1
         for name, value in attrs:
-            if name in ("src", "href", "action", "xlink:href", "poster", "data") and value is not None:
+            if tag == "a" and name == "href" and value is not None and value.startswith("file:///"):
+                self.file_links.append(value)
+            elif name in ("src", "href", "action", "xlink:href", "poster", "data") and value is not None:
                 self.urls.append(value)
         if tag not in VOID:
             self.stack.append((tag, self.getpos()))

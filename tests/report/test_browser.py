@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.report.html import REPORT_NAME, write_report
+from tests.episodes.world import needs_bfcl
 from tests.report.browser import Browser, Page, require_chromium
 
 pytestmark = pytest.mark.integration
@@ -108,6 +109,42 @@ def test_compare_optimize_and_tune_reports_draw_without_errors(page: Page, eval_
     assert 0 < _visible(page, "#run0-browser") < before
 
 
+def test_three_version_compare_report_draws_the_pair_matrix(page: Page, three_way_compare: Path,
+                                                              tmp_path: Path) -> None:
+    html = three_way_compare / REPORT_NAME
+    _open(page, html)
+    charts = _charts(page)
+    assert {c[0] for c in charts} == {"hbars", "histogram"}
+    assert all(w > 0 and h > 0 and shapes > 0 for _, w, h, shapes in charts), charts
+    matrix = page.evaluate("""Array.from(document.querySelectorAll('#run0-pairs table')).map(function (t) {
+        var r = t.getBoundingClientRect();
+        return {caption: t.caption.textContent, width: r.width, height: r.height,
+                head: Array.from(t.querySelectorAll('thead th')).map(function (c) { return c.textContent; }),
+                rows: Array.from(t.querySelectorAll('tbody tr')).map(function (row) {
+                    return Array.from(row.children).map(function (c) { return c.textContent; }); })};
+    })""")
+    grid, pairs = matrix
+    assert grid["width"] > 0 and grid["height"] > 0 and grid["head"] == ["version", "A v1", "B v2", "C v3-gepa"]
+    assert [row[0] for row in grid["rows"]] == ["A v1", "B v2", "C v3-gepa"]
+    assert [row[i + 1] for i, row in enumerate(grid["rows"])] == ["·"] * 3
+    assert grid["rows"][2][1] == "+33.3 pts" and grid["rows"][0][2] == "-16.7 pts"  # C - A; A - B
+    assert [row[0] for row in pairs["rows"]] == ["B v2 vs A v1", "C v3-gepa vs A v1", "C v3-gepa vs B v2"]
+    assert [row[7] for row in pairs["rows"]] == ["1", "0.375", "1"]  # Holm p
+    accuracy = page.evaluate("Array.from(document.querySelectorAll('#run0-accuracy thead th'))"
+                             ".map(function (c) { return c.textContent; })")
+    assert accuracy == ["category", "n", "base accuracy %", "A v1 accuracy %", "B v2 accuracy %",
+                        "C v3-gepa accuracy %"]
+    latency = page.evaluate("Array.from(document.querySelectorAll('#run0-costs table')[0].querySelectorAll('tbody tr'))"
+                            ".map(function (r) { return r.children[0].textContent; })")
+    assert latency == ["A v1", "B v2", "C v3-gepa"]
+    before = _visible(page, "#run0-browser")
+    _choose(page, "form.filters", "outcome", "fixed")
+    assert 0 < _visible(page, "#run0-browser") < before == 12
+    page.drain()
+    _only_the_file(page, html)
+    page.screenshot(tmp_path / "compare-3-report.png")
+
+
 def test_1000_example_report_filters_in_the_browser(page: Page, big_run: Path, tmp_path: Path) -> None:
     html = write_report(big_run)
     _open(page, html)
@@ -125,3 +162,39 @@ def test_1000_example_report_filters_in_the_browser(page: Page, big_run: Path, t
     page.drain()
     _only_the_file(page, html)
     page.screenshot(tmp_path / "evaluate-1000-report.png")
+
+
+@needs_bfcl
+def test_the_conversation_browser_filters_flipped_entries_and_switches_views(page: Page, multiturn_run: Path,
+                                                                             tmp_path: Path) -> None:
+    html = multiturn_run / REPORT_NAME
+    _open(page, html)
+    table = "#run0-browser"
+    assert page.evaluate(f"document.querySelector('{table}').getAttribute('data-kind')") == "conversations"
+    assert _visible(page, table) == 3
+    count = _choose(page, "form.filters", "outcome", "flipped")
+    assert _visible(page, table) == 1 and count == "1 of 3 entries shown"
+    page.evaluate(f"document.querySelector('{table} tbody tr:not([hidden]) button.expand').click()")
+    detail = f"{table} tr.detail"
+    text = page.evaluate(f"document.querySelector('{detail}').textContent")
+    for expected in ("turn 0", "step 0", "proposed: ", "mkdir(dir_name=\"tmp\")", "review: reject", "feedback:",
+                     "review: approve", "executed: ", "result (", "✗ invalid", "multi_turn:instance_state_mismatch",
+                     "checker failed here", "failed at turn 0", "✓ valid", "user: "):
+        assert expected in text, expected
+    columns = page.evaluate(f"""Array.from(document.querySelectorAll('{detail} div.condition')).map(function (c) {{
+        var r = c.getBoundingClientRect(); return [c.getAttribute('data-label'), Math.round(r.left), r.width > 0]; }})""")
+    assert [c[0] for c in columns] == ["base", "r2"] and columns[0][1] < columns[1][1]  # side by side
+    page.evaluate(f"""Array.from(document.querySelectorAll('{detail} button.view'))
+        .find(function (b) {{ return b.textContent === 'r2'; }}).click()""")
+    shown = page.evaluate(f"""Array.from(document.querySelectorAll('{detail} div.condition'))
+        .filter(function (c) {{ return !c.hidden; }}).map(function (c) {{ return c.getAttribute('data-label'); }})""")
+    assert shown == ["r2"]
+    _choose(page, "form.filters", "outcome", "")
+    assert _visible(page, table) == 3
+    _choose(page, "form.filters", "stage", "valid")
+    assert _visible(page, table) == 3
+    page.drain()
+    _only_the_file(page, html)
+    shot = page.screenshot(tmp_path / "multiturn-report.png")
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")

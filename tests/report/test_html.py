@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,14 +12,22 @@ from markupsafe import escape
 from typer.testing import CliRunner
 
 from saag_opt.cli import app
+from saag_opt.cli.report import write_run_report
+from saag_opt.data import load_dataset
 from saag_opt.errors import RunError
+from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
 from saag_opt.report.pages import outcome
+from saag_opt.report.pages.tune import _trial_view
 from saag_opt.report.score_tables import METRIC_LABELS
-from saag_opt.runfiles import RunHeader, finish_header, on_run_finished, write_header
+from saag_opt.runfiles import _FINISH_HOOKS, RunHeader, finish_header, on_run_finished, write_header
+from saag_opt.testing import ScriptedOpenAIServer
+from saag_opt.tune.results import TrialRow
+from tests.evaluation.test_compare import DATASET, MARKER, SPLIT, World
 from tests.optimize import optimize_world
 from tests.report.checks import check_page, section_ids, table_rows
+from tests.report.runs import prompt_files
 
 pytestmark = pytest.mark.integration
 
@@ -222,11 +231,6 @@ def test_the_well_formedness_check_catches_broken_markup() -> None:
 
 
 def test_the_evaluate_command_leaves_report_html_in_its_run_directory(tmp_path: Path) -> None:
-    from saag_opt.data import load_dataset
-    from saag_opt.testing import ScriptedOpenAIServer
-    from tests.evaluation.test_compare import DATASET, MARKER, SPLIT, World
-    from tests.report.runs import prompt_files
-
     _, v2 = prompt_files(tmp_path / "prompts", MARKER)
     with ScriptedOpenAIServer(World(load_dataset(DATASET, split=SPLIT, limit=4))) as server:
         result = runner.invoke(app, ["evaluate", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}",
@@ -236,16 +240,12 @@ def test_the_evaluate_command_leaves_report_html_in_its_run_directory(tmp_path: 
     (run_dir,) = (tmp_path / "runs").iterdir()
     data = check_page((run_dir / REPORT_NAME).read_text(encoding="utf-8"))
     assert len(data["runs"][0]["examples"]) == 4
-    from saag_opt.cli.report import write_run_report
-    from saag_opt.runfiles import _FINISH_HOOKS
 
     assert write_run_report not in _FINISH_HOOKS  # the command unregistered its hook when it ended
 
 
 def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs: dict[str, Path],
                                                                      tmp_path: Path) -> None:
-    from saag_opt.evaluation.compare import CompareConfig, run_compare
-
     fresh = eval_runs["compare"]
     (dir_a,), (dir_b,) = (fresh / "a").iterdir(), (fresh / "b").iterdir()
     remove = on_run_finished(write_report)
@@ -262,8 +262,6 @@ def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs:
 
 def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(optimize_run: Path,
                                                                              tmp_path: Path) -> None:
-    import shutil
-
     copy = tmp_path / optimize_run.name
     shutil.copytree(optimize_run, copy)
     artifacts = json.loads((copy / "artifacts.json").read_text())
@@ -275,9 +273,6 @@ def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(op
 
 def test_tune_rows_as_tune_writes_them_show_repeats_and_cost() -> None:
     """`saag-opt tune` writes ``duplicate_of`` and ``metrics.cost_per_item_usd``; the trials table reads both."""
-    from saag_opt.report.pages.tune import _trial_view
-    from saag_opt.tune.results import TrialRow
-
     row = {"number": 3, "state": "COMPLETE", "params": {"mechanism": "r2"}, "values": {"help": 0.5, "harm": 0.1},
            "metrics": {"cost_per_item_usd": 0.0}, "constraints": {"latency_overhead_x": -0.5}, "feasible": True,
            "pareto": False, "duplicate_of": 0}

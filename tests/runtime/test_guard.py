@@ -4,16 +4,24 @@ revisions, on_error, timeouts, bad input and the review cache."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import pickle
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai.types.chat import ChatCompletionMessage
 
+from saag_opt.artifacts import PromptStore, export_version
 from saag_opt.errors import ArtifactError, ConfigError
+from saag_opt.lm import parse_model_spec
+from saag_opt.lm.retry import LMCallError
 from saag_opt.runtime import Decision, Guard
+from saag_opt.runtime.guard import _is_timeout
+from saag_opt.runtime.prompt import load_prompt
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 from tests.runtime.world import MESSAGES, TOOLS, ReviewWorld, openai_call
 
@@ -227,8 +235,6 @@ def test_areview_matches_review(world) -> None:
 
 
 def test_openai_client_objects_are_accepted(world) -> None:
-    from openai.types.chat import ChatCompletionMessage
-
     w, server = world
     message = ChatCompletionMessage.model_validate({"role": "assistant", "content": None, "tool_calls": [
         openai_call("get_weather", {"city": "Paris"})]})
@@ -248,8 +254,6 @@ def test_tool_results_ground_arguments(world) -> None:
 
 
 def test_cost_is_priced_per_decision_from_the_usage_of_its_calls() -> None:
-    from saag_opt.lm import parse_model_spec
-
     guard = Guard(models={"openai/gpt-4o-mini": parse_model_spec("gpt-4o-mini")})
     assert guard._dollars({"openai/gpt-4o-mini": {"prompt_tokens": 1000, "completion_tokens": 100}}) > 0
     assert guard._dollars({"openai/unknown": {"prompt_tokens": 1000}}) == 0
@@ -260,7 +264,6 @@ def test_a_prompt_file_that_is_not_utf8_is_an_artifact_error(name: str, tmp_path
     """It used to escape as a UnicodeDecodeError."""
     path = tmp_path / name
     path.write_bytes("Review the call. Réponse: ".encode("latin-1"))
-    from saag_opt.runtime.prompt import load_prompt
 
     with pytest.raises(ArtifactError, match=rf"{name}: cannot read prompt"):
         load_prompt(path)
@@ -269,9 +272,6 @@ def test_a_prompt_file_that_is_not_utf8_is_an_artifact_error(name: str, tmp_path
 @pytest.mark.parametrize(("fmt", "name"), [("txt", "p.txt"), ("dspy", "p.json"), ("openai", "p.json"),
                                            ("mlflow", "p.json"), ("json", "p.json")])
 def test_an_exported_prompt_file_works(fmt: str, name: str, tmp_path: Path) -> None:
-    from saag_opt.artifacts import PromptStore, export_version
-    from saag_opt.runtime.prompt import load_prompt
-
     version = PromptStore(REPO / "prompts").resolve("reviewer@v2")
     path = tmp_path / name
     path.write_text(export_version(version, fmt), encoding="utf-8")
@@ -294,9 +294,6 @@ def test_prompt_and_mechanism_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_gate_decisions_read_and_serialise_as_if_built_eagerly() -> None:
-    import copy
-    import pickle
-
     guard = Guard.load(reviewer=None, mechanism="none", cache=False)
     decision = guard.review(MESSAGES, TOOLS, [openai_call("get_weather", {"town": "Paris"})])
     clone = pickle.loads(pickle.dumps(decision))
@@ -353,9 +350,6 @@ def test_the_informed_reviewer_sees_the_report_of_the_guards_grounding(world, gr
 
 def test_a_client_timeout_reads_as_the_decision_timeout() -> None:
     """The LM client's own bound equals the guard's, so either may fire first: one message for both."""
-    from saag_opt.lm.retry import LMCallError
-    from saag_opt.runtime.guard import _is_timeout
-
     try:
         try:
             raise TimeoutError("read timed out")

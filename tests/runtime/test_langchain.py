@@ -22,10 +22,10 @@ def _prompts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_agent(guard: Guard, call: dict[str, Any], *, use_async: bool = False) -> tuple[list[dict], list]:
-    from langchain.agents import create_agent
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langchain_core.tools import tool
+    from langchain.agents import create_agent  # noqa: PLC0415 - optional: the langchain extra
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: PLC0415 - optional: the langchain extra
+    from langchain_core.messages import AIMessage, HumanMessage  # noqa: PLC0415 - optional: the langchain extra
+    from langchain_core.tools import tool  # noqa: PLC0415 - optional: the langchain extra
 
     ran: list[dict] = []
 

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from openai import AsyncOpenAI
 
 from saag_opt.runtime import Guard
+from saag_opt.runtime.openai_agents import guard_agent, items_to_messages
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.runtime.world import ReviewWorld, needs
 
@@ -22,7 +24,7 @@ def _prompts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def agents():  # the SDK, imported once its requires mark has let the test run
-    import agents
+    import agents  # noqa: PLC0415 - optional: the agents extra
 
     agents.set_tracing_disabled(True)
     return agents
@@ -30,8 +32,7 @@ def agents():  # the SDK, imported once its requires mark has let the test run
 
 def run_agent(guard: Guard, first_call: dict) -> tuple[list[dict], list, object]:
     """One run: the scripted model proposes ``first_call``, then answers in text."""
-    import agents
-    from openai import AsyncOpenAI
+    import agents  # noqa: PLC0415 - optional: the agents extra
 
     ran: list[dict] = []
 
@@ -52,7 +53,6 @@ def run_agent(guard: Guard, first_call: dict) -> tuple[list[dict], list, object]
             model="agent", openai_client=AsyncOpenAI(base_url=model_server.url, api_key="none"))
         agent = agents.Agent(name="weather", instructions="Answer weather questions.", tools=[get_weather],
                              model=model)
-        from saag_opt.runtime.openai_agents import guard_agent
 
         guard_agent(guard, agent)
         result = agents.Runner.run_sync(agent, "What's the weather in Paris?")
@@ -93,8 +93,6 @@ def test_blocked_call_does_not_run_and_the_model_reads_why() -> None:
 
 
 def test_the_guardrail_sees_the_run_input_and_the_agent_tools(agents) -> None:
-    from saag_opt.runtime.openai_agents import items_to_messages
-
     messages = items_to_messages([{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
                                   {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
                                   {"type": "function_call_output", "call_id": "c1", "output": "ok"}], "Be brief.")

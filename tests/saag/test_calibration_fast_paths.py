@@ -22,6 +22,7 @@ import pytest
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available, load_bfcl
 from saag_opt.data.perturb import gold_calls, perturbed_calls
 from saag_opt.model import Registry, ToolCall, ToolSpec
+from saag_opt.runtime import Guard
 from saag_opt.saag import calibration, cascade, check_calls, clear_caches, flags
 from saag_opt.saag.calibration import _PARTS, _RULES, _Prepared, _Run, _stem
 from saag_opt.saag.flags import _JSON_TYPES
@@ -155,8 +156,6 @@ def _openai(example: Any, calls: tuple[ToolCall, ...]) -> tuple[list[Any], list[
 
 def _everything(predictions: list[Any]) -> list[Any]:
     """Every calibrated report (with corrections) and every cascade-only guard decision."""
-    from saag_opt.runtime import Guard
-
     clear_caches()
     reports = [check_calls(calls, ex.registry, ex.query, grounding="calibrated").to_dict() for ex, calls in predictions]
     guard = Guard.load(reviewer=None, mechanism="none", cache=False)

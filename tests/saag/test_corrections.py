@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from saag_opt.data import load_dataset
+from saag_opt.data.perturb import perturbed_calls
 from saag_opt.model import Example, Registry, ToolCall, ToolSpec
 from saag_opt.saag import correction_for, diagnose_with_gold, run_cascade
 from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
@@ -181,11 +184,6 @@ def test_corrections_never_carry_gold_over_whole_bfcl_categories() -> None:
                                      "shipped:registry-15"])
 def test_corrections_never_carry_gold_over_the_whole_shipped_dataset(dataset: str) -> None:
     """Every shipped example, every perturbation kind: no gold value absent from what the agent sees."""
-    import random
-
-    from saag_opt.data import load_dataset
-    from saag_opt.data.perturb import perturbed_calls
-
     rng = random.Random(0)
     checked = 0
     for example in load_dataset(dataset):

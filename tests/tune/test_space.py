@@ -8,6 +8,7 @@ import pytest
 
 from saag_opt.errors import ConfigError
 from saag_opt.tune import Range, load_space, parse_space
+from saag_opt.tune.space import apply_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,8 +51,6 @@ def test_grid_points_cover_every_combination() -> None:
 
 
 def test_overrides_pin_a_searched_option() -> None:
-    from saag_opt.tune.space import apply_overrides
-
     data = apply_overrides(_space(search={"mechanism": ["r1"], "reviewer": ["gpt-5-mini", "gpt-4o-mini"]}),
                            {"reviewer": "local", "limit": None})
     space = parse_space(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.tune.storage import (
     RETRY_ATTR,
     WORKER_ATTR,
@@ -42,8 +43,6 @@ def _dead_pid() -> int:
 
 
 def test_dead_local_worker_only_for_this_host_and_a_gone_pid() -> None:
-    import os
-
     host = socket.gethostname()
     assert dead_local_worker(f"{_dead_pid()}@{host}")
     assert not dead_local_worker(f"{os.getpid()}@{host}")
@@ -52,8 +51,6 @@ def test_dead_local_worker_only_for_this_host_and_a_gone_pid() -> None:
 
 
 def test_journal_recovery_fails_and_re_enqueues_only_dead_workers_trials(tmp_path: Path) -> None:
-    import os
-
     storage = open_storage(parse_storage(f"journal:{tmp_path / 'study.journal'}"))
     study = optuna.create_study(storage=storage, study_name="s", directions=["maximize"])
     host = socket.gethostname()
@@ -75,9 +72,6 @@ def test_journal_recovery_fails_and_re_enqueues_only_dead_workers_trials(tmp_pat
 
 def test_a_database_that_cannot_be_opened_is_one_line_without_the_password(tmp_path: Path) -> None:
     """A refused PostgreSQL connection or a damaged sqlite file used to be a sqlalchemy traceback."""
-    from saag_opt.errors import ModelUnavailableError
-    from saag_opt.tune.storage import open_storage
-
     damaged = tmp_path / "study.db"
     damaged.write_bytes(b"garbage, not sqlite")
     with pytest.raises(ModelUnavailableError, match=r"^--storage sqlite:///.*study\.db: cannot open the database: "

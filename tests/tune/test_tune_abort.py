@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import optuna
 import pytest
 
 from saag_opt.cli import main
@@ -15,8 +16,6 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_tune_abort_prints_only_our_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capfd: pytest.CaptureFixture[str]) -> None:
     """optuna logged 'Trial 0 failed with parameters ...' and 'Trial 0 failed with value None.' first."""
-    import optuna
-
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def test_local_worker_processes_stay_under_one_cap_with_the_test_phase(
     hook = Path(__file__).parent / "priced"  # its sitecustomize prices the workers' calls like ours
     monkeypatch.setenv("PYTHONPATH", f"{hook}{os.pathsep}{REPO}")
     monkeypatch.setenv("SAAG_OPT_TEST_GPT4O_PRICES", "1")
-    from tests.tune.priced.sitecustomize import PRICE as WORKER_PRICE
+    from tests.tune.priced.sitecustomize import PRICE as WORKER_PRICE  # noqa: PLC0415 - side effect: prices fake@ calls, once the env is set
 
     assert WORKER_PRICE == PRICE
     cap = 0.045
@@ -110,8 +111,6 @@ def test_local_worker_processes_stay_under_one_cap_with_the_test_phase(
 
 
 def _hammer(path: str, cap: float, n: int, seed: int) -> None:
-    import random
-
     rng = random.Random(seed)
     shared = SharedSpendCap(Path(path), cap)
     for _ in range(n):

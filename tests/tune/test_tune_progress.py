@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.artifacts import resolve_ref
 from saag_opt.cli import main
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.estimate import estimate_evaluation
@@ -64,8 +65,6 @@ def test_the_estimate_is_evaluates_per_pass_added_up_as_tune_spends(tmp_path: Pa
     val, test = load_dataset("shipped:bfcl", split="val", limit=10), load_dataset("shipped:bfcl", split="test", limit=4)
 
     def reviews(examples: list[Any]) -> int:
-        from saag_opt.artifacts import resolve_ref
-
         instructions = resolve_ref("reviewer@v2").instructions
         return estimate_evaluation(examples, base="gpt-4o", reviewer="gpt-5-mini", mechanism=parse_mechanism("r1"),
                                    instructions=instructions).roles["reviewer"].calls

@@ -5,6 +5,7 @@ study that survives a worker killed with SIGKILL."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import jsonlines
 import pytest
 from typer.testing import CliRunner
 
-from saag_opt.cli import app
+from saag_opt.cli import app, main
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.results import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -112,8 +113,6 @@ def test_cli_prints_trials_and_the_front_and_writes_json(tmp_path: Path, server:
 
 
 def test_cli_bad_space_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    from saag_opt.cli import main
-
     space = tmp_path / "space.toml"
     space.write_text('[fixed]\nbase = "gpt-4o"\n[search]\nmechanism = ["r1", "r-two"]\nreviewer = ["gpt-5-mini"]\n')
     with pytest.raises(SystemExit) as info:
@@ -123,8 +122,6 @@ def test_cli_bad_space_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_cli_bad_space_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from saag_opt.cli import main
-
     space = tmp_path / "space.toml"
     space.write_text('[fixed]\nbase = "gpt-4o"\nreviewer = "gpt-5-mini"\n[search]\nmechanism = ["r1"]\n'
                      '[objectives]\nhelpfulness = "maximize"\n')
@@ -135,8 +132,6 @@ def test_cli_bad_space_message(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_local_worker_processes_share_one_journal_study(tmp_path: Path, server: ScriptedOpenAIServer) -> None:
-    import os
-
     outcome = run_tune(TuneConfig(space=_space(tmp_path, server), sampler="grid", workers=2, no_test=True,
                                   runs_dir=tmp_path / "runs"))
     n_val = len(load_dataset("shipped:bfcl", split="val", limit=6))

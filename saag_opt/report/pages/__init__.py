@@ -1,6 +1,6 @@
 """What the HTML report shows, as plain data: one ``Part`` per run, each a list of sections.
 
-``build_part(path)`` reads a run directory (evaluate, compare, optimize, tune) or a ``score --json``
+``build_part(path)`` reads a run directory (evaluate, compare, optimize, tune, security) or a ``score --json``
 output and returns the sections that run has data for; ``templates/report.html.j2`` draws them.
 Nothing here writes HTML or touches an LM. Numbers come from the run's own files (summary.json
 for the headline statistics, records.jsonl for per-example views), so the report and the terminal
@@ -21,12 +21,13 @@ from saag_opt.report.pages.optimize import optimize_part
 from saag_opt.report.pages.runs import compare_part, evaluate_part
 from saag_opt.report.pages.score import score_files, score_part
 from saag_opt.report.pages.sections import METRICS
+from saag_opt.report.pages.security import security_part
 from saag_opt.report.pages.tune import tune_part
 from saag_opt.runfiles import Run, read_run
 
 BUILDERS: dict[str, Callable[[Run, int], Part]] = {"evaluate": evaluate_part, "compare": compare_part,
                                                    "optimize": optimize_part, "tune": tune_part,
-                                                   "evaluate-multiturn": episode_part}
+                                                   "evaluate-multiturn": episode_part, "security": security_part}
 """Run verb -> part builder (each reads the run as its verb's models: ``runfiles.read_run``)."""
 
 

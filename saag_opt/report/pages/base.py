@@ -23,6 +23,8 @@ class Part:
     title: str
     anchor: str
     meta: list[tuple[str, str]] = field(default_factory=list)
+    links: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(key, href, text)``: entries of the key/value list that link to a file (a tune study's storage)."""
     notes: list[str] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)

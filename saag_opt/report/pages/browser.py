@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from saag_opt.data import load_dataset
 from saag_opt.errors import SaagOptError
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.report.pages.base import Part
@@ -179,8 +180,6 @@ def load_queries(spec: str | None, ids: Iterable[str]) -> tuple[dict[str, str], 
     if not spec:
         return {}, "the run does not name its dataset, so queries are not shown"
     try:
-        from saag_opt.data import load_dataset
-
         examples = load_dataset(spec)
     except (SaagOptError, OSError) as exc:
         return {}, f"queries not shown: dataset {spec!r} could not be loaded here ({str(exc).splitlines()[0]})"

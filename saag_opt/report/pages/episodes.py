@@ -1,13 +1,16 @@
-"""Multi-turn evaluate runs: validity per category, help/harm per entry and over abstention turns, counts.
+"""Multi-turn evaluate runs: validity, help/harm, counts, and the conversation browser.
 
-The conversation browser (turns, steps, reviews, tool results, where the checker failed) is issue
-18's next phase; until then the page shows the run's numbers and says where the steps are.
+Validity per category, help/harm per entry and over abstention turns, what the review did inside
+the conversations, and the browser (turns, steps, reviews, tool results, where the checker failed).
 """
 
 from __future__ import annotations
 
-from saag_opt.evaluation.episodes import EpisodeSummary
+from collections.abc import Sequence
+
+from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, table, times
+from saag_opt.report.pages.conversations import conversation_section, load_user_turns
 from saag_opt.report.pages.sections import accuracy_section, cost_section, help_harm_section, merge_categories
 from saag_opt.runfiles import Run, read_costs
 
@@ -26,9 +29,8 @@ def episode_part(run: Run, index: int) -> Part:
         or "reviewed"
     part = new_part("evaluate", f"Evaluate (multi-turn) {header.run_id}: base vs {mechanism}", index)
     part.meta = header_meta(header)
-    part.notes.append("every turn and step (proposal, reviews, executed calls, tool results, the checker's "
-                      "verdict) is in records.jsonl; the conversation browser is not drawn yet")
     if summary is None:
+        _browser(part, run.records, header.dataset.get("spec") or header.config.get("dataset"), mechanism)
         return part
     cats = merge_categories({"base": summary.base.categories, "reviewed": summary.reviewed.categories})
     part.sections.append(accuracy_section(cats, [("base", "base"), ("reviewed", mechanism)], part,
@@ -48,7 +50,18 @@ def episode_part(run: Run, index: int) -> Part:
     latency = [[mechanism, sec(lat.base_mean_seconds), sec(lat.final_mean_seconds), times(lat.overhead_x),
                 num(summary.reviewer_calls_per_item, 2)]]
     append(part, cost_section([("run", read_costs(run.path))], latency, part))
+    _browser(part, run.records, header.dataset.get("spec") or header.config.get("dataset"), mechanism)
     return part
+
+
+def _browser(part: Part, records: Sequence[EpisodeRecord], spec: str | None, mechanism: str) -> None:
+    """The conversation browser over a run's records, base (reference) vs the mechanism (target)."""
+    conditions = list(dict.fromkeys(r.condition for r in records if r.condition != "base")) or [mechanism]
+    user, why = load_user_turns(spec, {r.example_id for r in records})
+    if why and records:
+        part.notes.append(why)
+    append(part, conversation_section(records, [("base", "base")] + [(c, c) for c in conditions],
+                                      ("base", conditions[-1]), user, part))
 
 
 __all__ = ["episode_part"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from saag_opt.artifacts import PromptStore, diff_versions
 from saag_opt.errors import SaagOptError
 from saag_opt.optimize.summary import CandidateMap, OptimizeSummary, QuarantineLog
 from saag_opt.report import charts
@@ -16,8 +17,6 @@ from saag_opt.runfiles import Run, read_model
 
 def optimize_part(run: Run, index: int) -> Part:
     """The part of an optimize run: lineage, progress, prompt diffs, the TEST phase, the example browser."""
-    from saag_opt.artifacts import PromptStore, diff_versions  # the artifacts face loads rapidfuzz and exporters
-
     header = run.header
     summary: OptimizeSummary | None = run.summary
     map_path = run.path / "artifacts.json"
@@ -42,7 +41,7 @@ def optimize_part(run: Run, index: int) -> Part:
     append(part, _quarantine_section(run, store, part))
     test = summary.test if summary else None
     if test is not None and test.comparison is not None:
-        sections = compare_sections(test.comparison, f"seed {test.seed}", f"best {test.best}", part,
+        sections = compare_sections(test.comparison, [f"seed {test.seed}", f"best {test.best}"], part,
                                     seed=int(header.config.get("seed") or 0), prefix="TEST: ")
         sections[0]["intro"] = ("Seed vs best on the TEST split, which GEPA never saw: reported numbers come from "
                                 "here, not from val. " + sections[0]["intro"])

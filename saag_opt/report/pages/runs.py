@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.evaluation.episodes import EpisodeRecord
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, times
 from saag_opt.report.pages.browser import browser_section, load_queries
+from saag_opt.report.pages.conversations import conversation_section, load_user_turns
 from saag_opt.report.pages.sections import (
     accuracy_section,
     compare_sections,
@@ -16,7 +19,7 @@ from saag_opt.report.pages.sections import (
     reviewed_conditions,
     unusable_section,
 )
-from saag_opt.runfiles import Run, read_costs
+from saag_opt.runfiles import RECORDS_FILE, Run, read_costs, read_rows
 
 
 def evaluate_part(run: Run, index: int) -> Part:
@@ -51,24 +54,33 @@ def evaluate_part(run: Run, index: int) -> Part:
 
 
 def compare_part(run: Run, index: int) -> Part:
-    """The part of a compare run: base, A and B side by side, the paired A-vs-B test, the browser."""
+    """The part of a compare run: base and every version side by side, the paired tests, the browser."""
     header, records = run.header, run.records
     summary: CompareSummary | None = run.summary
-    la, lb = (summary.a.label, summary.b.label) if summary else ("A", "B")
-    part = new_part("compare", f"Compare {header.run_id}: A = {la} vs B = {lb}", index)
+    sides = summary.sides if summary else []
+    labels = [f"{s.key.upper()} {s.label}" for s in sides]
+    named = " vs ".join(f"{s.key.upper()} = {s.label}" for s in sides) if sides else "A = A vs B = B"
+    part = new_part("compare", f"Compare {header.run_id}: {named}", index)
     part.meta = header_meta(header) + [("mode", str(summary.mode if summary else header.config.get("mode"))),
                                        ("matched examples", str(summary.matched if summary else "-"))]
     part.notes += summary.notes if summary else []
-    cond_a, cond_b = (summary.a.condition, summary.b.condition) if summary else (None, None)
-    by_cond = {c: [r for r in records if r.condition == c] for c in ("base", cond_a, cond_b) if c}
-    part.sections += funnel_section([("base", [r.saag for r in by_cond.get("base", [])]),
-                                     (f"A {la}", [r.saag for r in by_cond.get(cond_a or "", [])]),
-                                     (f"B {lb}", [r.saag for r in by_cond.get(cond_b or "", [])])], part)
+    by_cond = {c: [r for r in records if r.condition == c] for c in ("base", *(s.condition for s in sides))}
+    part.sections += funnel_section([("base", [r.saag for r in by_cond["base"]]),
+                                     *((label, [r.saag for r in by_cond[s.condition]])
+                                       for s, label in zip(sides, labels))], part)
     if summary:
-        part.sections += compare_sections(summary, f"A {la}", f"B {lb}", part, seed=int(header.config.get("seed") or 0))
-    if cond_a and cond_b:
+        part.sections += compare_sections(summary, labels, part, seed=int(header.config.get("seed") or 0))
+    if sides:
         spec = header.dataset.get("spec") or ((header.plugins.get("sources") or {}).get("a") or {}).get("dataset")
-        _browser(part, records, spec, [("base", "base"), (cond_a, f"A {la}"), (cond_b, f"B {lb}")], (cond_a, cond_b))
+        columns = [("base", "base"), *((s.condition, label) for s, label in zip(sides, labels))]
+        pair = (sides[0].condition, sides[-1].condition)
+        if spec and is_multi_turn_dataset(spec):  # conversations: the records hold every turn (§18)
+            episodes = read_rows(run.path / RECORDS_FILE, EpisodeRecord)
+            user, why = load_user_turns(spec, {r.example_id for r in episodes})
+            part.notes += [why] if why else []
+            append(part, conversation_section(episodes, columns, pair, user, part))
+        else:
+            _browser(part, records, spec, columns, pair)
     return part
 
 

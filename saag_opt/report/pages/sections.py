@@ -14,10 +14,12 @@ from saag_opt.evaluation.comparison import CompareSummary, SideSummary
 from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_rate_ci
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.evaluation.score import CategoryScore
+from saag_opt.model import CascadeReport
 from saag_opt.report import charts
-from saag_opt.report.format import ci_points, pct, points, ratio
+from saag_opt.report.format import ci_points, pct, points, ratio, stars
 from saag_opt.report.pages.base import Part, num, p_value, rate_ci, sec, share, table, times
 from saag_opt.report.score_tables import METRIC_LABELS, STAGE_NAMES
+from saag_opt.saag import aggregate, metric_values
 
 METRICS: dict[str, str] = {key: " ".join(label.split()) for key, label in METRIC_LABELS.items()}
 """The eight SAAG metrics in cascade order, named as the terminal tables name them (one spacing)."""
@@ -25,8 +27,6 @@ METRICS: dict[str, str] = {key: " ".join(label.split()) for key, label in METRIC
 
 def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
     """Call reports (``CascadeReport``) of a stored PredictionReport dict; [] when not applicable."""
-    from saag_opt.model import CascadeReport
-
     if not report or not report.get("applicable", True):
         return []
     out = []
@@ -39,8 +39,6 @@ def _cascade(report: Mapping[str, Any] | None) -> list[Any]:
 
 def funnel_section(conditions: Sequence[tuple[str, Sequence[Mapping[str, Any] | None]]], part: Part) -> list[dict]:
     """Stage funnel and metric distributions of each condition's final predictions."""
-    from saag_opt.saag import aggregate, metric_values
-
     groups: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
     panels: list[dict[str, Any]] = []
@@ -202,26 +200,29 @@ def _latency_row(label: str, side: SideSummary) -> list[Any]:
             num(side.reviewer_calls_per_item, 2)]
 
 
-def compare_sections(summary: CompareSummary, label_a: str, label_b: str, part: Part, *, seed: int = 0,
+def compare_sections(summary: CompareSummary, labels: Sequence[str], part: Part, *, seed: int = 0,
                      prefix: str = "") -> list[dict[str, Any]]:
-    """The sections of a compare summary (a compare run, or optimize's TEST phase).
+    """The sections of a compare summary (a compare run, or optimize's TEST phase); ``labels`` name the versions.
 
-    Accuracy per category (base, A, B), help/harm (each vs base, and A vs B paired), latency and
+    Accuracy per category (base and one column per version), help/harm (each vs base, and each pair
+    paired), the pair matrix when there are more than two versions (``pairs_section``), latency and
     cost.
     """
-    a, b, base = summary.a, summary.b, summary.base
-    cats = merge_categories({"base": base.categories, "a": a.accuracy.categories, "b": b.accuracy.categories})
-    accuracy = accuracy_section(cats, [("base", "base"), ("a", label_a), ("b", label_b)], part,
-                                {"base": base.accuracy, "a": a.accuracy.accuracy, "b": b.accuracy.accuracy},
-                                f"{prefix}Truth accuracy per category: base, {label_a}, {label_b}")
-    helpharm = help_harm_section([(f"base -> {label_a}", a.help_harm), (f"base -> {label_b}", b.help_harm),
-                                  (f"{label_a} -> {label_b} (paired)", summary.paired.to_help_harm())], part, seed)
+    sides, base = summary.sides, summary.base
+    label = dict(zip(summary.keys, labels))
+    cats = merge_categories({"base": base.categories} | {s.key: s.accuracy.categories for s in sides})
+    accuracy = accuracy_section(cats, [("base", "base"), *((s.key, label[s.key]) for s in sides)], part,
+                                {"base": base.accuracy} | {s.key: s.accuracy.accuracy for s in sides},
+                                f"{prefix}Truth accuracy per category: base, {', '.join(labels)}")
+    helpharm = help_harm_section([*((f"base -> {label[s.key]}", s.help_harm) for s in sides),
+                                  *((f"{label[p.ref]} -> {label[p.target]} (paired)", p.to_help_harm())
+                                    for p in summary.pairs)], part, seed)
     helpharm["title"] = f"{prefix}Help and harm"
     ledgers: list[tuple[str, Mapping[str, Any] | None]] = [("shared base pass", summary.base_costs)] \
         if summary.base_costs else []
-    ledgers += [(label_a, a.costs), (label_b, b.costs)]
-    out = [accuracy, helpharm]
-    costs = cost_section(ledgers, [_latency_row(label_a, a), _latency_row(label_b, b)], part)
+    ledgers += [(label[s.key], s.costs) for s in sides]
+    out = [accuracy, helpharm] + ([pairs_section(summary, label, part)] if len(sides) > 2 else [])
+    costs = cost_section(ledgers, [_latency_row(label[s.key], s) for s in sides], part)
     if costs is not None:
         out.append(costs)
     if prefix:
@@ -230,3 +231,34 @@ def compare_sections(summary: CompareSummary, label_a: str, label_b: str, part: 
             if not section["title"].startswith(prefix):
                 section["title"] = prefix + section["title"]
     return out
+
+
+def pairs_section(summary: CompareSummary, labels: Mapping[str, str], part: Part) -> dict[str, Any]:
+    """Every pair of versions: the matrix of net changes with significance marks, and one row per pair.
+
+    Why a matrix: with N versions the N(N-1)/2 tests read best as a grid (row minus column); the
+    marks use the Holm-adjusted p, so reading the whole grid keeps the family-wise error at 5%.
+    """
+    keys = summary.keys
+    by_pair = {(p.ref, p.target): p for p in summary.pairs}
+
+    def cell(row: str, col: str) -> str:
+        if row == col:
+            return "·"
+        p = by_pair.get((col, row)) or by_pair[(row, col)]
+        change = None if p.net_change is None else (p.net_change if p.target == row else -p.net_change)
+        return f"{points(change)} {stars(p.holm_p)}".rstrip()
+
+    matrix = [[labels[r], *(cell(r, c) for c in keys)] for r in keys]
+    rows = [[f"{labels[p.target]} vs {labels[p.ref]}", p.n, p.b_only_right, p.a_only_right, points(p.net_change),
+             ci_points(p.net_change_ci95), p_value(p.mcnemar_p), p_value(p.holm_p), stars(p.holm_p) or "-"]
+            for p in summary.pairs]
+    return {"id": f"{part.anchor}-pairs", "title": "Every pair of versions",
+            "intro": f"Each cell is the row version's accuracy minus the column version's on the examples both "
+                     f"answered without error (percentage points). Marks use McNemar's exact p Holm-adjusted over "
+                     f"all {len(summary.pairs)} pairs: * < 0.05, ** < 0.01, *** < 0.001.",
+            "tables": [table("Pair matrix: row - column, net accuracy change", ["version", *(labels[k] for k in keys)],
+                             matrix, numeric=list(range(1, 1 + len(keys)))),
+                       table("Pairs: McNemar exact p and Holm-adjusted p",
+                             ["pair", "n", "only later right", "only earlier right", "net change", "net 95% CI",
+                              "McNemar p", "Holm p", "significant (Holm)"], rows, numeric=list(range(1, 8)))]}

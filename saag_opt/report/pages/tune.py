@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from saag_opt.errors import ConfigError
 from saag_opt.report import charts
 from saag_opt.report.format import ci_points, pct, ratio
 from saag_opt.report.pages.base import Part, header_meta, new_part, p_value, param_text, sec, table, usd
 from saag_opt.runfiles import Run
 from saag_opt.tune.results import TestResult, TrialRow, TuneSummary
+from saag_opt.tune.storage import parse_storage
 
 
 def tune_part(run: Run, index: int) -> Part:
@@ -25,6 +27,8 @@ def tune_part(run: Run, index: int) -> Part:
     part = new_part("tune", f"Tune {header.run_id}: optuna over reviewer configurations", index)
     named = (("study", summary.study), ("sampler", summary.sampler), ("storage", summary.storage)) if summary else ()
     part.meta = header_meta(header) + [(k, v) for k, v in named if v]
+    if summary is not None:
+        part.meta, part.links = _storage_entries(summary.storage, part.meta)
     rows = [_trial_view(t) for t in run.records]
     tested = {t.trial: t for t in summary.test} if summary else {}
     dots, links = _pareto_points(rows, tested)
@@ -36,6 +40,19 @@ def tune_part(run: Run, index: int) -> Part:
     if tested:
         part.sections.append(_test_section(tested, part))
     return part
+
+
+def _storage_entries(storage: str, meta: list[tuple[str, str]]
+                     ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """The storage as a link to its file (sqlite or journal) and the optuna-dashboard command that opens it."""
+    try:
+        spec = parse_storage(storage)
+    except ConfigError:  # a summary written by hand or by an older version: leave the plain text
+        return meta, []
+    study_file = spec.file
+    kept = [(k, v) for k, v in meta if k != "storage" or study_file is None]
+    links = [("storage", study_file.resolve().as_uri(), storage)] if study_file is not None else []
+    return kept + [("open with", spec.dashboard_command)], links
 
 
 def _trial_view(row: TrialRow) -> dict[str, Any]:

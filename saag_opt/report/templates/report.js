@@ -67,6 +67,117 @@
     return box;
   }
 
+  // -- the conversation browser (report/pages/conversations.py builds its JSON) --------------------
+
+  function marks(parent, list) {
+    (list || []).forEach(function (m) { parent.appendChild(el("span", m, "mark m-" + m.replace(/ /g, "-"))); });
+  }
+
+  function prediction(p) {
+    if (p.calls.length) return callText(p.calls) + (p.unparsable ? " (unparsable)" : "");
+    return "(no call)" + (p.text ? " " + p.text : "") + (p.unparsable ? " (unparsable output)" : "");
+  }
+
+  function verdictBox(v) {
+    var box = el("div", null, "verdict " + (v.valid ? "v-valid" : "v-invalid"));
+    box.appendChild(el("strong", v.valid ? "✓ valid" : "✗ invalid"));
+    if (v.error_type) box.appendChild(el("span", " " + v.error_type, "error-type"));
+    var lines = [];
+    if (v.failed_turn !== undefined) lines.push("failed at turn " + v.failed_turn);
+    if (v.message) lines.push(v.message);
+    if (v.checks) lines.push("checks: " + Object.keys(v.checks).map(function (k) {
+      return k + " " + (v.checks[k] ? "✓" : "✗"); }).join(", "));
+    (v.extra || []).forEach(function (kv) { lines.push(kv[0] + ": " + kv[1]); });
+    if (v.error) lines.push("error: " + v.error);
+    if (lines.length) box.appendChild(el("pre", lines.join("\n")));
+    if (v.details) {
+      var d = el("details");
+      d.appendChild(el("summary", "checker details"));
+      d.appendChild(el("pre", v.details));
+      box.appendChild(d);
+    }
+    return box;
+  }
+
+  function stepBox(s) {
+    var box = el("div", null, "step" + (s.marks && s.marks.indexOf("withheld") >= 0 ? " s-withheld" : ""));
+    var head = el("div", "step " + s.i, "step-head");
+    marks(head, s.marks);
+    box.appendChild(head);
+    box.appendChild(el("pre", "proposed: " + prediction(s.proposed), "proposed"));
+    if (s.rounds) {
+      var list = el("ol", null, "rounds");
+      s.rounds.forEach(function (r) {
+        var item = el("li", (r.reviewer ? r.reviewer + " " : "") + "review: " + r.verdict, "verdict-" + r.verdict);
+        if (r.feedback) item.appendChild(el("pre", "feedback: " + r.feedback, "feedback"));
+        if (r.revised) item.appendChild(el("pre", "revised: " + prediction(r.revised)));
+        if (r.note) item.appendChild(el("pre", "note: " + r.note));
+        list.appendChild(item);
+      });
+      box.appendChild(list);
+    }
+    if (s.candidates) {
+      var cl = el("ol");
+      s.candidates.forEach(function (c) {
+        cl.appendChild(el("li", "candidate " + c.i + (c.score !== null && c.score !== undefined ? " (score " + c.score + ")" : "") +
+          (c.i === s.selected ? ", selected" : "") + ": " + prediction(c.call)));
+      });
+      box.appendChild(cl);
+    }
+    if (s.ruling) box.appendChild(el("pre", "guard: " + s.ruling));
+    if (s.final) box.appendChild(el("pre", "let through: " + prediction(s.final)));
+    if (s.executed) box.appendChild(el("pre", "executed: " + callText(s.executed), "executed"));
+    else if (s.marks && s.marks.indexOf("withheld") >= 0) box.appendChild(el("pre", "executed: nothing (withheld)", "executed"));
+    (s.results || []).forEach(function (r) {
+      box.appendChild(el("pre", (r[2] ? "result" : "refused") + " (" + r[0] + "): " + r[1], r[2] ? "result" : "result refused"));
+    });
+    (s.notes || []).forEach(function (n) { box.appendChild(el("pre", "note: " + n)); });
+    return box;
+  }
+
+  function conditionBox(c, user) {
+    var box = el("div", null, "condition");
+    box.setAttribute("data-label", c.label);
+    box.appendChild(el("h6", c.label + " (" + c.seconds + " s, " + c.reviewer_calls + " reviewer calls)"));
+    box.appendChild(verdictBox(c.verdict));
+    if (!c.turns.length) box.appendChild(el("p", "no turn ran"));
+    c.turns.forEach(function (t) {
+      var turn = el("div", null, "turn" + (t.marks && t.marks.indexOf("checker failed here") >= 0 ? " t-failed" : ""));
+      var head = el("div", "turn " + t.i, "turn-head");
+      marks(head, t.marks);
+      if (t.added) head.appendChild(el("span", "functions added: " + t.added.join(", "), "mark m-added"));
+      turn.appendChild(head);
+      (t.user || user[t.i] || []).forEach(function (m) { turn.appendChild(el("pre", m[0] + ": " + m[1], "user")); });
+      t.steps.forEach(function (s) { turn.appendChild(stepBox(s)); });
+      box.appendChild(turn);
+    });
+    return box;
+  }
+
+  function conversation(entry) {
+    var box = el("div", null, "detail-body conversation");
+    var switcher = el("div", null, "view-switch");
+    var columns = el("div", null, "columns");
+    var views = ["side by side"].concat(entry.conditions.map(function (c) { return c.label; }));
+    views.forEach(function (v, i) {
+      var b = el("button", v, "view");
+      b.type = "button";
+      b.setAttribute("aria-pressed", i === 0 ? "true" : "false");
+      b.addEventListener("click", function () {
+        switcher.querySelectorAll("button.view").forEach(function (o) { o.setAttribute("aria-pressed", o === b ? "true" : "false"); });
+        columns.querySelectorAll("div.condition").forEach(function (c) {
+          c.hidden = i !== 0 && c.getAttribute("data-label") !== v;
+        });
+        columns.classList.toggle("single", i !== 0);
+      });
+      switcher.appendChild(b);
+    });
+    box.appendChild(switcher);
+    entry.conditions.forEach(function (c) { columns.appendChild(conditionBox(c, entry.user)); });
+    box.appendChild(columns);
+    return box;
+  }
+
   function toggle(button) {
     var row = button.closest("tr");
     var table = row.closest("table");
@@ -78,11 +189,12 @@
       return;
     }
     var run = data.runs[Number(table.getAttribute("data-run"))];
-    var example = run.examples[Number(row.getAttribute("data-i"))];
+    var index = Number(row.getAttribute("data-i"));
+    var conversations = table.getAttribute("data-kind") === "conversations";
     var detailRow = el("tr", null, "detail");
     var cell = el("td");
     cell.colSpan = row.children.length;
-    cell.appendChild(details(example));
+    cell.appendChild(conversations ? conversation(run.episodes[index]) : details(run.examples[index]));
     detailRow.appendChild(cell);
     row.after(detailRow);
     button.setAttribute("aria-expanded", "true");
@@ -97,7 +209,7 @@
   }
 
   function applyFilters(form) {
-    var table = document.getElementById(form.getAttribute("data-browser") + "-browser");
+    var table = document.getElementById(form.getAttribute("data-browser"));
     var want = [["text", 0], ["category", 1], ["outcome", 2], ["stage", 3]].map(function (pair) {
       return { value: form.elements[pair[0]].value.trim(), cell: pair[1], contains: pair[0] === "text" };
     });
@@ -108,12 +220,15 @@
       for (var k = 0; k < want.length && ok; k++) {
         if (!want[k].value) continue;
         var text = r.children[want[k].cell].textContent;
-        ok = want[k].contains ? text.toLowerCase().indexOf(want[k].value.toLowerCase()) >= 0 : text === want[k].value;
+        if (want[k].contains) ok = text.toLowerCase().indexOf(want[k].value.toLowerCase()) >= 0;
+        else if (want[k].value === "flipped" && want[k].cell === 2) ok = text === "fixed" || text === "broken";
+        else ok = text === want[k].value;
       }
       r.hidden = !ok;
       if (ok) shown++;
     }
-    form.querySelector("output.count").textContent = shown + " of " + rows.length + " examples shown";
+    form.querySelector("output.count").textContent = shown + " of " + rows.length + " " +
+      (form.getAttribute("data-noun") || "examples") + " shown";
   }
 
   function addButtons(table) {

@@ -29,7 +29,7 @@ BENCHMARK_VERSION = "v1.2.2"
 def require() -> None:
     """Import agentdojo, or raise an ImportError naming the extra."""
     try:
-        import agentdojo  # noqa: F401
+        import agentdojo  # noqa: F401, PLC0415 - optional: the agentdojo extra
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError("the AgentDojo adapter needs: pip install 'saag-opt[agentdojo]' "
                           f"(agentdojo=={AGENTDOJO_VERSION})") from exc

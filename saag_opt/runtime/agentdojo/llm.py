@@ -36,6 +36,7 @@ from agentdojo.agent_pipeline import BasePipelineElement  # noqa: E402
 from agentdojo.functions_runtime import FunctionCall  # noqa: E402
 from agentdojo.types import ChatAssistantMessage, text_content_block_from_string  # noqa: E402
 
+from saag_opt.lm import ModelSpec, chat_completion, open_lm, parse_model_spec  # noqa: E402
 from saag_opt.runtime.agentdojo.elements import NO_ENV, function_to_openai, to_openai_messages  # noqa: E402
 
 Mode = Literal["auto", "native", "json"]
@@ -119,8 +120,6 @@ class SaagLLM(BasePipelineElement):
 
     def __init__(self, model: Any, *, mode: Mode = "auto", temperature: float = 0.0,
                  max_tokens: int | None = None) -> None:
-        from saag_opt.lm import ModelSpec, open_lm, parse_model_spec
-
         spec: Any
         if isinstance(model, (str, ModelSpec)):
             spec = parse_model_spec(model)
@@ -135,8 +134,6 @@ class SaagLLM(BasePipelineElement):
     def query(self, query: str, runtime: Any, env: Any = NO_ENV, messages: Sequence[Any] = (),
               extra_args: dict[str, Any] | None = None) -> tuple[str, Any, Any, Sequence[Any], dict[str, Any]]:
         """One model turn: the reply as an assistant message (tool calls, or the final answer)."""
-        from saag_opt.lm import chat_completion
-
         tools = [function_to_openai(f) for f in runtime.functions.values()]
         turn = sum(m["role"] == "assistant" for m in messages)
         if self.mode == "native":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from saag_opt.runtime.agentdojo import require
 
@@ -42,7 +42,7 @@ def squeeze(text: str) -> str:
     return _SQUEEZE.sub("", text).casefold()
 
 
-def origin_of(call_id: str | None) -> str:
+def origin_of(call_id: str | None) -> Literal["user", "injection", "other"]:
     """``user`` or ``injection`` for a call this agent made (``other`` for any other id)."""
     if call_id and call_id.startswith("user_"):
         return "user"

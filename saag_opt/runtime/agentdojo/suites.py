@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from saag_opt.evaluation.security import ARMS, Arm, BlockRecord, SecurityRecord, run_key
 from saag_opt.runtime.agentdojo import BENCHMARK_VERSION, require
 
 require()
@@ -36,53 +37,20 @@ if TYPE_CHECKING:
 SUITES = ("workspace", "travel", "banking", "slack")
 ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
 """The attacks issue 20 names (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
-ARMS = ("none", "guard")
-
-
-@dataclass(frozen=True)
-class Block:
-    """One blocked call: whose it was (``user`` = a ground-truth call of the user task: a false alarm)."""
-
-    origin: str
-    name: str
-    arguments: dict[str, Any]
-    reason: str
-    provenance: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    """One run of one pipeline on one task (or pair), as AgentDojo scored it."""
-
-    suite: str
-    user_task: str
-    injection_task: str | None
-    attack: str | None
-    arm: str
-    utility: bool
-    security: bool | None
-    """AgentDojo's security check: True = the attack succeeded (None without an attack)."""
-    blocks: tuple[Block, ...] = ()
-    seconds: float = 0.0
-
-    @property
-    def false_alarms(self) -> int:
-        """Blocked ground-truth calls of the user task."""
-        return sum(b.origin == "user" for b in self.blocks)
 
 
 @dataclass
 class _Recorder:
     """Collects the guard's blocks of the current run (``GuardElement.on_decision``)."""
 
-    blocks: list[Block] = field(default_factory=list)
+    blocks: list[BlockRecord] = field(default_factory=list)
 
     def __call__(self, calls: list[Any], decision: Decision) -> None:
         if decision.action != "block":
             return
         for call in calls:
-            self.blocks.append(Block(origin_of(call.id), call.function, dict(call.args), decision.reason,
-                                     decision.provenance))
+            self.blocks.append(BlockRecord(origin=origin_of(call.id), name=call.function, arguments=dict(call.args),
+                                           reason=decision.reason, provenance=decision.provenance))
 
 
 def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], _Recorder]:
@@ -94,11 +62,14 @@ def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], _Recorder]:
 
 def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = ATTACKS, benign: bool = True,
               user_tasks: Iterable[str] | None = None, injection_tasks: Iterable[str] | None = None,
-              arms: Sequence[str] = ARMS, on_run: Callable[[TaskRun], None] | None = None) -> Iterator[TaskRun]:
-    """Yield every run of suite ``name`` (module docstring); ``agent`` has ``set_task(user, injection)``.
+              arms: Sequence[str] = ARMS, done: Container[tuple[str, ...]] = (),
+              on_run: Callable[[SecurityRecord], None] | None = None) -> Iterator[SecurityRecord]:
+    """Yield every run of suite ``name`` (module docstring); a scripted ``agent`` has ``set_task(user, injection)``.
 
     ``benign``: also run each user task without an attack. ``user_tasks`` / ``injection_tasks``
-    restrict the tasks (ids such as ``user_task_0``).
+    restrict the tasks (ids such as ``user_task_0``). ``done``: ``SecurityRecord.key``s already
+    run (a resumed run); they are not run again, and a pair whose arms are all done is not even
+    injected.
     """
     suite = get_suite(BENCHMARK_VERSION, name)
     arms_of, recorder = pipelines(agent, guard)
@@ -106,18 +77,26 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
     injections_of = ([suite.get_injection_task_by_id(t) for t in injection_tasks] if injection_tasks is not None
                      else list(suite.injection_tasks.values()))
 
-    def run(user: Any, injection: Any, attack: str | None, injected: dict[str, str], env: Any) -> Iterator[TaskRun]:
-        for arm in arms:
-            agent.set_task(user, injection)
+    def todo(user: Any, injection: Any, attack: str | None) -> list[str]:
+        return [arm for arm in arms if run_key(name, attack, user.ID, injection.ID if injection is not None else None,
+                                                arm) not in done]
+
+    def run(user: Any, injection: Any, attack: str | None, injected: dict[str, str], env: Any,
+            left: Sequence[str]) -> Iterator[SecurityRecord]:
+        for arm in left:
+            if hasattr(agent, "set_task"):  # the scripted agent; a model agent is told only the prompt
+                agent.set_task(user, injection)
             recorder.blocks = []
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 utility, security = suite.run_task_with_pipeline(arms_of[arm], user, injection, injected,
                                                                  environment=env.model_copy(deep=True))
-            result = TaskRun(name, user.ID, injection.ID if injection is not None else None, attack, arm, bool(utility),
-                             bool(security) if injection is not None else None,
-                             tuple(recorder.blocks) if arm == "guard" else (), time.perf_counter() - started)
+            result = SecurityRecord(suite=name, user_task=user.ID, injection_task=injection.ID if injection else None,
+                                    attack=attack, arm=cast(Arm, arm), utility=bool(utility),
+                                    security=bool(security) if injection is not None else None,
+                                    blocks=list(recorder.blocks) if arm == "guard" else [],
+                                    seconds=time.perf_counter() - started)
             if on_run is not None:
                 on_run(result)
             yield result
@@ -125,14 +104,19 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
     if benign:
         clean = suite.load_and_inject_default_environment({})
         for user in chosen:
-            yield from run(user, None, None, {}, clean)
+            left = todo(user, None, None)
+            if left:
+                yield from run(user, None, None, {}, clean, left)
     for attack_name in attacks:
         attack = load_attack(attack_name, suite, arms_of["guard"])
         for user in chosen:
             for injection in injections_of:
+                left = todo(user, injection, attack_name)
+                if not left:
+                    continue
                 injected = attack.attack(user, injection)
                 env = suite.load_and_inject_default_environment(injected)
-                yield from run(user, injection, attack_name, injected, env)
+                yield from run(user, injection, attack_name, injected, env, left)
 
 
 def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
@@ -145,4 +129,4 @@ def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
     return out
 
 
-__all__ = ["ARMS", "ATTACKS", "SUITES", "Block", "TaskRun", "empty_ground_truth", "pipelines", "run_suite"]
+__all__ = ["ARMS", "ATTACKS", "SUITES", "empty_ground_truth", "pipelines", "run_suite"]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from saag_opt.errors import ModelUnavailableError
 from saag_opt.lm.backends import ModelBackend, parse_model_spec
+from saag_opt.lm.client import open_lm
 from saag_opt.lm.scripted_server import Fault, Reply, ScriptedOpenAIServer
 
 NOT_A_SPEC = "\u2205 not a model spec \u2205"
@@ -54,8 +55,6 @@ def check_retries(spec_at: Callable[[str], str]) -> None:
 
     ``spec_at(url)`` is a spec of this backend that talks to the OpenAI-compatible server at ``url``.
     """
-    from saag_opt.lm.client import open_lm
-
     with ScriptedOpenAIServer(lambda request: Reply(text="pong")) as server:
         server.inject([Fault(429, retry_after=0), Fault(500), Fault("reset")])
         lm = open_lm(spec_at(server.url), role="base", retries=3, retry_base_delay=0.0, cache=False)

@@ -1,0 +1,112 @@
+"""``saag-opt security``: the guard against AgentDojo's prompt injections, scored by AgentDojo.
+
+Thin: flags -> ``SecurityConfig`` -> ``run_security`` -> ``report.security_tables``; needs the
+``[agentdojo]`` extra (a missing extra is one error line).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from saag_opt.cli.common import MaxCostOpt, RunsDirOpt, passed_values, validated
+from saag_opt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from saag_opt.evaluation.security import SecurityRecord
+
+SECURITY_HELP = """Run AgentDojo's prompt-injection suites with and without the runtime guard, scored by AgentDojo.
+
+Per suite and attack: utility without attack, utility under attack and attack success rate (ASR),
+each arm with a 95% interval, beside the published defences' numbers (report.html). --agent scripted
+is the deterministic worst case (completes the user task from its ground truth and obeys every
+injected instruction: no LLM); any model spec (local, openai/<m>@URL, gpt-4o) drives a real agent.
+Needs: pip install 'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
+"""Help text of ``saag-opt security``."""
+
+
+class Mode(str, Enum):
+    """How a model agent calls tools."""
+
+    auto = "auto"
+    native = "native"
+    json = "json"
+
+
+def security(
+    ctx: typer.Context,
+    suite: Annotated[Optional[list[str]], typer.Option(
+        "--suite", "-s", show_default="all four", help="workspace, travel, banking, slack (repeat or comma-separate).")]
+    = None,
+    attack: Annotated[Optional[list[str]], typer.Option(
+        "--attack", "-a", show_default="all six", help="important_instructions, tool_knowledge, direct, "
+        "ignore_previous, system_message, injecagent (repeat or comma-separate).")] = None,
+    agent: Annotated[str, typer.Option(
+        "--agent", envvar="SAAG_OPT_AGENT", help="scripted (the obedient worst case, no LLM) or a model spec: "
+        "local, openai/<m>@URL, gpt-4o.")] = "scripted",
+    mode: Annotated[Mode, typer.Option("--mode", help="A model agent's tool calls: native tools, json answers, "
+                                       "or auto (json for models without native tools).")] = Mode.auto,
+    guard: Annotated[bool, typer.Option("--guard/--no-guard", help="Run both arms (without and with the guard), "
+                                        "or the unguarded arm alone.")] = True,
+    benign: Annotated[bool, typer.Option("--benign/--no-benign", help="Also run every user task without an "
+                                         "attack (utility without attack).")] = True,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N user tasks of each suite "
+                                                 "(with every injection task).")] = None,
+    max_cost: MaxCostOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the runs and the agent turns per suite and "
+                                          "attack, and exit without running.")] = False,
+    resume: Annotated[Optional[Path], typer.Option(
+        "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
+        help="Continue that security run: runs already recorded are kept; only --max-cost may change.")] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Run the suites; print the tables; the run directory gets report.html."""
+    try:
+        from saag_opt.runtime.agentdojo.run import SecurityConfig, plan, resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
+    from saag_opt.report.security_tables import print_security_plan, print_security_report  # noqa: PLC0415 - start-up: --help loads no report table
+
+    values = {"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
+              "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}
+    typed = passed_values(ctx, ctx.params, command_line_only=resume is not None)
+    passed = {_FIELDS.get(k, k): v for k, v in typed.items() if _FIELDS.get(k, k) in values}
+    if isinstance(passed.get("mode"), Enum):
+        passed["mode"] = passed["mode"].value
+    if resume is not None:
+        config = validated(resume_config, resume, passed)
+    else:
+        config = validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
+    if dry_run:
+        print_security_plan(Console(), plan(config), config.agent)
+        return
+    result = run_security(config, resume=resume, args_passed=passed, on_run=_Progress(Console(stderr=True)))
+    print_security_report(Console(), result.summary, str(result.run_dir),
+                          stopped=str(result.stopped_by) if result.stopped_by else None)
+
+
+class _Progress:
+    """One stderr line when a suite and attack begins, and every ``EVERY`` runs (a full run is ~11,000)."""
+
+    EVERY = 200
+
+    def __init__(self, console: Console) -> None:
+        self.console, self.count = console, 0
+        self.group: tuple[str, str] | None = None
+
+    def __call__(self, record: SecurityRecord) -> None:
+        self.count += 1
+        group = (record.suite, record.attack or "no attack")
+        if group != self.group or self.count % self.EVERY == 0:
+            self.group = group
+            self.console.print(f"{self.count} runs; now {group[0]}, {group[1]}", highlight=False)
+
+
+_FIELDS = {"suite": "suites", "attack": "attacks"}
+"""Option -> config field, where the names differ (a repeatable option is singular)."""
+
+__all__ = ["SECURITY_HELP", "security"]

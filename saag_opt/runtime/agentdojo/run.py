@@ -1,0 +1,236 @@
+"""``saag-opt security``: AgentDojo's suites with and without the guard, as a resumable run directory.
+
+``run_security(config)`` writes ``runs/<ts>-security/`` (docs/design.md §21): ``run.json`` (the
+config, the agent, the suites and attacks, provenance), ``records.jsonl`` (one
+``evaluation.security.SecurityRecord`` per arm and task or pair, appended as each finishes),
+``costs.json`` for a model agent, and at the end ``summary.json`` (``SecuritySummary``: utility
+without attack, utility under attack and ASR per suite and attack, each arm with its interval).
+``--resume`` continues the same directory: runs already recorded are not run again; only
+``max_cost`` may change. ``experiments/bench/agentdojo_guard.py`` calls this same function.
+
+Agents: ``scripted`` (``ObedientAgent``, the deterministic worst case: no LLM) or any model spec
+(``SaagLLM`` on ``lm.open_lm``: the embedded model, ``openai/<m>@URL``, ``gpt-4o``, ``fake@URL``),
+which is told nothing but the user's prompt. The guard is ``Guard()``: the SAAG cascade and the
+injection rule, no LLM reviewer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jsonlines
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from saag_opt.errors import ConfigError, CostCapReached
+from saag_opt.evaluation.security import VERB, SecurityRecord, SecuritySummary, summarize
+from saag_opt.lm import open_lm
+from saag_opt.lm.ledgerfile import open_ledger, save_costs
+from saag_opt.resuming import RUN_OPTION, refuse_changes
+from saag_opt.runfiles import (
+    RECORDS_FILE,
+    SUMMARY_FILE,
+    RunHeader,
+    atomic_write_json,
+    atomic_write_jsonl,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_rows,
+    resume_header,
+    utc_now,
+    write_header,
+)
+from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION, require
+
+require()
+
+from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
+
+from saag_opt.runtime.agentdojo.llm import SaagLLM  # noqa: E402
+from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: E402
+from saag_opt.runtime.agentdojo.suites import ATTACKS, SUITES, empty_ground_truth, run_suite  # noqa: E402
+from saag_opt.runtime.guard import Guard  # noqa: E402
+
+SCRIPTED = "scripted"
+"""The ``--agent`` value of the obedient worst case."""
+GUARD_LABEL = "Guard() (SAAG cascade + injection rule, no LLM reviewer)"
+
+
+class SecurityConfig(BaseModel):
+    """What a security run runs (``run.json``'s ``config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suites: list[str] = Field(default_factory=lambda: list(SUITES))
+    attacks: list[str] = Field(default_factory=lambda: list(ATTACKS))
+    agent: str = SCRIPTED
+    """``scripted`` or a model spec."""
+    mode: Literal["auto", "native", "json"] = "auto"
+    """How a model agent calls tools (``SaagLLM``)."""
+    guard: bool = True
+    """Both arms (without and with the guard); False: the unguarded arm alone."""
+    benign: bool = True
+    """Also run each user task without an attack (utility without attack)."""
+    limit: int | None = Field(default=None, ge=1)
+    """The first N user tasks of each suite (all injection tasks)."""
+    max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0)
+    runs_dir: Path = Path("runs")
+
+    @field_validator("suites")
+    @classmethod
+    def _suites(cls, value: list[str]) -> list[str]:
+        return _known("suite", value, SUITES)
+
+    @field_validator("attacks")
+    @classmethod
+    def _attacks(cls, value: list[str]) -> list[str]:
+        return _known("attack", value, ATTACKS, empty=True)
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """The pipeline arms run."""
+        return ("none", "guard") if self.guard else ("none",)
+
+
+def _known(what: str, value: Sequence[str], known: Sequence[str], *, empty: bool = False) -> list[str]:
+    names = list(dict.fromkeys(v.strip() for item in value for v in item.split(",") if v.strip()))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {', '.join(map(repr, unknown))} (known: {', '.join(known)})")
+    if not names and not empty:
+        raise ValueError(f"give at least one {what}")
+    return names
+
+
+@dataclass(frozen=True)
+class SecurityResult:
+    """A finished (or stopped) security run."""
+
+    run_dir: Path
+    summary: SecuritySummary
+    records: list[SecurityRecord]
+    stopped_by: CostCapReached | None = None
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """What ``--dry-run`` prints for one suite and attack: the runs, and the agent turns they take."""
+
+    suite: str
+    attack: str
+    runs: int
+    agent_turns: int
+    """Scripted: 0 LM calls; a model: one turn per ground-truth call plus the answer, per run (a model may take more)."""
+
+
+def plan(config: SecurityConfig) -> list[PlanRow]:
+    """The runs ``config`` asks for, per suite and attack (no LM is called)."""
+    rows = []
+    arms = len(config.arms)
+    for name in config.suites:
+        suite = get_suite(BENCHMARK_VERSION, name)
+        env = suite.load_and_inject_default_environment({})
+        users = list(suite.user_tasks.values())[:config.limit]
+        turns = sum(len(u.ground_truth(env)) + 1 for u in users)
+        model = config.agent != SCRIPTED
+        if config.benign:
+            rows.append(PlanRow(name, "none", len(users) * arms, turns * arms if model else 0))
+        injections = len(suite.injection_tasks)
+        for attack in config.attacks:
+            rows.append(PlanRow(name, attack, len(users) * injections * arms,
+                                turns * injections * arms if model else 0))
+    return rows
+
+
+def resume_config(run_dir: Path, passed: dict[str, Any]) -> SecurityConfig:
+    """The recorded config of ``run_dir`` with the allowed changes in ``passed`` (``max_cost``).
+
+    Raises:
+        RunError: not a security run, or unreadable.
+        ConfigError: an option that contradicts the recorded run.
+    """
+    header = resume_header(run_dir, VERB)
+    try:
+        recorded = SecurityConfig.model_validate(header.config)
+    except ValueError as exc:
+        raise ConfigError(f"--resume {run_dir}: its run.json config is not a security config ({exc})") from exc
+    return refuse_changes(recorded, passed, where=f"--resume {run_dir}")
+
+
+def _header(config: SecurityConfig, run_dir: Path, args_passed: dict[str, Any] | None) -> RunHeader:
+    return new_header(run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {},
+                      models={"agent": config.agent}, plugins={"guard": {"spec": GUARD_LABEL, "arms": list(config.arms)}},
+                      dataset={"spec": f"agentdojo=={AGENTDOJO_VERSION} {BENCHMARK_VERSION}",
+                               "suites": ",".join(config.suites), "attacks": ",".join(config.attacks) or None,
+                               "limit": config.limit})
+
+
+def _agent(config: SecurityConfig, ledger: Any) -> Any:
+    if config.agent == SCRIPTED:
+        return ObedientAgent()
+    return SaagLLM(open_lm(config.agent, role="base", ledger=ledger, temperature=0.0), mode=config.mode)
+
+
+def run_security(config: SecurityConfig, *, resume: Path | None = None, args_passed: dict[str, Any] | None = None,
+                 on_run: Callable[[SecurityRecord], None] | None = None) -> SecurityResult:
+    """Run ``config`` into a new run directory, or continue ``resume`` (module docstring).
+
+    Raises:
+        ConfigError: a bad agent spec (or a ``max_cost`` on a model without a price).
+        ModelUnavailableError: the agent's model cannot be reached (finished runs stay; resume continues).
+        RunError: the run directory cannot be written or read back.
+    """
+    if resume is None:
+        run_dir = create_run_dir(config.runs_dir, VERB)
+        header = _header(config, run_dir, args_passed)
+    else:
+        run_dir = resume
+        old = resume_header(run_dir, VERB)
+        resumes = [*(getattr(old, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+        header = old.model_copy(update={"status": "started", "finished": None, "error": None,
+                                        "config": config.model_dump(mode="json"), "resumes": resumes})
+    write_header(run_dir, header)
+    path = run_dir / RECORDS_FILE
+    stopped: CostCapReached | None = None
+    with guarded_run(run_dir, header):
+        records = list({r.key: r for r in read_rows(path, SecurityRecord)}.values()) if path.is_file() else []
+        if path.is_file():  # rewritten whole: a row cut short by a kill must not glue onto the next one
+            atomic_write_jsonl(path, [r.model_dump(mode="json") for r in records])
+        done = {r.key for r in records}
+        ledger = open_ledger(config.max_cost, run_dir if resume is not None else None)
+        agent = _agent(config, ledger)
+        try:
+            with jsonlines.open(path, mode="a", flush=True) as out:
+                for name in config.suites:
+                    for record in run_suite(name, agent, Guard(), attacks=config.attacks, benign=config.benign,
+                                            user_tasks=_first(name, config.limit), arms=config.arms, done=done):
+                        out.write(record.model_dump(mode="json"))
+                        records.append(record)
+                        if on_run is not None:
+                            on_run(record)
+        except CostCapReached as exc:
+            stopped = exc
+        finally:
+            if config.agent != SCRIPTED:
+                save_costs(run_dir, ledger)
+        summary = summarize(records, agent=config.agent, guard=GUARD_LABEL,
+                            benchmark=f"AgentDojo {AGENTDOJO_VERSION} (benchmark {BENCHMARK_VERSION})",
+                            unreachable_tasks=empty_ground_truth(config.suites) if config.agent == SCRIPTED else ())
+        atomic_write_json(run_dir / SUMMARY_FILE, summary.model_dump(mode="json"))
+    finish_header(run_dir, header, stopped)
+    return SecurityResult(run_dir, summary, records, stopped)
+
+
+def _first(name: str, limit: int | None) -> list[str] | None:
+    """The ids of the first ``limit`` user tasks of suite ``name`` (None: all)."""
+    if limit is None:
+        return None
+    return list(get_suite(BENCHMARK_VERSION, name).user_tasks)[:limit]
+
+
+__all__ = ["GUARD_LABEL", "SCRIPTED", "PlanRow", "SecurityConfig", "SecurityResult", "plan", "resume_config",
+           "run_security"]

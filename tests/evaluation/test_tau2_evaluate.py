@@ -1,0 +1,120 @@
+"""``saag-opt evaluate --dataset tau2:mock`` end to end on the scripted server: paired per task, tau2 scores, resume.
+
+The server plays the base agent, the reviewer and tau2's user simulator. On mock's first two tasks
+(both: create the task 'Important Meeting' for user_1) the agent first proposes a misspelt title; the
+reviewer rejects it and the agent, given the feedback, proposes the right one. Base (unreviewed) scores 0
+on both by tau2's DB check, ``r1`` scores 1: two fixes, no harm, per task.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
+from saag_opt.cli import app
+from saag_opt.data.tau2_package import missing
+from saag_opt.errors import ConfigError
+from saag_opt.runfiles import read_run
+from saag_opt.testing import Reply, ScriptedOpenAIServer
+from tests.conftest import requires
+from tests.runtime.world import verdict
+
+pytestmark = [pytest.mark.integration, requires(missing())]
+
+REPO = Path(__file__).resolve().parents[2]
+RIGHT, WRONG = "Important Meeting", "Important Meting"
+DONE = "The task is created."
+
+
+def world(request: dict[str, Any]) -> Reply:
+    """Agent, reviewer and user simulator (module docstring)."""
+    messages = request["messages"]
+    if "<scenario>" in str(messages[0].get("content") or ""):  # tau2's user simulator
+        said = " ".join(str(m.get("content") or "") for m in messages[1:])
+        return Reply(text="###STOP###" if DONE in said else "Please create a task 'Important Meeting' for user_1.")
+    if "tools" not in request:  # the reviewer
+        wrong = WRONG in json.dumps(request["messages"]).split("tentative_calls")[-1]
+        return verdict(wrong, f"The user asked for the title '{RIGHT}'." if wrong else "")
+    if any(str(m["content"]).startswith("Tool result (") for m in messages):
+        return Reply(text=DONE)
+    feedback = any(str(m["content"]).startswith("Reviewer feedback") for m in messages)
+    title = RIGHT if feedback else WRONG
+    return Reply(tool_calls=[{"name": "create_task", "arguments": {"user_id": "user_1", "title": title}}])
+
+
+def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "2", "--base", f"fake@{server.url}",
+                "--reviewer", f"fake@{server.url}", "--mechanism", "r1", "--retries", "0",
+                "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        asked = len(server.chat_requests)
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        run = read_run(run_dir)
+        assert run.header.status == "success" and run.header.models["user"] == f"fake@{server.url}"
+        assert [(r.example_id, r.condition, r.correct) for r in run.records] == [
+            ("create_task_1", "base", False), ("create_task_1", "r1", True),
+            ("create_task_1_with_env_assertions", "base", False), ("create_task_1_with_env_assertions", "r1", True)]
+        hh = run.summary.help_harm
+        assert (hh.fixed, hh.broken, hh.both_right, hh.both_wrong) == (2, 0, 0, 0)
+        base, reviewed = run.records[0], run.records[1]
+        assert base.judgement is not None and base.judgement.checks["db"] is False and base.judgement.reward == 0.0
+        assert reviewed.judgement is not None and reviewed.judgement.reward == 1.0
+        assert reviewed.turns[0].messages == [{"role": "user", "content": "Please create a task 'Important Meeting' for user_1."}]
+        step = reviewed.turns[0].steps[0]
+        assert [r.verdict for r in step.rounds] == ["reject"] and step.revised
+        assert step.executed == [{"name": "create_task", "arguments": {"user_id": "user_1", "title": RIGHT}}]
+        page = (run_dir / "report.html").read_text(encoding="utf-8")
+        assert "Please create a task" in page and "communicate" in page  # the user's turns, tau2's breakdown
+        costs = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))
+        user_calls = sum(1 for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"]))
+        user = costs["roles"]["user"]  # tau2's user simulator is on the run's ledger: 2 tasks x 2 runs x 2 turns,
+        assert user["calls"] == 8 and user["calls"] - user["cache_hits"] == user_calls > 0  # the rest from the cache
+        again = CliRunner().invoke(app, ["evaluate", "--resume", str(run_dir)], env={"COLUMNS": "200"})
+        assert again.exit_code == 0, again.output
+        assert len(server.chat_requests) == asked  # every task finished: nothing is asked again
+    assert read_run(run_dir).summary == run.summary
+
+
+def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--user-model", "gpt-4o",
+                                      "--base", "fake", "--mechanism", "none"])
+    assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
+
+
+def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+                "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
+                "--retries", "0", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        user_seeds = [r.body.get("seed") for r in server.requests
+                      if r.body and "<scenario>" in str(r.body["messages"][0].get("content"))]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    run = read_run(run_dir)
+    assert [(r.example_id, r.condition) for r in run.records] == [
+        ("create_task_1/trial0", "base"), ("create_task_1/trial0", "r1"),
+        ("create_task_1/trial1", "base"), ("create_task_1/trial1", "r1")]
+    assert run.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
+    assert set(user_seeds) == set(trial_seeds(DEFAULT_SEED, 2))  # tau2's seed per trial reached the user model
+
+
+def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--base", "fake", "--mechanism", "none",
+                                      "--dry-run"])
+    assert isinstance(result.exception, ConfigError) and "user simulator" in str(result.exception)
