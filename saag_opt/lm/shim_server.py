@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     from llama_cpp.server.settings import ModelSettings, ServerSettings  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     from saag_opt.lm.prompt_cache import install  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+    from saag_opt.lm.server_trace import install_trace  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
@@ -74,8 +75,6 @@ def main(argv: list[str] | None = None) -> None:
         raise RuntimeError("llama_cpp.server.app.create_app did not load the model")
     llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first)
     if args.trace:
-        from saag_opt.lm.server_trace import install_trace
-
         install_trace(llama, args.trace)
     uvicorn.run(json_schema_shim(app), host=args.host, port=args.port, log_level="warning")
 

@@ -19,7 +19,7 @@ if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
 
 def test_one_line_per_chat_completion_with_reused_decoded_and_generated_tokens(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from llama_cpp.llama import Llama
+    from llama_cpp.llama import Llama  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     def fake_decode(self: Any, tokens: list[int]) -> None:  # upstream eval without llama.cpp
         self.n_tokens += len(tokens)
