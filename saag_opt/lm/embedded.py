@@ -39,6 +39,18 @@ from saag_opt.paths import models_dir
 from saag_opt.runfiles import atomic_file
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
+SPEED_ENV = "SAAG_OPT_LOCAL_SPEED"
+"""``tuned`` (default) or ``legacy``: the embedded server's speed settings (``EmbeddedServer``); the bench compares them."""
+SPEEDS = ("tuned", "legacy")
+SPIN_COUNT = "10000"
+"""libgomp barrier spins before a thread sleeps (its default: 300,000), unless ``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` is set. llama.cpp's two threads meet at a barrier several times per layer; when
+other processes share the 2 cores, the default spin keeps a core busy while its partner waits to be
+scheduled: measured on the 0.5B with load average 7-8, a base call took 125-189 s with the default
+and 43-54 s with 10,000 spins or ``OMP_WAIT_POLICY=PASSIVE`` (one thread: 51-54 s). Same tokens:
+the wait policy does not touch the arithmetic."""
+TRACE_ENV = "SAAG_OPT_SERVER_TRACE"
+"""A file the embedded server appends per-request timings to (``saag_opt.lm.server_trace``); benchmarks set it."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,8 @@ class EmbeddedServer:
         log_dir: where the server's stdout/stderr go (tail shown on failure).
         prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
+        speed: ``tuned`` (short barrier spins, grammar-first greedy sampling; same replies) or
+            ``legacy`` (the settings before them); default ``$SAAG_OPT_LOCAL_SPEED`` or ``tuned``.
     """
 
     def __init__(
@@ -269,9 +283,13 @@ class EmbeddedServer:
         startup_timeout: float = 180.0,
         log_dir: Path | None = None,
         prompt_cache_mb: int | None = None,
+        speed: str | None = None,
     ) -> None:
         if not 512 <= n_ctx <= 32768:
             raise ConfigError(f"n_ctx must be between 512 and 32768, got {n_ctx}")
+        self.speed = (speed or os.environ.get(SPEED_ENV) or "tuned").strip().lower()
+        if self.speed not in SPEEDS:
+            raise ConfigError(f"{SPEED_ENV}: unknown speed setting {self.speed!r}; choices: {', '.join(SPEEDS)}")
         self.model, self.model_path, self.n_ctx = model, model_path, n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.startup_timeout = startup_timeout
@@ -301,7 +319,16 @@ class EmbeddedServer:
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
             "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
             "--parent-pid", str(os.getpid()),
+            *(["--trace", trace] if (trace := os.environ.get(TRACE_ENV)) else []),
+            *(["--grammar-first"] if self.speed == "tuned" else []),
         ]
+
+    def environment(self) -> dict[str, str]:
+        """The server's environment: ours, plus the short barrier spin when tuned (see ``SPIN_COUNT``)."""
+        env = dict(os.environ)
+        if self.speed == "tuned" and "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+            env["GOMP_SPINCOUNT"] = SPIN_COUNT
+        return env
 
     def start(self) -> EmbeddedServer:
         """Spawn the server and wait until it answers; stops it again on any failure."""
@@ -313,7 +340,8 @@ class EmbeddedServer:
         self.log_path = self.log_dir / f"server-{self.model.name}-{os.getpid()}-{self.port}.log"
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=self.environment())
         try:
             self._wait_ready(started)
         except BaseException:
@@ -431,6 +459,9 @@ def _install_exit_hooks() -> None:
 __all__ = [
     "INSTALL_HINT",
     "LOCAL_MODELS",
+    "SPEEDS",
+    "SPEED_ENV",
+    "TRACE_ENV",
     "EmbeddedServer",
     "LocalModel",
     "default_cache_dir",
