@@ -42,6 +42,10 @@ INSTALL_HINT = "pip install 'saag-opt[local]'"
 SPEED_ENV = "SAAG_OPT_LOCAL_SPEED"
 """``tuned`` (default) or ``legacy``: the embedded server's speed settings (``EmbeddedServer``); the bench compares them."""
 SPEEDS = ("tuned", "legacy")
+CONTEXT_ENV = "SAAG_OPT_LOCAL_CTX"
+"""The embedded server's context in tokens (default 4096, which single-call prompts fit): multi-turn
+and tau2 prompts carry tool docs plus the history and need 8192 or 16384 (docs/design.md §18)."""
+DEFAULT_CONTEXT = 4096
 SPIN_COUNT = "10000"
 """libgomp barrier spins before a thread sleeps (its default: 300,000), unless ``OMP_WAIT_POLICY`` or
 ``GOMP_SPINCOUNT`` is set. llama.cpp's two threads meet at a barrier several times per layer; when
@@ -263,7 +267,8 @@ class EmbeddedServer:
     Args:
         model: the registry entry.
         model_path: the verified GGUF (from ``ensure_model_file``).
-        n_ctx: context size (4096-8192; saag-opt prompts with a registry fit in 4096).
+        n_ctx: context size in tokens, 512-32768; default ``$SAAG_OPT_LOCAL_CTX`` or 4096 (single-call
+            prompts with a registry fit in 4096; conversations need more).
         n_threads: llama.cpp threads; defaults to the machine's cores.
         startup_timeout: seconds to wait for ``GET /v1/models``.
         log_dir: where the server's stdout/stderr go (tail shown on failure).
@@ -278,13 +283,14 @@ class EmbeddedServer:
         model: LocalModel,
         model_path: Path,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         startup_timeout: float = 180.0,
         log_dir: Path | None = None,
         prompt_cache_mb: int | None = None,
         speed: str | None = None,
     ) -> None:
+        n_ctx = context_size() if n_ctx is None else n_ctx
         if not 512 <= n_ctx <= 32768:
             raise ConfigError(f"n_ctx must be between 512 and 32768, got {n_ctx}")
         self.speed = (speed or os.environ.get(SPEED_ENV) or "tuned").strip().lower()
@@ -395,7 +401,22 @@ _SERVERS_LOCK = threading.Lock()
 _HOOKS_INSTALLED = False
 
 
-def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180.0) -> str:
+def context_size() -> int:
+    """``$SAAG_OPT_LOCAL_CTX`` as a token count, or ``DEFAULT_CONTEXT``.
+
+    Raises:
+        ConfigError: not a whole number between 512 and 32768 (the message names the variable).
+    """
+    text = os.environ.get(CONTEXT_ENV, "").strip()
+    if not text:
+        return DEFAULT_CONTEXT
+    if not text.isdigit() or not 512 <= int(text) <= 32768:
+        raise ConfigError(f"{CONTEXT_ENV}: the context in tokens must be a whole number between 512 and 32768, "
+                          f"got {text!r}")
+    return int(text)
+
+
+def local_base_url(name: str, *, n_ctx: int | None = None, startup_timeout: float = 180.0) -> str:
     """The ``/v1`` URL serving local model ``name``: ``$SAAG_OPT_LOCAL_URL`` or our own server.
 
     Raises:
@@ -413,7 +434,7 @@ def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180
         server = EmbeddedServer(model, path, n_ctx=n_ctx, startup_timeout=startup_timeout)
         _install_exit_hooks()
         _SERVERS[name] = server
-        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {n_ctx}, {server.n_threads} threads, "
+        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {server.n_ctx}, {server.n_threads} threads, "
                       f"prompt cache {server.prompt_cache_mb} MiB)", f"local:{name} server ready"):
             server.start()
         return server.url
@@ -460,6 +481,7 @@ __all__ = [
     "INSTALL_HINT",
     "LOCAL_MODELS",
     "SPEEDS",
+    "CONTEXT_ENV",
     "SPEED_ENV",
     "TRACE_ENV",
     "EmbeddedServer",

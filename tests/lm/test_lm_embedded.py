@@ -219,6 +219,23 @@ def test_unknown_speed_setting_names_the_variable_and_the_choices(tmp_path: Path
         EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
 
 
+def test_the_context_comes_from_the_environment_and_a_bad_one_is_named(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(embedded.CONTEXT_ENV, raising=False)
+    server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    server.port = 1234
+    assert server.n_ctx == 4096 and server.command()[server.command().index("--n-ctx") + 1] == "4096"
+    monkeypatch.setenv(embedded.CONTEXT_ENV, "16384")  # a conversation's tool docs plus its history
+    server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    server.port = 1234
+    assert server.command()[server.command().index("--n-ctx") + 1] == "16384"
+    assert EmbeddedServer(_tiny(), tmp_path / "tiny.gguf", n_ctx=2048).n_ctx == 2048  # an explicit one wins
+    for bad in ("8k", "100", "65536"):
+        monkeypatch.setenv(embedded.CONTEXT_ENV, bad)
+        with pytest.raises(ConfigError, match=rf"^SAAG_OPT_LOCAL_CTX: .* between 512 and 32768, got '{bad}'"):
+            EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+
+
 def test_trace_file_is_passed_to_the_server_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(embedded.TRACE_ENV, raising=False)
     server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
