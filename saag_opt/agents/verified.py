@@ -1,4 +1,4 @@
-"""``saag+s<N>``: SAAG-verified best-of-N (experimental; docs/design.md §5).
+"""``saag+s<N>``: SAAG-verified best-of-N (experimental; docs/design.md §25).
 
 N round-0 candidates are sampled exactly as ``s<N>`` samples them (temperatures over 0.3-1.0,
 through the base-prediction cache, so ``s<N>`` and ``saag+s<N>`` on one dataset share them). Each
