@@ -92,25 +92,56 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
     assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
 
 
-def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-
-    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    with ScriptedOpenAIServer(world) as server:
+@pytest.fixture(scope="module")
+def trials_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[Any]]:
+    """One ``--trials 2`` evaluate of mock's first task: its printed output, run dir and the user's seeds."""
+    runs = tmp_path_factory.mktemp("trials") / "runs"
+    with pytest.MonkeyPatch.context() as patch, ScriptedOpenAIServer(world) as server:
+        patch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
         args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
                 "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
-                "--retries", "0", "--runs-dir", str(tmp_path / "runs")]
+                "--retries", "0", "--runs-dir", str(runs)]
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         user_seeds = [r.body.get("seed") for r in server.requests
                       if r.body and "<scenario>" in str(r.body["messages"][0].get("content"))]
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = runs.iterdir()
+    return result.output, run_dir, user_seeds
+
+
+def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
+        trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    _, run_dir, user_seeds = trials_run
     run = read_run(run_dir)
     assert [(r.example_id, r.condition) for r in run.records] == [
         ("create_task_1/trial0", "base"), ("create_task_1/trial0", "r1"),
         ("create_task_1/trial1", "base"), ("create_task_1/trial1", "r1")]
     assert run.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
     assert set(user_seeds) == set(trial_seeds(DEFAULT_SEED, 2))  # tau2's seed per trial reached the user model
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("│┃").split("│" if "│" in line else "┃")]
+
+
+def test_the_printed_tables_show_pass_hat_1_to_k_per_condition(trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    lines = trials_run[0].splitlines()
+    (head,) = [i for i, line in enumerate(lines) if "pass^1" in line]
+    assert _cells(lines[head]) == ["condition", "pass^1", "pass^2"]
+    rows = {cells[0]: cells[1:] for cells in map(_cells, lines[head + 1:head + 5]) if len(cells) == 3}
+    assert rows == {"base": ["0.0", "0.0"], "r1": ["100.0", "100.0"]}
+
+
+def test_the_report_shows_pass_hat_1_to_k_per_condition(trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    page = (trials_run[1] / "report.html").read_text(encoding="utf-8")
+    section = page[page.index("pass^k per condition"):]
+    section = section[:section.index("</table>")]
+    assert [h in section for h in ("<th", "pass^1", "pass^2")] == [True] * 3
+    cells = [c.split(">", 1)[1].split("<", 1)[0].strip() for c in section.split("<td")[1:]]
+    assert cells == ["base", "0.0", "0.0", "r1", "100.0", "100.0"]
 
 
 def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
