@@ -19,6 +19,7 @@ from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
 from saag_opt.cli import app
 from saag_opt.data.tau2_package import missing
 from saag_opt.errors import ConfigError
+from saag_opt.lm.accounting import ModelPrice
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
@@ -29,6 +30,8 @@ pytestmark = [pytest.mark.integration, requires(missing())]
 REPO = Path(__file__).resolve().parents[2]
 RIGHT, WRONG = "Important Meeting", "Important Meting"
 DONE = "The task is created."
+PRICE = ModelPrice(input=2.5e-6, output=1e-5, cached_input=1.25e-6, max_output_tokens=400)
+"""gpt-4o's rates with a small output limit, given to the scripted model in the cost test."""
 
 
 def world(request: dict[str, Any]) -> Reply:
@@ -142,6 +145,49 @@ def test_the_report_shows_pass_hat_1_to_k_per_condition(trials_run: tuple[str, P
     assert [h in section for h in ("<th", "pass^1", "pass^2")] == [True] * 3
     cells = [c.split(">", 1)[1].split("<", 1)[0].strip() for c in section.split("<td")[1:]]
     assert cells == ["base", "0.0", "0.0", "r1", "100.0", "100.0"]
+
+
+def _is_user(request: Any) -> bool:
+    return bool(request.body) and "<scenario>" in str(request.body["messages"][0].get("content"))
+
+
+def test_max_cost_holds_across_agent_reviewer_and_user_and_the_run_resumes(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))  # a private LM cache: counts are exact
+    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)  # the scripted model, priced
+    cap = 0.03  # trial 0 (base and r1) fits; trial 1's first reviewer call could pass it (worst case)
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+                "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
+                "--retries", "0", "--workers", "1", "--max-cost", str(cap), "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        run = read_run(run_dir)
+        assert run.header.status == "stopped" and run.summary.stopped is not None
+        assert f"--max-cost ${cap} reached" in run.summary.stopped
+        assert [(r.example_id, r.condition, r.correct, r.error) for r in run.records] == [
+            ("create_task_1/trial0", "base", False, None), ("create_task_1/trial0", "r1", True, None)]
+        roles = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))["roles"]
+        total = roles["total"]
+        assert 0 < total["dollars"] <= cap  # no call past the cap
+        assert total["calls"] - total["cache_hits"] == len(server.chat_requests)  # every request sent is booked
+        user = roles["user"]  # tau2's user simulator pays on the run's ledger, under its own role
+        assert user["dollars"] > 0 and user["calls"] - user["cache_hits"] == sum(map(_is_user, server.requests))
+        assert roles["base"]["dollars"] > 0 and roles["reviewer"]["dollars"] > 0
+        assert sum(roles[r]["dollars"] for r in ("base", "reviewer", "user")) == pytest.approx(total["dollars"])
+        sent = len(server.chat_requests)
+        again = CliRunner().invoke(app, ["evaluate", "--resume", str(run_dir), "--max-cost", "1"],
+                                   env={"COLUMNS": "200"})
+        assert again.exit_code == 0, again.output
+        resumed = read_run(run_dir)
+        assert resumed.header.status == "success" and resumed.summary.stopped is None
+        assert resumed.records[:2] == run.records and [r.example_id for r in resumed.records[2:]] == [
+            "create_task_1/trial1"] * 2
+        assert resumed.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
+        assert len(server.chat_requests) == sent  # what the stopped attempt bought is replayed from the cache
 
 
 def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
