@@ -15,10 +15,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
+from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.agents.tau2 import DEFAULT_SEED, task_sizes, trial_seeds
 from saag_opt.cli import app
-from saag_opt.data.tau2_package import missing
-from saag_opt.errors import ConfigError
+from saag_opt.data.catalog import load_episodes
+from saag_opt.data.tau2_package import missing, tau2
+from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.episode_run import preflight_multi_turn
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
 from saag_opt.lm.accounting import ModelPrice
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -190,8 +194,29 @@ def test_max_cost_holds_across_agent_reviewer_and_user_and_the_run_resumes(tmp_p
         assert len(server.chat_requests) == sent  # what the stopped attempt bought is replayed from the cache
 
 
-def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
+def test_dry_run_estimates_agent_reviewer_and_user_from_tau2s_own_prompts() -> None:
 
-    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--base", "fake", "--mechanism", "none",
-                                      "--dry-run"])
-    assert isinstance(result.exception, ConfigError) and "user simulator" in str(result.exception)
+    config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, trials=2, base="gpt-4o", reviewer="gpt-4o",
+                            user_model="gpt-4o-mini", mechanism="r1")
+    estimate = preflight_multi_turn(config)
+    assert estimate.examples == 4  # 2 tasks x 2 trials
+    t = tau2()
+    environment = t.registry.get_env_constructor("mock")()
+    policy_chars = len(t.LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm=None,
+                                  llm_args=None).system_prompt)
+    base, user, reviewer = (estimate.roles[r] for r in ("base", "user", "reviewer"))
+    assert base.prompt_tokens / base.calls > policy_chars / CHARS_PER_TOKEN  # tau2's prompt and policy per step
+    steps = [tau2_task_steps(s) for s in task_sizes(load_episodes("tau2:mock", split="test", limit=2))]
+    assert user.calls == 2 * 2 * sum(u for _, u in steps) and user.model == "gpt-4o-mini"  # base + reviewed runs
+    assert user.dollars > 0 and reviewer.calls > 0 and base.dollars > 0
+    unreviewed = preflight_multi_turn(config.model_copy(update={"setup": config.setup.model_copy(
+        update={"mechanism": parse_mechanism("none"), "reviewer": None})}))
+    assert "reviewer" not in unreviewed.roles and unreviewed.roles["user"].calls == user.calls // 2
+
+
+def test_dry_run_prints_the_user_simulators_row() -> None:
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--limit", "1", "--base", "gpt-4o",
+                                      "--mechanism", "none", "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "│ user " in result.output and "tau2's user prompt" in result.output
