@@ -13,7 +13,7 @@ it, the revision fixes it), as in experiments/bench/concurrency.py.
 
 `ratio=<batch dollars / direct dollars>` is the LAST line (goal <= 0.55).
 
-Run: /work/main/.venv/bin/python experiments/bench/batch_cost.py [--n 100] [--failed-lines 0.02]
+Run: .venv/bin/python experiments/bench/batch_cost.py [--n 100] [--failed-lines 0.02]
      [--batch-delay 0.5]
 """
 
@@ -33,50 +33,17 @@ WORK = Path(tempfile.mkdtemp(prefix="saag-opt-bench-batch-"))
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["SAAG_OPT_PROMPTS"] = str(ROOT / "prompts")
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # r2_world, beside this script
 
-from saag_opt.data import load_dataset  # noqa: E402
+from r2_world import examples, handler  # noqa: E402
+
 from saag_opt.data.jsonl import write_examples  # noqa: E402
 from saag_opt.evaluation.runner import EvaluateConfig, EvaluationResult, run_evaluation  # noqa: E402
 from saag_opt.lm import accounting  # noqa: E402
 from saag_opt.lm.specs import ModelSpec  # noqa: E402
-from saag_opt.model import Example  # noqa: E402
-from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
+from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
 
 PRICED_AS = "gpt-4o-mini"
-
-
-def examples(n: int) -> list[Example]:
-    """shipped:bfcl, topped up to ``n`` with variants whose query differs (so no LM reply is shared)."""
-    base = load_dataset("shipped:bfcl")
-    out = list(base[:n])
-    k = 0
-    while len(out) < n:
-        ex = base[k % len(base)]
-        variant = len(out) // len(base)
-        messages = tuple({**m, "content": f"{m.get('content')} (variant {variant})"} if m.get("role") == "user"
-                         else m for m in ex.messages)
-        out.append(Example(f"{ex.id}-v{variant}", ex.category, messages, ex.registry, ex.gold, ex.expect,
-                           ex.split, ex.source))
-        k += 1
-    return out
-
-
-def _chat(fields: dict[str, str]) -> Reply:
-    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
-
-
-def handler(request: dict) -> Reply:
-    """Base: 1 in 3 first answers lack arguments; any revision has one. Reviewer: reject empty arguments."""
-    messages = request["messages"]
-    if "tools" in request:
-        revised = any(m["role"] == "system" and "Reviewer feedback" in str(m["content"]) for m in messages[1:])
-        user = next(str(m["content"]) for m in messages if m["role"] == "user")
-        name = request["tools"][0]["function"]["name"]
-        bad = not revised and zlib.crc32(user.encode()) % 3 == 0
-        return Reply(tool_calls=[{"name": name, "arguments": {} if bad else {"value": 1}}])
-    tentative = str(messages[-1]["content"]).split("[[ ## tentative_calls ## ]]")[-1]
-    reject = '"arguments": {}' in tentative
-    return _chat({"error": str(reject), "feedback": "Add the missing arguments." if reject else ""})
 
 
 def run(server: ScriptedOpenAIServer, data: Path, name: str, *, batch: bool) -> tuple[EvaluationResult, float]:

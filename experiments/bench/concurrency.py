@@ -9,7 +9,7 @@ ideal = (LM calls the server saw x latency) / workers: the wall time if every wo
 request in flight. `ratio=<wall / ideal>` is the LAST line (goal <= 1.25). Everything runs with a
 fresh dspy cache and a fresh base-prediction cache, so every call is real.
 
-Run: /work/venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
+Run: .venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
      [--profile]   (cProfile of the run, top functions by cumulative time, printed before the ratio)
 """
 
@@ -24,7 +24,6 @@ import shutil
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,47 +35,14 @@ os.environ["DSPY_CACHEDIR"] = str(WORK / "dspy-cache")  # before dspy is importe
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["SAAG_OPT_PROMPTS"] = str(ROOT / "prompts")
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # r2_world, beside this script
 
-from saag_opt.data import load_dataset  # noqa: E402
+from r2_world import examples, handler  # noqa: E402
+
 from saag_opt.data.jsonl import write_examples  # noqa: E402
 from saag_opt.evaluation import runner  # noqa: E402
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
-from saag_opt.model import Example  # noqa: E402
-from saag_opt.testing import Reply, ScriptedOpenAIServer  # noqa: E402
-
-
-def examples(n: int) -> list[Example]:
-    """shipped:bfcl, topped up to ``n`` with variants whose query differs (so no LM reply is shared)."""
-    base = load_dataset("shipped:bfcl")
-    out = list(base[:n])
-    k = 0
-    while len(out) < n:
-        ex = base[k % len(base)]
-        variant = len(out) // len(base)
-        messages = tuple({**m, "content": f"{m.get('content')} (variant {variant})"} if m.get("role") == "user"
-                         else m for m in ex.messages)
-        out.append(Example(f"{ex.id}-v{variant}", ex.category, messages, ex.registry, ex.gold, ex.expect,
-                           ex.split, ex.source))
-        k += 1
-    return out
-
-
-def _chat(fields: dict[str, str]) -> Reply:
-    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
-
-
-def handler(request: dict) -> Reply:
-    """Base: 1 in 3 first answers lack arguments; any revision has one. Reviewer: reject empty arguments."""
-    messages = request["messages"]
-    if "tools" in request:
-        revised = any(m["role"] == "system" and "Reviewer feedback" in str(m["content"]) for m in messages[1:])
-        user = next(str(m["content"]) for m in messages if m["role"] == "user")
-        name = request["tools"][0]["function"]["name"]
-        bad = not revised and zlib.crc32(user.encode()) % 3 == 0
-        return Reply(tool_calls=[{"name": name, "arguments": {} if bad else {"value": 1}}])
-    tentative = str(messages[-1]["content"]).split("[[ ## tentative_calls ## ]]")[-1]
-    reject = '"arguments": {}' in tentative
-    return _chat({"error": str(reject), "feedback": "Add the missing arguments." if reject else ""})
+from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
 
 
 def _profile_workers() -> list[Any]:

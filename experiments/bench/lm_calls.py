@@ -12,7 +12,7 @@ process, a new run directory, the same cache) and its new requests are counted: 
 The last two lines are the ones to read:  `lm_call_ratio=<ours/naive>` (goal <= 0.5) and
 `rerun_new_lm_calls=<n>` (goal 0).
 
-Run: /work/venv/bin/python experiments/bench/lm_calls.py [--metric-calls 80] [--train 12] [--val 6]
+Run: .venv/bin/python experiments/bench/lm_calls.py [--metric-calls 80] [--train 12] [--val 6]
 """
 
 from __future__ import annotations

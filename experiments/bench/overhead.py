@@ -12,7 +12,7 @@ Also printed: the share of r2's fixes that gate+r2 keeps, |fixed(gate+r2) & fixe
 ("n/a" when r2 fixes nothing). With the 0.5B model the reviewer is weak: read the numbers as the
 pipeline working and as latency, not as reviewer quality.
 
-Run: /work/venv/bin/python experiments/bench/overhead.py [--model local:qwen2.5-coder-0.5b] [--limit 20]
+Run: .venv/bin/python experiments/bench/overhead.py [--model local:qwen2.5-coder-0.5b] [--limit 20]
      [--reviewer MODEL] [--split test]
 """
 

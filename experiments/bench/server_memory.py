@@ -17,7 +17,7 @@ Wall times depend on machine load (the load average is printed); RSS does not.
 The last line is ``ratio=<peak RSS / model file size>`` (goal <= 3.0).
 
 Run (one llama server at a time on a shared machine):
-  flock /work/team/llama.lock python experiments/bench/server_memory.py [--model qwen2.5-coder-0.5b]
+  python experiments/bench/server_memory.py [--model qwen2.5-coder-0.5b]
 "Before" numbers came from the old server:
 """
 

@@ -23,7 +23,7 @@ ones `saag-opt tune --workers N` starts (tune.workers.Supervisor), including N =
 
 `ratio=<study trials/min with 4 workers / with 1>` is the LAST line (goal >= 3.0).
 
-Run: /work/main/.venv/bin/python experiments/bench/tune_workers.py [--latency 0.2] [--limit 20] [--workers 1 2 4]
+Run: .venv/bin/python experiments/bench/tune_workers.py [--latency 0.2] [--limit 20] [--workers 1 2 4]
 """
 
 from __future__ import annotations

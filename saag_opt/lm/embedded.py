@@ -39,6 +39,22 @@ from saag_opt.paths import models_dir
 from saag_opt.runfiles import atomic_file
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
+SPEED_ENV = "SAAG_OPT_LOCAL_SPEED"
+"""``tuned`` (default) or ``legacy``: the embedded server's speed settings (``EmbeddedServer``); the bench compares them."""
+SPEEDS = ("tuned", "legacy")
+CONTEXT_ENV = "SAAG_OPT_LOCAL_CTX"
+"""The embedded server's context in tokens (default 4096, which single-call prompts fit): multi-turn
+and tau2 prompts carry tool docs plus the history and need 8192 or 16384 (docs/design.md §18)."""
+DEFAULT_CONTEXT = 4096
+SPIN_COUNT = "10000"
+"""libgomp barrier spins before a thread sleeps (its default: 300,000), unless ``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` is set. llama.cpp's two threads meet at a barrier several times per layer; when
+other processes share the 2 cores, the default spin keeps a core busy while its partner waits to be
+scheduled: measured on the 0.5B with load average 7-8, a base call took 125-189 s with the default
+and 43-54 s with 10,000 spins or ``OMP_WAIT_POLICY=PASSIVE`` (one thread: 51-54 s). Same tokens:
+the wait policy does not touch the arithmetic."""
+TRACE_ENV = "SAAG_OPT_SERVER_TRACE"
+"""A file the embedded server appends per-request timings to (``saag_opt.lm.server_trace``); benchmarks set it."""
 
 
 @dataclass(frozen=True)
@@ -251,12 +267,15 @@ class EmbeddedServer:
     Args:
         model: the registry entry.
         model_path: the verified GGUF (from ``ensure_model_file``).
-        n_ctx: context size (4096-8192; saag-opt prompts with a registry fit in 4096).
+        n_ctx: context size in tokens, 512-32768; default ``$SAAG_OPT_LOCAL_CTX`` or 4096 (single-call
+            prompts with a registry fit in 4096; conversations need more).
         n_threads: llama.cpp threads; defaults to the machine's cores.
         startup_timeout: seconds to wait for ``GET /v1/models``.
         log_dir: where the server's stdout/stderr go (tail shown on failure).
         prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
+        speed: ``tuned`` (short barrier spins, grammar-first greedy sampling; same replies) or
+            ``legacy`` (the settings before them); default ``$SAAG_OPT_LOCAL_SPEED`` or ``tuned``.
     """
 
     def __init__(
@@ -264,14 +283,19 @@ class EmbeddedServer:
         model: LocalModel,
         model_path: Path,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         startup_timeout: float = 180.0,
         log_dir: Path | None = None,
         prompt_cache_mb: int | None = None,
+        speed: str | None = None,
     ) -> None:
+        n_ctx = context_size() if n_ctx is None else n_ctx
         if not 512 <= n_ctx <= 32768:
             raise ConfigError(f"n_ctx must be between 512 and 32768, got {n_ctx}")
+        self.speed = (speed or os.environ.get(SPEED_ENV) or "tuned").strip().lower()
+        if self.speed not in SPEEDS:
+            raise ConfigError(f"{SPEED_ENV}: unknown speed setting {self.speed!r}; choices: {', '.join(SPEEDS)}")
         self.model, self.model_path, self.n_ctx = model, model_path, n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.startup_timeout = startup_timeout
@@ -301,7 +325,16 @@ class EmbeddedServer:
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
             "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
             "--parent-pid", str(os.getpid()),
+            *(["--trace", trace] if (trace := os.environ.get(TRACE_ENV)) else []),
+            *(["--grammar-first"] if self.speed == "tuned" else []),
         ]
+
+    def environment(self) -> dict[str, str]:
+        """The server's environment: ours, plus the short barrier spin when tuned (see ``SPIN_COUNT``)."""
+        env = dict(os.environ)
+        if self.speed == "tuned" and "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+            env["GOMP_SPINCOUNT"] = SPIN_COUNT
+        return env
 
     def start(self) -> EmbeddedServer:
         """Spawn the server and wait until it answers; stops it again on any failure."""
@@ -313,7 +346,8 @@ class EmbeddedServer:
         self.log_path = self.log_dir / f"server-{self.model.name}-{os.getpid()}-{self.port}.log"
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=self.environment())
         try:
             self._wait_ready(started)
         except BaseException:
@@ -367,7 +401,22 @@ _SERVERS_LOCK = threading.Lock()
 _HOOKS_INSTALLED = False
 
 
-def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180.0) -> str:
+def context_size() -> int:
+    """``$SAAG_OPT_LOCAL_CTX`` as a token count, or ``DEFAULT_CONTEXT``.
+
+    Raises:
+        ConfigError: not a whole number between 512 and 32768 (the message names the variable).
+    """
+    text = os.environ.get(CONTEXT_ENV, "").strip()
+    if not text:
+        return DEFAULT_CONTEXT
+    if not text.isdigit() or not 512 <= int(text) <= 32768:
+        raise ConfigError(f"{CONTEXT_ENV}: the context in tokens must be a whole number between 512 and 32768, "
+                          f"got {text!r}")
+    return int(text)
+
+
+def local_base_url(name: str, *, n_ctx: int | None = None, startup_timeout: float = 180.0) -> str:
     """The ``/v1`` URL serving local model ``name``: ``$SAAG_OPT_LOCAL_URL`` or our own server.
 
     Raises:
@@ -385,7 +434,7 @@ def local_base_url(name: str, *, n_ctx: int = 4096, startup_timeout: float = 180
         server = EmbeddedServer(model, path, n_ctx=n_ctx, startup_timeout=startup_timeout)
         _install_exit_hooks()
         _SERVERS[name] = server
-        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {n_ctx}, {server.n_threads} threads, "
+        with announce(f"starting the llama.cpp server for local:{name} (n_ctx {server.n_ctx}, {server.n_threads} threads, "
                       f"prompt cache {server.prompt_cache_mb} MiB)", f"local:{name} server ready"):
             server.start()
         return server.url
@@ -431,6 +480,10 @@ def _install_exit_hooks() -> None:
 __all__ = [
     "INSTALL_HINT",
     "LOCAL_MODELS",
+    "SPEEDS",
+    "CONTEXT_ENV",
+    "SPEED_ENV",
+    "TRACE_ENV",
     "EmbeddedServer",
     "LocalModel",
     "default_cache_dir",

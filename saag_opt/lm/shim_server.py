@@ -34,6 +34,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompt-cache-mb", type=int, default=512,
                         help="RAM for cached prompt states, every byte counted; 0 disables the cache")
     parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--grammar-first", action="store_true",
+                        help="greedy grammar decoding checks the plain argmax before scanning the vocabulary")
+    parser.add_argument("--trace", default=None, help="append one JSON line of timings per completion to this file")
     return parser.parse_args(argv)
 
 
@@ -54,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     from llama_cpp.server.settings import ModelSettings, ServerSettings  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     from saag_opt.lm.prompt_cache import install  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+    from saag_opt.lm.server_trace import install_trace  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
@@ -69,7 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     proxy = server_app._llama_proxy  # set by create_app
     if proxy is None:
         raise RuntimeError("llama_cpp.server.app.create_app did not load the model")
-    install(proxy(), args.prompt_cache_mb << 20)
+    llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first)
+    if args.trace:
+        install_trace(llama, args.trace)
     uvicorn.run(json_schema_shim(app), host=args.host, port=args.port, log_level="warning")
 
 

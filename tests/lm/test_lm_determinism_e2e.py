@@ -14,6 +14,8 @@ import urllib.request
 
 import pytest
 
+from saag_opt.agents.base import BaseAgent, registry_json_schema
+from saag_opt.data import load_dataset
 from saag_opt.lm.embedded import EmbeddedServer, ensure_model_file, get_local_model
 
 pytestmark = pytest.mark.e2e
@@ -49,3 +51,32 @@ def test_same_prompt_same_reply_on_a_cold_and_a_warm_server(local_spec: str) -> 
     assert cold_reply.strip(), "an empty reply proves nothing"
     assert warm_reply == cold_reply
     assert again == cold_reply
+
+
+def _post(server: EmbeddedServer, path: str, body: dict) -> dict:
+    req = urllib.request.Request(server.url + path, data=json.dumps({"model": server.model.alias, **body}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=900) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def test_tuned_server_gives_the_legacy_servers_greedy_replies(local_spec: str) -> None:
+    """Grammar-first sampling and the short barrier spin change the speed, not one token (README, Models)."""
+    name = local_spec.split(":", 1)[1]
+    model, path = get_local_model(name), ensure_model_file(name)
+    example = load_dataset("shipped:bfcl", split="test", limit=2)[1]  # a registry of two tools
+    agent = BaseAgent.__new__(BaseAgent)
+    agent.mode = "json"
+    call = {"temperature": 0, "messages": agent.build_messages(example), "response_format": {
+        "type": "json_schema", "json_schema": {"name": "calls", "schema": registry_json_schema(example)}}}
+    replies = {}
+    for speed in ("legacy", "tuned"):
+        server = EmbeddedServer(model, path, speed=speed).start()
+        try:
+            chat = _post(server, "/chat/completions", call)["choices"][0]["message"]["content"]
+            text = _post(server, "/completions", {"temperature": 0, "max_tokens": 40, "prompt": PROMPT})
+            replies[speed] = (chat, text["choices"][0]["text"])
+        finally:
+            server.stop()
+    assert json.loads(replies["legacy"][0])["calls"], "a reply without a call proves little"
+    assert replies["tuned"] == replies["legacy"]

@@ -190,4 +190,57 @@ def test_prompt_cache_gets_half_the_model_file_and_at_least_256_mib(tmp_path: Pa
         f.truncate(1_117_320_768)  # the 1.5B file's size, sparse
     assert embedded.default_prompt_cache_mb(big) == 532
     assert embedded.default_prompt_cache_mb(tmp_path / "missing.gguf") == 256
-    assert EmbeddedServer(_tiny(), big).command()[-4:-2] == ["--prompt-cache-mb", "532"]
+    command = EmbeddedServer(_tiny(), big).command()
+    assert command[command.index("--prompt-cache-mb") + 1] == "532"
+
+
+def test_tuned_speed_is_the_default_and_adds_grammar_first_and_a_short_spin(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (embedded.SPEED_ENV, "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    tuned = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    tuned.port = 1234
+    assert tuned.speed == "tuned" and "--grammar-first" in tuned.command()
+    assert tuned.environment()["GOMP_SPINCOUNT"] == embedded.SPIN_COUNT
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's own OpenMP setting wins
+    assert "GOMP_SPINCOUNT" not in tuned.environment()
+    monkeypatch.setenv(embedded.SPEED_ENV, "Legacy")
+    legacy = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    legacy.port = 1234
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert legacy.speed == "legacy" and "--grammar-first" not in legacy.command()
+    assert "GOMP_SPINCOUNT" not in legacy.environment()
+
+
+def test_unknown_speed_setting_names_the_variable_and_the_choices(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(embedded.SPEED_ENV, "turbo")
+    with pytest.raises(ConfigError, match=r"SAAG_OPT_LOCAL_SPEED: unknown speed setting 'turbo'; choices: tuned, legacy"):
+        EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+
+
+def test_the_context_comes_from_the_environment_and_a_bad_one_is_named(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(embedded.CONTEXT_ENV, raising=False)
+    server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    server.port = 1234
+    assert server.n_ctx == 4096 and server.command()[server.command().index("--n-ctx") + 1] == "4096"
+    monkeypatch.setenv(embedded.CONTEXT_ENV, "16384")  # a conversation's tool docs plus its history
+    server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    server.port = 1234
+    assert server.command()[server.command().index("--n-ctx") + 1] == "16384"
+    assert EmbeddedServer(_tiny(), tmp_path / "tiny.gguf", n_ctx=2048).n_ctx == 2048  # an explicit one wins
+    for bad in ("8k", "100", "65536"):
+        monkeypatch.setenv(embedded.CONTEXT_ENV, bad)
+        with pytest.raises(ConfigError, match=rf"^SAAG_OPT_LOCAL_CTX: .* between 512 and 32768, got '{bad}'"):
+            EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+
+
+def test_trace_file_is_passed_to_the_server_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(embedded.TRACE_ENV, raising=False)
+    server = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
+    server.port = 1234
+    assert "--trace" not in server.command()
+    monkeypatch.setenv(embedded.TRACE_ENV, str(tmp_path / "trace.jsonl"))
+    command = server.command()
+    assert command[command.index("--trace") + 1] == str(tmp_path / "trace.jsonl")
