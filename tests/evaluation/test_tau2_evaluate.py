@@ -21,7 +21,7 @@ from saag_opt.cli import app
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2_package import missing, tau2
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_run import preflight_multi_turn
+from saag_opt.evaluation.episode_run import preflight_compare_episodes, preflight_multi_turn
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
 from saag_opt.lm.accounting import ModelPrice
 from saag_opt.runfiles import read_run
@@ -212,6 +212,17 @@ def test_dry_run_estimates_agent_reviewer_and_user_from_tau2s_own_prompts() -> N
     unreviewed = preflight_multi_turn(config.model_copy(update={"setup": config.setup.model_copy(
         update={"mechanism": parse_mechanism("none"), "reviewer": None})}))
     assert "reviewer" not in unreviewed.roles and unreviewed.roles["user"].calls == user.calls // 2
+
+
+def test_compare_dry_run_pays_the_base_runs_user_once_and_each_versions_reviewed_runs() -> None:
+
+    config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, base="gpt-4o", reviewer="gpt-4o",
+                            mechanism="r1")
+    estimate = preflight_compare_episodes(config, ["reviewer@v1", "reviewer@v2"])
+    user_calls = sum(u for _, u in map(tau2_task_steps, task_sizes(load_episodes("tau2:mock", split="test", limit=2))))
+    assert estimate.command == "compare" and estimate.roles["user"].calls == 3 * user_calls  # base pass + 2 versions
+    one = preflight_multi_turn(config)
+    assert estimate.roles["reviewer"].calls == 2 * one.roles["reviewer"].calls
 
 
 def test_dry_run_prints_the_user_simulators_row() -> None:
