@@ -372,6 +372,46 @@ def simulated_user(spec: str | ModelSpec, *, ledger: CostLedger | None = None,
     return make
 
 
+# -- prompt sizes (--dry-run) ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tau2Sizes:
+    """What one task sends before its conversation grows (characters), for ``--dry-run``'s estimate."""
+
+    agent_chars: int
+    """tau2's agent system prompt (instructions + the domain's policy) and the tools' schemas."""
+    user_chars: int
+    """tau2's user simulator system prompt (its guidelines + the task's scenario) and the user's tools."""
+    gold_actions: int
+    """The actions of the task's evaluation criteria (what a right run must call)."""
+
+
+def task_sizes(episodes: Sequence[Episode]) -> list[Tau2Sizes]:
+    """``Tau2Sizes`` per episode, from the prompts tau2 itself builds (one environment per domain; no LM)."""
+    t = tau2()
+    agents: dict[str, tuple[int, Any]] = {}
+    out = []
+    for episode in episodes:
+        domain = domain_of(episode)
+        if domain not in agents:
+            environment = t.registry.get_env_constructor(domain)()
+            tools = environment.get_tools()
+            agent = t.LLMAgent(tools=tools, domain_policy=environment.get_policy(), llm=None, llm_args=None)
+            schemas = json.dumps([tool.openai_schema for tool in tools])
+            agents[domain] = (len(agent.system_prompt) + len(schemas), environment)
+        agent_chars, environment = agents[domain]
+        task = task_of(episode)
+        try:
+            user_tools = environment.get_user_tools() or []
+        except Exception:  # as simulated_user: a domain without user tools raises here
+            user_tools = []
+        user = user_simulator_class()(user_tools or None, str(task.user_scenario), None)
+        criteria = task.evaluation_criteria
+        out.append(Tau2Sizes(agent_chars, len(user.system_prompt) + len(json.dumps(
+            [tool.openai_schema for tool in user_tools])), len((criteria.actions or []) if criteria else [])))
+    return out
+
+
 # -- one run -----------------------------------------------------------------------------------------
 
 
@@ -471,5 +511,5 @@ def transcript_json(run: Tau2Run) -> list[dict[str, Any]]:
 
 __all__ = ["DEFAULT_MAX_ERRORS", "DEFAULT_MAX_STEPS", "DEFAULT_SEED", "MAX_WITHHELD", "NO_REPLY", "TAU2_JSON_SUFFIX",
            "Tau2BaseAgent", "tau2_json_schema",
-           "Tau2Run", "UserFactory", "judgement_of", "pass_hat_ks", "reviewed_agent_class", "run_task",
-           "simulated_user", "trial_seeds", "transcript_json", "user_simulator_class"]
+           "Tau2Run", "Tau2Sizes", "UserFactory", "judgement_of", "pass_hat_ks", "reviewed_agent_class", "run_task",
+           "simulated_user", "task_sizes", "trial_seeds", "transcript_json", "user_simulator_class"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
-from saag_opt.agents.tau2 import pass_hat_ks, simulated_user
+from saag_opt.agents.tau2 import Tau2Sizes, pass_hat_ks, simulated_user, task_sizes
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2 import task_id_of, with_trials
 from saag_opt.episodes import Episode
@@ -28,7 +28,7 @@ from saag_opt.errors import ConfigError, RunError
 from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.evaluation.episode_runner import Play, evaluate_episodes, play_episode
 from saag_opt.evaluation.episodes import VERB, EpisodeRecord, EpisodeSummary
-from saag_opt.evaluation.estimate import Estimate, estimate_episodes
+from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_tau2
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.evaluation.runner import EvaluationResult
 from saag_opt.evaluation.tau2_play import tau2_play
@@ -144,14 +144,15 @@ def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
     """
-    if config.dataset.startswith("tau2:"):
-        raise ConfigError("--dry-run does not estimate tau2 datasets yet: their user turns are written by tau2's user "
-                          "simulator while they run (cap the spend with --max-cost instead)")
     episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     setup = config.setup
     version = setup.prompt_version()
+    if config.dataset.startswith("tau2:"):
+        return estimate_tau2(task_sizes(with_trials(episodes, config.trials)), base=setup.base,
+                             reviewer=setup.reviewer, user=config.user_model or setup.base, mechanism=setup.mechanism,
+                             instructions=dict(version.instructions) if version is not None else {})
     return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {})
 
@@ -212,6 +213,8 @@ def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) ->
     """
     episodes = load_episodes(settings.dataset, split=settings.split, limit=settings.limit)
     setup = settings.setup
+    if settings.dataset.startswith("tau2:"):
+        return _compare_tau2(settings, refs, task_sizes(with_trials(episodes, settings.trials)))
     total = estimate_episodes(episodes, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none")
                               .mechanism, command="compare")
     for ref in refs:
@@ -219,6 +222,20 @@ def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) ->
         total.merge(estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                                       instructions=dict(version.instructions) if version is not None else {},
                                       base_cached=True))
+    return total
+
+
+def _compare_tau2(settings: EvaluateConfig, refs: Sequence[str], sizes: Sequence[Tau2Sizes]) -> Estimate:
+    """``preflight_compare_episodes`` on tau2: the shared base pass, then each version's reviewed runs."""
+    setup = settings.setup
+    user = settings.user_model or setup.base
+    total = estimate_tau2(sizes, base=setup.base, reviewer=None, user=user,
+                          mechanism=setup.replace(mechanism="none").mechanism, command="compare")
+    for ref in refs:
+        version = setup.replace(prompt=ref).prompt_version()
+        total.merge(estimate_tau2(sizes, base=setup.base, reviewer=setup.reviewer, user=user,
+                                  mechanism=setup.mechanism, base_cached=True,
+                                  instructions=dict(version.instructions) if version is not None else {}))
     return total
 
 

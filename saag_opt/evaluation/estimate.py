@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from saag_opt.agents.base import BASE_SYSTEM_PROMPT, CONVERSATION_SYSTEM_PROMPT
 from saag_opt.agents.conversation import Conversation
 from saag_opt.agents.reviewer import render_conversation, render_tool_docs
+from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes
 from saag_opt.episodes import Episode
 from saag_opt.lm import is_reasoning_model, parse_model_spec
 from saag_opt.lm.accounting import price_call
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 REJECT_RATE = 0.5
 """Assumed share of reviews that reject (each rejection costs one base revision)."""
 
-REPLY_TOKENS = {"base": 60, "reviewer": 120, "reflection": 2000}
+REPLY_TOKENS = {"base": 60, "reviewer": 120, "reflection": 2000, "user": 40}
 """Assumed completion tokens per call by role."""
 
 THINKING_TOKENS = 1500
@@ -209,4 +210,52 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     return est
 
 
-__all__ = ["Estimate", "RoleEstimate", "estimate_episodes", "estimate_evaluation", "prompt_tokens", "role_estimate"]
+def tau2_task_steps(sizes: Tau2Sizes) -> tuple[int, int]:
+    """Assumed (agent steps, user calls) of one tau2 task, from its gold actions.
+
+    A calling step and a message step per gold action, plus a greeting and a closing message; a
+    user call opens the conversation and answers each message.
+    """
+    steps = min(2 * sizes.gold_actions + 2, DEFAULT_MAX_STEPS)
+    return steps, sizes.gold_actions + 2
+
+
+def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None, user: str, mechanism: Mechanism,
+                  instructions: Mapping[str, str] | Iterable[str] = (), base_cached: bool = False,
+                  command: str = "evaluate") -> Estimate:
+    """A tau2 evaluate: the base and the reviewed run of every task (trial), with tau2's user simulator.
+
+    Every agent step sends tau2's system prompt (instructions + policy), the tools' schemas and the
+    conversation so far; every user call sends tau2's user prompt (guidelines + scenario) and the
+    conversation (``STEP_CHARS`` per step, half the run's on average). Steps per task are an assumption
+    from the task's gold actions (``tau2_task_steps``); both runs' calls are counted uncached, unless
+    ``base_cached``: the base run (agent and user) is already paid (compare's per-version passes).
+    """
+    texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
+    reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
+    n = len(sizes)
+    est = Estimate(command, n, assumptions=[
+        "per task, 2 agent steps per gold action plus 2, and a user call per gold action plus 2 "
+        f"(capped at tau2's {DEFAULT_MAX_STEPS} steps)",
+        f"each agent step adds {STEP_CHARS} characters to the conversation; a call carries half the run's on average",
+        "every agent step sends tau2's system prompt, policy and tool schemas; every user call tau2's user prompt",
+        "the base run paid by the shared base pass; the reviewed run's calls uncached" if base_cached else
+        "two runs per task (base, reviewed), every call uncached", f"{REJECT_RATE:.0%} of reviews reject",
+        f"replies of {REPLY_TOKENS['base']} (base), {REPLY_TOKENS['reviewer']} (reviewer) and "
+        f"{REPLY_TOKENS['user']} (user) tokens", "about 4 characters per token"])
+    reviewed = (1.0 + revisions) if reviews or revisions else 0.0  # `none`: the same steps, all cache hits
+    runs = (0.0 if base_cached else 1.0) + (1.0 if reviews or revisions else 0.0)
+    for size in sizes:
+        steps, user_calls = tau2_task_steps(size)
+        history = steps * STEP_CHARS / 2
+        per_base = (size.agent_chars + history) / CHARS_PER_TOKEN
+        est.add("base", role_estimate(base, "base", steps * ((0.0 if base_cached else 1.0) + reviewed), per_base))
+        est.add("user", role_estimate(user, "user", user_calls * runs, (size.user_chars + history) / CHARS_PER_TOKEN))
+        if reviewer is not None and reviews:
+            per_review = (size.agent_chars + history + sum(len(t) for t in texts) + 1000) / CHARS_PER_TOKEN
+            est.add("reviewer", role_estimate(reviewer, "reviewer", steps * reviews, per_review))
+    return est
+
+
+__all__ = ["Estimate", "RoleEstimate", "estimate_episodes", "estimate_evaluation", "estimate_tau2", "prompt_tokens",
+           "role_estimate", "tau2_task_steps"]

@@ -57,6 +57,18 @@ def conversation_table(summary: EpisodeSummary) -> Table:
     return table
 
 
+def pass_hat_k_table(summary: EpisodeSummary) -> Table:
+    """tau2 datasets: pass^1..k per condition (every trial of a task succeeds), as tau2 computes it."""
+    ks = sorted({k for by_k in summary.pass_hat_k.values() for k in by_k})
+    table = Table(title="pass^k per condition (tau2: all k trials of a task succeed, averaged over tasks)")
+    table.add_column("condition")
+    for k in ks:
+        table.add_column(f"pass^{k}", justify="right")
+    for condition, by_k in summary.pass_hat_k.items():
+        table.add_row(condition, *(pct(by_k.get(k)) for k in ks))
+    return table
+
+
 def _value(counts: ConversationCounts, pick: str) -> str:
     return str(getattr(counts, pick))
 
@@ -71,6 +83,8 @@ def print_episode_report(console: Console, summary: EpisodeSummary, run_dir: str
         columns["abstention turns"] = summary.abstention_help_harm
     console.print(helpharm_table("Help / harm (paired, entries without errors)", columns,
                                  unusable=[summary.reviewed.reviewer_unusable] * len(columns)))
+    if summary.pass_hat_k:
+        console.print(pass_hat_k_table(summary))
     console.print(conversation_table(summary))
     if summary.errors:
         console.print(f"[red]{summary.errors} entr{'y' if summary.errors == 1 else 'ies'} failed[/] (recorded with "
@@ -111,4 +125,4 @@ def print_episode_score(console: Console, result: EpisodeScoreResult) -> None:
         console.print(f"[red]rejected[/] {rejection}")
 
 
-__all__ = ["conversation_table", "print_episode_report", "print_episode_score", "validity_table"]
+__all__ = ["conversation_table", "pass_hat_k_table", "print_episode_report", "print_episode_score", "validity_table"]

@@ -15,10 +15,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from saag_opt.agents.tau2 import DEFAULT_SEED, trial_seeds
+from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.agents.tau2 import DEFAULT_SEED, task_sizes, trial_seeds
 from saag_opt.cli import app
-from saag_opt.data.tau2_package import missing
-from saag_opt.errors import ConfigError
+from saag_opt.data.catalog import load_episodes
+from saag_opt.data.tau2_package import missing, tau2
+from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluation.episode_run import preflight_compare_episodes, preflight_multi_turn
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
+from saag_opt.lm.accounting import ModelPrice
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
@@ -29,6 +34,8 @@ pytestmark = [pytest.mark.integration, requires(missing())]
 REPO = Path(__file__).resolve().parents[2]
 RIGHT, WRONG = "Important Meeting", "Important Meting"
 DONE = "The task is created."
+PRICE = ModelPrice(input=2.5e-6, output=1e-5, cached_input=1.25e-6, max_output_tokens=400)
+"""gpt-4o's rates with a small output limit, given to the scripted model in the cost test."""
 
 
 def world(request: dict[str, Any]) -> Reply:
@@ -92,19 +99,27 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
     assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
 
 
-def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-
-    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    with ScriptedOpenAIServer(world) as server:
+@pytest.fixture(scope="module")
+def trials_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[Any]]:
+    """One ``--trials 2`` evaluate of mock's first task: its printed output, run dir and the user's seeds."""
+    runs = tmp_path_factory.mktemp("trials") / "runs"
+    with pytest.MonkeyPatch.context() as patch, ScriptedOpenAIServer(world) as server:
+        patch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
         args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
                 "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
-                "--retries", "0", "--runs-dir", str(tmp_path / "runs")]
+                "--retries", "0", "--runs-dir", str(runs)]
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         user_seeds = [r.body.get("seed") for r in server.requests
                       if r.body and "<scenario>" in str(r.body["messages"][0].get("content"))]
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = runs.iterdir()
+    return result.output, run_dir, user_seeds
+
+
+def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pass_hat_k(
+        trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    _, run_dir, user_seeds = trials_run
     run = read_run(run_dir)
     assert [(r.example_id, r.condition) for r in run.records] == [
         ("create_task_1/trial0", "base"), ("create_task_1/trial0", "r1"),
@@ -113,8 +128,106 @@ def test_trials_run_each_task_again_with_tau2s_next_seed_and_the_summary_has_pas
     assert set(user_seeds) == set(trial_seeds(DEFAULT_SEED, 2))  # tau2's seed per trial reached the user model
 
 
-def test_dry_run_says_it_does_not_estimate_tau2_yet() -> None:
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("│┃").split("│" if "│" in line else "┃")]
 
-    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--base", "fake", "--mechanism", "none",
-                                      "--dry-run"])
-    assert isinstance(result.exception, ConfigError) and "user simulator" in str(result.exception)
+
+def test_the_printed_tables_show_pass_hat_1_to_k_per_condition(trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    lines = trials_run[0].splitlines()
+    (head,) = [i for i, line in enumerate(lines) if "pass^1" in line]
+    assert _cells(lines[head]) == ["condition", "pass^1", "pass^2"]
+    rows = {cells[0]: cells[1:] for cells in map(_cells, lines[head + 1:head + 5]) if len(cells) == 3}
+    assert rows == {"base": ["0.0", "0.0"], "r1": ["100.0", "100.0"]}
+
+
+def test_the_report_shows_pass_hat_1_to_k_per_condition(trials_run: tuple[str, Path, list[Any]]) -> None:
+
+    page = (trials_run[1] / "report.html").read_text(encoding="utf-8")
+    section = page[page.index("pass^k per condition"):]
+    section = section[:section.index("</table>")]
+    assert [h in section for h in ("<th", "pass^1", "pass^2")] == [True] * 3
+    cells = [c.split(">", 1)[1].split("<", 1)[0].strip() for c in section.split("<td")[1:]]
+    assert cells == ["base", "0.0", "0.0", "r1", "100.0", "100.0"]
+
+
+def _is_user(request: Any) -> bool:
+    return bool(request.body) and "<scenario>" in str(request.body["messages"][0].get("content"))
+
+
+def test_max_cost_holds_across_agent_reviewer_and_user_and_the_run_resumes(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))  # a private LM cache: counts are exact
+    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)  # the scripted model, priced
+    cap = 0.03  # trial 0 (base and r1) fits; trial 1's first reviewer call could pass it (worst case)
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+                "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
+                "--retries", "0", "--workers", "1", "--max-cost", str(cap), "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        run = read_run(run_dir)
+        assert run.header.status == "stopped" and run.summary.stopped is not None
+        assert f"--max-cost ${cap} reached" in run.summary.stopped
+        assert [(r.example_id, r.condition, r.correct, r.error) for r in run.records] == [
+            ("create_task_1/trial0", "base", False, None), ("create_task_1/trial0", "r1", True, None)]
+        roles = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))["roles"]
+        total = roles["total"]
+        assert 0 < total["dollars"] <= cap  # no call past the cap
+        assert total["calls"] - total["cache_hits"] == len(server.chat_requests)  # every request sent is booked
+        user = roles["user"]  # tau2's user simulator pays on the run's ledger, under its own role
+        assert user["dollars"] > 0 and user["calls"] - user["cache_hits"] == sum(map(_is_user, server.requests))
+        assert roles["base"]["dollars"] > 0 and roles["reviewer"]["dollars"] > 0
+        assert sum(roles[r]["dollars"] for r in ("base", "reviewer", "user")) == pytest.approx(total["dollars"])
+        sent = len(server.chat_requests)
+        again = CliRunner().invoke(app, ["evaluate", "--resume", str(run_dir), "--max-cost", "1"],
+                                   env={"COLUMNS": "200"})
+        assert again.exit_code == 0, again.output
+        resumed = read_run(run_dir)
+        assert resumed.header.status == "success" and resumed.summary.stopped is None
+        assert resumed.records[:2] == run.records and [r.example_id for r in resumed.records[2:]] == [
+            "create_task_1/trial1"] * 2
+        assert resumed.summary.pass_hat_k == {"base": {1: 0.0, 2: 0.0}, "r1": {1: 1.0, 2: 1.0}}
+        assert len(server.chat_requests) == sent  # what the stopped attempt bought is replayed from the cache
+
+
+def test_dry_run_estimates_agent_reviewer_and_user_from_tau2s_own_prompts() -> None:
+
+    config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, trials=2, base="gpt-4o", reviewer="gpt-4o",
+                            user_model="gpt-4o-mini", mechanism="r1")
+    estimate = preflight_multi_turn(config)
+    assert estimate.examples == 4  # 2 tasks x 2 trials
+    t = tau2()
+    environment = t.registry.get_env_constructor("mock")()
+    policy_chars = len(t.LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm=None,
+                                  llm_args=None).system_prompt)
+    base, user, reviewer = (estimate.roles[r] for r in ("base", "user", "reviewer"))
+    assert base.prompt_tokens / base.calls > policy_chars / CHARS_PER_TOKEN  # tau2's prompt and policy per step
+    steps = [tau2_task_steps(s) for s in task_sizes(load_episodes("tau2:mock", split="test", limit=2))]
+    assert user.calls == 2 * 2 * sum(u for _, u in steps) and user.model == "gpt-4o-mini"  # base + reviewed runs
+    assert user.dollars > 0 and reviewer.calls > 0 and base.dollars > 0
+    unreviewed = preflight_multi_turn(config.model_copy(update={"setup": config.setup.model_copy(
+        update={"mechanism": parse_mechanism("none"), "reviewer": None})}))
+    assert "reviewer" not in unreviewed.roles and unreviewed.roles["user"].calls == user.calls // 2
+
+
+def test_compare_dry_run_pays_the_base_runs_user_once_and_each_versions_reviewed_runs() -> None:
+
+    config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, base="gpt-4o", reviewer="gpt-4o",
+                            mechanism="r1")
+    estimate = preflight_compare_episodes(config, ["reviewer@v1", "reviewer@v2"])
+    user_calls = sum(u for _, u in map(tau2_task_steps, task_sizes(load_episodes("tau2:mock", split="test", limit=2))))
+    assert estimate.command == "compare" and estimate.roles["user"].calls == 3 * user_calls  # base pass + 2 versions
+    one = preflight_multi_turn(config)
+    assert estimate.roles["reviewer"].calls == 2 * one.roles["reviewer"].calls
+
+
+def test_dry_run_prints_the_user_simulators_row() -> None:
+
+    result = CliRunner().invoke(app, ["evaluate", "--dataset", "tau2:mock", "--limit", "1", "--base", "gpt-4o",
+                                      "--mechanism", "none", "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "│ user " in result.output and "tau2's user prompt" in result.output

@@ -7,8 +7,10 @@ the conversations, and the browser (turns, steps, reviews, tool results, where t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary
+from saag_opt.report.format import pct
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, table, times
 from saag_opt.report.pages.conversations import conversation_section, load_user_turns
 from saag_opt.report.pages.sections import accuracy_section, cost_section, help_harm_section, merge_categories
@@ -40,6 +42,7 @@ def episode_part(run: Run, index: int) -> Part:
     if summary.abstention_help_harm is not None:
         items.append((f"base -> {mechanism}, abstention turns", summary.abstention_help_harm))
     part.sections.append(help_harm_section(items, part, seed=int(header.config.get("seed") or 0)))
+    append(part, _pass_hat_k_section(summary, part))
     base, final = summary.conversation.get("base"), summary.conversation.get(mechanism)
     if base is not None and final is not None:
         rows = [[label, getattr(base, key), getattr(final, key)] for label, key in _COUNTS]
@@ -52,6 +55,19 @@ def episode_part(run: Run, index: int) -> Part:
     append(part, cost_section([("run", read_costs(run.path))], latency, part))
     _browser(part, run.records, header.dataset.get("spec") or header.config.get("dataset"), mechanism)
     return part
+
+
+def _pass_hat_k_section(summary: EpisodeSummary, part: Part) -> dict[str, Any] | None:
+    """tau2 datasets: pass^1..k per condition, as tau2 computes it (none without trials)."""
+    if not summary.pass_hat_k:
+        return None
+    ks = sorted({k for by_k in summary.pass_hat_k.values() for k in by_k})
+    rows = [[condition, *(pct(by_k.get(k)) for k in ks)] for condition, by_k in summary.pass_hat_k.items()]
+    return {"id": f"{part.anchor}-pass-hat-k", "title": "pass^k",
+            "intro": "Per condition, the share of tasks whose k trials all succeed (tau2's pass^k, "
+                     "averaged over tasks), in percent.",
+            "tables": [table("pass^k per condition", ["condition", *(f"pass^{k}" for k in ks)], rows,
+                             numeric=range(1, len(ks) + 1))]}
 
 
 def _browser(part: Part, records: Sequence[EpisodeRecord], spec: str | None, mechanism: str) -> None:
