@@ -1,4 +1,8 @@
-"""ASGI shim: OpenAI ``json_schema`` response_format -> llama-cpp-python's ``json_object`` + schema.
+"""ASGI shim: the OpenAI request fields llama-cpp-python 0.3.36 does not read, in the form it does.
+
+``json_schema`` response_format -> its ``json_object`` + schema; ``max_completion_tokens`` (the name
+dspy sends a ``max_tokens`` under) -> ``max_tokens``, which the server would otherwise leave unset
+(then a reply may run to the end of the context).
 
 llama-cpp-python 0.3.36 answers ``{"type": "json_schema", ...}`` with HTTP 500 but supports the same
 constraint as ``{"type": "json_object", "schema": {...}}`` (docs/design.md §9). Rewriting
@@ -20,20 +24,24 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def rewrite_body(body: bytes) -> bytes:
-    """Return the body with a json_schema response_format converted; anything else unchanged."""
+    """Return the body with a json_schema response_format and a max_completion_tokens converted; else unchanged."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return body
     if not isinstance(data, dict):
         return body
+    changed = False
     fmt = data.get("response_format")
-    if not (isinstance(fmt, dict) and fmt.get("type") == "json_schema"):
-        return body
-    spec = fmt.get("json_schema") or {}
-    schema = spec.get("schema") if isinstance(spec, dict) else None
-    data["response_format"] = {"type": "json_object", "schema": schema if isinstance(schema, dict) else {}}
-    return json.dumps(data).encode()
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        data["response_format"] = {"type": "json_object", "schema": schema if isinstance(schema, dict) else {}}
+        changed = True
+    if data.get("max_completion_tokens") is not None and data.get("max_tokens") is None:
+        data["max_tokens"] = data.pop("max_completion_tokens")
+        changed = True
+    return json.dumps(data).encode() if changed else body
 
 
 def json_schema_shim(app: ASGIApp) -> ASGIApp:

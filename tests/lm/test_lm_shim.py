@@ -18,6 +18,13 @@ def test_rewrite_converts_only_json_schema() -> None:
         assert rewrite_body(untouched) == untouched
 
 
+def test_rewrite_gives_max_completion_tokens_the_name_the_server_reads() -> None:
+    rewritten = json.loads(rewrite_body(b'{"messages": [], "max_completion_tokens": 1024}'))
+    assert rewritten["max_tokens"] == 1024 and "max_completion_tokens" not in rewritten
+    both = b'{"max_tokens": 64, "max_completion_tokens": 1024}'
+    assert rewrite_body(both) == both  # an explicit max_tokens wins
+
+
 def _run(scope: dict, chunks: list[bytes]) -> tuple[dict, bytes]:
     seen: dict = {}
 

@@ -150,6 +150,7 @@ def test_saag_llm_drives_the_agent_with_requests_a_local_server_accepts(dojo: An
         assert suite.run_task_with_pipeline(guarded_pipeline(llm, Guard()), task, None, {}) == (True, True)
     assert len(requests) == 3
     for request in requests:
+        assert request["max_completion_tokens"] == 1024  # without a cap a small model's reply can run for minutes
         roles = {m["role"] for m in request["messages"]}
         assert "developer" not in roles and all(isinstance(m.get("content"), (str, type(None))) for m in request["messages"])
         if mode == "json":

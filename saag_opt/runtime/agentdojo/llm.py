@@ -108,6 +108,10 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+REPLY_TOKENS = 1024
+"""An agent turn's reply cap: a few calls with their arguments, or a message to the user."""
+
+
 class SaagLLM(BasePipelineElement):
     """An AgentDojo LLM element on a saag-opt model (module docstring).
 
@@ -115,11 +119,13 @@ class SaagLLM(BasePipelineElement):
         model: a spec (``local``, ``openai/<m>@URL``, ``gpt-4o``, ``fake@URL``) or an LM from ``open_lm``.
         mode: ``native`` tools, ``json`` answers, or ``auto`` (json for specs without native tools).
         temperature: sampling temperature (AgentDojo's default is 0).
-        max_tokens: cap on each reply (None = the server's default).
+        max_tokens: cap on each reply (``REPLY_TOKENS``; None = the server's default, which for the
+            embedded server is the rest of the context: a small model's JSON reply that never closes
+            then runs for minutes).
     """
 
     def __init__(self, model: Any, *, mode: Mode = "auto", temperature: float = 0.0,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = REPLY_TOKENS) -> None:
         spec: Any
         if isinstance(model, (str, ModelSpec)):
             spec = parse_model_spec(model)
