@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from saag_opt.data import load_dataset
 from saag_opt.errors import SaagOptError
@@ -68,6 +68,24 @@ def stage_of(report: Mapping[str, Any] | None) -> str:
         return "n/a"
     stage = report.get("stage_reached")
     return "passed" if stage == "passed" or report.get("passed") else str(stage)
+
+
+class _Keyed(Protocol):
+    @property
+    def example_id(self) -> str: ...
+    @property
+    def condition(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_Keyed)
+
+
+def by_example(records: Iterable[_R]) -> dict[str, dict[str, _R]]:
+    """Records grouped per example (or entry), then per condition, in the order they were read."""
+    grouped: dict[str, dict[str, _R]] = {}
+    for record in records:
+        grouped.setdefault(record.example_id, {})[record.condition] = record
+    return grouped
 
 
 def outcome(ref_ok: bool, target_ok: bool, error: bool = False) -> str:
@@ -133,14 +151,11 @@ def browser_section(records: Sequence[ExampleRecord], conditions: Sequence[tuple
     ``conditions``: ``(condition in records, label)`` in display order; ``pair``: the reference and
     target conditions the outcome compares.
     """
-    by_example: dict[str, dict[str, ExampleRecord]] = {}
-    for record in records:
-        by_example.setdefault(record.example_id, {})[record.condition] = record
     ref_key, target_key = pair
     labels = dict(conditions)
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
-    for example_id, conds in by_example.items():
+    for example_id, conds in by_example(records).items():
         ref, target = conds.get(ref_key), conds.get(target_key)
         if target is None:
             continue

@@ -25,7 +25,7 @@ from typing import Any
 from saag_opt.errors import SaagOptError
 from saag_opt.evaluation.episodes import EpisodeRecord, JudgementRecord
 from saag_opt.report.pages.base import Part
-from saag_opt.report.pages.browser import OUTCOMES, cut, outcome
+from saag_opt.report.pages.browser import OUTCOMES, by_example, cut, outcome
 
 _TEXT = 600
 """Characters kept of a tool result, a feedback or a user message on the page (records keep more)."""
@@ -169,14 +169,11 @@ def conversation_section(records: Sequence[EpisodeRecord], conditions: Sequence[
     target conditions the outcome compares; ``user_turns``: per entry id, per turn, its user
     messages ``[role, text]`` (from the dataset; a turn's own messages win).
     """
-    by_entry: dict[str, dict[str, EpisodeRecord]] = {}
-    for record in records:
-        by_entry.setdefault(record.example_id, {})[record.condition] = record
     ref_key, target_key = pair
     labels = dict(conditions)
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
-    for entry_id, conds in by_entry.items():
+    for entry_id, conds in by_example(records).items():
         ref, target = conds.get(ref_key), conds.get(target_key)
         if target is None:
             continue
