@@ -14,7 +14,7 @@ import pytest
 from saag_opt import memo
 from saag_opt.data import catalog, list_datasets, load_dataset
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
-from saag_opt.data.catalog import detect_file_format, loaders, stratified_head
+from saag_opt.data.catalog import BFCL_GROUPS, detect_file_format, loaders, stratified_head
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
@@ -177,6 +177,25 @@ def test_bfcl_names_resolve_to_the_package_data() -> None:
     assert all(e.split is not None for e in non_live)
     info = {i.name: i for i in list_datasets()}
     assert info["bfcl:non_live"].n_examples == 1240 and info["bfcl:live_multiple"].n_examples == 1053
+
+
+@needs_bfcl
+def test_single_turn_group_gives_a_powered_stratified_test_split() -> None:
+    """Issue 21's test split: n >= 300 with >= 30 of every category that has them, never from train/val."""
+    everything = load_dataset("bfcl:single_turn")
+    assert len(everything) == 1240 + sum(1 for c in BFCL_GROUPS["live"] for _ in load_dataset(f"bfcl:{c}"))
+    test = load_dataset("bfcl:single_turn", split="test", limit=320)
+    counts = Counter(e.category for e in test)
+    assert len(test) == 320 and set(counts) == set(BFCL_GROUPS["single_turn"])
+    available = Counter(e.category for e in everything if e.split == "test")
+    assert all(counts[c] >= 30 for c in counts if available[c] >= 30)
+    assert all(counts[c] == available[c] for c in counts if available[c] < 30)  # small ones come whole
+    assert {"irrelevance", "live_irrelevance"} <= {c for c in counts if counts[c] >= 30}
+    assert all(e.split == "test" for e in test)
+    tuned_on = {e.id for e in everything if e.split in ("train", "val")}
+    assert not tuned_on & {e.id for e in test}
+    first = {e.id for e in load_dataset("bfcl:single_turn", split="test", limit=80)}
+    assert len(first) == 80 and first <= {e.id for e in test}  # a larger limit extends a smaller one
 
 
 @needs_bfcl
