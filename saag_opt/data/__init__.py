@@ -13,6 +13,7 @@ from saag_opt.data.catalog import (
     load_episodes,
     loaders,
     register_loader,
+    round_robin,
 )
 from saag_opt.data.glaive import (
     iter_glaive,
@@ -69,6 +70,7 @@ __all__ = [
     "mean_similarity",
     "parse_function_call",
     "register_loader",
+    "round_robin",
     "split_hash",
     "split_of",
     "write_bfcl_rows",

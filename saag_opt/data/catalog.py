@@ -24,7 +24,7 @@ recorded one), then ``split`` filters and ``limit`` keeps N examples spread over
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -364,8 +364,26 @@ class _Categorised(Protocol):
 _Item = TypeVar("_Item", bound=_Categorised)
 
 
+def _round_robin_indices(categories: Sequence[str]) -> list[int]:
+    queues: dict[str, list[int]] = {}
+    for index, category in enumerate(categories):
+        queues.setdefault(category, []).append(index)
+    depth = max((len(q) for q in queues.values()), default=0)
+    return [q[i] for i in range(depth) for q in queues.values() if i < len(q)]
+
+
+def round_robin(examples: Sequence[_Item]) -> list[_Item]:
+    """``examples`` re-ordered round-robin across categories: every category's first, then every second...
+
+    Why: BFCL and shipped files are grouped by category; a run worked through in this order that stops
+    early (a spend cap, a stop, the end of a session) holds a stratified sample, not the first
+    categories alone. Each category keeps its file order.
+    """
+    return [examples[i] for i in _round_robin_indices([e.category for e in examples])]
+
+
 def stratified_head(examples: list[_Item], limit: int) -> list[_Item]:
-    """The first ``limit`` examples taken round-robin across categories, in file order.
+    """The first ``limit`` examples of ``round_robin(examples)``, back in file order.
 
     Why: shipped and BFCL files are grouped by category, so a plain head of 10 would be ten
     ``simple_python`` examples and a quick run would say nothing about the other categories.
@@ -373,17 +391,8 @@ def stratified_head(examples: list[_Item], limit: int) -> list[_Item]:
     """
     if limit >= len(examples):
         return list(examples)
-    queues: dict[str, list[int]] = {}
-    for index, example in enumerate(examples):
-        queues.setdefault(example.category, []).append(index)
-    chosen: set[int] = set()
-    depth = 0
-    while len(chosen) < limit:
-        for indices in queues.values():
-            if depth < len(indices) and len(chosen) < limit:
-                chosen.add(indices[depth])
-        depth += 1
-    return [examples[i] for i in sorted(chosen)]
+    chosen = sorted(_round_robin_indices([e.category for e in examples])[:limit])
+    return [examples[i] for i in chosen]
 
 
 # --------------------------------------------------------------------------------------- listing

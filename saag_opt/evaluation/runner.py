@@ -35,7 +35,7 @@ import dspy
 from saag_opt import stopping
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import Condition, open_setup
-from saag_opt.data import load_dataset, split_hash
+from saag_opt.data import load_dataset, round_robin, split_hash
 from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError, RunFailed, SaagOptError
 from saag_opt.evaluation.config import EvaluateConfig
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
@@ -278,7 +278,8 @@ def _run_all(work: _Pass, todo: Sequence[Example], run_dir: Path, on_event: Even
         if work.batch is not None:
             work.batch.expect(len(todo), in_flight or 1)
         with stopping.thread_pool(in_flight, thread_name_prefix="saag-eval") as pool:
-            futures = [pool.submit(_evaluate_example, work, ex) for ex in todo]
+            # round-robin over categories: a run stopped early still holds every category
+            futures = [pool.submit(_evaluate_example, work, ex) for ex in round_robin(todo)]
             for future in as_completed(futures):
                 if future.cancelled():
                     continue

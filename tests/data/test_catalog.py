@@ -14,7 +14,7 @@ import pytest
 from saag_opt import memo
 from saag_opt.data import catalog, list_datasets, load_dataset
 from saag_opt.data.bfcl import BFCL_VERSION, bfcl_available
-from saag_opt.data.catalog import BFCL_GROUPS, detect_file_format, loaders, stratified_head
+from saag_opt.data.catalog import BFCL_GROUPS, detect_file_format, loaders, round_robin, stratified_head
 from saag_opt.data.registry_bench import gold_name
 from saag_opt.data.splits import split_of
 from saag_opt.errors import ConfigError, DatasetError
@@ -235,6 +235,19 @@ def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> Non
     # growing the limit only adds examples
     assert set(e.id for e in head) <= set(e.id for e in load_dataset("shipped:bfcl", limit=11))
     assert stratified_head(examples, 1000) == examples
+
+
+def test_round_robin_takes_categories_in_turn_and_a_prefix_is_the_stratified_head() -> None:
+    """The order evaluate works in: a run stopped after k examples holds ``stratified_head(k)``."""
+    examples = load_dataset("shipped:bfcl", split="test")
+    order = round_robin(examples)
+    assert sorted(e.id for e in order) == sorted(e.id for e in examples)
+    assert [e.category for e in order[:5]] == ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
+    for k in (1, 7, 20):
+        assert {e.id for e in order[:k]} == {e.id for e in stratified_head(examples, k)}
+    for category in {e.category for e in examples}:  # each category keeps its file order
+        assert [e for e in order if e.category == category] == [e for e in examples if e.category == category]
+    assert round_robin([]) == []
 
 
 def test_a_registered_loader_is_a_prefix_and_auto_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

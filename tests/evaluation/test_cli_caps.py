@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.cli import main
-from saag_opt.data import load_dataset
+from saag_opt.data import load_dataset, round_robin
 from saag_opt.lm.accounting import ModelPrice
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_caps_and_cache import World
@@ -72,7 +72,7 @@ def test_evaluate_stops_at_max_cost_with_a_clear_line_and_shows_unusable_reviews
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     examples = load_dataset("shipped:bfcl", split="test", limit=12)
     scripted = World(examples)
-    scripted.garbled = {1}
+    scripted.garbled = {examples.index(round_robin(examples)[1])}  # the second example run (categories take turns)
     with ScriptedOpenAIServer(scripted) as server:
         code = _run(["evaluate", "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}",
                      "--prompt", "reviewer@v1", "--mechanism", "r1", "--limit", "12", "--workers", "1",
