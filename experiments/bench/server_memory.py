@@ -41,7 +41,7 @@ from saag_opt.lm.embedded import LOCAL_MODELS, EmbeddedServer, ensure_model_file
 TAIL = 100
 """Tokens of the distinct request in each memory-phase prompt (the rest is the shared system text)."""
 
-NEW_FLAGS = ("--prompt-cache-mb", "--n-batch")
+NEW_FLAGS = ("--prompt-cache-mb", "--n-batch", "--compute-lock")
 """Server flags an old checkout (``--legacy``) does not know."""
 
 

@@ -5,7 +5,9 @@ exact versions are pinned, their ``data/partNN.bin`` files are located through
 ``importlib.metadata`` (the packages are never imported, none of their code runs), and the joined
 file is refused unless its sha256 matches. The server runs as a subprocess
 (``python -m saag_opt.lm.shim_server``) on 127.0.0.1, one per model per process, stopped at exit,
-on SIGTERM and on errors. ``SAAG_OPT_LOCAL_URL`` points at an already running server instead.
+on SIGTERM and on errors. The servers sharing a cache dir (both models of a ``--base``/``--reviewer``
+pair, other saag-opt processes) take turns computing (``compute_lock``): each uses every core.
+``SAAG_OPT_LOCAL_URL`` points at an already running server instead.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ other processes share the 2 cores, the default spin keeps a core busy while its 
 scheduled: measured on the 0.5B with load average 7-8, a base call took 125-189 s with the default
 and 43-54 s with 10,000 spins or ``OMP_WAIT_POLICY=PASSIVE`` (one thread: 51-54 s). Same tokens:
 the wait policy does not touch the arithmetic."""
+COMPUTE_LOCK_FILE = "compute.lock"
+"""The lock file, in the cache dir, that the embedded servers hold while computing (``compute_lock``)."""
 TRACE_ENV = "SAAG_OPT_SERVER_TRACE"
 """A file the embedded server appends per-request timings to (``saag_opt.lm.server_trace``); benchmarks set it."""
 
@@ -276,6 +280,8 @@ class EmbeddedServer:
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
         speed: ``tuned`` (short barrier spins, grammar-first greedy sampling; same replies) or
             ``legacy`` (the settings before them); default ``$SAAG_OPT_LOCAL_SPEED`` or ``tuned``.
+        compute_lock: the file the server holds while it computes (``compute_lock``); default
+            ``<cache dir>/compute.lock``, shared by every server of that cache dir.
     """
 
     def __init__(
@@ -289,6 +295,7 @@ class EmbeddedServer:
         log_dir: Path | None = None,
         prompt_cache_mb: int | None = None,
         speed: str | None = None,
+        compute_lock: Path | None = None,
     ) -> None:
         n_ctx = context_size() if n_ctx is None else n_ctx
         if not 512 <= n_ctx <= 32768:
@@ -305,6 +312,7 @@ class EmbeddedServer:
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
         self.prompt_cache_mb = prompt_cache_mb if prompt_cache_mb is not None else default_prompt_cache_mb(model_path)
+        self.compute_lock = compute_lock or default_cache_dir() / COMPUTE_LOCK_FILE
 
     @property
     def url(self) -> str:
@@ -324,7 +332,7 @@ class EmbeddedServer:
             sys.executable, "-m", "saag_opt.lm.shim_server", "--model", str(self.model_path),
             "--alias", self.model.alias, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
             "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
-            "--parent-pid", str(os.getpid()),
+            "--parent-pid", str(os.getpid()), "--compute-lock", str(self.compute_lock),
             *(["--trace", trace] if (trace := os.environ.get(TRACE_ENV)) else []),
             *(["--grammar-first"] if self.speed == "tuned" else []),
         ]
@@ -382,8 +390,8 @@ class EmbeddedServer:
     def stop(self, timeout: float = 3.0) -> None:
         """Terminate, then kill, the subprocess we started (never anything else).
 
-        The server holds nothing worth a long goodbye, and uvicorn would wait for an in-flight
-        generation, so a stop (also on SIGTERM/Ctrl-C) takes at most ``timeout`` + a moment.
+        The server exits at once on SIGTERM, also while a completion runs or waits for the compute
+        lock (``shim_server.serve``); the kill after ``timeout`` is the fallback for one that does not.
         """
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
@@ -481,6 +489,7 @@ __all__ = [
     "INSTALL_HINT",
     "LOCAL_MODELS",
     "SPEEDS",
+    "COMPUTE_LOCK_FILE",
     "CONTEXT_ENV",
     "SPEED_ENV",
     "TRACE_ENV",

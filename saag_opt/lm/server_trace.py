@@ -8,13 +8,15 @@ or text completion::
     {"kind": "chat", "head": "<first 60 characters of the first message>", "grammar": true,
      "prompt_tokens": 812, "reused_tokens": 128, "cache_loaded": false, "generated_tokens": 30,
      "sampled_tokens": 31, "seconds": 9.1, "prompt_seconds": 7.2, "generate_seconds": 1.6,
-     "sample_seconds": 0.2, "cache_seconds": 0.05}
+     "sample_seconds": 0.2, "cache_seconds": 0.05, "start": 1733120000.123, "end": 1733120009.223}
 
 ``reused_tokens`` is the KV prefix kept (from the live context or a restored cache state);
 ``prompt_seconds`` is the decode of the rest of the prompt, ``generate_seconds`` that of the
 generated tokens (the last sampled one is never decoded), ``sample_seconds`` the sampling (with a
 grammar), ``cache_seconds`` the prompt-cache copies; the rest of ``seconds`` is tokenising, the chat
-template, grammar compilation and detokenising. ``experiments/bench/offline_speed.py`` reads these.
+template, grammar compilation and detokenising. ``start`` and ``end`` are wall-clock (Unix) seconds,
+comparable between servers (two sharing a compute lock never overlap).
+``experiments/bench/offline_speed.py`` reads these.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class TracedLlama(ReproducibleLlama):
 
     def _traced(self, kind: str, head: str, grammar: bool, call: Any) -> Any:
         self._request = request = _Request()
-        started = time.perf_counter()
+        started, start = time.perf_counter(), time.time()
         try:
             return call()
         finally:
@@ -65,7 +67,8 @@ class TracedLlama(ReproducibleLlama):
                     "prompt_seconds": round(request.prompt_seconds, 4),
                     "generate_seconds": round(request.generate_seconds, 4),
                     "sample_seconds": round(request.sample_seconds, 4), "sampled_tokens": request.sampled_tokens,
-                    "cache_seconds": round(request.cache_seconds, 4)}
+                    "cache_seconds": round(request.cache_seconds, 4), "start": round(start, 4),
+                    "end": round(time.time(), 4)}
             if self.trace_file is not None:
                 with self._trace_lock:
                     self.trace_file.write(json.dumps(line) + "\n")

@@ -2,8 +2,10 @@
 
 Builds llama-cpp-python's OpenAI-compatible app (``logits_all=False``: half the RSS, faster cold
 prompts), upgrades its model with a bounded prompt cache and batch-aligned prefix reuse
-(``prompt_cache.install``), wraps it in the json_schema shim and serves it with uvicorn on 127.0.0.1.
-A watchdog thread exits when the parent process dies, so a killed saag-opt never leaves a 1-2 GB orphan.
+(``prompt_cache.install``), wraps it in the json_schema shim and, with ``--compute-lock``, in
+``compute_lock.take_turns`` (the embedded servers sharing that file compute one at a time), and serves
+it with uvicorn on 127.0.0.1. A watchdog thread exits when the parent process dies, so a killed
+saag-opt never leaves a 1-2 GB orphan; SIGTERM and SIGINT exit at once (``serve``).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import argparse
 import os
 import threading
 import time
+from types import FrameType
 
-from saag_opt.lm.shim import json_schema_shim
+from saag_opt.lm.compute_lock import ComputeLock, take_turns
+from saag_opt.lm.shim import ASGIApp, json_schema_shim
 
 DEFAULT_N_BATCH = 128
 """Decode batch size (upstream: 512). Prefix reuse rounds down to a multiple of it (reproducibility,
@@ -37,6 +41,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grammar-first", action="store_true",
                         help="greedy grammar decoding checks the plain argmax before scanning the vocabulary")
     parser.add_argument("--trace", default=None, help="append one JSON line of timings per completion to this file")
+    parser.add_argument("--compute-lock", default=None,
+                        help="a lock file: the servers given the same one run their completions one at a time")
     return parser.parse_args(argv)
 
 
@@ -48,10 +54,28 @@ def _watch_parent(pid: int) -> None:
         time.sleep(1.0)
 
 
+def serve(app: ASGIApp, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn until SIGTERM or SIGINT, which end the process at once.
+
+    Why at once: uvicorn's graceful stop waits for in-flight requests, and a completion waiting for
+    the compute lock (or running) may take minutes; nothing here outlives the process anyway (the
+    prompt cache is RAM, the trace is flushed per line, the kernel drops the ``flock``).
+    """
+    import uvicorn  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            os._exit(0)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server.run()
+    if not server.started:  # e.g. the port was taken (uvicorn.run's exit code)
+        raise SystemExit(3)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve the model until killed."""
     args = _parse(argv)
-    import uvicorn  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
     from llama_cpp.server import app as server_app  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
     from llama_cpp.server.app import create_app  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
     from llama_cpp.server.settings import ModelSettings, ServerSettings  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
@@ -76,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first)
     if args.trace:
         install_trace(llama, args.trace)
-    uvicorn.run(json_schema_shim(app), host=args.host, port=args.port, log_level="warning")
+    served = take_turns(app, ComputeLock(args.compute_lock)) if args.compute_lock else app
+    serve(json_schema_shim(served), args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,4 @@ def test_one_line_per_chat_completion_with_reused_decoded_and_generated_tokens(t
     assert (line["prompt_tokens"], line["reused_tokens"], line["generated_tokens"], line["sampled_tokens"]) == (556, 256, 4, 5)
     parts = sum(line[k] for k in ("prompt_seconds", "generate_seconds", "sample_seconds", "cache_seconds"))
     assert 0 <= parts <= line["seconds"]
+    assert line["start"] <= line["end"] and line["end"] - line["start"] == pytest.approx(line["seconds"], abs=0.01)
