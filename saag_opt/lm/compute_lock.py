@@ -12,7 +12,7 @@ lock, so queued requests hold no thread), then for the cache dir's (an exclusive
 ``ComputeLock.path``, taken in one executor thread), and holds both until its reply is sent. Other
 requests (``GET /v1/models``, tokenize) pass, so a server answers its readiness check while the
 other model computes. The kernel drops a ``flock`` when its holder dies, however it dies, and wakes
-a waiter when the holder lets go (hand-over measured in docs/design.md, "Asymmetric pairs"). The
+a waiter when the holder lets go (hand-over measured in docs/design.md §26). The
 lock changes *when* a completion runs, never what it computes: each server keeps its own model,
 context and prompt cache.
 """
