@@ -265,3 +265,25 @@ def test_a_bad_option_is_one_line_and_exit_2(argv: list[str], message: str, caps
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.fullmatch(message, err.strip()), err
+
+
+def test_an_option_left_out_means_what_the_config_leaves_out() -> None:
+    """``cli.common.DEFAULT_*`` are the commands' defaults; where the config has the field, they agree.
+
+    Deliberate differences: evaluate and compare pick a base model (the set-up requires one), the
+    CLI reports on test (the config's None is every split) and leaves the grounding to the set-up.
+    """
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
+    from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415 - heavy; this test only
+
+    command = typer.main.get_command(app)
+    checked = 0
+    for name, config in (("evaluate", EvaluateConfig), ("compare", EvaluateConfig), ("optimize", OptimizeConfig)):
+        fields = config.option_fields()
+        deliberate = {"grounding"} | ({"base", "split"} if name != "optimize" else set())
+        for param in command.commands[name].params:
+            if param.name in fields and param.name not in deliberate:
+                expected = config.SETUP_DEFAULTS.get(param.name, fields[param.name].default)
+                assert param.default == expected, (name, param.name)
+                checked += 1
+    assert checked > 40

@@ -3,7 +3,9 @@
 The review set-up's options (``--base`` ... ``--retries``) are one alias each, named as the
 ``ReviewSetup`` field they fill, so ``config_values`` maps any command's options to its config by
 name: evaluate, compare and optimize offer and mean the same set-up options. Closed sets come from
-``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices).
+``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices). What an option left out
+means is written here once too (``DEFAULT_*``: typer takes a default only in the signature); where
+the config has the same field, tests/test_cli.py checks they agree.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
 """Exit code for a run that ended without a result (``RunFailed``: every example failed)."""
 
+# -- defaults: one value for every command that offers the option -----------------------------------
+
+DEFAULT_BASE = "gpt-4o"
+DEFAULT_PROMPT = "reviewer@v2"
+DEFAULT_MECHANISM = "r2"
+DEFAULT_REVIEWER_TEMPERATURE = 0.0
+DEFAULT_MAX_REPAIRS = 5
+DEFAULT_RETRIES = 4
+DEFAULT_ON_UNUSABLE: OnUnusable = "approve"
+DEFAULT_DATASET = "shipped:bfcl"
+DEFAULT_SPLIT = "test"
+"""Reported numbers come from test (GEPA trains on train and selects on val)."""
+DEFAULT_SEED = 0
+DEFAULT_RUNS_DIR = Path("runs")
+
 DatasetOpt = Annotated[str, typer.Option(
     "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
     help="Dataset spec: [bold]shipped:bfcl[/], [bold]shipped:registry-10[/], [bold]bfcl:simple_python[/], "
@@ -41,6 +58,7 @@ SplitOpt = Annotated[str, typer.Option(
     "train and selects on val.")]
 LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
 
 GROUNDING_HELP = ("SAAG stage 3: [bold]paper[/] (values verbatim in the request) or [bold]calibrated[/] "
