@@ -287,3 +287,19 @@ def test_an_option_left_out_means_what_the_config_leaves_out() -> None:
                 assert param.default == expected, (name, param.name)
                 checked += 1
     assert checked > 40
+
+
+@pytest.mark.parametrize(("extra", "warned"), [(["--batch", "--workers", "3"], True), (["--batch"], False),
+                                               (["--workers", "3"], False)])
+def test_workers_under_batch_is_one_warning_line(extra: list[str], warned: bool, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch keeps every example in flight, so a typed --workers would do nothing: it says so, once."""
+    for command in (["evaluate"], ["compare", "reviewer@v1", "reviewer@v2"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--base", "gpt-4o", "--reviewer", "gpt-5-mini", "--mechanism", "r1", "--limit", "2",
+                  "--dry-run", *extra, "--runs-dir", str(tmp_path / "runs")])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 0, err
+        line = ("warning: --workers has no effect under --batch: every example is in flight at once (up to 512), "
+                "each waiting on its batch\n")
+        assert err == (line if warned else ""), command

@@ -107,7 +107,8 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 
 BatchOpt = Annotated[bool, typer.Option(
     "--batch", help="Send each round of independent LM calls as one OpenAI Batch API job: half the price, "
-                    "slower (hours at worst); a stopped run resumes its batches in flight.")]
+                    "slower (hours at worst); a stopped run resumes its batches in flight. Every example is "
+                    "in flight at once, so --workers has no effect.")]
 
 RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
@@ -131,6 +132,20 @@ MlflowOpt = Annotated[Optional[str], typer.Option(
     help="Also log the run (and the runs nested in it) to this MLflow tracking store, e.g. sqlite:///mlflow.db: "
          "config as params, accuracy/help/harm/cost/latency as metrics, report.html and summary.json as "
          "artifacts (pip install 'saag-opt[mlflow]').")]
+
+
+def warn_workers_under_batch(batch: bool, passed: dict[str, Any]) -> None:
+    """``--workers`` typed for a ``--batch`` run: one line on stderr that it has no effect.
+
+    Why not honour it: under ``--batch`` an example only waits on its batch, and fewer in flight
+    would only make smaller rounds, so more batches and hours more; why not refuse it: a resumed
+    run may be given ``--workers`` (a run option) whether or not it batches.
+    """
+    if batch and "workers" in passed:
+        from saag_opt.lm.batching import BATCH_WORKERS  # noqa: PLC0415 - heavy (dspy): --batch runs only
+
+        typer.echo(f"warning: --workers has no effect under --batch: every example is in flight at once (up to "
+                   f"{BATCH_WORKERS}), each waiting on its batch", err=True)
 
 
 def log_to_mlflow(ctx: typer.Context, uri: str | None, dry_run: bool = False) -> None:

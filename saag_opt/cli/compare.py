@@ -54,6 +54,7 @@ from saag_opt.cli.common import (
     print_dry_run,
     split_filter,
     validated,
+    warn_workers_under_batch,
     write_output,
 )
 from saag_opt.errors import ConfigError
@@ -118,6 +119,7 @@ def compare(
     else:  # model options matter only when prompts are evaluated now; runs need none of them
         settings = validated(EvaluateConfig, **values) if comparing.detect_mode(*versions)[0] == "prompts" else None
         config = comparing.CompareConfig(versions=versions, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    warn_workers_under_batch(config.evaluation is not None and config.evaluation.batch, passed)
     if dry_run:
         print_dry_run(comparing.preflight_compare(config))
         return

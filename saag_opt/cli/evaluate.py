@@ -58,6 +58,7 @@ from saag_opt.cli.common import (
     print_dry_run,
     split_filter,
     validated,
+    warn_workers_under_batch,
     write_output,
 )
 
@@ -112,6 +113,7 @@ def evaluate(
     log_to_mlflow(ctx, mlflow_uri, dry_run)
     kind = _kind(dataset, resume)
     config = validated(kind.resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
+    warn_workers_under_batch(config.batch, passed)
     if dry_run:
         print_dry_run(kind.preflight(config))
         return
