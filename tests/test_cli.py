@@ -265,3 +265,41 @@ def test_a_bad_option_is_one_line_and_exit_2(argv: list[str], message: str, caps
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.fullmatch(message, err.strip()), err
+
+
+def test_an_option_left_out_means_what_the_config_leaves_out() -> None:
+    """``cli.common.DEFAULT_*`` are the commands' defaults; where the config has the field, they agree.
+
+    Deliberate differences: evaluate and compare pick a base model (the set-up requires one), the
+    CLI reports on test (the config's None is every split) and leaves the grounding to the set-up.
+    """
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
+    from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415 - heavy; this test only
+
+    command = typer.main.get_command(app)
+    checked = 0
+    for name, config in (("evaluate", EvaluateConfig), ("compare", EvaluateConfig), ("optimize", OptimizeConfig)):
+        fields = config.option_fields()
+        deliberate = {"grounding"} | ({"base", "split"} if name != "optimize" else set())
+        for param in command.commands[name].params:
+            if param.name in fields and param.name not in deliberate:
+                expected = config.SETUP_DEFAULTS.get(param.name, fields[param.name].default)
+                assert param.default == expected, (name, param.name)
+                checked += 1
+    assert checked > 40
+
+
+@pytest.mark.parametrize(("extra", "warned"), [(["--batch", "--workers", "3"], True), (["--batch"], False),
+                                               (["--workers", "3"], False)])
+def test_workers_under_batch_is_one_warning_line(extra: list[str], warned: bool, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch keeps every example in flight, so a typed --workers would do nothing: it says so, once."""
+    for command in (["evaluate"], ["compare", "reviewer@v1", "reviewer@v2"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--base", "gpt-4o", "--reviewer", "gpt-5-mini", "--mechanism", "r1", "--limit", "2",
+                  "--dry-run", *extra, "--runs-dir", str(tmp_path / "runs")])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 0, err
+        line = ("warning: --workers has no effect under --batch: every example is in flight at once (up to 512), "
+                "each waiting on its batch\n")
+        assert err == (line if warned else ""), command

@@ -3,7 +3,9 @@
 The review set-up's options (``--base`` ... ``--retries``) are one alias each, named as the
 ``ReviewSetup`` field they fill, so ``config_values`` maps any command's options to its config by
 name: evaluate, compare and optimize offer and mean the same set-up options. Closed sets come from
-``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices).
+``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices). What an option left out
+means is written here once too (``DEFAULT_*``: typer takes a default only in the signature); where
+the config has the same field, tests/test_cli.py checks they agree.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
 """Exit code for a run that ended without a result (``RunFailed``: every example failed)."""
 
+# -- defaults: one value for every command that offers the option -----------------------------------
+
+DEFAULT_BASE = "gpt-4o"
+DEFAULT_PROMPT = "reviewer@v2"
+DEFAULT_MECHANISM = "r2"
+DEFAULT_REVIEWER_TEMPERATURE = 0.0
+DEFAULT_MAX_REPAIRS = 5
+DEFAULT_RETRIES = 4
+DEFAULT_ON_UNUSABLE: OnUnusable = "approve"
+DEFAULT_DATASET = "shipped:bfcl"
+DEFAULT_SPLIT = "test"
+"""Reported numbers come from test (GEPA trains on train and selects on val)."""
+DEFAULT_SEED = 0
+DEFAULT_RUNS_DIR = Path("runs")
+
 DatasetOpt = Annotated[str, typer.Option(
     "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
     help="Dataset spec: [bold]shipped:bfcl[/], [bold]shipped:registry-10[/], [bold]bfcl:simple_python[/], "
@@ -41,6 +58,7 @@ SplitOpt = Annotated[str, typer.Option(
     "train and selects on val.")]
 LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
 
 GROUNDING_HELP = ("SAAG stage 3: [bold]paper[/] (values verbatim in the request) or [bold]calibrated[/] "
@@ -89,7 +107,8 @@ MaxCostOpt = Annotated[Optional[float], typer.Option(
 
 BatchOpt = Annotated[bool, typer.Option(
     "--batch", help="Send each round of independent LM calls as one OpenAI Batch API job: half the price, "
-                    "slower (hours at worst); a stopped run resumes its batches in flight.")]
+                    "slower (hours at worst); a stopped run resumes its batches in flight. Every example is "
+                    "in flight at once, so --workers has no effect.")]
 
 RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
@@ -113,6 +132,20 @@ MlflowOpt = Annotated[Optional[str], typer.Option(
     help="Also log the run (and the runs nested in it) to this MLflow tracking store, e.g. sqlite:///mlflow.db: "
          "config as params, accuracy/help/harm/cost/latency as metrics, report.html and summary.json as "
          "artifacts (pip install 'saag-opt[mlflow]').")]
+
+
+def warn_workers_under_batch(batch: bool, passed: dict[str, Any]) -> None:
+    """``--workers`` typed for a ``--batch`` run: one line on stderr that it has no effect.
+
+    Why not honour it: under ``--batch`` an example only waits on its batch, and fewer in flight
+    would only make smaller rounds, so more batches and hours more; why not refuse it: a resumed
+    run may be given ``--workers`` (a run option) whether or not it batches.
+    """
+    if batch and "workers" in passed:
+        from saag_opt.lm.batching import BATCH_WORKERS  # noqa: PLC0415 - heavy (dspy): --batch runs only
+
+        typer.echo(f"warning: --workers has no effect under --batch: every example is in flight at once (up to "
+                   f"{BATCH_WORKERS}), each waiting on its batch", err=True)
 
 
 def log_to_mlflow(ctx: typer.Context, uri: str | None, dry_run: bool = False) -> None:

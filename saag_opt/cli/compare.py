@@ -14,6 +14,16 @@ import typer
 from rich.console import Console
 
 from saag_opt.cli.common import (
+    DEFAULT_BASE,
+    DEFAULT_DATASET,
+    DEFAULT_MAX_REPAIRS,
+    DEFAULT_MECHANISM,
+    DEFAULT_ON_UNUSABLE,
+    DEFAULT_RETRIES,
+    DEFAULT_REVIEWER_TEMPERATURE,
+    DEFAULT_RUNS_DIR,
+    DEFAULT_SEED,
+    DEFAULT_SPLIT,
     BaseOpt,
     BatchOpt,
     DatasetOpt,
@@ -33,6 +43,7 @@ from saag_opt.cli.common import (
     ReviewerTemperatureOpt,
     RunsDirOpt,
     SaagInformedOpt,
+    SeedOpt,
     SplitOpt,
     StoreOpt,
     WorkersOpt,
@@ -43,6 +54,7 @@ from saag_opt.cli.common import (
     print_dry_run,
     split_filter,
     validated,
+    warn_workers_under_batch,
     write_output,
 )
 from saag_opt.errors import ConfigError
@@ -54,29 +66,29 @@ def compare(
         metavar="VERSION", show_default=False,
         help="A B [C ...]: two or more prompt references (reviewer@v1, an alias, a path) or run directories (optionally "
              "DIR#CONDITION), all of one kind.")] = None,
-    base: BaseOpt = "gpt-4o",
+    base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = None,
-    mechanism: MechanismOpt = "r2",
+    mechanism: MechanismOpt = DEFAULT_MECHANISM,
     saag_informed: SaagInformedOpt = False,
     grounding: GroundingOpt = None,
-    reviewer_temperature: ReviewerTemperatureOpt = 0.0,
+    reviewer_temperature: ReviewerTemperatureOpt = DEFAULT_REVIEWER_TEMPERATURE,
     reasoning_effort: ReasoningEffortOpt = None,
-    max_repairs: MaxRepairsOpt = 5,
-    retries: RetriesOpt = 4,
+    max_repairs: MaxRepairsOpt = DEFAULT_MAX_REPAIRS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
     request_timeout: RequestTimeoutOpt = None,
-    on_unusable: OnUnusableOpt = "approve",
+    on_unusable: OnUnusableOpt = DEFAULT_ON_UNUSABLE,
     prompts_dir: StoreOpt = None,
-    dataset: DatasetOpt = "shipped:bfcl",
-    split: SplitOpt = "test",
+    dataset: DatasetOpt = DEFAULT_DATASET,
+    split: SplitOpt = DEFAULT_SPLIT,
     limit: LimitOpt = None,
     workers: WorkersOpt = None,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    seed: SeedOpt = DEFAULT_SEED,
     max_cost: MaxCostOpt = None,
     batch: BatchOpt = False,
     dry_run: DryRunOpt = False,
     mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
-    runs_dir: RunsDirOpt = Path("runs"),
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
                                                      help="Also write the full comparison JSON here.")] = None,
 ) -> None:
@@ -107,6 +119,7 @@ def compare(
     else:  # model options matter only when prompts are evaluated now; runs need none of them
         settings = validated(EvaluateConfig, **values) if comparing.detect_mode(*versions)[0] == "prompts" else None
         config = comparing.CompareConfig(versions=versions, evaluation=settings, runs_dir=runs_dir, seed=seed)
+    warn_workers_under_batch(config.evaluation is not None and config.evaluation.batch, passed)
     if dry_run:
         print_dry_run(comparing.preflight_compare(config))
         return

@@ -1,17 +1,30 @@
 """``saag-opt evaluate``: base agent with and without a reviewer mechanism.
 
-Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``run_evaluation`` -> ``report.evaluate_tables``.
+Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``run_evaluation`` -> ``report.evaluate_tables``;
+a multi-turn dataset (or run) takes the same path through ``episode_run`` and ``report.episode_tables`` (``_kind``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NamedTuple, Optional
 
 import typer
 from rich.console import Console
 
 from saag_opt.cli.common import (
+    DEFAULT_BASE,
+    DEFAULT_DATASET,
+    DEFAULT_MAX_REPAIRS,
+    DEFAULT_MECHANISM,
+    DEFAULT_ON_UNUSABLE,
+    DEFAULT_PROMPT,
+    DEFAULT_RETRIES,
+    DEFAULT_REVIEWER_TEMPERATURE,
+    DEFAULT_RUNS_DIR,
+    DEFAULT_SEED,
+    DEFAULT_SPLIT,
     BaseOpt,
     BatchOpt,
     DatasetOpt,
@@ -32,6 +45,7 @@ from saag_opt.cli.common import (
     ReviewerTemperatureOpt,
     RunsDirOpt,
     SaagInformedOpt,
+    SeedOpt,
     SplitOpt,
     StoreOpt,
     TrialsOpt,
@@ -44,30 +58,31 @@ from saag_opt.cli.common import (
     print_dry_run,
     split_filter,
     validated,
+    warn_workers_under_batch,
     write_output,
 )
 
 
 def evaluate(
     ctx: typer.Context,
-    base: BaseOpt = "gpt-4o",
+    base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = None,
-    prompt: PromptOpt = "reviewer@v2",
-    mechanism: MechanismOpt = "r2",
+    prompt: PromptOpt = DEFAULT_PROMPT,
+    mechanism: MechanismOpt = DEFAULT_MECHANISM,
     saag_informed: SaagInformedOpt = False,
     grounding: GroundingOpt = None,
-    reviewer_temperature: ReviewerTemperatureOpt = 0.0,
+    reviewer_temperature: ReviewerTemperatureOpt = DEFAULT_REVIEWER_TEMPERATURE,
     reasoning_effort: ReasoningEffortOpt = None,
-    max_repairs: MaxRepairsOpt = 5,
-    retries: RetriesOpt = 4,
+    max_repairs: MaxRepairsOpt = DEFAULT_MAX_REPAIRS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
     request_timeout: RequestTimeoutOpt = None,
-    on_unusable: OnUnusableOpt = "approve",
+    on_unusable: OnUnusableOpt = DEFAULT_ON_UNUSABLE,
     prompts_dir: StoreOpt = None,
-    dataset: DatasetOpt = "shipped:bfcl",
-    split: SplitOpt = "test",
+    dataset: DatasetOpt = DEFAULT_DATASET,
+    split: SplitOpt = DEFAULT_SPLIT,
     limit: LimitOpt = None,
     workers: WorkersOpt = None,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    seed: SeedOpt = DEFAULT_SEED,
     fail_on_error: Annotated[Optional[float], typer.Option("--fail-on-error", min=0.0, max=1.0, metavar="RATE",
                                                            help="Fail if more than RATE of examples errored.")]
     = None,
@@ -78,7 +93,7 @@ def evaluate(
     dry_run: DryRunOpt = False,
     mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
-    runs_dir: RunsDirOpt = Path("runs"),
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:
@@ -88,56 +103,52 @@ def evaluate(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluation.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
     values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None)
     log_to_mlflow(ctx, mlflow_uri, dry_run)
-    if _multi_turn(dataset, resume):  # conversations: evaluation/episode_run.py (docs/design.md §18)
-        _evaluate_multi_turn(passed, values, resume, dry_run, json_out)
-        return
-    config = validated(resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
+    kind = _kind(dataset, resume)
+    config = validated(kind.resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
+    warn_workers_under_batch(config.batch, passed)
     if dry_run:
-        print_dry_run(preflight(config))
+        print_dry_run(kind.preflight(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
-        result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
-                                resume=resume)
-    print_evaluate_report(Console(), result.summary, str(result.run_dir))
+        result = kind.run(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
+                          resume=resume)
+    kind.print_report(Console(), result.summary, str(result.run_dir))
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
 
 
-def _multi_turn(dataset: str, resume: Path | None) -> bool:
+class _Kind(NamedTuple):
+    """What differs between a single-turn and a multi-turn evaluation (docs/design.md §18): four functions."""
+
+    resume_config: Callable[..., Any]
+    preflight: Callable[[Any], Any]
+    run: Callable[..., Any]
+    print_report: Callable[[Console, Any, str], None]
+
+
+def _kind(dataset: str, resume: Path | None) -> _Kind:
+    """Single-turn (``evaluation.runner``) or conversations (``evaluation.episode_run``): by the dataset or the run."""
     from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.evaluation.episode_run import is_multi_turn_run  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
+    if is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset):
+        from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+        from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
 
+        return _Kind(multi_turn_resume_config, preflight_multi_turn, run_multi_turn, print_episode_report)
+    from saag_opt.evaluation.config import resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.report.evaluate_tables import print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
 
-def _evaluate_multi_turn(passed: dict[str, Any], values: dict[str, Any], resume: Path | None, dry_run: bool,
-                         json_out: Path | None) -> None:
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
-    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
-    from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
-
-    config = (validated(multi_turn_resume_config, resume, passed) if resume is not None
-              else validated(EvaluateConfig, **values))
-    if dry_run:
-        print_dry_run(preflight_multi_turn(config))
-        return
-    with EvaluateProgress(Console(stderr=True)) as progress:
-        result = run_multi_turn(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
-                                resume=resume)
-    print_episode_report(Console(), result.summary, str(result.run_dir))
-    if json_out is not None:
-        write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
+    return _Kind(resume_config, preflight, run_evaluation, print_evaluate_report)
 
 
 __all__ = ["evaluate"]

@@ -16,6 +16,14 @@ from rich.console import Console
 
 from saag_opt.choices import AcceptName, BudgetName
 from saag_opt.cli.common import (
+    DEFAULT_BASE,
+    DEFAULT_DATASET,
+    DEFAULT_MECHANISM,
+    DEFAULT_ON_UNUSABLE,
+    DEFAULT_PROMPT,
+    DEFAULT_RETRIES,
+    DEFAULT_REVIEWER_TEMPERATURE,
+    DEFAULT_RUNS_DIR,
     BaseOpt,
     DatasetOpt,
     DryRunOpt,
@@ -45,21 +53,21 @@ from saag_opt.cli.common import (
 
 def optimize(
     ctx: typer.Context,
-    base: BaseOpt = "gpt-4o",
+    base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = "gpt-5-mini",
     reflection: Annotated[Optional[str], typer.Option("--reflection", show_default="same as --reviewer",
                                                       help="Reflection LM that proposes new instructions.")] = None,
-    prompt: PromptOpt = "reviewer@v2",
-    mechanism: MechanismOpt = "r2",
+    prompt: PromptOpt = DEFAULT_PROMPT,
+    mechanism: MechanismOpt = DEFAULT_MECHANISM,
     saag_informed: SaagInformedOpt = False,
     grounding: GroundingOpt = None,
-    reviewer_temperature: ReviewerTemperatureOpt = 0.0,
+    reviewer_temperature: ReviewerTemperatureOpt = DEFAULT_REVIEWER_TEMPERATURE,
     reasoning_effort: ReasoningEffortOpt = None,
-    retries: RetriesOpt = 4,
+    retries: RetriesOpt = DEFAULT_RETRIES,
     request_timeout: RequestTimeoutOpt = None,
-    on_unusable: OnUnusableOpt = "approve",
+    on_unusable: OnUnusableOpt = DEFAULT_ON_UNUSABLE,
     prompts_dir: StoreOpt = None,
-    dataset: DatasetOpt = "shipped:bfcl",
+    dataset: DatasetOpt = DEFAULT_DATASET,
     budget: Annotated[Optional[BudgetName], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
     max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
                                                             help="Cumulative cap on rollouts.")] = None,
@@ -82,7 +90,7 @@ def optimize(
         "examples right and 5 points.")]
     = "strict",
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
-    runs_dir: RunsDirOpt = Path("runs"),
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
                                                      help="Also write the summary JSON here.")] = None,
 ) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
-from saag_opt.cli.common import MaxCostOpt, RunsDirOpt, passed_values, validated
+from saag_opt.cli.common import DEFAULT_RUNS_DIR, MaxCostOpt, RunsDirOpt, passed_values, validated
 from saag_opt.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def security(
     resume: Annotated[Optional[Path], typer.Option(
         "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
         help="Continue that security run: runs already recorded are kept; only --max-cost may change.")] = None,
-    runs_dir: RunsDirOpt = Path("runs"),
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
 ) -> None:
     """Run the suites; print the tables; the run directory gets report.html."""
     try:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from saag_opt.cli.common import (
+    DEFAULT_RUNS_DIR,
     DryRunOpt,
     MlflowOpt,
     RunsDirOpt,
@@ -73,7 +74,7 @@ def tune(
                                            "worker's trial is retried after twice this).")] = 60,
     dry_run: DryRunOpt = False,
     mlflow_uri: MlflowOpt = None,
-    runs_dir: RunsDirOpt = Path("runs"),
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
     = None,
 ) -> None:

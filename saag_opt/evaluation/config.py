@@ -31,7 +31,8 @@ class EvaluateConfig(SetupConfig):
     limit: int | None = Field(default=None, ge=1)
     """Keep N examples (after the split filter), spread round-robin over the categories."""
     workers: Annotated[int | None, RUN_OPTION] = Field(default=None, ge=1, le=64)
-    """Examples evaluated concurrently (threads); None = 4, or 1 with an embedded model."""
+    """Examples evaluated concurrently (threads); None = 4, or 1 with an embedded model. No effect under
+    ``batch`` (see there)."""
     seed: int = 0
     """Seed for the bootstrap CI (LM calls are deterministic through the cache)."""
     runs_dir: Path = Path("runs")

@@ -17,15 +17,19 @@ gives back the batch's reply as the HTTP response. dspy builds the body and read
 as on a direct call, so a batched reply is the direct reply, byte for byte, and cached under the
 same key: a resumed or repeated run finds finished calls in the cache, free.
 
-Resume: each batch's id and its requests' ``custom_id`` (a hash of the request body) are written
-atomically to ``batches.json`` in the run directory as soon as the batch exists. A resumed run that
+Resume: before a batch is created, its *intent* (a key chosen here, which also goes into the
+batch's metadata) and its requests' ``custom_id`` (a hash of the request body) are written atomically
+to ``batches.json`` in the run directory; its id is added as soon as it exists. A resumed run that
 asks a request of a recorded batch polls that batch (still in flight, or finished while the run was
-stopped) instead of paying for it again.
+stopped) instead of paying for it again; a recorded intent without an id (the run died in between)
+is looked up on the server by its metadata (``BatchClient.find``) and polled if it was made, its
+requests going into the next round if it was not. A recorded batch the server no longer knows
+(deleted, or another key's) is dropped, saying so, and its requests go into the next round.
 
 Fallback, per request: a failed line, a request an expired batch never answered, or a batch that
 failed validation, is sent again as an ordinary call (``BatchFallback``; ``SaagLM`` does it, at the
 full price). A server without a Batch API, a rejected key or a batch that cannot be polled stop the
-run (``ModelUnavailableError``; the batch ids are kept, so ``--resume`` continues).
+run (``ModelUnavailableError``; the intents and batch ids are kept, so ``--resume`` continues).
 
 The twin relies on dspy 3.4.1's engine plumbing (``select_backend``, ``LM15Engine``,
 ``RouterConfig(transport=...)``); tests/lm/test_batching.py fails if a dspy upgrade changes it.
@@ -40,6 +44,7 @@ import logging
 import signal
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,7 +61,7 @@ from dspy.lm15 import RouterConfig
 from saag_opt import stopping
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.events import EventSink, emit
-from saag_opt.lm.batch_api import BatchClient, BatchStatus, LineResult, request_line
+from saag_opt.lm.batch_api import BatchClient, BatchStatus, LineResult, NotCreated, UnknownBatch, request_line
 from saag_opt.runfiles import atomic_write_json, utc_now
 
 log = logging.getLogger(__name__)
@@ -68,6 +73,10 @@ FIRST_POLL, MAX_POLL = 0.25, 30.0
 """Seconds between polls of a batch: from FIRST_POLL, growing by half each time, up to MAX_POLL."""
 BATCH_WORKERS = 512
 """Examples in flight at once under ``--batch`` (each waits on its batch, so a round can be this big)."""
+CREATING, DROPPED = "creating", "dropped"
+"""``batches.json`` statuses of our own: the intent is written, the batch not known yet; the batch will
+never answer (never made, or the server no longer knows it) and its requests were sent again. A
+dropped row is kept (with ``dropped``: why) and never polled again."""
 
 
 class BatchFallback(Exception):
@@ -92,7 +101,7 @@ class _Entry:
 
 @dataclass
 class _Job:
-    """One batch: submitted by this run, or recorded in ``batches.json`` by an earlier attempt."""
+    """One batch: submitted by this run, or recorded in ``batches.json`` by an earlier attempt (``row``)."""
 
     client: BatchClient
     model: str
@@ -102,6 +111,18 @@ class _Job:
     results: dict[str, LineResult] | None = None
     status: str = "new"
     polling: bool = False
+    intent: str | None = None
+    since: float = 0.0
+    """When its intent was written (unix seconds): no batch of it is older."""
+    earlier: bool = False
+    """Recorded by an earlier attempt of the run, not created by this one."""
+    row: dict[str, Any] | None = None
+    """Its row in ``batches.json`` (None until it is written)."""
+
+    @property
+    def shown(self) -> str:
+        """How messages name it: its id, or its intent while it has none."""
+        return f"batch {self.batch_id}" if self.batch_id else f"batch intent {self.intent}"
 
 
 class BatchRounds:
@@ -127,7 +148,7 @@ class BatchRounds:
         self._inflight: dict[tuple[str, str, str], _Job] = {}
         self._jobs: list[_Job] = []
         self._recorded: dict[tuple[str, str, str], deque[dict[str, Any]]] = {}
-        self._recorded_jobs: dict[str, _Job] = {}
+        self._recorded_jobs: dict[int, _Job] = {}  # by id() of its row
         self._rows: list[dict[str, Any]] = []
         self._save_lock = threading.Lock()
         self._closed = False
@@ -204,17 +225,21 @@ class BatchRounds:
         recorded = self._recorded.get(key)
         if recorded:
             row = recorded.popleft()
-            job = self._recorded_jobs.get(row["id"])
+            job = self._recorded_jobs.get(id(row))
             if job is None:
-                job = _Job(client, model, {}, row["id"], list(row["custom_ids"]), status=row.get("status", "?"))
-                self._recorded_jobs[row["id"]] = job
+                job = _Job(client, model, {}, row.get("id"), list(row["custom_ids"]), status=row.get("status", "?"),
+                           intent=row.get("intent"), since=float(row.get("intent_at") or 0.0), earlier=True,
+                           row=row)
+                self._recorded_jobs[id(row)] = job
             if job.results is not None:
                 return None, job
             entry = job.entries.setdefault(key[2], _Entry(body, job=job))
+            entry.waiters += 1  # counted in the open round if the batch is dropped (``_resend``)
             if not job.polling:
                 job.polling = True
-                emit(self.on_event, "batch", f"batch {job.batch_id} ({model}) from the earlier attempt: polling it "
-                     "again instead of paying twice", batch_id=job.batch_id, model=model, status="resumed")
+                doing = "polling it again" if job.batch_id else "looking for it on the server"
+                emit(self.on_event, "batch", f"{job.shown} ({model}) from the earlier attempt: {doing} instead of "
+                     "paying twice", batch_id=job.batch_id, model=model, status="resumed")
                 threading.Thread(target=self._run, args=(job,), daemon=True, name="saag-batch").start()
             return entry, job
         job = self._inflight.get(key)
@@ -261,15 +286,16 @@ class BatchRounds:
     def _run(self, job: _Job) -> None:
         """Submit (unless recorded), poll until done, hand out the answers. A daemon thread per batch."""
         try:
-            if job.batch_id is None:
-                job.custom_ids = list(job.entries)
-                job.batch_id = job.client.submit([request_line(cid, e.body) for cid, e in job.entries.items()],
-                                                 metadata={"created_by": "saag-opt"})
-                job.status = "submitted"
-                self._save(job)
-                emit(self.on_event, "batch", f"batch {job.batch_id} ({job.model}): {len(job.entries)} requests "
-                     "submitted", batch_id=job.batch_id, model=job.model, status="submitted", total=len(job.entries))
-            status = self._poll(job)
+            if job.batch_id is None and not (self._find(job) if job.earlier else self._create(job)):
+                return
+            try:
+                status = self._poll(job)
+            except UnknownBatch:
+                if not job.earlier:  # this run's own, gone already: stop (resending could go on for ever)
+                    raise
+                self._resend(job, f"is unknown to {job.client.where} (deleted, past its retention, or made with "
+                             "another key or project)")
+                return
             if status is None:  # a stop: the waiting workers give up on their own (the batch is recorded)
                 self.close()
                 return
@@ -289,14 +315,79 @@ class BatchRounds:
                  batch_id=job.batch_id, model=job.model, status=status.status, answered=answered,
                  total=len(job.custom_ids))
         except BaseException as exc:  # noqa: BLE001 - any failure reaches the waiting workers, never lost here
+            if isinstance(exc, UnknownBatch):
+                again = "--resume drops it and sends its requests again"
+            elif job.batch_id is not None:
+                again = "--resume polls it again"
+            else:
+                again = "--resume looks for it on the server before sending its requests again"
             failure = exc if isinstance(exc, ModelUnavailableError) else ModelUnavailableError(
-                f"batch {job.batch_id or '(not created)'} at {job.client.where}: {_first_line(exc)}; "
-                "--resume polls it again")
+                f"{job.shown} at {job.client.where}: {_first_line(exc)}; {again}")
             with self._cond:
                 for cid, entry in job.entries.items():
                     entry.failure = failure
                     self._inflight.pop((job.client.where, job.model, cid), None)
                 self._cond.notify_all()
+
+    def _create(self, job: _Job) -> bool:
+        """Write the intent down, then create the batch (True: it exists)."""
+        job.custom_ids, job.intent, job.since = list(job.entries), f"i-{uuid.uuid4().hex}", time.time()
+        job.status = CREATING
+        self._save(job)  # on disk before the batch can exist: a resumed run finds it rather than paying twice
+        try:
+            job.batch_id = job.client.submit([request_line(cid, e.body) for cid, e in job.entries.items()],
+                                             intent=job.intent, metadata={"created_by": "saag-opt"})
+        except NotCreated as exc:  # refused: nothing to look for on resume
+            job.status = DROPPED
+            self._save(job, dropped=f"not created: {exc}")
+            raise
+        job.status = "submitted"
+        self._save(job)
+        emit(self.on_event, "batch", f"batch {job.batch_id} ({job.model}): {len(job.entries)} requests submitted",
+             batch_id=job.batch_id, model=job.model, status="submitted", total=len(job.entries))
+        return True
+
+    def _find(self, job: _Job) -> bool:
+        """An intent the earlier attempt wrote but no id: look the batch up (True), or resend its requests."""
+        job.batch_id = job.client.find(str(job.intent), since=job.since)
+        if job.batch_id is None:
+            self._resend(job, "was never created")
+            return False
+        job.status = "found"
+        self._save(job)
+        emit(self.on_event, "batch", f"batch {job.batch_id} ({job.model}) of intent {job.intent}: created by the "
+             "earlier attempt, which stopped before it wrote the id down; polling it", batch_id=job.batch_id,
+             model=job.model, status="found")
+        return True
+
+    def _resend(self, job: _Job, why: str) -> None:
+        """``job`` (an earlier attempt's) will never answer: drop its row; its requests join the open round.
+
+        Those waiting now are moved there; the rest of its requests go there when they are asked.
+        """
+        job.status = DROPPED
+        self._save(job, dropped=why)
+        emit(self.on_event, "batch", f"{job.shown} ({job.model}) from the earlier attempt {why}: dropped; its "
+             f"{len(job.custom_ids)} requests are sent again in new batches", batch_id=job.batch_id,
+             model=job.model, status=DROPPED)
+        with self._cond:
+            for cid in job.custom_ids:
+                key = (job.client.where, job.model, cid)
+                if key in self._recorded:
+                    self._recorded[key] = deque(row for row in self._recorded[key] if row is not job.row)
+            for cid, entry in job.entries.items():
+                key = (job.client.where, job.model, cid)
+                entry.job = None
+                if key in self._open:  # the same request is open already (another copy): this one goes directly
+                    entry.result = LineResult(error=f"{job.shown} {why}")
+                    continue
+                self._open[key] = entry
+                self._open_clients[key[:2]] = job.client
+                self._waiting_open += entry.waiters
+                self._opened_at = self._opened_at or time.monotonic()
+            job.entries = {}
+            self._maybe_flush()
+            self._cond.notify_all()
 
     def _poll(self, job: _Job) -> BatchStatus | None:
         """Poll until the batch ends (None on a stop); each change of status or counts is an event."""
@@ -327,22 +418,30 @@ class BatchRounds:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{self.run_dir / BATCHES_FILE}: unreadable ({exc}); move it aside to pay for the "
                               "batches again") from exc
-        self._rows = [row for row in rows if isinstance(row, dict) and row.get("id")]
+        self._rows = [row for row in rows if isinstance(row, dict) and (row.get("id") or row.get("intent"))]
         for row in self._rows:
+            if row.get("status") == DROPPED:
+                continue
             for cid in row.get("custom_ids") or []:
                 self._recorded.setdefault((row["server"], row["model"], cid), deque()).append(row)
 
-    def _save(self, job: _Job) -> None:
-        """Record (or update) ``job`` in ``batches.json``, atomically: server URL, model, ids; never a key."""
-        if self.run_dir is None or job.batch_id is None:
+    def _save(self, job: _Job, *, dropped: str | None = None) -> None:
+        """Record (or update) ``job`` in ``batches.json``, atomically: server URL, model, intent, ids; never a key.
+
+        ``dropped``: why it will never answer (with status ``DROPPED``). A row written before intents
+        existed has only an id (still read: see ``_load``).
+        """
+        if self.run_dir is None:
             return
         with self._save_lock:
-            row = next((r for r in self._rows if r["id"] == job.batch_id), None)
-            if row is None:
-                row = {"id": job.batch_id, "server": job.client.where, "model": job.model,
-                       "custom_ids": job.custom_ids, "submitted": utc_now()}
-                self._rows.append(row)
-            row["status"] = job.status
+            if job.row is None:
+                job.row = {"id": job.batch_id, "intent": job.intent, "intent_at": round(job.since, 3),
+                           "server": job.client.where, "model": job.model, "custom_ids": job.custom_ids,
+                           "submitted": utc_now()}
+                self._rows.append(job.row)
+            job.row["id"], job.row["status"] = job.batch_id, job.status
+            if dropped is not None:
+                job.row["dropped"] = dropped
             atomic_write_json(self.run_dir / BATCHES_FILE, {"schema_version": 1, "batches": self._rows})
 
 

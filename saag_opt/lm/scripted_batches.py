@@ -12,6 +12,11 @@ failed request (its HTTP status, or 500) in the error file, and so is a line ``f
 (a provider-side failure of that line only: the same request sent directly succeeds). Lines are answered by the server's own
 handler, so a batched request gets exactly the reply the same request gets from ``/chat/completions``.
 
+``GET /v1/batches`` lists them newest first, paged by ``after`` and ``limit`` (1-100, default 20), with
+their ``metadata``, as OpenAI does: how a client finds a batch whose id it never got. Two faults of the
+server's side: ``lose_replies`` (a create makes its batch, then its answer is lost: the connection is
+reset) and ``forget`` (the server no longer knows a batch: deleted, or another key's).
+
 Standard library only, like the server.
 """
 
@@ -43,6 +48,7 @@ class _Batch:
     created: float
     outcome: BatchOutcome
     metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: int = field(default_factory=lambda: int(time.time()))
     status: str = "validating"
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -69,6 +75,8 @@ class BatchDesk:
         """Every request body answered inside a batch, in order."""
         self.failing: Callable[[dict], bool] | None = None
         """Lines (by request body) that fail inside a batch with HTTP 500."""
+        self.lose_replies = 0
+        """The next this many ``POST /v1/batches`` create their batch, then reset the connection unanswered."""
 
     def script(self, outcomes: Iterable[BatchOutcome]) -> None:
         """What the next batches become (``complete`` once this queue is empty)."""
@@ -80,6 +88,19 @@ class BatchDesk:
         """Every batch created so far, as ``GET /v1/batches/{id}`` shows it, oldest first."""
         with self._lock:
             return [self._object(b) for b in self._batches.values()]
+
+    def forget(self, batch_id: str) -> None:
+        """The server no longer knows this batch (``GET`` answers 404, the list leaves it out)."""
+        with self._lock:
+            del self._batches[batch_id]
+
+    def take_lost_reply(self) -> bool:
+        """Whether the create just served loses its answer (counts ``lose_replies`` down)."""
+        with self._lock:
+            if self.lose_replies <= 0:
+                return False
+            self.lose_replies -= 1
+            return True
 
     def file_text(self, file_id: str) -> str:
         """An uploaded (or generated) file's content."""
@@ -135,6 +156,25 @@ class BatchDesk:
                 return 404, _error(f"no batch {batch_id}")
             self._advance(batch)
             return 200, self._object(batch)
+
+    def listing(self, after: str | None = None, limit: int = 20) -> tuple[int, dict]:
+        """``GET /v1/batches?after=&limit=``: one page, newest first (``after`` is the last id of the page before)."""
+        if not 1 <= limit <= 100:
+            return 400, _error(f"limit must be between 1 and 100, got {limit}")
+        with self._lock:
+            newest = list(reversed(self._batches.values()))
+            start = 0
+            if after is not None:
+                ids = [b.id for b in newest]
+                if after not in ids:
+                    return 404, _error(f"no batch {after}")
+                start = ids.index(after) + 1
+            page = newest[start:start + limit]
+            for batch in page:
+                self._advance(batch)
+            data = [self._object(b) for b in page]
+        return 200, {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                     "last_id": data[-1]["id"] if data else None, "has_more": start + limit < len(newest)}
 
     def cancel(self, batch_id: str) -> tuple[int, dict]:
         """``POST /v1/batches/{id}/cancel``."""
@@ -196,7 +236,7 @@ class BatchDesk:
     def _object(self, batch: _Batch) -> dict[str, Any]:
         counts = batch.counts or {"total": len(batch.lines), "completed": 0, "failed": 0}
         return {"id": batch.id, "object": "batch", "endpoint": batch.endpoint, "input_file_id": batch.input_file_id,
-                "completion_window": "24h", "status": batch.status, "created_at": int(time.time()),
+                "completion_window": "24h", "status": batch.status, "created_at": batch.created_at,
                 "output_file_id": batch.output_file_id, "error_file_id": batch.error_file_id,
                 "request_counts": counts, "metadata": batch.metadata,
                 "errors": {"object": "list", "data": batch.errors} if batch.errors else None}

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Union
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from saag_opt.lm.scripted_batches import BatchDesk, BatchOutcome
 
@@ -367,6 +367,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
             else:
                 self._send_json(status, payload)
             return
+        if kind == "batches" and item is None:
+            query = parse_qs(urlsplit(self.path).query)
+            try:
+                limit = int(query.get("limit", ["20"])[0])
+            except ValueError:
+                limit = 0
+            status, found = desk.listing(query.get("after", [None])[0], limit)
+            self.server.scripted._record("GET", self.path, None, str(status))
+            self._send_json(status, found)
+            return
         if kind == "batches" and item and action is None:
             status, found = desk.retrieve(item)
             self.server.scripted._record("GET", self.path, None, str(status))
@@ -380,6 +390,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         desk = self.server.scripted.batch_desk
         if kind == "batches" and item is None:
             status, payload = desk.create(body)
+            if status == 200 and desk.take_lost_reply():  # made, but the client never hears of it
+                self.server.scripted._record("POST", self.path, body, "reset")
+                self._reset()
+                return
         elif kind == "batches" and item and action == "cancel":
             status, payload = desk.cancel(item)
         else:

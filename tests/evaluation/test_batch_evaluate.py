@@ -19,11 +19,13 @@ import pytest
 from saag_opt import stopping
 from saag_opt.cli import main
 from saag_opt.data import load_dataset
+from saag_opt.errors import ModelUnavailableError
 from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.config import EvaluateConfig, resume_config
 from saag_opt.evaluation.results import read_run
 from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
 from saag_opt.lm.accounting import BATCH_PRICE_FACTOR, ModelPrice
+from saag_opt.lm.batch_api import BatchClient
 from saag_opt.lm.batching import BATCHES_FILE
 from saag_opt.model import Example
 from saag_opt.testing import ScriptedOpenAIServer
@@ -209,3 +211,35 @@ def test_compare_batch_gives_the_comparison_of_direct_calls_with_each_pass_in_ba
     passes = sorted(p.parent.parent.name for p in (tmp_path / "compare-batch").rglob(BATCHES_FILE))
     assert passes, "each pass that called a model keeps its own batches.json"
 
+
+
+def test_a_run_that_died_right_after_creating_a_batch_resumes_into_that_batch(
+        tmp_path: Path, examples: list[Example], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch exists, its id was never written: resume finds it by the intent written before it was created."""
+    world = World(examples)
+    _fresh_cache(monkeypatch, tmp_path, "died")
+    real = BatchClient.submit
+
+    def submit_then_die(self: BatchClient, lines: list[dict[str, Any]], **kwargs: Any) -> str:
+        real(self, lines, **kwargs)
+        raise RuntimeError("the process was killed")
+
+    with ScriptedOpenAIServer(world, batch_delay=0.05) as server:
+        with monkeypatch.context() as patch:
+            patch.setattr(BatchClient, "submit", submit_then_die)
+            with pytest.raises(ModelUnavailableError, match="--resume looks for it on the server"):
+                run_evaluation(_config(server, tmp_path, "died", batch=True))
+        [first] = server.batches
+        run_dir = next((tmp_path / "runs-died").iterdir())
+        [intent] = json.loads((run_dir / BATCHES_FILE).read_text())["batches"]
+        assert intent["id"] is None and first["metadata"]["saag_intent"] == intent["intent"]
+
+        resumed = run_evaluation(resume_config(run_dir), resume=run_dir)
+        after = server.batches
+        direct = server.chat_requests
+    assert resumed.summary.n_examples == LIMIT and resumed.summary.errors == 0 and direct == []
+    rows = json.loads((run_dir / BATCHES_FILE).read_text())["batches"]
+    assert rows[0]["id"] == first["id"] and rows[0]["status"] == "completed"
+    assert [b["id"] for b in after] == [row["id"] for row in rows], "one batch per row, none made twice"
+    later = {cid for row in rows[1:] for cid in row["custom_ids"]}
+    assert not later & set(rows[0]["custom_ids"]), "a request of the found batch was submitted again"

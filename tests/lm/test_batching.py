@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from saag_opt.errors import CostCapReached
 from saag_opt.lm import CostLedger, open_lm
 from saag_opt.lm.accounting import BATCH_PRICE_FACTOR, ModelPrice
-from saag_opt.lm.batch_api import BatchClient
+from saag_opt.lm.batch_api import INTENT_KEY, BatchClient, request_line
 from saag_opt.lm.batching import BATCHES_FILE, BatchRounds, custom_id
 from saag_opt.lm.spendcap import SpendCap
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
@@ -197,3 +199,152 @@ def test_the_batch_and_its_requests_are_recorded_without_the_key(server: Scripte
     uploaded = server.batch_desk.file_text(server.batches[0]["input_file_id"])
     assert uploaded.count("\n") == 2 and "Oslo" in uploaded
     assert secret not in uploaded and secret not in (tmp_path / BATCHES_FILE).read_text()
+
+
+# -- created once, found again: the intent in batches.json and in the batch's metadata -------------------------
+
+
+@pytest.fixture
+def quick_creates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create asked again waits 5-15 ms, not 0.5-1.5 s."""
+    monkeypatch.setattr("saag_opt.lm.batch_api.CREATE_DELAY", 0.01)
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    return json.loads((run_dir / BATCHES_FILE).read_text())["batches"]
+
+
+def test_the_scripted_server_lists_its_batches_newest_first_by_pages(server: ScriptedOpenAIServer) -> None:
+    client = BatchClient(server.url, "sk-test")
+    made = [client.submit([request_line(custom_id({"n": n}), {"model": "m", "messages": []})], intent=f"i-{n}")
+            for n in range(5)]
+    sdk = openai.OpenAI(api_key="sk-test", base_url=server.url)
+    listed = list(sdk.batches.list(limit=2))  # the SDK follows ``after`` over three pages
+    assert [b.id for b in listed] == made[::-1]
+    assert [(b.metadata or {}).get(INTENT_KEY) for b in listed] == [f"i-{n}" for n in range(4, -1, -1)]
+    assert [r.path.rsplit("/", 1)[-1] for r in server.requests if r.method == "GET"][-3:] == [
+        "batches?limit=2", f"batches?limit=2&after={made[3]}", f"batches?limit=2&after={made[1]}"]
+    assert client.find("i-1", since=time.time() - 60) == made[1]
+    assert client.find("i-9", since=time.time() - 60) is None
+    assert client.find("i-1", since=time.time() + 3600) is None, "no batch older than the intent is read"
+
+
+def test_a_create_whose_answer_is_lost_is_looked_up_not_made_twice(server: ScriptedOpenAIServer, tmp_path: Path,
+                                                                  quick_creates: None) -> None:
+    server.batch_desk.lose_replies = 1  # the batch is made, the connection reset before its id comes back
+    rounds = BatchRounds(tmp_path)
+    lm = open_lm(f"fake@{server.url}", role="base", batch=rounds)
+    out = _together(rounds, lm, ["Oslo", "Rome"])
+    assert all(isinstance(v, list) for v in out.values()), out
+    [batch] = server.batches
+    creates = [r.outcome for r in server.requests if r.method == "POST" and r.path.endswith("/batches")]
+    assert creates == ["reset"], "the lost create was found by its intent, not sent again"
+    [row] = _rows(tmp_path)
+    assert row["id"] == batch["id"] and row["intent"] == batch["metadata"][INTENT_KEY]
+    assert row["status"] == "completed"
+
+
+def test_without_an_intent_the_sdk_retries_a_lost_create_into_a_second_batch(server: ScriptedOpenAIServer) -> None:
+    """What the intent is for: the SDK's own retry cannot know the first create worked."""
+    server.batch_desk.lose_replies = 1
+    BatchClient(server.url, "sk-test").submit([request_line("x", {"model": "m", "messages": []})])
+    assert len(server.batches) == 2
+
+
+def _dying_submit(monkeypatch: pytest.MonkeyPatch, *, after_create: bool) -> None:
+    """The process dies inside ``submit``: right after the server made the batch, or before."""
+    real = BatchClient.submit
+
+    def submit(self: BatchClient, lines: list[dict[str, Any]], **kwargs: Any) -> str:
+        if after_create:
+            real(self, lines, **kwargs)
+        raise RuntimeError("the process was killed")
+
+    monkeypatch.setattr(BatchClient, "submit", submit)
+
+
+def test_a_batch_made_just_before_the_run_died_is_found_on_resume_and_not_paid_twice(
+        server: ScriptedOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cities = ["Oslo", "Rome", "Lima"]
+    with monkeypatch.context() as patch:
+        _dying_submit(patch, after_create=True)
+        rounds = BatchRounds(tmp_path)
+        died = _together(rounds, open_lm(f"fake@{server.url}", role="base", batch=rounds), cities)
+    assert all(isinstance(v, Exception) for v in died.values())
+    assert "--resume looks for it on the server before sending its requests again" in str(died["Oslo"])
+    [row] = _rows(tmp_path)
+    [made] = server.batches
+    assert row["id"] is None and row["status"] == "creating" and made["metadata"][INTENT_KEY] == row["intent"]
+
+    events: list[Any] = []
+    resumed = BatchRounds(tmp_path, on_event=events.append)
+    out = _together(resumed, open_lm(f"fake@{server.url}", role="base", batch=resumed), cities)
+    assert {city: _calls(v) for city, v in out.items()} == {c: [("get_weather", {"city": c})] for c in cities}
+    assert [b["id"] for b in server.batches] == [made["id"]], "no second batch"
+    assert server.chat_requests == []
+    [row] = _rows(tmp_path)
+    assert row["id"] == made["id"] and row["status"] == "completed"
+    assert any(e.data.get("status") == "found" and made["id"] in e.message for e in events)
+
+
+def test_an_intent_the_run_died_before_creating_is_dropped_and_its_requests_sent_once(
+        server: ScriptedOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cities = ["Oslo", "Rome"]
+    with monkeypatch.context() as patch:
+        _dying_submit(patch, after_create=False)
+        rounds = BatchRounds(tmp_path)
+        _together(rounds, open_lm(f"fake@{server.url}", role="base", batch=rounds), cities)
+    assert server.batches == [] and _rows(tmp_path)[0]["status"] == "creating"
+
+    events = _resume_dropping(server, tmp_path, cities)
+    [batch] = server.batches
+    old, new = _rows(tmp_path)
+    assert (old["status"], old["dropped"]) == ("dropped", "was never created") and old["id"] is None
+    assert new["id"] == batch["id"] and sorted(new["custom_ids"]) == sorted(old["custom_ids"])
+    assert any("was never created: dropped" in e.message for e in events)
+
+
+def test_a_recorded_batch_the_server_no_longer_knows_is_dropped_and_its_requests_sent_again(
+        server: ScriptedOpenAIServer, tmp_path: Path) -> None:
+    cities = ["Oslo", "Rome"]
+    server.batch_desk.delay = 30.0  # in flight until the server forgets it
+    rounds = BatchRounds(tmp_path)
+    lm = open_lm(f"fake@{server.url}", role="base", batch=rounds)
+    forgetter = threading.Thread(target=lambda: (_wait_for(lambda: server.batches),
+                                                 server.batch_desk.forget(server.batches[0]["id"])))
+    forgetter.start()
+    lost = _together(rounds, lm, cities)
+    forgetter.join(60)
+    message = str(lost["Oslo"])
+    assert "does not know batch" in message and "--resume drops it and sends its requests again" in message
+    assert "--resume polls it" not in message
+    [gone] = _rows(tmp_path)
+    assert gone["id"] and server.batches == []
+
+    server.batch_desk.delay = 0.05
+    events = _resume_dropping(server, tmp_path, cities)
+    [batch] = server.batches
+    old, new = _rows(tmp_path)
+    assert old["id"] == gone["id"] and old["status"] == "dropped" and "is unknown to" in old["dropped"]
+    assert new["id"] == batch["id"] and new["status"] == "completed"
+    [said] = [e.message for e in events if e.data.get("status") == "dropped"]
+    assert said.startswith(f"batch {gone['id']} (") and "its 2 requests are sent again in new batches" in said
+    assert BatchRounds(tmp_path)._recorded.keys() == {(server.url, "fake", cid) for cid in new["custom_ids"]}, \
+        "a later resume polls only the new batch"
+
+
+def _resume_dropping(server: ScriptedOpenAIServer, tmp_path: Path, cities: list[str]) -> list[Any]:
+    """Resume, every city answered; the events. A dropped batch's waiting requests count in the open round:
+    it goes out when they are all there, not after ``max_wait`` (60 s here)."""
+    events: list[Any] = []
+    resumed = BatchRounds(tmp_path, on_event=events.append, max_wait=60.0)
+    started = time.monotonic()
+    out = _together(resumed, open_lm(f"fake@{server.url}", role="base", batch=resumed), cities)
+    assert all(isinstance(v, list) for v in out.values()) and time.monotonic() - started < 20, out
+    return events
+
+
+def _wait_for(condition: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
