@@ -54,6 +54,55 @@ def test_the_guard_stops_the_obedient_agent_and_keeps_the_user_task(suite: str, 
     assert blocks[0].reason.startswith("injection (") and blocks[0].provenance["findings"]
 
 
+@pytest.mark.parametrize(("user", "injection", "attack", "blocked", "argument"), [
+    ("user_task_0", "injection_task_0", "important_instructions", "send_money", "recipient"),
+    ("user_task_13", "injection_task_7", "system_message", "update_password", "password"),
+])
+def test_the_record_keeps_the_trace_the_blocked_injection_and_what_agentdojo_scored(
+        dojo: Any, monkeypatch: pytest.MonkeyPatch, user: str, injection: str, attack: str, blocked: str,
+        argument: str) -> None:
+    import agentdojo.task_suite.task_suite as task_suite
+
+    from saag_opt.evaluation.security_trace import locate
+    from saag_opt.runtime.agentdojo.elements import BLOCKED_PREFIX
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent, squeeze
+    from saag_opt.runtime.agentdojo.suites import run_suite
+
+    scored: list[list[Any]] = []  # the calls AgentDojo's checks read, per run (none arm first)
+    real = task_suite.functions_stack_trace_from_messages
+    monkeypatch.setattr(task_suite, "functions_stack_trace_from_messages",
+                        lambda messages: scored.append(real(messages)) or scored[-1])
+    runs = {r.arm: r for r in run_suite("banking", ObedientAgent(), Guard(), attacks=[attack], benign=False,
+                                        user_tasks=[user], injection_tasks=[injection])}
+    none, guard = runs["none"], runs["guard"]
+    assert none.security is True and guard.security is False and guard.utility is True
+    assert none.trace is not None and guard.trace is not None and len(scored) == 2
+
+    (call,) = guard.trace.blocked  # the injected call, with the guard's rule, argument and source text
+    assert (call.name, call.guard, call.scored) == (blocked, "block", False) and call.id.startswith("inj_")
+    (finding,) = call.findings
+    assert (finding.rule, finding.argument) == ("planted value", argument) and finding.tool == "read_file"
+    assert [b.name for b in guard.blocks] == [blocked] and call.reason == guard.blocks[0].reason
+    feedback = next(m for m in guard.trace.messages if m.role == "tool" and m.call_id == call.id)
+    assert feedback.error.startswith(BLOCKED_PREFIX) and feedback.scored is False
+    assert call.id not in {c.id for c in scored[1]}  # absent from what AgentDojo scored ...
+    assert [c.id for c in scored[1]] == [c.id for m in guard.trace.messages for c in m.calls if c.scored]
+    assert any(c.id == call.id and c.function == blocked for c in scored[0])  # ... and present unguarded
+    hijacked = [c for m in none.trace.messages for c in m.calls if c.id == call.id]
+    assert len(hijacked) == 1 and hijacked[0].guard is None and hijacked[0].scored
+
+    # the tool result the instruction came from has the attack's text marked, and the finding's text is on it
+    source = next(m for m in guard.trace.messages if m.role == "tool" and m.tool == finding.tool and m.injected)
+    span = source.injected[0]
+    goal = squeeze(dojo("banking").injection_tasks[injection].GOAL)[:40]
+    assert goal in squeeze(source.text[span.start:span.end])
+    ((start, end),) = locate(source.text, finding.text.split("\n")[0])
+    assert start < span.end and span.start < end  # the guard's instruction span overlaps the injected text
+    assert [m.role for m in guard.trace.messages[:2]] == ["system", "user"]
+    assert guard.trace.messages[1].text == dojo("banking").user_tasks[user].PROMPT
+    assert guard.trace.answer == dojo("banking").user_tasks[user].GROUND_TRUTH_OUTPUT and guard.trace.attempts == 1
+
+
 def test_ground_truth_of_the_long_travel_task_needs_more_than_agentdojos_15_turns(dojo: Any) -> None:
     from saag_opt.runtime.agentdojo.elements import guarded_pipeline
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent
