@@ -103,6 +103,49 @@ def test_the_record_keeps_the_trace_the_blocked_injection_and_what_agentdojo_sco
     assert guard.trace.answer == dojo("banking").user_tasks[user].GROUND_TRUTH_OUTPUT and guard.trace.attempts == 1
 
 
+def test_the_tracer_keeps_a_revision_as_proposed_and_an_unreviewed_proposal_as_such() -> None:
+    from agentdojo.functions_runtime import FunctionCall
+    from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
+
+    from saag_opt.runtime.agentdojo.elements import strip_blocked
+    from saag_opt.runtime.agentdojo.trace import Tracer
+    from saag_opt.runtime.decision import Decision
+
+    def text(value: str) -> list[Any]:
+        return [text_content_block_from_string(value)]
+
+    asked = FunctionCall(function="send_money", args={"recipient": "UK1", "amount": 1000.0}, id="c1")
+    ran = FunctionCall(function="send_money", args={"recipient": "UK1", "amount": 100.0}, id="c1")
+    blocked = FunctionCall(function="update_password", args={"password": "x"}, id="c2")
+    last = FunctionCall(function="get_balance", args={}, id="c3")
+    messages = [{"role": "system", "content": text("sys")}, {"role": "user", "content": text("Pay 100.")},
+                ChatAssistantMessage(role="assistant", content=text("Paying."), tool_calls=[ran]),
+                ChatToolResultMessage(role="tool", content=text("sent"), tool_call_id="c1", tool_call=ran, error=None),
+                ChatAssistantMessage(role="assistant", content=text(""), tool_calls=[blocked]),
+                ChatToolResultMessage(role="tool", content=text(""), tool_call_id="c2", tool_call=blocked, error="Blocked"),
+                ChatAssistantMessage(role="assistant", content=text(""), tool_calls=[last])]  # max_iters ran out
+    tracer = Tracer()
+    tracer(  # a retried attempt's decision on the same id gives way to the last attempt's
+        [asked], Decision(action="block", calls=None, feedback="no", reason="earlier attempt"))
+    tracer([asked], Decision(action="revise", calls=[{"id": "c1", "name": "send_money",
+                                                      "arguments": dict(ran.args)}], feedback="f", reason="amount"))
+    tracer([blocked], Decision(action="block", calls=None, feedback="no", reason="injection"))
+    tracer.tap("proposed", messages, {})
+    tracer.tap("scored", strip_blocked(messages, {"c2"}), {})
+    trace = tracer.trace({})
+    assert trace is not None and trace.attempts == 1 and trace.answer == ""
+    revised, stopped, unreviewed = (m for m in trace.messages if m.role == "assistant")
+    assert revised.text == "Paying." and revised.calls[0].arguments["amount"] == 100.0
+    assert revised.calls[0].guard == "revise" and revised.calls[0].reason == "amount" and revised.calls[0].scored
+    assert revised.proposed is not None and revised.proposed[0].arguments["amount"] == 1000.0
+    assert stopped.calls[0].guard == "block" and not stopped.calls[0].scored
+    assert unreviewed.calls[0].guard is None and unreviewed.calls[0].scored
+    assert [m.scored for m in trace.messages if m.role == "tool"] == [True, False]
+    assert [b.name for b in tracer.blocks()] == ["send_money", "update_password"]  # every attempt's blocks
+    tracer.reset()
+    assert tracer.trace({}) is None and tracer.blocks() == []
+
+
 def test_ground_truth_of_the_long_travel_task_needs_more_than_agentdojos_15_turns(dojo: Any) -> None:
     from saag_opt.runtime.agentdojo.elements import guarded_pipeline
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent
