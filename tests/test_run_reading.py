@@ -12,6 +12,7 @@ import pytest
 from saag_opt.errors import RunError
 from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
+from saag_opt.evaluation.security import SecurityRecord, SecuritySummary
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import new_header, read_run, write_header
 from saag_opt.tune.results import TrialRow, TuneSummary
@@ -22,7 +23,7 @@ COMMITTED = sorted(p.parent for base in (ROOT / "experiments" / "results", ROOT 
 """Every committed run that finished (the resume fixtures under main-2be60be/ are unfinished on purpose)."""
 MODELS = {"evaluate": (EvaluationSummary, ExampleRecord), "compare": (CompareSummary, ExampleRecord),
           "optimize": (OptimizeSummary, ExampleRecord),
-          "tune": (TuneSummary, TrialRow)}
+          "tune": (TuneSummary, TrialRow), "security": (SecuritySummary, SecurityRecord)}
 
 
 @pytest.mark.parametrize("run_dir", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))

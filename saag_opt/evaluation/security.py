@@ -4,7 +4,8 @@ Plain data, no AgentDojo import: ``runtime.agentdojo.run`` writes these rows and
 the report and terminal tables read them back (``runfiles.read_run``). One row per run of one
 pipeline arm (``none``: AgentDojo's standard pipeline; ``guard``: the same with the runtime guard)
 on one user task, without an attack or under one attack with one injection task, as AgentDojo
-scored it (``utility``; ``security`` True = the attacker's goal was met).
+scored it (``utility``; ``security`` True = the attacker's goal was met), with its trace
+(``evaluation.security_trace``: the conversation, the guard's decision per call, the answer).
 
 The summary gives per suite and attack (and over all of them): utility without attack, utility
 under attack and attack success rate (ASR), each arm with a 95% Wilson score interval (a rate near
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from saag_opt.evaluation.security_trace import Trace
 from saag_opt.runfiles import register_summary
 
 VERB = "security"
@@ -61,7 +63,11 @@ class SecurityRecord(BaseModel):
     security: bool | None = None
     """AgentDojo's security check: True = the attack succeeded (None without an attack)."""
     blocks: list[BlockRecord] = Field(default_factory=list)
+    """Every call the guard blocked, in every attempt AgentDojo made (what the summary counts)."""
     seconds: float = 0.0
+    trace: Trace | None = None
+    """What the agent said and did, the guard's decision on each call, the final answer
+    (``evaluation.security_trace``); None in runs written before records kept one."""
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from saag_opt.evaluation.security import BENIGN, PUBLISHED, ArmCell, Rate, SecuritySummary
+from saag_opt.evaluation.security import ALL, BENIGN, PUBLISHED, ArmCell, Rate, SecuritySummary
 from saag_opt.report.format import run_footer
 
 
@@ -59,13 +59,42 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], le
     return table
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
 def published_rows() -> list[list[str]]:
     """The published defences' numbers as cell texts (percent; ``-``: not transcribed)."""
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.2f}"
-
-    return [[p.paper, p.defence, p.model, p.attack, pct(p.utility), pct(p.utility_under_attack), pct(p.asr)]
+    return [[p.paper, p.defence, p.model, p.attack, _pct(p.utility), _pct(p.utility_under_attack), _pct(p.asr)]
             for p in PUBLISHED]
+
+
+ARM_DEFENCES = {"none": "no defence", "guard": "saag-opt runtime guard"}
+"""How this run's arms read in the published table's ``defence`` column."""
+
+
+def run_rows(summary: SecuritySummary) -> list[list[str]]:
+    """This run's numbers in the published table's columns: per attack, each arm over every suite it ran.
+
+    The rates are the ones of the tables above (``-`` where the run has none, e.g. no runs without attack).
+    """
+    suites = list(dict.fromkeys(r.suite for r in summary.rows if r.suite != ALL))
+    scope = ALL if len(suites) > 1 else (suites[0] if suites else ALL)
+    label = f"this run ({', '.join(suites)})"
+    benign = summary.row(scope, BENIGN)
+    attacks = list(dict.fromkeys(r.attack for r in summary.rows if r.suite == scope and r.attack not in (BENIGN, ALL)))
+    rows = []
+    for attack in attacks or [BENIGN]:
+        row = summary.row(scope, attack) if attack != BENIGN else None
+        for arm, defence in ARM_DEFENCES.items():
+            clean = benign.arms.get(arm) if benign is not None else None
+            cell = row.arms.get(arm) if row is not None else None
+            if clean is None and cell is None:
+                continue
+            rows.append([label, defence, summary.agent, attack if row is not None else "-",
+                         _pct(clean.utility.rate if clean else None), _pct(cell.utility.rate if cell else None),
+                         _pct(cell.asr.rate if cell and cell.asr else None)])
+    return rows
 
 
 PUBLISHED_COLUMNS = ("paper", "defence", "model", "attack", "utility", "utility under attack", "ASR")
@@ -89,8 +118,8 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
     if attacked:
         console.print(_table("Under attack (pairs): utility and ASR; stopped = blocked injected calls",
                              ATTACK_COLUMNS, attacked, 2))
-    console.print(_table("Published defences (their models and AgentDojo v1; context, not like-for-like)",
-                         PUBLISHED_COLUMNS, published_rows(), 4))
+    console.print(_table("This run beside the published defences (theirs: their models and AgentDojo v1; context, "
+                         "not like-for-like)", PUBLISHED_COLUMNS, run_rows(summary) + published_rows(), 4))
     for line in published_sources():
         console.print(f"  {line}", highlight=False)
     if summary.still_succeeding:
@@ -115,5 +144,5 @@ def print_security_plan(console: Console, rows: Sequence[Any], agent: str) -> No
     console.print(table)
 
 
-__all__ = ["ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS", "print_security_plan", "print_security_report",
-           "published_rows", "published_sources", "rate_text", "security_rows"]
+__all__ = ["ARM_DEFENCES", "ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS", "print_security_plan",
+           "print_security_report", "published_rows", "published_sources", "rate_text", "run_rows", "security_rows"]

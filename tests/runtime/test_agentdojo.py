@@ -54,6 +54,98 @@ def test_the_guard_stops_the_obedient_agent_and_keeps_the_user_task(suite: str, 
     assert blocks[0].reason.startswith("injection (") and blocks[0].provenance["findings"]
 
 
+@pytest.mark.parametrize(("user", "injection", "attack", "blocked", "argument"), [
+    ("user_task_0", "injection_task_0", "important_instructions", "send_money", "recipient"),
+    ("user_task_13", "injection_task_7", "system_message", "update_password", "password"),
+])
+def test_the_record_keeps_the_trace_the_blocked_injection_and_what_agentdojo_scored(
+        dojo: Any, monkeypatch: pytest.MonkeyPatch, user: str, injection: str, attack: str, blocked: str,
+        argument: str) -> None:
+    import agentdojo.task_suite.task_suite as task_suite
+
+    from saag_opt.evaluation.security_trace import locate
+    from saag_opt.runtime.agentdojo.elements import BLOCKED_PREFIX
+    from saag_opt.runtime.agentdojo.scripted import ObedientAgent, squeeze
+    from saag_opt.runtime.agentdojo.suites import run_suite
+
+    scored: list[list[Any]] = []  # the calls AgentDojo's checks read, per run (none arm first)
+    real = task_suite.functions_stack_trace_from_messages
+    monkeypatch.setattr(task_suite, "functions_stack_trace_from_messages",
+                        lambda messages: scored.append(real(messages)) or scored[-1])
+    runs = {r.arm: r for r in run_suite("banking", ObedientAgent(), Guard(), attacks=[attack], benign=False,
+                                        user_tasks=[user], injection_tasks=[injection])}
+    none, guard = runs["none"], runs["guard"]
+    assert none.security is True and guard.security is False and guard.utility is True
+    assert none.trace is not None and guard.trace is not None and len(scored) == 2
+
+    (call,) = guard.trace.blocked  # the injected call, with the guard's rule, argument and source text
+    assert (call.name, call.guard, call.scored) == (blocked, "block", False) and call.id.startswith("inj_")
+    (finding,) = call.findings
+    assert (finding.rule, finding.argument) == ("planted value", argument) and finding.tool == "read_file"
+    assert [b.name for b in guard.blocks] == [blocked] and call.reason == guard.blocks[0].reason
+    feedback = next(m for m in guard.trace.messages if m.role == "tool" and m.call_id == call.id)
+    assert feedback.error.startswith(BLOCKED_PREFIX) and feedback.scored is False
+    assert call.id not in {c.id for c in scored[1]}  # absent from what AgentDojo scored ...
+    assert [c.id for c in scored[1]] == [c.id for m in guard.trace.messages for c in m.calls if c.scored]
+    assert any(c.id == call.id and c.function == blocked for c in scored[0])  # ... and present unguarded
+    hijacked = [c for m in none.trace.messages for c in m.calls if c.id == call.id]
+    assert len(hijacked) == 1 and hijacked[0].guard is None and hijacked[0].scored
+
+    # the tool result the instruction came from has the attack's text marked, and the finding's text is on it
+    source = next(m for m in guard.trace.messages if m.role == "tool" and m.tool == finding.tool and m.injected)
+    span = source.injected[0]
+    goal = squeeze(dojo("banking").injection_tasks[injection].GOAL)[:40]
+    assert goal in squeeze(source.text[span.start:span.end])
+    ((start, end),) = locate(source.text, finding.text.split("\n")[0])
+    assert start < span.end and span.start < end  # the guard's instruction span overlaps the injected text
+    assert [m.role for m in guard.trace.messages[:2]] == ["system", "user"]
+    assert guard.trace.messages[1].text == dojo("banking").user_tasks[user].PROMPT
+    assert guard.trace.answer == dojo("banking").user_tasks[user].GROUND_TRUTH_OUTPUT and guard.trace.attempts == 1
+
+
+def test_the_tracer_keeps_a_revision_as_proposed_and_an_unreviewed_proposal_as_such() -> None:
+    from agentdojo.functions_runtime import FunctionCall
+    from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
+
+    from saag_opt.runtime.agentdojo.elements import strip_blocked
+    from saag_opt.runtime.agentdojo.trace import Tracer
+    from saag_opt.runtime.decision import Decision
+
+    def text(value: str) -> list[Any]:
+        return [text_content_block_from_string(value)]
+
+    asked = FunctionCall(function="send_money", args={"recipient": "UK1", "amount": 1000.0}, id="c1")
+    ran = FunctionCall(function="send_money", args={"recipient": "UK1", "amount": 100.0}, id="c1")
+    blocked = FunctionCall(function="update_password", args={"password": "x"}, id="c2")
+    last = FunctionCall(function="get_balance", args={}, id="c3")
+    messages = [{"role": "system", "content": text("sys")}, {"role": "user", "content": text("Pay 100.")},
+                ChatAssistantMessage(role="assistant", content=text("Paying."), tool_calls=[ran]),
+                ChatToolResultMessage(role="tool", content=text("sent"), tool_call_id="c1", tool_call=ran, error=None),
+                ChatAssistantMessage(role="assistant", content=text(""), tool_calls=[blocked]),
+                ChatToolResultMessage(role="tool", content=text(""), tool_call_id="c2", tool_call=blocked, error="Blocked"),
+                ChatAssistantMessage(role="assistant", content=text(""), tool_calls=[last])]  # max_iters ran out
+    tracer = Tracer()
+    tracer(  # a retried attempt's decision on the same id gives way to the last attempt's
+        [asked], Decision(action="block", calls=None, feedback="no", reason="earlier attempt"))
+    tracer([asked], Decision(action="revise", calls=[{"id": "c1", "name": "send_money",
+                                                      "arguments": dict(ran.args)}], feedback="f", reason="amount"))
+    tracer([blocked], Decision(action="block", calls=None, feedback="no", reason="injection"))
+    tracer.tap("proposed", messages, {})
+    tracer.tap("scored", strip_blocked(messages, {"c2"}), {})
+    trace = tracer.trace({})
+    assert trace is not None and trace.attempts == 1 and trace.answer == ""
+    revised, stopped, unreviewed = (m for m in trace.messages if m.role == "assistant")
+    assert revised.text == "Paying." and revised.calls[0].arguments["amount"] == 100.0
+    assert revised.calls[0].guard == "revise" and revised.calls[0].reason == "amount" and revised.calls[0].scored
+    assert revised.proposed is not None and revised.proposed[0].arguments["amount"] == 1000.0
+    assert stopped.calls[0].guard == "block" and not stopped.calls[0].scored
+    assert unreviewed.calls[0].guard is None and unreviewed.calls[0].scored
+    assert [m.scored for m in trace.messages if m.role == "tool"] == [True, False]
+    assert [b.name for b in tracer.blocks()] == ["send_money", "update_password"]  # every attempt's blocks
+    tracer.reset()
+    assert tracer.trace({}) is None and tracer.blocks() == []
+
+
 def test_ground_truth_of_the_long_travel_task_needs_more_than_agentdojos_15_turns(dojo: Any) -> None:
     from saag_opt.runtime.agentdojo.elements import guarded_pipeline
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent

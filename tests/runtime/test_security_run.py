@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import runpy
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,9 @@ def test_the_verb_writes_a_security_run_with_its_summary_and_report(tmp_path: Pa
     assert "Blocked injections, with the tool text they came from" in html and "arXiv:2406.13352" in html
     assert "Emma Johnson, to you, GPT-4" in html and "<INFORMATION>" not in html  # the instruction, as text
     out = capsys.readouterr().out
-    assert "Under attack" in out and "run directory:" in out and "Published defences" in out
+    assert "Under attack" in out and "run directory:" in out and "published defences" in out
+    assert "this run" in out  # its own rows beside the papers'
+    assert all(r.trace is not None and r.trace.messages for r in run.records)
 
 
 def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
@@ -83,6 +86,27 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip().endswith("}")]
     assert len({SecurityRecord.model_validate(r).key for r in rows}) == 40
+
+
+OLD = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "main-6a3991b" / "security"
+"""A security run main wrote before records kept traces (banking, user_task_0, important_instructions)."""
+
+
+def test_a_run_written_before_traces_resumes_and_its_new_records_keep_theirs(tmp_path: Path) -> None:
+    run_dir = shutil.copytree(OLD, tmp_path / "old")
+    lines = (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    (run_dir / "records.jsonl").write_text("\n".join(lines[:15]) + "\n", encoding="utf-8")
+    header = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    (run_dir / "run.json").write_text(json.dumps(header | {"status": "interrupted"}), encoding="utf-8")
+    (run_dir / "summary.json").unlink()
+
+    from saag_opt.runtime.agentdojo.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
+
+    result = run_security(resume_config(run_dir, {}), resume=run_dir)
+    assert len(result.records) == 20 and [r.trace is None for r in result.records] == [True] * 15 + [False] * 5
+    assert result.summary.row("banking", "important_instructions").arms["guard"].asr.k == 0
+    section = next(s for s in build_part(run_dir).sections if s["id"].endswith("-traces"))
+    assert "15 of 20 runs were recorded before records kept traces" in section["intro"]
 
 
 def test_resume_keeps_the_recorded_suites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,9 +190,13 @@ def _model(request: dict) -> Any:
     return Reply(text=json.dumps({"calls": turn, "answer": ""}))
 
 
+SECRET = "sk-test-not-a-real-key-6f1c"
+
+
 @pytest.mark.integration
-def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path) -> None:
+def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedded model's path (SaagLLM in JSON mode on lm.open_lm), on the scripted server."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     with ScriptedOpenAIServer(_model) as server:
         spec = f"fake@{server.url}"
         assert _cli([*BANKING_2[:-1], "1", "--agent", spec, "--mode", "json", "--runs-dir", str(tmp_path)]) == 0
@@ -187,6 +215,11 @@ def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path) -> None:
         block = guarded.blocks[0]
         assert block.name == "send_money" and block.arguments["recipient"] == ATTACKER and block.origin == "other"
         assert block.provenance["findings"][0]["rule"] == "planted value"
+        (call,) = guarded.trace.blocked  # the model's own call, as it proposed it, kept out of what was scored
+        assert call.arguments["recipient"] == ATTACKER and not call.scored and call.findings[0].argument == "recipient"
+        assert guarded.trace.answer == "Paid the bill." and attacked[(injection, "none")].trace.answer == "Paid the bill."
+    assert SECRET not in (run_dir / "records.jsonl").read_text(encoding="utf-8")
+    assert SECRET not in (run_dir / "report.html").read_text(encoding="utf-8")
 
     part = build_part(run_dir)
     blocks = next(s for s in part.sections if s["id"].endswith("-blocks"))["tables"][0]

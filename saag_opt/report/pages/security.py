@@ -1,10 +1,11 @@
-"""Security runs (AgentDojo): the tables, the published defences, each blocked injection with its tool text.
+"""Security runs (AgentDojo): the tables, the published defences, each blocked injection, every run's trace.
 
 Each blocked injection is shown with the tool text it came from (``Decision.provenance``).
 The numbers are the run's ``summary.json`` drawn with the terminal's own rows
 (``report.security_tables``); the blocks are read from ``records.jsonl``. One blocked injection is
 one distinct (suite, attack, injection task, call, tool text): the same planted text blocked in
-many user tasks is one row that says in how many pairs and which user tasks.
+many user tasks is one row that says in how many pairs and which user tasks. Last, the trace
+browser (``security_traces``): every record's conversation, the guard's decisions and the answer.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any
 from saag_opt.evaluation.security import ALL, BENIGN, SecurityRecord, SecuritySummary
 from saag_opt.report import charts
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, table
+from saag_opt.report.pages.security_traces import trace_section
 from saag_opt.report.security_tables import (
     ATTACK_COLUMNS,
     BENIGN_COLUMNS,
     PUBLISHED_COLUMNS,
     published_rows,
     published_sources,
+    run_rows,
     security_rows,
 )
 from saag_opt.runfiles import Run
@@ -38,10 +41,11 @@ def security_part(run: Run, index: int) -> Part:
     part.meta = header_meta(header) + ([("guard", summary.guard), ("benchmark", summary.benchmark)] if summary else [])
     if summary is not None:
         append(part, _results(summary, part))
-    append(part, _published(part))
+    append(part, _published(summary, part))
     append(part, _blocks(records, part, origin="injection"))
     append(part, _blocks(records, part, origin="user"))
     append(part, _blocks(records, part, origin="other"))
+    append(part, trace_section(records, part))
     return part
 
 
@@ -93,12 +97,19 @@ def _asr_chart(summary: SecuritySummary) -> dict[str, Any] | None:
                 title=f"Attack success rate per attack ({'all suites' if scope == ALL else scope}), with 95% intervals")
 
 
-def _published(part: Part) -> dict[str, Any]:
-    return {"id": f"{part.anchor}-published", "title": "Published defences on AgentDojo",
-            "intro": "As their authors report them, with the models they used; measured on AgentDojo v1 (629 security "
-                     "cases) with LLM agents, so context for the table above, not a like-for-like comparison. Cells "
-                     "not read from the papers are left '-'. Sources: " + "; ".join(published_sources()) + ".",
-            "tables": [table("Published defences (percent)", PUBLISHED_COLUMNS, published_rows(), numeric=[4, 5, 6])]}
+def _published(summary: SecuritySummary | None, part: Part) -> dict[str, Any]:
+    ours = run_rows(summary) if summary is not None else []
+    theirs = ("the published defences as their authors report them, with the models they used; measured on AgentDojo "
+              "v1 (629 security cases) with LLM agents, so context for this run, not a like-for-like comparison. Cells "
+              "not read from the papers are left '-'. Sources: " + "; ".join(published_sources()) + ".")
+    intro = theirs[0].upper() + theirs[1:]
+    if summary is not None and ours:
+        intro = (f"This run's rows first (agent {summary.agent}, {summary.benchmark}; utility = without attack over the "
+                 "user tasks run, the other two over the attacked pairs, as in the tables above; the guard arm is "
+                 f"{summary.guard}), then {theirs}")
+    return {"id": f"{part.anchor}-published", "title": "This run beside the published defences on AgentDojo",
+            "intro": intro, "tables": [table("This run and the published defences (percent)", PUBLISHED_COLUMNS,
+                                             ours + published_rows(), numeric=[4, 5, 6])]}
 
 
 def _call_text(name: str, arguments: dict[str, Any]) -> str:

@@ -68,7 +68,40 @@
     return box;
   }
 
-  // -- the conversation browser (report/pages/conversations.py builds its JSON) --------------------
+  // -- the conversation browser (report/pages/conversations.py builds its JSON; security_traces.py too) ---
+
+  // The security browser pools its texts and steps (data.security.texts, .steps): a number where a text
+  // or a step goes is its index.
+  var pool = null;
+  function txt(value) { return typeof value === "number" && pool ? pool.texts[value] : value; }
+  function stepOf(value) { return typeof value === "number" && pool ? pool.steps[value] : value; }
+
+  // A tool result with the attack's injected text marked: spans are [start, end, vector] into the text.
+  function resultPre(label, text, spans, cls) {
+    var node = el("pre", null, cls);
+    node.appendChild(document.createTextNode(label));
+    var at = 0;
+    (spans || []).forEach(function (sp) {
+      if (sp[0] < at) return;
+      node.appendChild(document.createTextNode(text.slice(at, sp[0])));
+      var mark = el("mark", text.slice(sp[0], sp[1]), "injected");
+      mark.title = "injected by the attack (" + sp[2] + ")";
+      node.appendChild(mark);
+      at = sp[1];
+    });
+    node.appendChild(document.createTextNode(text.slice(at)));
+    return node;
+  }
+
+  function findingPre(f) {
+    var node = el("pre", null, "finding");
+    node.appendChild(document.createTextNode("rule " + f.rule + ": " + f.call + (f.argument ? "." + f.argument : "") +
+      (f.value !== undefined && f.value !== null ? " = " + JSON.stringify(f.value) : "") +
+      (f.tool ? ", from the result of " + f.tool : "") + (f.markers && f.markers.length ? " (" + f.markers.join(", ") + ")" : "") +
+      (f.text !== null && f.text !== undefined ? ":\n" : "")));
+    if (f.text !== null && f.text !== undefined) node.appendChild(el("mark", txt(f.text), "injected"));
+    return node;
+  }
 
   function marks(parent, list) {
     (list || []).forEach(function (m) { parent.appendChild(el("span", m, "mark m-" + m.replace(/ /g, "-"))); });
@@ -76,12 +109,12 @@
 
   function prediction(p) {
     if (p.calls.length) return callText(p.calls) + (p.unparsable ? " (unparsable)" : "");
-    return "(no call)" + (p.text ? " " + p.text : "") + (p.unparsable ? " (unparsable output)" : "");
+    return "(no call)" + (p.text ? " " + txt(p.text) : "") + (p.unparsable ? " (unparsable output)" : "");
   }
 
   function verdictBox(v) {
     var box = el("div", null, "verdict " + (v.valid ? "v-valid" : "v-invalid"));
-    box.appendChild(el("strong", v.valid ? "✓ valid" : "✗ invalid"));
+    box.appendChild(el("strong", v.label || (v.valid ? "✓ valid" : "✗ invalid")));
     if (v.error_type) box.appendChild(el("span", " " + v.error_type, "error-type"));
     var lines = [];
     if (v.failed_turn !== undefined) lines.push("failed at turn " + v.failed_turn);
@@ -100,11 +133,13 @@
     return box;
   }
 
-  function stepBox(s) {
-    var box = el("div", null, "step" + (s.marks && s.marks.indexOf("withheld") >= 0 ? " s-withheld" : ""));
-    var head = el("div", "step " + s.i, "step-head");
+  function stepBox(s, position) {
+    var held = s.marks && (s.marks.indexOf("withheld") >= 0 || s.marks.indexOf("blocked") >= 0);
+    var box = el("div", null, "step" + (held ? " s-withheld" : ""));
+    var head = el("div", "step " + (s.i !== undefined ? s.i : position), "step-head");
     marks(head, s.marks);
     box.appendChild(head);
+    if (s.say !== undefined) box.appendChild(el("pre", "says: " + txt(s.say), "say"));
     box.appendChild(el("pre", "proposed: " + prediction(s.proposed), "proposed"));
     if (s.rounds) {
       var list = el("ol", null, "rounds");
@@ -113,6 +148,8 @@
         if (r.feedback) item.appendChild(el("pre", "feedback: " + r.feedback, "feedback"));
         if (r.revised) item.appendChild(el("pre", "revised: " + prediction(r.revised)));
         if (r.note) item.appendChild(el("pre", "note: " + r.note));
+        if (r.reason !== undefined) item.appendChild(el("pre", "reason: " + txt(r.reason)));
+        (r.findings || []).forEach(function (f) { item.appendChild(findingPre(f)); });
         list.appendChild(item);
       });
       box.appendChild(list);
@@ -129,9 +166,11 @@
     if (s.ruling) box.appendChild(el("pre", "guard: " + s.ruling));
     if (s.final) box.appendChild(el("pre", "let through: " + prediction(s.final)));
     if (s.executed) box.appendChild(el("pre", "executed: " + callText(s.executed), "executed"));
-    else if (s.marks && s.marks.indexOf("withheld") >= 0) box.appendChild(el("pre", "executed: nothing (withheld)", "executed"));
+    else if (held) box.appendChild(el("pre", "executed: nothing (" + (s.marks.indexOf("blocked") >= 0 ? "blocked" : "withheld") + ")", "executed"));
     (s.results || []).forEach(function (r) {
-      box.appendChild(el("pre", (r[2] ? "result" : "refused") + " (" + r[0] + "): " + r[1], r[2] ? "result" : "result refused"));
+      var spans = r[3] || [];
+      box.appendChild(resultPre((r[2] ? "result" : "refused") + " (" + r[0] + "): ", txt(r[1]), spans,
+        (r[2] ? "result" : "result refused") + (spans.length ? " r-injected" : "")));
     });
     (s.notes || []).forEach(function (n) { box.appendChild(el("pre", "note: " + n)); });
     return box;
@@ -140,17 +179,19 @@
   function conditionBox(c, user) {
     var box = el("div", null, "condition");
     box.setAttribute("data-label", c.label);
-    box.appendChild(el("h6", c.label + " (" + c.seconds + " s, " + c.reviewer_calls + " reviewer calls)"));
+    box.appendChild(el("h6", c.head || c.label + " (" + c.seconds + " s, " + c.reviewer_calls + " reviewer calls)"));
     box.appendChild(verdictBox(c.verdict));
-    if (!c.turns.length) box.appendChild(el("p", "no turn ran"));
+    if (c.note) box.appendChild(el("p", c.note, "note"));
+    else if (!c.turns.length) box.appendChild(el("p", "no turn ran"));
     c.turns.forEach(function (t) {
       var turn = el("div", null, "turn" + (t.marks && t.marks.indexOf("checker failed here") >= 0 ? " t-failed" : ""));
       var head = el("div", "turn " + t.i, "turn-head");
       marks(head, t.marks);
       if (t.added) head.appendChild(el("span", "functions added: " + t.added.join(", "), "mark m-added"));
       turn.appendChild(head);
-      (t.user || user[t.i] || []).forEach(function (m) { turn.appendChild(el("pre", m[0] + ": " + m[1], "user")); });
-      t.steps.forEach(function (s) { turn.appendChild(stepBox(s)); });
+      (t.user || user[t.i] || []).forEach(function (m) { turn.appendChild(el("pre", m[0] + ": " + txt(m[1]), "user")); });
+      t.steps.forEach(function (s, k) { turn.appendChild(stepBox(stepOf(s), k)); });
+      if (t.answer !== undefined) turn.appendChild(el("pre", "final answer: " + (t.answer === null ? "(none)" : txt(t.answer) || "(empty)"), "answer"));
       box.appendChild(turn);
     });
     return box;
@@ -192,11 +233,18 @@
     }
     var run = data.runs[Number(table.getAttribute("data-run"))];
     var index = Number(row.getAttribute("data-i"));
-    var conversations = table.getAttribute("data-kind") === "conversations";
+    var kind = table.getAttribute("data-kind");
     var detailRow = el("tr", null, "detail");
     var cell = el("td");
     cell.colSpan = row.children.length;
-    cell.appendChild(conversations ? conversation(run.episodes[index]) : details(run.examples[index]));
+    pool = kind === "security" ? run.security : null;
+    if (kind === "security") {
+      var sec = run.security;
+      cell.appendChild(conversation({ user: [], conditions: sec.groups[sec.records[index].g].map(function (j) {
+        return sec.records[j]; }) }));
+    } else {
+      cell.appendChild(kind === "conversations" ? conversation(run.episodes[index]) : details(run.examples[index]));
+    }
     detailRow.appendChild(cell);
     row.after(detailRow);
     button.setAttribute("aria-expanded", "true");
@@ -212,8 +260,10 @@
 
   function applyFilters(form) {
     var table = document.getElementById(form.getAttribute("data-browser"));
-    var want = [["text", 0], ["category", 1], ["outcome", 2], ["stage", 3]].map(function (pair) {
-      return { value: form.elements[pair[0]].value.trim(), cell: pair[1], contains: pair[0] === "text" };
+    // each control names the column(s) it filters (data-cell); a search matches any of them
+    var want = Array.prototype.map.call(form.querySelectorAll("[data-cell]"), function (control) {
+      return { value: control.value.trim(), cells: control.getAttribute("data-cell").split(",").map(Number),
+               contains: control.getAttribute("data-match") === "contains" };
     });
     collapseAll(table);
     var shown = 0, rows = table.tBodies[0].rows;
@@ -221,10 +271,11 @@
       var r = rows[i], ok = true;
       for (var k = 0; k < want.length && ok; k++) {
         if (!want[k].value) continue;
-        var text = r.children[want[k].cell].textContent;
-        if (want[k].contains) ok = text.toLowerCase().indexOf(want[k].value.toLowerCase()) >= 0;
-        else if (want[k].value === "flipped" && want[k].cell === 2) ok = text === "fixed" || text === "broken";
-        else ok = text === want[k].value;
+        var cells = want[k].cells.map(function (c) { return r.children[c].textContent; });
+        var value = want[k].value;
+        if (want[k].contains) ok = cells.some(function (t) { return t.toLowerCase().indexOf(value.toLowerCase()) >= 0; });
+        else if (value === "flipped") ok = cells[0] === "fixed" || cells[0] === "broken";
+        else ok = cells[0] === value;
       }
       r.hidden = !ok;
       if (ok) shown++;
@@ -239,7 +290,9 @@
       var cell = el("td"), button = el("button", "show", "expand");
       button.type = "button";
       button.setAttribute("aria-expanded", "false");
-      button.setAttribute("aria-label", "details of " + row.children[0].textContent);
+      var named = table.getAttribute("data-kind") === "security" ? 5 : 1;  // a security row is named by its task and arm
+      button.setAttribute("aria-label", "details of " + Array.prototype.slice.call(row.children, 0, named).map(function (c) {
+        return c.textContent; }).join(" "));
       cell.appendChild(button);
       row.appendChild(cell);
     });

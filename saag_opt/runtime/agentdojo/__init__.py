@@ -6,7 +6,9 @@ checks. The guard plugs in where a proposed call meets its execution:
 
 * ``elements``: ``GuardElement`` (before ``ToolsExecutor`` inside the tool loop: allow, revise, or
   block with feedback to the model), ``StripBlocked`` (keeps blocked calls out of the traces
-  AgentDojo scores, which count *proposed* calls) and ``guarded_pipeline``;
+  AgentDojo scores, which count *proposed* calls), ``Tap`` and ``guarded_pipeline``;
+* ``trace``: ``Tracer``, what a record keeps of a run (the blocks; the conversation, the guard's
+  decision on each call, what was scored, where the injected text sits);
 * ``scripted``: ``ObedientAgent``, the deterministic worst case (the user task's ground truth, plus
   every injected instruction it reads), so security is measured without an LLM;
 * ``llm``: ``SaagLLM``, saag-opt's own LLM element (the embedded model or any OpenAI-compatible

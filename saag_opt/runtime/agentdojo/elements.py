@@ -16,6 +16,9 @@ of every assistant message, run or not. ``StripBlocked``, the pipeline's last el
 blocked calls and their results once the loop is over, so a blocked call is scored as what it was:
 nothing happened. During the loop the API-valid form stays (each call answered by a tool message).
 
+``Tap`` (``guarded_pipeline(tap=...)``) hands the finished conversation to a listener before and
+after ``StripBlocked``, changing nothing: what a record's trace is built from (``trace.Tracer``).
+
 The guard reads OpenAI-format messages: ``to_openai_messages`` turns AgentDojo's content blocks
 into strings, the system message into ``system``, and each YAML tool result (the default
 ``tool_result_to_str``) into the JSON of the same data, so the guard reads each field of a result
@@ -74,6 +77,8 @@ PIPELINE_MODEL = "gpt-4o-2024-05-13"
 
 Recorder = Callable[[list[Any], "Decision"], None]
 """Called with the proposed ``FunctionCall``s and the guard's decision, once per review."""
+Listener = Callable[[str, Sequence[Any], dict[str, Any]], None]
+"""Called with a ``Tap``'s stage, the messages and ``extra_args`` as they are at its place in the pipeline."""
 
 
 def text_of(content: Any) -> str:
@@ -256,26 +261,48 @@ def strip_blocked(messages: Sequence[Any], blocked: set[str]) -> list[Any]:
     return out
 
 
+class Tap(BasePipelineElement):
+    """Hands the messages, as they are at its place in the pipeline, to a listener (a trace); changes nothing."""
+
+    name = "saag-opt-tap"
+
+    def __init__(self, stage: str, listener: Listener) -> None:
+        self.stage, self.listener = stage, listener
+
+    def query(self, query: str, runtime: Any, env: Any = NO_ENV, messages: Sequence[Any] = (),
+              extra_args: dict[str, Any] | None = None) -> tuple[str, Any, Any, Sequence[Any], dict[str, Any]]:
+        """Pass everything through, after telling the listener."""
+        extra = dict(extra_args or {})
+        self.listener(self.stage, messages, extra)
+        return query, runtime, env, messages, extra
+
+
 def guarded_pipeline(llm: Any, guard: Guard | None, *, system_message: str | None = None, max_iters: int = MAX_ITERS,
-                     name: str | None = None, on_decision: Recorder | None = None) -> Any:
+                     name: str | None = None, on_decision: Recorder | None = None, tap: Listener | None = None) -> Any:
     """AgentDojo's standard pipeline with the guard in its tool loop (no guard: the plain pipeline).
 
     ``[SystemMessage, InitQuery, llm, ToolsExecutionLoop([GuardElement, ToolsExecutor, llm]), StripBlocked]``.
     ``name`` must contain a model id AgentDojo knows for the attacks that address the model by name
-    (default: ``<PIPELINE_MODEL>-saag-guard``, or ``-no-guard``).
+    (default: ``<PIPELINE_MODEL>-saag-guard``, or ``-no-guard``). ``tap``: told the finished
+    conversation twice, as ``proposed`` (every call, blocked ones too) and then as ``scored`` (what
+    ``run_task_with_pipeline`` scores: after ``StripBlocked``).
     """
     loop: list[Any] = [ToolsExecutor(), llm]
     elements: list[Any] = [SystemMessage(system_message or load_system_message(None)), InitQuery(), llm]
     if guard is not None:
         loop.insert(0, GuardElement(guard, on_decision=on_decision))
     elements.append(ToolsExecutionLoop(loop, max_iters=max_iters))
+    if tap is not None:
+        elements.append(Tap("proposed", tap))
     if guard is not None:
         elements.append(StripBlocked())
+    if tap is not None:
+        elements.append(Tap("scored", tap))
     pipeline = AgentPipeline(elements)
     pipeline.name = name or f"{PIPELINE_MODEL}-{'saag-guard' if guard is not None else 'no-guard'}"
     return pipeline
 
 
-__all__ = ["BLOCKED_KEY", "BLOCKED_PREFIX", "MAX_ITERS", "NO_ENV", "PIPELINE_MODEL", "GuardElement", "StripBlocked",
-           "call_to_openai", "function_to_openai", "guarded_pipeline", "readable_tool_text", "strip_blocked",
-           "text_of", "to_openai_messages"]
+__all__ = ["BLOCKED_KEY", "BLOCKED_PREFIX", "MAX_ITERS", "NO_ENV", "PIPELINE_MODEL", "GuardElement", "Listener",
+           "Recorder", "StripBlocked", "Tap", "call_to_openai", "function_to_openai", "guarded_pipeline",
+           "readable_tool_text", "strip_blocked", "text_of", "to_openai_messages"]

@@ -8,7 +8,8 @@ environment, with the same agent, so the two arms differ by the guard alone.
 
 Scoring is ``TaskSuite.run_task_with_pipeline``: AgentDojo loads nothing again, inits the task,
 runs the pipeline and applies the task's utility / security checks. Nothing is logged to disk
-(AgentDojo's ``TraceLogger`` is not opened).
+(AgentDojo's ``TraceLogger`` is not opened); each record keeps its own trace (``trace.Tracer``:
+the conversation, the guard's decision on each call, what was scored, where the injection sits).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from saag_opt.evaluation.security import ARMS, Arm, BlockRecord, SecurityRecord, run_key
+from saag_opt.evaluation.security import ARMS, Arm, SecurityRecord, run_key
 from saag_opt.runtime.agentdojo import BENCHMARK_VERSION, require
 
 require()
@@ -28,10 +28,9 @@ from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
 from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 
 from saag_opt.runtime.agentdojo.elements import guarded_pipeline  # noqa: E402
-from saag_opt.runtime.agentdojo.scripted import origin_of  # noqa: E402
+from saag_opt.runtime.agentdojo.trace import Tracer  # noqa: E402
 
 if TYPE_CHECKING:
-    from saag_opt.runtime.decision import Decision
     from saag_opt.runtime.guard import Guard
 
 SUITES = ("workspace", "travel", "banking", "slack")
@@ -39,25 +38,11 @@ ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previou
 """The attacks issue 20 names (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
 
 
-@dataclass
-class _Recorder:
-    """Collects the guard's blocks of the current run (``GuardElement.on_decision``)."""
-
-    blocks: list[BlockRecord] = field(default_factory=list)
-
-    def __call__(self, calls: list[Any], decision: Decision) -> None:
-        if decision.action != "block":
-            return
-        for call in calls:
-            self.blocks.append(BlockRecord(origin=origin_of(call.id), name=call.function, arguments=dict(call.args),
-                                           reason=decision.reason, provenance=decision.provenance))
-
-
-def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], _Recorder]:
-    """The two arms around one agent element, and the recorder of the guarded arm."""
-    recorder = _Recorder()
-    return {"none": guarded_pipeline(agent, None),
-            "guard": guarded_pipeline(agent, guard, on_decision=recorder)}, recorder
+def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], dict[str, Tracer]]:
+    """The two arms around one agent element, and the tracer of each (the guard's decisions, the conversation)."""
+    tracers = {"none": Tracer(), "guard": Tracer()}
+    return {"none": guarded_pipeline(agent, None, tap=tracers["none"].tap),
+            "guard": guarded_pipeline(agent, guard, on_decision=tracers["guard"], tap=tracers["guard"].tap)}, tracers
 
 
 def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = ATTACKS, benign: bool = True,
@@ -72,7 +57,7 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
     injected.
     """
     suite = get_suite(BENCHMARK_VERSION, name)
-    arms_of, recorder = pipelines(agent, guard)
+    arms_of, tracers = pipelines(agent, guard)
     chosen = [suite.get_user_task_by_id(t) for t in user_tasks] if user_tasks is not None else list(suite.user_tasks.values())
     injections_of = ([suite.get_injection_task_by_id(t) for t in injection_tasks] if injection_tasks is not None
                      else list(suite.injection_tasks.values()))
@@ -86,7 +71,8 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
         for arm in left:
             if hasattr(agent, "set_task"):  # the scripted agent; a model agent is told only the prompt
                 agent.set_task(user, injection)
-            recorder.blocks = []
+            tracer = tracers[arm]
+            tracer.reset()
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -95,8 +81,8 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
             result = SecurityRecord(suite=name, user_task=user.ID, injection_task=injection.ID if injection else None,
                                     attack=attack, arm=cast(Arm, arm), utility=bool(utility),
                                     security=bool(security) if injection is not None else None,
-                                    blocks=list(recorder.blocks) if arm == "guard" else [],
-                                    seconds=time.perf_counter() - started)
+                                    blocks=tracer.blocks(), seconds=time.perf_counter() - started,
+                                    trace=tracer.trace(injected))
             if on_run is not None:
                 on_run(result)
             yield result
