@@ -315,6 +315,11 @@ class Prediction:
         """True when no call at all was made."""
         return not self.calls
 
+    @property
+    def declined(self) -> bool:
+        """No call, and the reply was read: the agent chose not to call (an unreadable reply is no choice)."""
+        return not self.calls and self.status != "unparsable"
+
 
 Expectation = Literal["calls", "no_call", "any_call"]
 """What counts as correct: the gold calls; no call at all (irrelevance); any call (live_relevance)."""
@@ -477,7 +482,7 @@ class CascadeReport(DeferredCorrections):
 
     @property
     def clean(self) -> bool:
-        """Passed with nothing to correct (no drift either): what a SAAG gate lets through."""
+        """Passed with nothing to correct (no drift either); a gate wants more (``PredictionReport.vouched``)."""
         return self.passed and not self.corrections
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,24 +24,28 @@ from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.testing.contracts.backend import check_missing_key, check_retries, check_spec_round_trip
 from saag_opt.testing.contracts.environment import check_environment
 from saag_opt.testing.contracts.exporter import check_exporter
-from saag_opt.testing.contracts.mechanism import check_mechanism
+from saag_opt.testing.contracts.mechanism import check_abstention, check_mechanism
 from saag_opt.testing.toy_environment import NotesEnvironment, toy_episode
 from tests.agents.agent_fakes import GOOD, UNGROUNDED, FakeAgent, call, weather_example
 from tests.episodes.world import episodes, gold_transcript, needs_bfcl
 
 
+def _boston(prediction: Prediction) -> bool:
+    return bool(prediction.calls) and prediction.calls[0].arguments.get("city") == "Boston"
+
+
 class CityReviewer:
-    """Deterministic and stateless: rejects calls not about Boston, prefers Boston candidates."""
+    """Deterministic and stateless: rejects calls not about Boston, prefers Boston candidates (never no call)."""
 
     def review_call(self, example: Example, prediction: Prediction) -> Verdict:
-        ok = prediction.calls and prediction.calls[0].arguments.get("city") == "Boston"
+        ok = _boston(prediction)
         return Verdict(error=not ok, feedback="" if ok else "The user asked about Boston.")
 
     def select_candidate(self, example: Example, candidates: Sequence[Prediction]) -> tuple[int | None, str | None]:
-        return next((i for i, c in enumerate(candidates) if c.calls[0].arguments.get("city") == "Boston"), 0), None
+        return next((i for i, c in enumerate(candidates) if _boston(c)), 0), None
 
     def grade_candidate(self, example: Example, prediction: Prediction) -> Grade:
-        return Grade(score=1.0 if prediction.calls[0].arguments.get("city") == "Boston" else 0.2, rationale="city")
+        return Grade(score=1.0 if _boston(prediction) else 0.0 if not prediction.calls else 0.2, rationale="city")
 
 
 def _agent() -> FakeAgent:
@@ -58,6 +62,30 @@ def test_every_registered_mechanism_honours_the_contract(spec: str) -> None:
     outcome = check_mechanism(parse_mechanism(spec, max_repairs=2), weather_example(), _agent(), CityReviewer())
     if parse_mechanism(spec).needs_reviewer:
         assert outcome.final == GOOD  # the sample exercises the review: the wrong base call is fixed
+
+
+@pytest.mark.parametrize("spec", _specs())
+def test_every_registered_mechanism_can_abstain_and_never_invents_a_call(spec: str) -> None:
+    check_abstention(parse_mechanism(spec, max_repairs=2), weather_example(), UNGROUNDED)
+
+
+def test_the_abstention_contract_catches_a_mechanism_that_always_calls() -> None:
+    @dataclass(frozen=True)
+    class Stubborn(MechanismFacts):
+        """Reviews, but executes the base call whatever the reviewer says."""
+
+        spec: str = "stubborn"
+        components = ("review",)
+
+        def run(self, example, agent, reviewer, *, ctx: MechanismContext) -> MechanismOutcome:  # noqa: ANN001
+            base = ctx.propose_initial(agent, example)
+            reviewer.review_call(example, base.prediction)
+            return MechanismOutcome(self.spec, base, base.prediction, reviewer_calls=1)
+
+    with pytest.raises(AssertionError, match="no function fits and the agent agreed"):
+        check_abstention(Stubborn(), weather_example(), UNGROUNDED)
+    with pytest.raises(ValueError, match="does not vouch"):
+        check_abstention(Stubborn(), weather_example(), GOOD)  # the cascade vouches for it: a gate would pass it
 
 
 def test_the_mechanism_contract_catches_a_gold_reader() -> None:

@@ -68,6 +68,14 @@ RETRY_NUDGE = ("Your previous reply could not be read as function calls. Reply a
                "function calls only, in the required format.")
 """System message added on a retry after an unreadable reply (also changes the LM cache key)."""
 
+REVISION_INSTRUCTION = ("Revise your function calls accordingly and answer with the calls only; if no function "
+                        "should be called, answer without a call.")
+"""Follows the feedback in every revision turn (system message). Why the second clause: a reviewer may
+find that no function fits (BFCL irrelevance), and "the calls only" alone reads as "make a call".
+Not part of ``BASE_PROMPT_HASH`` (round-0 proposals never see it, so base-prediction cache keys keep their
+bytes); editing it changes the LM request, hence the LM-cache key, of every revision (tests/agents/test_base.py
+pins the text, so a change is deliberate)."""
+
 BASE_PROMPT_HASH = hashlib.sha256(
     (BASE_SYSTEM_PROMPT + JSON_MODE_SUFFIX + RETRY_NUDGE).encode()).hexdigest()[:16]
 """Part of every base-prediction cache key: editing the prompt invalidates old entries."""
@@ -179,8 +187,8 @@ class BaseAgent:
             shown = (f"Tentative function calls: {render_calls_json(turn.previous)}" if turn.previous.calls
                      else f"(no function call) {turn.previous.raw or ''}".strip())
             messages.append({"role": "assistant", "content": shown})
-            messages.append({"role": "system", "content": f"Reviewer feedback: {turn.feedback}\n"
-                             "Revise your function calls accordingly and answer with the calls only."})
+            messages.append({"role": "system",
+                             "content": f"Reviewer feedback: {turn.feedback}\n{REVISION_INSTRUCTION}"})
         return messages
 
     def propose(self, example: Example, *, feedback: Sequence[FeedbackTurn | tuple[Prediction, str]] = (),

@@ -6,7 +6,9 @@ after the N-th rejection runs unreviewed) plus the rules a live guard keeps what
 - a call failing SAAG stage 1 or 2 (unknown function, missing required or spurious parameter,
   unreadable arguments) never runs as proposed: it is revised with the psi feedback (joined to the
   reviewer's, if it rejected too), or blocked;
-- a revision runs only if it makes a call and passes stages 1-2, else the turn is blocked;
+- a revision runs only if it makes a call and passes stages 1-2, else the turn is blocked; a revision
+  that makes no call ends the loop at once (a block: nothing runs, which is the abstention the
+  reviewer asked for when no function fits), rather than being reviewed again as a stage-1 failure;
 - with tool results in view (a conversation step's ``sources``, or the live guard's), a side-effecting
   call that an instruction inside a tool result drives is blocked, as proposed or as revised (the
   injection rule, ``saag.injection``; ``Ruling.provenance`` says which value came from where). A
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING
 from saag_opt.agents.base import BaseAgent, FeedbackTurn, Proposal
 from saag_opt.agents.mechanisms import (
     DEFAULT_REJECTION,
+    NO_CALL,
     MechanismContext,
     MechanismFacts,
     MechanismOutcome,
@@ -65,8 +68,6 @@ if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
     from saag_opt.saag import PredictionReport
 
-NO_CALL = Prediction((), raw=None, status="empty")
-"""What a blocked turn executes: nothing (an abstention, as ``evaluate`` scores it)."""
 NO_SOURCES = Sources()
 """No tool result in view (a single-turn example): the injection rule has nothing to read."""
 
@@ -168,7 +169,7 @@ class _Loop:
 
     def decide(self) -> tuple[Ruling, Prediction]:
         """The ruling and what runs (the loop of the module docstring)."""
-        if not self.current.calls and self.current.status != "unparsable":
+        if self.current.declined:
             return Ruling("allow", "no tool calls to review"), self.current
         found = injected(self.current.calls, self.registry, self.sources) if self.live is None else None
         if found is not None:  # the live guard checked the proposal before its gate
@@ -199,6 +200,8 @@ class _Loop:
             ended = self.feed_back(index, verdict, failure, hard)
             if ended is not None:
                 return ended
+            if self.current.declined:  # the revision abstains: nothing to review again, nothing runs
+                break
         return self.revised(f"revised after {len(self.history)} rejection(s)")
 
     def ask(self) -> tuple[Verdict | None, str | None]:

@@ -6,7 +6,12 @@ review) | ``s<N>`` (best-of-N selection) | ``g<N>`` (best-of-N grading) | ``guar
 ``saag+s<N>`` (experimental: SAAG-verified best-of-N, the first candidate the cascade passes;
 agents/verified.py) |
 ``gate+r<N>`` / ``gate+s<N>`` / ``gate+g<N>`` / ``gate+guard+r<N>`` (experimental: the LLM reviewer
-only runs when the gold-free SAAG cascade does not pass the base call cleanly).
+only runs when the gold-free SAAG cascade does not vouch for the base call).
+
+Every mechanism can end in an abstention when no function fits: a revision may make no call
+(``base.REVISION_INSTRUCTION`` says so) and is kept; the selector and the grader get a "(no
+function call)" option; a guard block runs nothing; ``saag`` self-repair keeps an abstention the
+agent repeats (docs/design.md, "Abstention across the mechanisms").
 
 Every round-0 proposal (the base prediction and the s/g candidates) goes through
 ``MechanismContext.propose_initial``, i.e. the on-disk ``BasePredictionCache``, so mechanisms and
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -33,7 +38,7 @@ from saag_opt.saag import correction_for
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
-    pass
+    from saag_opt.saag import PredictionReport
 
 DEFAULT_MAX_REPAIRS = 5
 """D_max of the SAAG self-repair loop (the paper used 15; docs/design.md §3)."""
@@ -44,10 +49,25 @@ BINARY_FEEDBACK = "Your previous function call was incorrect. Try again."
 DEFAULT_REJECTION = "The tentative function calls contain an error. Check them against the request and fix them."
 """Sent when a reviewer rejects with empty feedback."""
 
+NO_CALL = Prediction((), raw=None, status="empty")
+"""An abstention a mechanism decides on (nothing runs): the selector's and grader's no-call option, a
+guard block. Rendered to a reviewer as "(no function call)"."""
+
+NO_CALL_FEEDBACK = ("You made no function call. If one of the available functions serves the request, answer "
+                    "with the call; if none does, or the request lacks information a call needs, answer again "
+                    "without a call.")
+"""``saag`` self-repair's feedback on an abstention (psi1 asks for a call, which the cascade cannot know
+is wanted without gold); a second abstention in a row ends the loop."""
+
 TEMPERATURE_RANGE = (0.3, 1.0)
 """Candidate temperatures for s<N>/g<N> (Reinforced Agent paper §2.1; evenly spaced is our reading)."""
 
 RoundVerdict = Literal["approve", "reject", "reviewer_failed", "saag_pass", "saag_fail"]
+
+
+def options_with_no_call(candidates: Sequence[Prediction]) -> list[Prediction]:
+    """The candidates, plus ``NO_CALL`` when none abstains: the selector or grader may always pick "no call"."""
+    return list(candidates) if any(c.declined for c in candidates) else [*candidates, NO_CALL]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +94,7 @@ class Candidate:
     rationale: str | None = None
     seconds: float = 0.0
     passed: bool | None = None
-    """``saag+s<N>``: the gold-free cascade passed it (None = not checked)."""
+    """``saag+s<N>``: the gold-free cascade passed it, anchored in the request (``verified``; None = not checked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +251,12 @@ class SelfRepair(MechanismFacts):
     ``saag`` feeds back the psi message of the first failing stage (``correction_for``); ``binary``
     feeds back "incorrect, try again". The trigger is the cascade in both, so the two differ only
     in the feedback content (the SAAG paper's ablation). ``max_repairs`` None = the context's.
+
+    Abstention: the cascade fails every abstention (FNEM = -1), yet without gold nobody here knows
+    whether a call was wanted (BFCL irrelevance: it was not). So ``saag`` answers an abstention with
+    ``NO_CALL_FEEDBACK`` (call if a function serves the request, else abstain again) instead of
+    psi1's "answer with a call", and in both the loop ends when the agent makes no call twice in a
+    row: its abstention is final.
     """
 
     spec: str
@@ -247,20 +273,32 @@ class SelfRepair(MechanismFacts):
         """Check, repair, repeat; the last revision is final even if it still fails."""
         base = ctx.propose_initial(agent, example)
         budget = ctx.max_repairs if self.max_repairs is None else self.max_repairs
-        current, seconds, history, rounds = base.prediction, base.seconds, [], []
+        current, seconds, rounds, notes = base.prediction, base.seconds, [], []
+        history: list[FeedbackTurn] = []
         for index in range(budget):
+            if current.declined and history and history[-1].previous.declined:
+                notes.append("the agent made no call twice in a row: its abstention is final")
+                break
             report = blind_cascade(current, example, ctx.grounding)
             if report.passed:
                 rounds.append(ReviewRound(index, current, "saag_pass", "saag"))
                 break
-            text = (correction_for(report) or BINARY_FEEDBACK) if self.informative else BINARY_FEEDBACK
+            text = self.feedback(current, report)
             history.append(FeedbackTurn(current, text))
             revision = agent.propose(example, feedback=history)
             seconds += revision.seconds
             rounds.append(ReviewRound(index, current, "saag_fail", "saag", text, revision.prediction))
             current = revision.prediction
         return MechanismOutcome(self.spec, base, current, tuple(rounds), agent_calls=len(history),
-                                seconds=seconds)
+                                seconds=seconds, notes=tuple(notes))
+
+    def feedback(self, tentative: Prediction, report: PredictionReport) -> str:
+        """``binary``: the content-free signal; ``saag``: ``NO_CALL_FEEDBACK`` for an abstention, else psi."""
+        if not self.informative:
+            return BINARY_FEEDBACK
+        if tentative.declined:
+            return NO_CALL_FEEDBACK
+        return correction_for(report) or BINARY_FEEDBACK
 
 
 def _need(reviewer: Reviewer | None, spec: str) -> Reviewer:
@@ -274,7 +312,9 @@ class Progressive(MechanismFacts):
     """``r<N>``: review; on rejection inject the feedback and revise; at most N reviews.
 
     Stops at the first approval. The revision after the N-th rejection is executed unreviewed
-    (our reading of the paper, as AgentLTL does). A review still unreadable after its retry is
+    (our reading of the paper, as AgentLTL does). A revision that makes no call (the reviewer found
+    that no function fits) is a revision like any other: reviewed if reviews are left, else
+    executed, i.e. an abstention. A review still unreadable after its retry is
     recorded (``reviewer_failed``, counted in ``reviewer_unusable``) and then treated as
     ``ctx.on_unusable`` says: an approval (default) or a rejection with ``DEFAULT_REJECTION``.
     """
@@ -339,8 +379,11 @@ def sample_candidates(example: Example, agent: BaseAgent, ctx: MechanismContext,
 class Selection(MechanismFacts):
     """``s<N>``: N candidates at temperatures over 0.3-1.0; the selector picks one index.
 
-    An invalid or unreadable index (after one retry) falls back to the first (lowest-temperature)
-    candidate, noted and counted in ``reviewer_unusable``.
+    When no candidate abstains the selector also sees a "(no function call)" option
+    (``options_with_no_call``); picking it ends in an abstention (``selected`` None), so a
+    reviewer that finds no function fitting can say so. An invalid or unreadable index (after one
+    retry) falls back to the first (lowest-temperature) candidate, noted and counted in
+    ``reviewer_unusable``.
     """
 
     n: int
@@ -366,17 +409,21 @@ class Selection(MechanismFacts):
         rev = _need(reviewer, self.spec)
         base = ctx.propose_initial(agent, example)
         cands = sample_candidates(example, agent, ctx, self.n)
+        shown = options_with_no_call([c.prediction for c in cands])
         with lm_clock() as clock:
-            index, failure = rev.select_candidate(example, [c.prediction for c in cands])
-        took = clock.seconds
-        notes = []
-        if failure is not None or index is None or not 0 <= index < len(cands):
-            notes.append(f"selector returned {index!r}{f' ({failure})' if failure else ''}; using candidate 0")
-            index = 0
-        seconds = sum(c.seconds for c in cands) + took
+            index, failure = rev.select_candidate(example, shown)
+        seconds = sum(c.seconds for c in cands) + clock.seconds
+        if failure is not None or index is None or not 0 <= index < len(shown):
+            note = f"selector returned {index!r}{f' ({failure})' if failure else ''}; using candidate 0"
+            return MechanismOutcome(self.spec, base, cands[0].prediction, candidates=tuple(cands), selected=0,
+                                    reviewer_calls=1, agent_calls=len(cands), seconds=seconds, notes=(note,),
+                                    reviewer_unusable=1)
+        if index == len(cands):
+            return MechanismOutcome(self.spec, base, NO_CALL, candidates=tuple(cands), selected=None,
+                                    reviewer_calls=1, agent_calls=len(cands), seconds=seconds,
+                                    notes=("the selector chose no call: abstention",))
         return MechanismOutcome(self.spec, base, cands[index].prediction, candidates=tuple(cands), selected=index,
-                                reviewer_calls=1, agent_calls=len(cands), seconds=seconds, notes=tuple(notes),
-                                reviewer_unusable=len(notes))
+                                reviewer_calls=1, agent_calls=len(cands), seconds=seconds)
 
 
 @dataclass(frozen=True)
@@ -384,7 +431,10 @@ class Grading(MechanismFacts):
     """``g<N>``: the grader scores each candidate (one call each); the best is executed.
 
     Ties go to the lowest temperature; unreadable grades (after one retry each, counted in
-    ``reviewer_unusable``) rank last; all unreadable -> candidate 0.
+    ``reviewer_unusable``) rank last; all unreadable -> candidate 0. When no candidate abstains and
+    the best grade is below 1.0, the grader also scores "(no function call)" (one more call); it
+    is executed (an abstention, ``selected`` None) only when it scores above every candidate, so a
+    tie keeps the agent's call, and a 1.0 needs no such check.
     """
 
     n: int
@@ -401,8 +451,8 @@ class Grading(MechanismFacts):
         return self.n
 
     def calls_per_example(self, reject_rate: float = 0.5) -> tuple[float, float]:
-        """One grader call per candidate; N-1 extra base candidates (the first is the cached base call)."""
-        return float(self.n), float(max(self.n - 1, 0))
+        """One grader call per candidate plus the no-call option (the upper end); N-1 extra base candidates."""
+        return float(self.n + 1), float(max(self.n - 1, 0))
 
     def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
             ctx: MechanismContext) -> MechanismOutcome:
@@ -420,18 +470,36 @@ class Grading(MechanismFacts):
                                     grade.rationale or None, cand.seconds))
         scored = [c for c in graded if c.score is not None]
         best = max(scored, key=lambda c: (c.score, -c.temperature)) if scored else graded[0]
-        return MechanismOutcome(self.spec, base, best.prediction, candidates=tuple(graded), selected=best.index,
-                                reviewer_calls=len(graded), agent_calls=len(graded), seconds=seconds,
-                                notes=tuple(notes), reviewer_unusable=sum(c.score is None for c in graded))
+        final = best.prediction
+        selected: int | None = best.index
+        calls, unusable = len(graded), sum(c.score is None for c in graded)
+        if best.score is not None and best.score < 1.0 and not any(c.prediction.declined for c in graded):
+            with lm_clock() as clock:
+                grade = rev.grade_candidate(example, NO_CALL)
+            seconds += clock.seconds
+            calls += 1
+            unusable += grade.score is None
+            why = f": {grade.rationale}" if grade.rationale else ""
+            notes.append(f"no-call option: grade unusable ({grade.failed})" if grade.score is None
+                         else f"no-call option graded {grade.score:.2f}{why}")
+            if grade.score is not None and grade.score > best.score:
+                final, selected = NO_CALL, None
+                notes.append("the grader scored no call above every candidate: abstention")
+        return MechanismOutcome(self.spec, base, final, candidates=tuple(graded), selected=selected,
+                                reviewer_calls=calls, agent_calls=len(graded), seconds=seconds, notes=tuple(notes),
+                                reviewer_unusable=unusable)
 
 
 @dataclass(frozen=True)
 class Gate:
-    """``gate+<mech>`` (experimental): skip the LLM reviewer when the base call passes SAAG cleanly.
+    """``gate+<mech>`` (experimental): skip the LLM reviewer when the cascade vouches for the base call.
 
-    "Cleanly" = every call passes the gold-free cascade with no correction (not even drift). An
-    abstention never passes (FNEM = -1), so the inner mechanism handles every abstention (``r<N>``
-    reviews it; ``guard+r<N>`` lets it through unreviewed, as the runtime guard does).
+    Vouched (``PredictionReport.vouched``) = every call passes the gold-free cascade with no
+    correction (not even drift), and every call with arguments has a value found in the request: a
+    call built only of assumptions (say, invented numbers for a request without digits) is how a
+    call to a function that fits nothing looks, so the reviewer sees it. An abstention never passes
+    (FNEM = -1), so the inner mechanism handles every abstention (``r<N>`` reviews it;
+    ``guard+r<N>`` lets it through unreviewed, as the runtime guard does).
     """
 
     inner: Mechanism
@@ -466,7 +534,7 @@ class Gate:
             ctx: MechanismContext) -> MechanismOutcome:
         """Gate on the cascade, else delegate."""
         base = ctx.propose_initial(agent, example)
-        if blind_cascade(base.prediction, example, ctx.grounding).clean:
+        if blind_cascade(base.prediction, example, ctx.grounding).vouched:
             return MechanismOutcome(self.spec, base, base.prediction,
                                     (ReviewRound(0, base.prediction, "saag_pass", "saag"),),
                                     seconds=base.seconds, gated=True)
@@ -538,7 +606,7 @@ def describe_mechanisms() -> dict[str, str]:
     """Spec form -> one-line description."""
     _load_built_ins()
     out = {_form(name): f"{_form(name)}: {entry.description}" for name, entry in _MECHANISMS.items()}
-    out[GATE_PREFIX + "<mechanism>"] = "experimental: LLM reviewer only when the SAAG cascade does not pass cleanly"
+    out[GATE_PREFIX + "<mechanism>"] = "experimental: LLM reviewer only when the SAAG cascade does not vouch for the call"
     return out
 
 

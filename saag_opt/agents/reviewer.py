@@ -23,7 +23,7 @@ from dspy.utils.exceptions import AdapterParseError
 from saag_opt.errors import ArtifactError, SaagOptError
 from saag_opt.lm.client import SaagLM
 from saag_opt.model import Example, Prediction
-from saag_opt.saag import check_calls
+from saag_opt.saag import check_calls, unanchored
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
@@ -130,6 +130,17 @@ def blind_cascade(prediction: Prediction, example: Example,
     return check_calls(prediction.calls, example.registry, example.query, grounding=grounding)
 
 
+UNANCHORED_NOTE = ("none of its argument values is found in the request; if no available function fits the "
+                   "request, the right response is no call")
+"""Report line for an ``unanchored`` call: the cascade's clearest sign of a call to a function that fits
+nothing (its metrics alone, AVEM = 0 and perhaps "passed", do not say it in words)."""
+
+NO_CALL_REPORT = ("(no function call: the automatic checks cannot judge an abstention; decide from the request "
+                  "and the documentation whether an available function fits)")
+"""The report shown for a tentative answer that makes no call on purpose. The cascade's FNEM = -1 report
+(psi1: "answer with a call") would tell the reviewer a call is wanted, which without gold nobody knows."""
+
+
 def render_saag_report(report: PredictionReport) -> str:
     """A short text rendering of a cascade report (metrics + corrections; built without gold)."""
     lines = []
@@ -139,6 +150,7 @@ def render_saag_report(report: PredictionReport) -> str:
                    if k in ("fnem", "ncs", "rpr", "spr", "avem", "qslo", "vhr") and v is not None}
         lines.append(f"call {i}: {verdict}; " + ", ".join(f"{k}={_fmt(v)}" for k, v in metrics.items()))
     lines += [f"- {c}" for c in report.corrections]
+    lines += [f"- call {i}: {UNANCHORED_NOTE}." for i, call in enumerate(report.calls) if unanchored(call)]
     return "\n".join(lines) or "(no calls)"
 
 
@@ -310,9 +322,10 @@ class SaagInformedReviewer(Reviewer):
                            saag_report=saag_report or "(no report)")
 
     def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
-        """Base inputs + ``saag_report`` of a blind cascade over the tentative calls."""
+        """Base inputs + ``saag_report`` of a blind cascade over the tentative calls (``NO_CALL_REPORT`` for none)."""
         inputs = super().review_inputs(example, prediction)
-        inputs["saag_report"] = render_saag_report(blind_cascade(prediction, example, self.grounding))
+        inputs["saag_report"] = (NO_CALL_REPORT if prediction.declined
+                                 else render_saag_report(blind_cascade(prediction, example, self.grounding)))
         return inputs
 
 

@@ -2,7 +2,9 @@
 
 N round-0 candidates are sampled exactly as ``s<N>`` samples them (temperatures over 0.3-1.0,
 through the base-prediction cache, so ``s<N>`` and ``saag+s<N>`` on one dataset share them). Each
-goes through the gold-free cascade with the context's grounding (calibrated by default). The rule
+goes through the gold-free cascade with the context's grounding (calibrated by default); it
+*passes* when the cascade passes it and each of its calls has a value from the request
+(``verified``: a call made only of assumptions is no evidence that the function fits). The rule
 is "first", not "best": the LLM reviewer is only asked when the cascade cannot decide.
 
 1. Every candidate makes no call: the first abstention (else candidate 0, unreadable) is final; no
@@ -26,23 +28,26 @@ from typing import TYPE_CHECKING
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.mechanisms import (
+    NO_CALL,
     Candidate,
     MechanismContext,
     MechanismFacts,
     MechanismOutcome,
+    options_with_no_call,
     register_mechanism,
     sample_candidates,
 )
 from saag_opt.agents.reviewer import Reviewer, blind_cascade
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
-from saag_opt.model import Example, Prediction
+from saag_opt.model import Example
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
+    from saag_opt.saag import PredictionReport
 
-NO_CALL_OPTION = Prediction((), raw=None, status="empty")
-"""The selector's extra option when no candidate abstains: rendered as "(no function call)"."""
+NO_CALL_OPTION = NO_CALL
+"""The selector's extra option when no candidate abstains (``mechanisms.NO_CALL``): "(no function call)"."""
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,15 @@ class VerifiedSelection(MechanismFacts):
         if reviewer is None:
             raise ConfigError(f"mechanism {self.spec!r} needs a reviewer model (--reviewer)")
         base = ctx.propose_initial(agent, example)
-        cands = [replace(c, passed=blind_cascade(c.prediction, example, ctx.grounding).passed is True)
+        cands = [replace(c, passed=verified(blind_cascade(c.prediction, example, ctx.grounding)))
                  for c in sample_candidates(example, agent, ctx, self.n)]
         seconds = sum(c.seconds for c in cands)
         passing = [c for c in cands if c.passed]
-        abstaining = [c for c in cands if not c.prediction.calls and c.prediction.status != "unparsable"]
+        abstaining = [c for c in cands if c.prediction.declined]
 
         def done(chosen: Candidate | None, *notes: str, calls: int = 0, took: float = 0.0,
                  unusable: int = 0) -> MechanismOutcome:
-            final = chosen.prediction if chosen is not None else NO_CALL_OPTION
+            final = chosen.prediction if chosen is not None else NO_CALL
             return MechanismOutcome(self.spec, base, final, candidates=tuple(cands),
                                     selected=chosen.index if chosen is not None else None, reviewer_calls=calls,
                                     agent_calls=len(cands), seconds=seconds + took, notes=notes,
@@ -96,7 +101,7 @@ class VerifiedSelection(MechanismFacts):
             options, why = [passing[0], abstaining[0]], "some candidates pass SAAG, some abstain"
         else:
             options, why = list(cands), "no candidate passes SAAG"
-        shown = [c.prediction for c in options] + ([] if abstaining else [NO_CALL_OPTION])
+        shown = options_with_no_call([c.prediction for c in options])
         with lm_clock() as clock:
             index, failure = reviewer.select_candidate(example, shown)
         if failure is not None or index is None or not 0 <= index < len(shown):
@@ -106,6 +111,15 @@ class VerifiedSelection(MechanismFacts):
             return done(None, f"{why}; the selector chose no call: abstention", calls=1, took=clock.seconds)
         return done(options[index], f"{why}; the selector chose candidate {options[index].index}", calls=1,
                     took=clock.seconds)
+
+
+def verified(report: PredictionReport) -> bool:
+    """The cascade passes the candidate and finds a value from the request in each of its calls (``anchored``).
+
+    A pass built only of assumptions is no evidence that the function fits (BFCL irrelevance), so such a
+    candidate is left to the selector, with the no-call option, like a failing one.
+    """
+    return report.passed is True and report.anchored
 
 
 def _verified(n: int, max_repairs: int | None) -> Mechanism:

@@ -133,7 +133,8 @@ def _describe_candidates(outcome: Any) -> str:
         grade = "" if cand.score is None else f", grade {cand.score:.2f}"
         why = f" ({_clip(cand.rationale, 120)})" if getattr(cand, "rationale", None) else ""
         parts.append(f"[{cand.index}] T={cand.temperature:.2f}{grade}: {_render_calls(_calls_of(cand.prediction))}{why}")
-    return f"selected candidate {outcome.selected} of: " + "; ".join(parts)
+    chosen = "no call (the no-call option)" if outcome.selected is None else f"candidate {outcome.selected}"
+    return f"selected {chosen} of: " + "; ".join(parts)
 
 
 def _truth(calls: Sequence[ToolCall], example: Example) -> bool:

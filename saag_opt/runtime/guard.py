@@ -4,7 +4,8 @@ One decision per set of proposed calls (an assistant turn, or one call in framew
 call by call):
 
 1. The gold-free SAAG cascade (``check_calls``) runs on the calls. With ``gate=True`` a call set
-   that passes cleanly (no correction, not even drift) is allowed without an LLM call.
+   that passes cleanly (no correction, not even drift) with a value from the request in every call
+   that has arguments (``PredictionReport.vouched``) is allowed without an LLM call.
 2. Otherwise the guard runs the registered mechanism ``guard+r<N>`` (``agents/guarded.py``;
    ``guard.mechanism``), the loop ``evaluate --mechanism guard+r<N>`` measures (``guard.spec``
    names it, with ``gate+`` when the gate is on). The reviewer (at most N reviews) judges the
@@ -131,7 +132,7 @@ class Guard:
                 None = a cascade-only guard (mechanism ``none``).
             mechanism: ``r<N>`` or ``guard+r<N>`` (the guard's loop, at most N reviews), ``gate+r<N>`` /
                 ``gate+guard+r<N>`` (same, gate on), or ``none``. Either spelling runs ``guard+r<N>``.
-            gate: skip the LLM when the cascade passes cleanly.
+            gate: skip the LLM when the cascade vouches for the calls (``PredictionReport.vouched``).
             on_error: ``allow`` or ``block`` on a reviewer timeout, dead server or unusable reply.
             timeout: seconds for the LM part of one decision (None = no bound).
             reviser: model that rewrites rejected calls (default: the reviewer's model).
@@ -272,7 +273,7 @@ class Guard:
             injected = self._injected(inp, report, clock)
             if injected is not None:
                 return injected
-        if self.gate and report.clean:
+        if self.gate and report.vouched:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs

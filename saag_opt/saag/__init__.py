@@ -20,6 +20,7 @@ from saag_opt.saag.cascade import (
     diagnose_with_gold,
     metric_values,
     run_cascade,
+    unanchored,
 )
 from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.corrections import closest_span, psi1, psi2, psi3
@@ -60,4 +61,5 @@ __all__ = [
     "resolve_tool",
     "run_cascade",
     "split_call",
+    "unanchored",
 ]

@@ -47,12 +47,12 @@ from saag_opt.saag.conformance import fnem, ncs, resolve_tool
 from saag_opt.saag.corrections import duplicate_message, psi1_message, psi2_message, psi3_message, type_message
 from saag_opt.saag.flags import duplicate_calls, type_conflicts
 from saag_opt.saag.grounding import ground_arguments, query_context
-from saag_opt.saag.modes import GroundingMode, RuleSet, calibration_rules
+from saag_opt.saag.modes import REGISTRY_RULES, GroundingMode, RuleSet, calibration_rules
 from saag_opt.saag.structure import CLEAN_STRUCTURE, StructureTuple, allowed_params, analyse_structure, split_call
 
 __all__ = [
     "CascadeStats", "MetricMean", "PredictionReport", "aggregate", "check_calls", "correction_for",
-    "diagnose_with_gold", "metric_values", "run_cascade",
+    "diagnose_with_gold", "metric_values", "run_cascade", "unanchored",
 ]
 
 _STAGE_ORDER: dict[Any, int] = {1: 1, 2: 2, 3: 3, "passed": 4}
@@ -219,8 +219,24 @@ class PredictionReport(DeferredCorrections):
 
     @property
     def clean(self) -> bool:
-        """Applicable, passed and nothing to correct: what a SAAG gate lets through unreviewed."""
+        """Applicable, passed and nothing to correct (not even drift)."""
         return bool(self.passed) and not self.corrections
+
+    @property
+    def anchored(self) -> bool:
+        """No call that reached stage 3 is ``unanchored``: each has a value from the request, or no arguments."""
+        return not any(unanchored(call) for call in self.calls)
+
+    @property
+    def vouched(self) -> bool:
+        """Clean and anchored: what a SAAG gate lets through unreviewed.
+
+        Why anchored too: a call whose every value is an assumption (numbers in a request without
+        digits, bools, enum choices, schema defaults) passes stage 3 with nothing from the request
+        behind it; that is how a call to a function that fits nothing looks (BFCL irrelevance), and
+        only a reviewer can say so.
+        """
+        return self.clean and self.anchored
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
@@ -323,6 +339,19 @@ def diagnose_with_gold(calls: Sequence[ToolCall] | None, example: Example, *, co
     if example.expect == "no_call":
         return PredictionReport(applicable=False, passed=None, grounding=_mode_name(calibration_rules(grounding)))
     return check_calls(calls, example.registry, example.query, corrections=corrections, grounding=grounding)
+
+
+def unanchored(call: CascadeReport) -> bool:
+    """The call reached stage 3 with arguments and none of their values is found in the request.
+
+    Found = an exact match, or accepted by a calibrated rule that reads the query (not one of
+    ``REGISTRY_RULES``); a call without arguments has nothing to find and is not unanchored.
+    Computed from the report's fields (AVEM = exact matches / arguments), so paper and calibrated
+    reports answer alike.
+    """
+    if call.stage_reached not in (3, "passed") or call.avem != 0:
+        return False
+    return all(rule in REGISTRY_RULES for rule in call.calibrated.values())
 
 
 def correction_for(report: PredictionReport) -> str | None:

@@ -16,6 +16,10 @@ ACCEPT_RULES: tuple[str, ...] = ("default", "format", "inflection", "qualifier",
                                  "number_word", "scaled_number", "unit", "code", "described_code", "template")
 """Rules that accept a value the paper's stage 3 missed, in the order they are tried (``saag.calibration``)."""
 
+REGISTRY_RULES: tuple[str, ...] = ("default",)
+"""Accept rules that ground a value in the registry, not the query: what they accept is an assumption
+(``saag.calibration``); every other accept rule finds the value in the request in another form."""
+
 FLAG_CHECKS: tuple[str, ...] = ("types", "duplicates")
 """Checks that flag what the paper's cascade does not see (``saag.flags``)."""
 
@@ -53,6 +57,6 @@ def calibration_rules(mode: GroundingMode) -> RuleSet:
 
 
 __all__ = [
-    "ACCEPT_RULES", "CALIBRATION_RULES", "FLAG_CHECKS", "INTERVENTION_GROUNDING", "GroundingMode", "ModeName", "RuleSet",
-    "calibration_rules",
+    "ACCEPT_RULES", "CALIBRATION_RULES", "FLAG_CHECKS", "INTERVENTION_GROUNDING", "REGISTRY_RULES", "GroundingMode",
+    "ModeName", "RuleSet", "calibration_rules",
 ]

@@ -61,7 +61,7 @@ class FakeReviewer:
 
     verdicts: list[Verdict] = field(default_factory=list)
     index: int | None = 0
-    grades: dict[float, Grade] = field(default_factory=dict)
+    grades: dict[str | None, Grade] = field(default_factory=dict)
     reviewed: list[Prediction] = field(default_factory=list)
     graded: list[Prediction] = field(default_factory=list)
     selections: int = 0
@@ -77,7 +77,10 @@ class FakeReviewer:
         return self.index, None
 
     def grade_candidate(self, example: Example, candidate: Prediction) -> Grade:
+        """Grades by city; the no-call option scores ``grades[None]``, by default 0.0 (a tool fits)."""
         self.graded.append(candidate)
+        if not candidate.calls:
+            return self.grades.get(None, Grade(0.0, "no call, but a tool fits"))
         city = candidate.calls[0].arguments["city"]
         return self.grades[city]
 

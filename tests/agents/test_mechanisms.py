@@ -140,8 +140,11 @@ def test_g3_grades_each_candidate_once_and_executes_the_best() -> None:
     reviewer = FakeReviewer(grades={"A": Grade(0.2, "meh"), "B": Grade(0.9, "good"), "C": Grade(0.5, "ok")})
     out = parse_mechanism("g3").run(weather_example(), agent, reviewer, ctx=MechanismContext())
     assert out.final == call(city="B") and out.selected == 1
-    assert len(reviewer.graded) == 3 and out.reviewer_calls == 3
+    # each candidate once, then the no-call option (the best is below 1.0 and none abstains); it scores 0.0
+    assert reviewer.graded[:3] == [c.prediction for c in out.candidates] and not reviewer.graded[3].calls
+    assert len(reviewer.graded) == 4 and out.reviewer_calls == 4
     assert [c.score for c in out.candidates] == [0.2, 0.9, 0.5]
+    assert any("no-call option graded 0.00" in n for n in out.notes)
 
 
 def test_g3_ties_go_to_the_lowest_temperature_and_unusable_grades_rank_last() -> None:
@@ -224,7 +227,7 @@ def test_parse_mechanism_errors_list_the_choices(spec: str, message: str) -> Non
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
-    ("r2", (1.5, 0.75)), ("s5", (1.0, 4.0)), ("g5", (5.0, 4.0)), ("gate+r2", (1.5, 0.75)), ("none", (0.0, 0.0)),
+    ("r2", (1.5, 0.75)), ("s5", (1.0, 4.0)), ("g5", (6.0, 4.0)), ("gate+r2", (1.5, 0.75)), ("none", (0.0, 0.0)),
     ("binary", (0.0, 0.5 + 0.25 + 0.125 + 0.0625 + 0.03125))])
 def test_expected_calls_per_example(spec: str, expected: tuple[float, float]) -> None:
     assert parse_mechanism(spec).calls_per_example(reject_rate=0.5) == expected

@@ -57,6 +57,19 @@ def test_gate_allows_a_clean_call_without_an_llm_call(world) -> None:
     assert Decision.from_dict(json.loads(decision.to_json())) == decision
 
 
+def test_the_gate_reviews_a_call_with_nothing_from_the_request(world) -> None:
+    """Invented numbers for a request without digits pass stage 3 as assumptions; the gate wants a value it found."""
+    w, server = world
+    volume = {"type": "function", "function": {"name": "set_volume", "parameters": {
+        "type": "object", "properties": {"level": {"type": "integer"}}, "required": ["level"]}}}
+    listing = {"type": "function", "function": {"name": "list_cities", "parameters": {"type": "object", "properties": {}}}}
+    decision = guard_for(server).review(MESSAGES, [*TOOLS, volume, listing], [openai_call("set_volume", {"level": 7})])
+    assert decision.report["passed"] is True and decision.reviewed and w.reviews == 1
+    decision = guard_for(server).review(MESSAGES, [*TOOLS, volume, listing], [openai_call("list_cities", {})])
+    assert decision.action == "allow" and not decision.reviewed and "gate" in decision.reason  # nothing to find
+    assert w.reviews == 1
+
+
 def test_without_the_gate_the_reviewer_judges_clean_calls_too(world) -> None:
     w, server = world
     decision = guard_for(server, gate=False).review(MESSAGES, TOOLS, [openai_call("get_weather", {"city": "Paris"})])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from saag_opt.model import CascadeReport, Example, Prediction, Registry, ToolCall
-from saag_opt.saag import aggregate, check_calls, correction_for, diagnose_with_gold, run_cascade
+from saag_opt.saag import aggregate, check_calls, correction_for, diagnose_with_gold, run_cascade, unanchored
 
 REGISTRY = Registry.from_dicts([
     {"name": "get_weather", "parameters": {"type": "dict", "required": ["location"], "properties": {
@@ -173,3 +173,36 @@ def test_reports_are_json_able_and_hashable() -> None:
     assert isinstance(hash(report.calls[0]), int)
     assert run_cascade(ROUNDS[0], REGISTRY, QUERY) == run_cascade(ROUNDS[0], REGISTRY, QUERY)
     assert isinstance(report.calls[0], CascadeReport)
+
+
+@pytest.mark.parametrize(("call", "query", "grounding", "anchored"), [
+    (ToolCall("get_weather", {"location": "Paris", "days": 3}), QUERY, "paper", True),      # exact matches
+    (ToolCall("get_weather", {"location": "Rome"}), QUERY, "paper", False),                 # fails, nothing found
+    (ToolCall("get_weather", {"location": "Rome", "days": 3}), QUERY, "paper", True),       # fails, 3 is found
+    (ToolCall("get_weather", {"location": "Paris, France"}), QUERY, "calibrated", True),    # a query-reading rule
+    (ToolCall("get_weather", {"location": "Paris, France"}), QUERY, "paper", False),
+    (ToolCall("get_weather", {"location": "", "days": 4}), "Weather, please", "paper", False),  # all assumptions
+    (ToolCall("ping", {}), QUERY, "paper", True),                                           # nothing to find
+    (ToolCall("get_wether", {"location": "Rome"}), QUERY, "paper", True),                   # stage 1: not judged
+])
+def test_a_call_with_arguments_none_found_in_the_request_is_unanchored(call: ToolCall, query: str, grounding: str,
+                                                                       anchored: bool) -> None:
+    report = check_calls([call], REGISTRY, query, grounding=grounding)  # type: ignore[arg-type]
+    assert report.anchored is anchored and unanchored(report.calls[0]) is not anchored
+
+
+def test_a_schema_default_is_no_evidence_from_the_request() -> None:
+    registry = Registry.from_dicts([{"name": "convert", "parameters": {"type": "dict", "required": ["unit"], "properties": {
+        "unit": {"type": "string", "default": "km"}}}}])
+    report = check_calls([ToolCall("convert", {"unit": "km"})], registry, "Convert it, please", grounding="calibrated")
+    assert report.passed and report.calls[0].calibrated == {"unit": "default"} and not report.anchored
+
+
+def test_the_gate_vouches_for_clean_anchored_calls_only() -> None:
+    clean = check_calls([ToolCall("get_weather", {"location": "Paris", "days": 3})], REGISTRY, QUERY)
+    assumed = check_calls([ToolCall("get_weather", {"location": "", "days": 4})], REGISTRY, "Weather, please")
+    drifted = check_calls([ToolCall("get_weather", {"lcoation": "Paris"})], REGISTRY, QUERY)
+    assert clean.vouched and clean.clean
+    assert assumed.clean and not assumed.vouched  # passes with nothing from the request behind it
+    assert not drifted.clean and not drifted.vouched
+    assert not check_calls([], REGISTRY, QUERY).vouched  # an abstention: FNEM = -1

@@ -3,7 +3,8 @@
 Each suite is a plain function that raises ``AssertionError`` naming the broken rule; call it from
 any test with your plug-in and a sample it can handle:
 
-* ``mechanism.check_mechanism(mechanism, example, agent, reviewer)``
+* ``mechanism.check_mechanism(mechanism, example, agent, reviewer)`` and
+  ``mechanism.check_abstention(mechanism, example, call)`` (a call the cascade does not vouch for)
 * ``loader.check_loader(read, path)`` (a file with a bad record between good ones)
 * ``backend.check_backend(kind, backend, texts, ...)``
 * ``exporter.check_exporter(exporter, version)``

@@ -1,17 +1,22 @@
 """The ``Mechanism`` contract.
 
 One outcome per example, inputs untouched, reviewer failure kept as data, gold never read, facts
-consistent with behaviour.
+consistent with behaviour (``check_mechanism``); and abstention (``check_abstention``): a mechanism
+never writes a call of its own, and one with a reviewer can turn a call into no call when the
+reviewer finds that no function fits.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from saag_opt.agents.base import Proposal
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
-from saag_opt.agents.reviewer import Grade, Verdict
+from saag_opt.agents.reviewer import Grade, Verdict, blind_cascade
+from saag_opt.agents.rules import hard_failure
 from saag_opt.errors import ConfigError
 from saag_opt.model import Example, Prediction
 
@@ -120,4 +125,92 @@ def _check_reviewer_failure(mechanism: Mechanism, example: Example, agent: Any) 
     assert as_data, f"{mechanism.spec}: unusable reviewer output left no reviewer_failed round and no note"
 
 
-__all__ = ["GoldRead", "UnusableReviewer", "check_mechanism", "poisoned"]
+NO_FIT = "No available function fits the request; the agent should not call any function."
+"""What ``NoFitReviewer`` says about every call."""
+
+DECLINED = Prediction((), raw="None of the available functions fits the request.", status="empty")
+"""The agents' abstention in ``check_abstention``: a readable reply without a call."""
+
+
+class NoFitReviewer:
+    """Finds that no available function fits: rejects every call, approves no call, picks and grades no call best."""
+
+    def review_call(self, example: Example, prediction: Prediction) -> Verdict:
+        """Reject a call with ``NO_FIT``; approve no call."""
+        return Verdict(True, NO_FIT) if prediction.calls else Verdict(False, "Right: no function fits the request.")
+
+    def select_candidate(self, example: Example, candidates: Sequence[Prediction]) -> tuple[int | None, str | None]:
+        """The first candidate without a call (a "(no function call)" option included), else 0."""
+        return next((i for i, c in enumerate(candidates) if not c.calls), 0), None
+
+    def grade_candidate(self, example: Example, prediction: Prediction) -> Grade:
+        """1.0 for no call, 0.0 for a call."""
+        return Grade(0.0, NO_FIT) if prediction.calls else Grade(1.0, "no function fits the request")
+
+
+class ContentReviewer:
+    """Finds the agent's call right: approves calls, picks the first candidate with a call, grades calls best."""
+
+    def review_call(self, example: Example, prediction: Prediction) -> Verdict:
+        """Approve a call; reject no call."""
+        return Verdict(False, "") if prediction.calls else Verdict(True, "A function fits the request; call it.")
+
+    def select_candidate(self, example: Example, candidates: Sequence[Prediction]) -> tuple[int | None, str | None]:
+        """The first candidate with a call, else 0."""
+        return next((i for i, c in enumerate(candidates) if c.calls), 0), None
+
+    def grade_candidate(self, example: Example, prediction: Prediction) -> Grade:
+        """1.0 for a call, 0.0 for no call."""
+        return Grade(1.0, "right") if prediction.calls else Grade(0.0, "a function fits the request")
+
+
+@dataclass
+class ScriptedAgent:
+    """Proposes ``first`` at round 0 (every temperature) and ``revised`` after any feedback."""
+
+    first: Prediction
+    revised: Prediction
+    label: str = "contract-agent"
+    prompt_hash: str = "contract"
+    temperature: float = 0.0
+
+    def propose(self, example: Example, *, feedback: Sequence[Any] = (), temperature: float | None = None) -> Proposal:
+        """``revised`` once there is feedback, else ``first``."""
+        return Proposal(self.revised if feedback else self.first, temperature=temperature)
+
+
+def check_abstention(mechanism: Mechanism, example: Example, call: Prediction) -> None:
+    """Run ``mechanism`` through the abstention rules on ``example`` with scripted agents and reviewers.
+
+    1. An agent that never calls: the final makes no call (a mechanism never writes a call of its own).
+    2. Reviewer mechanisms: an agent that proposes ``call`` until it gets feedback and then makes no call,
+       with ``NoFitReviewer``: the final makes no call, unless a gate passed the call unreviewed.
+    3. An agent that always proposes ``call``, with ``ContentReviewer``: the final is ``call`` (no
+       abstention out of nowhere).
+
+    ``call`` must pass SAAG stages 1-2 (a guard never runs a call that fails them) and not be
+    vouched for by stage 3 (it fails grounding, or none of its values is found in the request), so
+    that a mechanism that trusts the cascade still asks the reviewer.
+
+    Raises:
+        ValueError: ``call`` makes no call, fails stage 1 or 2, or passes stage 3 anchored in the request.
+        AssertionError: the first broken rule, named.
+    """
+    report = blind_cascade(call, example)
+    if not call.calls or hard_failure(report) or (report.passed and report.anchored):
+        raise ValueError("check_abstention needs a call that passes SAAG stages 1-2 and that stage 3 does not "
+                         "vouch for (it fails grounding, or none of its values is found in the request)")
+    blind = poisoned(example)
+    silent = _run(mechanism, blind, ScriptedAgent(DECLINED, DECLINED), NoFitReviewer())
+    assert not silent.final.calls, f"{mechanism.spec}: the agent never called, yet the final makes a call"
+    if mechanism.needs_reviewer:
+        talked = _run(mechanism, blind, ScriptedAgent(call, DECLINED), NoFitReviewer())
+        assert talked.gated or not talked.final.calls, (
+            f"{mechanism.spec}: the reviewer found that no function fits and the agent agreed, "
+            f"yet the final makes a call: {talked.final.calls}")
+    kept = _run(mechanism, blind, ScriptedAgent(call, call), ContentReviewer())
+    assert kept.final == call, f"{mechanism.spec}: the reviewer approved the call, yet the final is {kept.final}"
+
+
+__all__ = ["ContentReviewer", "GoldRead", "NoFitReviewer", "ScriptedAgent", "UnusableReviewer", "check_abstention",
+           "check_mechanism", "poisoned"]
