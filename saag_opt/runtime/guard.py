@@ -274,7 +274,8 @@ class Guard:
             if injected is not None:
                 return injected
         if self.gate and report.vouched:
-            return Decision.deferred("allow", [c.to_dict() for c in inp.calls], "gate: the SAAG cascade passed cleanly",
+            return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
+                                     "gate: the SAAG cascade passed cleanly, values from the request",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
 
