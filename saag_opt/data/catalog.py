@@ -52,7 +52,7 @@ BFCL_GROUPS: dict[str, tuple[str, ...]] = {
 BFCL_GROUPS["single_turn"] = BFCL_GROUPS["non_live"] + BFCL_GROUPS["live"]
 """Why: at test n = 39 nothing under 15 points could reach significance; this group's test split holds
 926 examples (eight categories with >= 45 each), so a stratified ``--limit 320`` has the power to see
-a net change of a few points (docs/design.md, the powered test split)."""
+a net change of a few points (docs/design.md §29)."""
 SHIPPED: dict[str, tuple[str, str]] = {
     "bfcl": ("bfcl.jsonl", "150 BFCL v4 examples: 30 each of simple_python, multiple, parallel, "
                            "parallel_multiple, irrelevance (BFCL-format rows)"),
