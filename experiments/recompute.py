@@ -13,6 +13,13 @@ A run directory's path relative to the collected folder is ``<group>/<variant>``
 scripts pass ``--runs-dir OUT/<model>/<setting>/<variant>``); the newest finished run in each folder is
 taken. Groups that share their first path component (one model) are also pooled. Collected files
 carry no absolute paths (they are replaced by ``<path>/<basename>``) and no model weights.
+
+A group may hold conversation runs instead (``evaluate`` on ``bfcl:multi_turn_*`` or ``tau2:<domain>``,
+``EpisodeRecord`` rows): each reviewed condition is then paired with the base rows of its own run (same
+entries, trials and seeds) through the package's ``summarise_episodes``, with what only a conversation
+has: BFCL's leaderboard number and abstention turns, tau2's pass^k (``pass_hat_k_by_condition``), steps
+withheld / revised, time per entry and per step. tau2 groups are shown beside the reviewer paper's
+per-domain table (``PAPER_TAU2``).
 """
 
 from __future__ import annotations
@@ -26,19 +33,30 @@ import platform
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import saag_opt.optimize.summary  # noqa: E402, F401 - registers optimize runs with read_run (exp3 has one)
+from saag_opt.data.tau2 import task_id_of  # noqa: E402
+from saag_opt.evaluation.episode_run import pass_hat_k_by_condition  # noqa: E402
+from saag_opt.evaluation.episodes import VERB as MULTI_TURN_VERB  # noqa: E402 - also registers multi-turn runs
+from saag_opt.evaluation.episodes import (  # noqa: E402
+    EpisodeRecord,
+    conversation_counts,
+    leaderboard_share,
+    summarise_episodes,
+)
 from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
-from saag_opt.runfiles import Run, read_header, read_run  # noqa: E402
+from saag_opt.runfiles import Run, read_costs, read_header, read_run  # noqa: E402
+
+R = TypeVar("R", bound=ExampleRecord)
 
 RESULTS = ROOT / "experiments" / "results"
 ALPHA = 0.05
@@ -47,6 +65,25 @@ ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)*([\w.+-]+)")
 """An absolute POSIX path inside a string (the last component is kept)."""
 PRIVATE_ROOTS = ("/root/", "/home/", "/tmp/", "/work/", "/Users/", "/var/")
 """Path prefixes that must never appear in a committed file."""
+TAU2_CATEGORY = "tau2_"
+"""The category prefix of tau2 tasks (``tau2_<domain>``, ``data.tau2.episode_from_task``)."""
+PAPER_TAU2: dict[str, Any] = {
+    "paper": "Ta, Zhu and Shayandeh, Reinforced Agent: Inference-Time Feedback for Tool-Calling Agents "
+             "(arXiv 2604.27233; GEM workshop at ACL 2026)",
+    "source": "Table 3 (Table 8 in its appendix) and Table 9, as read from the paper by secondary sources "
+              "(its full text was not available to this project); the averages check arithmetically",
+    "metric": "pass rate per domain, the average of 3 benchmark runs",
+    "domains": ["airline", "retail", "telecom"],
+    "rows": [
+        {"config": "4o baseline", "condition": "base alone", "base": "gpt-4o-2024-11-20 (temperature 0, seed 42)",
+         "reviewer": None, "pass": {"airline": 0.420, "retail": 0.629, "telecom": 0.412}, "mean": 0.487},
+        {"config": "4o-r5-4o-v1", "condition": "r5, reviewer prompt v1", "base": "gpt-4o-2024-11-20 (temperature 0, seed 42)",
+         "reviewer": "gpt-4o", "pass": {"airline": 0.407, "retail": 0.626, "telecom": 0.640}, "mean": 0.558},
+    ],
+    "latency_per_episode": {"base_seconds": 158.7, "seconds": 384.3, "overhead_x": 2.4,
+                            "reviewer_calls_per_turn": 0.96, "configuration": "not stated"},
+}
+"""The reviewer paper's tau2-bench numbers (the project's research notes on the paper), shown beside ours."""
 
 
 # -- statistics ----------------------------------------------------------------------------------------
@@ -152,8 +189,8 @@ def repair_rounds(records: Sequence[ExampleRecord]) -> dict[str, Any] | None:
             "repair_calls_per_entered": (sum(r.agent_calls for r in saag_rows) / entered) if entered else None}
 
 
-def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]:
-    """One condition: accuracy with its Wilson CI, cost in calls, latency, funnel, per category."""
+def accuracy_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]:
+    """One condition's accuracy with its Wilson CI, calls per item, latency and per category (any record kind)."""
     n, correct = len(rows), sum(r.correct for r in rows)
     categories: dict[str, list[int]] = {}
     for r in rows:
@@ -166,22 +203,31 @@ def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]
         "accuracy_ci95": wilson(correct, n), "errors": sum(r.error is not None for r in rows),
         "reviewer_unusable": sum(r.reviewer_unusable for r in rows),
         "cost": {"agent_calls_per_item": sum(r.agent_calls for r in rows) / n if n else None,
-                 "reviewer_calls_per_item": sum(r.reviewer_calls for r in rows) / n if n else None,
-                 "dollars": 0.0},
+                 "reviewer_calls_per_item": sum(r.reviewer_calls for r in rows) / n if n else None},
         "latency_mean_seconds": sum(ok) / len(ok) if ok else None,
         "categories": {c: {"n": v[0], "correct": v[1], "accuracy": v[1] / v[0]} for c, v in sorted(categories.items())},
-        "funnel": funnel(rows),
-        "funnel_grounding": funnel_modes(rows),
-        "repair": repair_rounds(rows),
     }
 
 
-def paired(a_label: str, b_label: str, a: dict[str, ExampleRecord], b: dict[str, ExampleRecord]) -> dict[str, Any]:
+def condition_stats(label: str, rows: Sequence[ExampleRecord]) -> dict[str, Any]:
+    """One single-turn condition: ``accuracy_stats``, the SAAG funnel and self-repair by round."""
+    stats = accuracy_stats(label, rows)
+    stats["cost"]["dollars"] = 0.0  # the single-turn experiments ran on the embedded model
+    return {**stats, "funnel": funnel(rows), "funnel_grounding": funnel_modes(rows), "repair": repair_rounds(rows)}
+
+
+def paired(a_label: str, b_label: str, a: Mapping[str, ExampleRecord], b: Mapping[str, ExampleRecord]) -> dict[str, Any]:
     """B against A on their shared error-free examples: help (A wrong, B right), harm, McNemar, CI."""
     ids = sorted(i for i in set(a) & set(b) if a[i].error is None and b[i].error is None)
     table = HelpHarm.from_pairs([(a[i].correct, b[i].correct) for i in ids])
     return {"a": a_label, "b": b_label, **table.to_dict(),
             "detectable": detectable(len(ids), table.base_accuracy, table.fixed + table.broken)}
+
+
+def pairwise(variants: dict[str, dict[str, R]]) -> list[dict[str, Any]]:
+    """Every pair of conditions, B against A (labels in order)."""
+    labels = sorted(variants)
+    return [paired(x, y, variants[x], variants[y]) for i, x in enumerate(labels) for y in labels[i + 1:]]
 
 
 def category_help_harm(pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord]]) -> dict[str, Any]:
@@ -193,22 +239,44 @@ def category_help_harm(pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord
     return {c: HelpHarm.from_pairs(cells).to_dict() for c, cells in sorted(by.items())}
 
 
-def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
-    """All conditions of one group: base once, each variant vs base, each pair of variants."""
-    variants: dict[str, dict[str, ExampleRecord]] = {}
-    bases: dict[str, ExampleRecord] = {}
-    base_disagreements = 0
+def versus_base(hh: HelpHarm, overhead_x: float | None, gated_share: float | None,
+                pairs: Sequence[tuple[ExampleRecord | None, ExampleRecord]]) -> dict[str, Any]:
+    """One condition against the base: the help/harm table, latency overhead, what n could detect, per category."""
+    return {**hh.to_dict(), "latency_overhead_x": overhead_x, "gated_share": gated_share,
+            "detectable": detectable(hh.n, hh.base_accuracy, hh.fixed + hh.broken),
+            "categories": category_help_harm(pairs)}
+
+
+def split_runs(runs: dict[str, list[R]], key: Callable[[R], str]) -> tuple[
+        dict[str, dict[str, R]], dict[str, dict[str, R]], dict[str, R], int]:
+    """Per condition label its rows by ``key``, the base rows of its own run; the first run's base rows; disagreements.
+
+    A label is the variant (its folder), or ``variant:condition`` when one run holds several
+    conditions; ``disagreements`` counts base rows that differ in correctness between runs.
+    """
+    variants: dict[str, dict[str, R]] = {}
+    own: dict[str, dict[str, R]] = {}
+    bases: dict[str, R] = {}
+    disagreements = 0
     for variant, records in sorted(runs.items()):
         conditions = sorted({r.condition for r in records} - {"base"})
+        run_bases = {key(r): r for r in records if r.condition == "base"}
         for condition in conditions:
             label = variant if len(conditions) == 1 else f"{variant}:{condition}"
-            variants[label] = {r.example_id: r for r in records if r.condition == condition}
+            variants[label] = {key(r): r for r in records if r.condition == condition}
+            own[label] = run_bases
         for r in records:
             if r.condition != "base":
                 continue
-            if r.example_id in bases and bases[r.example_id].correct != r.correct:
-                base_disagreements += 1
-            bases.setdefault(r.example_id, r)
+            if key(r) in bases and bases[key(r)].correct != r.correct:
+                disagreements += 1
+            bases.setdefault(key(r), r)
+    return variants, own, bases, disagreements
+
+
+def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
+    """All conditions of one single-turn group: base once, each variant vs base, each pair of variants."""
+    variants, _, bases, base_disagreements = split_runs(runs, lambda r: r.example_id)
     out: dict[str, Any] = {"base_disagreements": base_disagreements,
                            "conditions": [condition_stats("base", list(bases.values()))]}
     out["conditions"] += [condition_stats(label, list(rows.values())) for label, rows in variants.items()]
@@ -216,14 +284,154 @@ def group_stats(runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
     for label, rows in variants.items():
         pairs = [(bases.get(i), rows[i]) for i in sorted(rows)]
         summary = summarise_pairs(label, pairs, gated=label.startswith("gate"))
-        hh = summary.help_harm
-        out["vs_base"][label] = {
-            **hh.to_dict(), "latency_overhead_x": summary.latency.overhead_x, "gated_share": summary.gated_share,
-            "detectable": detectable(hh.n, hh.base_accuracy, hh.fixed + hh.broken),
-            "categories": category_help_harm(pairs)}
-    labels = sorted(variants)
-    out["pairwise"] = [paired(x, y, variants[x], variants[y]) for i, x in enumerate(labels) for y in labels[i + 1:]]
+        out["vs_base"][label] = versus_base(summary.help_harm, summary.latency.overhead_x, summary.gated_share, pairs)
+    out["pairwise"] = pairwise(variants)
     return out
+
+
+# -- conversations (multi-turn BFCL, tau2) -----------------------------------------------------------------
+
+
+def entry_key(record: ExampleRecord) -> str:
+    """An entry's key in a group: tau2's task ids repeat across domains (pooled groups), so the category is in it."""
+    return f"{record.category}/{record.example_id}"
+
+
+def is_tau2(records: Iterable[ExampleRecord]) -> bool:
+    """The records are tau2 tasks (their category is ``tau2_<domain>``)."""
+    return any(r.category.startswith(TAU2_CATEGORY) for r in records)
+
+
+def _pass_hat_k(rows: Sequence[EpisodeRecord]) -> dict[int, float]:
+    """tau2's pass^k of one condition's rows (``pass_hat_k_by_condition``)."""
+    return next(iter(pass_hat_k_by_condition(rows).values()), {})
+
+
+def conversation_condition(label: str, rows: Sequence[EpisodeRecord], tau2: bool) -> dict[str, Any]:
+    """One condition of a conversation group (accuracy = valid entries, tau2: reward 1).
+
+    ``accuracy_stats``, the package's conversation counts, reviewer calls per turn and step, LM seconds
+    per step; BFCL's leaderboard number, or tau2's mean reward and pass^k (over every task, and per domain).
+    """
+    ok = [r for r in rows if r.error is None]
+    counts = conversation_counts(rows)
+    steps = [s for r in ok for t in r.turns for s in t.steps]
+    reviewer = sum(r.reviewer_calls for r in ok)
+    out = {**accuracy_stats(label, rows), "conversation": counts.model_dump(mode="json"),
+           "reviewer_calls_per_turn": reviewer / counts.turns if counts.turns else None,
+           "reviewer_calls_per_step": reviewer / counts.steps if counts.steps else None,
+           "steps_per_entry": counts.steps / counts.episodes if counts.episodes else None,
+           "seconds_per_step": sum(s.seconds for s in steps) / len(steps) if steps else None,
+           "untimed_replays": sum(r.untimed_replays for r in ok), "tokens": sum(r.tokens for r in rows)}
+    if tau2:
+        rewards = [(r.judgement.reward or 0.0) if r.judgement is not None else 0.0 for r in rows]
+        out["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
+        out["pass_hat_k"] = _pass_hat_k(rows)
+        by_category = {c: [r for r in rows if r.category == c] for c in sorted({r.category for r in rows})}
+        out["pass_hat_k_by_category"] = {c: _pass_hat_k(here) for c, here in by_category.items()}
+        out["tasks_by_category"] = {c: len({task_id_of(r.example_id) for r in here}) for c, here in by_category.items()}
+    else:
+        out["leaderboard"] = leaderboard_share(rows)
+    return out
+
+
+def conversation_vs_base(label: str, pairs: Sequence[tuple[EpisodeRecord, EpisodeRecord]], tau2: bool) -> dict[str, Any]:
+    """A reviewed condition against the base rows of its own run, through the package's ``summarise_episodes``."""
+    condition = pairs[0][1].condition if pairs else label
+    summary = summarise_episodes("", label, pairs, experimental=False, gated=condition.startswith("gate"))
+    latency = summary.latency
+    out = {**versus_base(summary.help_harm, latency.overhead_x, summary.gated_share, pairs),
+           "base_mean_seconds": latency.base_mean_seconds, "final_mean_seconds": latency.final_mean_seconds,
+           "untimed_replays": latency.untimed_replays, "errors": summary.errors,
+           "abstention": summary.abstention_help_harm.to_dict() if summary.abstention_help_harm else None}
+    if tau2:
+        both = pass_hat_k_by_condition([r for pair in pairs for r in pair])
+        out["pass_hat_k"] = {"base": both.get("base", {}), "reviewed": both.get(condition, {})}
+    else:
+        out["leaderboard"] = {"base": summary.leaderboard.get("base"), "reviewed": summary.leaderboard.get(label)}
+    return out
+
+
+def conversation_group_stats(runs: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
+    """All conditions of one conversation group; each reviewed condition against its own run's base rows."""
+    variants, own, bases, disagreements = split_runs(runs, entry_key)
+    tau2 = is_tau2(r for records in runs.values() for r in records)
+    conditions = [conversation_condition("base", list(bases.values()), tau2)]
+    conditions += [conversation_condition(label, list(rows.values()), tau2) for label, rows in variants.items()]
+    unpaired = {label: sum(k not in own[label] for k in rows) for label, rows in variants.items()}
+    vs_base = {label: {**conversation_vs_base(label, [(own[label][k], rows[k]) for k in sorted(rows) if k in own[label]],
+                                              tau2), "unpaired": unpaired[label]}
+               for label, rows in variants.items()}
+    return {"kind": "conversation", "benchmark": "tau2" if tau2 else "bfcl", "base_disagreements": disagreements,
+            "conditions": conditions, "vs_base": vs_base, "pairwise": pairwise(variants)}
+
+
+def family(runs: dict[str, list[ExampleRecord]]) -> str:
+    """What a group's runs are: ``single`` (single-call evaluate), ``bfcl`` or ``tau2`` conversations (pooled apart)."""
+    records = [r for rows in runs.values() for r in rows]
+    if not any(isinstance(r, EpisodeRecord) for r in records):
+        return "single"
+    return "tau2" if is_tau2(records) else "bfcl"
+
+
+def stats_of(group: str, runs: dict[str, list[ExampleRecord]]) -> dict[str, Any]:
+    """``group_stats`` or ``conversation_group_stats``, by the kind of record the group's runs hold."""
+    conversations = {v: [r for r in records if isinstance(r, EpisodeRecord)] for v, records in runs.items()}
+    held = sum(map(len, conversations.values()))
+    if held == 0:
+        return group_stats(runs)
+    if held != sum(map(len, runs.values())):
+        raise SystemExit(f"group {group} mixes conversation runs and single-call runs; collect them into "
+                         "separate groups (the scripts' OUT/<model>/<dataset>/<variant> layout does)")
+    return conversation_group_stats(conversations)
+
+
+# -- beside the papers -------------------------------------------------------------------------------------
+
+
+def _domain(category: str) -> str:
+    return category.removeprefix(TAU2_CATEGORY)
+
+
+def beside_papers(groups: dict[str, dict[str, Any]], models: dict[str, dict[str, str]]) -> dict[str, Any] | None:
+    """tau2: our pass^1 per domain and condition (per model, from the unpooled groups) beside ``PAPER_TAU2``.
+
+    Our per-domain mean is over the paper's domains, unweighted as the paper's average is, and only
+    when every one of them was run. None when the experiment has no tau2 group.
+    """
+    ours: dict[str, dict[str, Any]] = {}
+    for group, stats in groups.items():
+        if stats.get("benchmark") != "tau2" or group.split("/")[-1].startswith("pooled"):
+            continue
+        head = group.split("/", 1)[0]
+        mine = ours.setdefault(head, {"models": models.get(head, {}), "conditions": {}, "tasks": {}, "trials": {},
+                                      "latency": {}})
+        for cond in stats["conditions"]:
+            cell = mine["conditions"].setdefault(cond["condition"], {"pass_hat_1": {}})
+            for category, ks in cond["pass_hat_k_by_category"].items():
+                if 1 in ks:
+                    cell["pass_hat_1"][_domain(category)] = ks[1]
+        base = stats["conditions"][0]
+        for category, tasks in base["tasks_by_category"].items():
+            mine["tasks"][_domain(category)] = tasks
+            mine["trials"][_domain(category)] = base["categories"][category]["n"] / tasks
+        domains = "+".join(_domain(c) for c in base["categories"])
+        reviewer_calls = {c["condition"]: c["reviewer_calls_per_turn"] for c in stats["conditions"]}
+        mine["latency"][domains] = {label: {"base_seconds": hh["base_mean_seconds"], "seconds": hh["final_mean_seconds"],
+                                            "overhead_x": hh["latency_overhead_x"],
+                                            "reviewer_calls_per_turn": reviewer_calls.get(label)}
+                                    for label, hh in stats["vs_base"].items()}
+    if not ours:
+        return None
+    paper_domains = PAPER_TAU2["domains"]
+    for mine in ours.values():
+        for cell in mine["conditions"].values():
+            done = [cell["pass_hat_1"][d] for d in paper_domains if d in cell["pass_hat_1"]]
+            cell["paper_domains_mean"] = sum(done) / len(done) if len(done) == len(paper_domains) else None
+    return {"tau2": {"paper": PAPER_TAU2, "ours": ours}}
+
+
+# -- runs -------------------------------------------------------------------------------------------------
 
 
 def read_runs(name: str) -> dict[Path, Run]:
@@ -242,15 +450,27 @@ def load_results(runs: dict[Path, Run]) -> dict[str, dict[str, list[ExampleRecor
 
 
 def run_provenance(runs: dict[Path, Run]) -> list[dict[str, Any]]:
-    """Per run: command arguments, commit, wall seconds (from run.json)."""
+    """Per run: command arguments, commit, wall seconds (from run.json).
+
+    A conversation run adds its entries and wall seconds per entry; a run whose ``costs.json`` was
+    collected, its spend by role.
+    """
     out = []
     for rel, run in runs.items():
         header = run.header
         wall = ((datetime.fromisoformat(header.finished) - datetime.fromisoformat(header.created)).total_seconds()
                 if header.created and header.finished else None)
-        out.append({"run": str(rel), "verb": header.verb, "status": header.status,
-                    "git_revision": header.git_revision, "args": header.args_passed, "created": header.created,
-                    "wall_seconds": wall})
+        row: dict[str, Any] = {"run": str(rel), "verb": header.verb, "status": header.status,
+                               "git_revision": header.git_revision, "args": header.args_passed,
+                               "created": header.created, "wall_seconds": wall}
+        if header.verb == MULTI_TURN_VERB:
+            entries = len({entry_key(r) for r in run.records})
+            row["entries"] = entries
+            row["wall_seconds_per_entry"] = wall / entries if wall is not None and entries else None
+        costs = read_costs(run.path)
+        if costs is not None:
+            row["dollars"] = {role: cell.get("dollars") for role, cell in (costs.get("roles") or {}).items()}
+        out.append(row)
     return out
 
 
@@ -258,17 +478,27 @@ def recompute(name: str) -> dict[str, Any]:
     """The experiment's JSON: per group (and pooled per model), every condition and comparison."""
     collected = read_runs(name)
     groups = load_results(collected)
+    families = {group: family(runs) for group, runs in groups.items()}
     pools: dict[str, dict[str, list[ExampleRecord]]] = {}
+    members: dict[str, set[str]] = {}
     for group, runs in groups.items():
         head = group.split("/", 1)[0]
         if head != group:
+            mixed = len({families[g] for g in groups if g.startswith(head + "/")}) > 1
+            key = f"{head}/pooled" + (f"-{families[group]}" if mixed else "")  # never BFCL with tau2
+            members.setdefault(key, set()).add(group)
             for variant, records in runs.items():
-                pools.setdefault(f"{head}/pooled", {}).setdefault(variant, []).extend(records)
-    pools = {k: v for k, v in pools.items() if sum(1 for g in groups if g.startswith(k.split("/")[0] + "/")) > 1}
+                pools.setdefault(key, {}).setdefault(variant, []).extend(records)
+    pools = {k: v for k, v in pools.items() if len(members[k]) > 1}
     meta_path = RESULTS / name / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    return {"experiment": name, "meta": meta, "runs": run_provenance(collected),
-            "groups": {g: group_stats(r) for g, r in {**groups, **pools}.items()}}
+    stats = {g: stats_of(g, r) for g, r in {**groups, **pools}.items()}
+    out = {"experiment": name, "meta": meta, "runs": run_provenance(collected), "groups": stats}
+    models = {str(rel).split("/", 1)[0]: dict(run.header.models) for rel, run in collected.items()}
+    papers = beside_papers(stats, models)
+    if papers is not None:
+        out["beside_papers"] = papers
+    return out
 
 
 # -- rendering -------------------------------------------------------------------------------------------
@@ -290,6 +520,261 @@ def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _num(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _ks(values: Mapping[str, float] | None) -> list[str]:
+    """pass^k keys in order (JSON made them strings)."""
+    return sorted(values or {}, key=int)
+
+
+VS_BASE_INTRO = ("Against the base alone (help = fixed / base wrong, harm = broken / base right; McNemar exact; "
+                 "net-change CI = paired bootstrap; detectable = smallest net change that could reach p < 0.05 "
+                 "at this n, all discordant pairs one way):")
+
+
+def _vs_base_lines(stats: dict[str, Any], intro: str = VS_BASE_INTRO) -> list[str]:
+    lines = ["", intro, "",
+             "| condition | n | fixed | broken | help | harm | net change | 95% CI | McNemar p | detectable |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, hh in stats["vs_base"].items():
+        lines.append(f"| {label} | {hh['n']} | {hh['fixed']} | {hh['broken']} | {_pct(hh['helpfulness'])} | "
+                     f"{_pct(hh['harmfulness'])} | {_pct(hh['net_change'])} | {_ci(hh['net_change_ci95'])} | "
+                     f"{_p(hh['mcnemar_p'])} | {_pct(hh['detectable']['min_net_change_for_p05'])} |")
+    if any(len(hh["categories"]) > 1 for hh in stats["vs_base"].values()):
+        lines += ["", "Against the base alone, per category (fixed / broken; help, harm; McNemar p):", "",
+                  "| condition | category | n | base | reviewed | fixed | broken | help | harm | ratio | McNemar p |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for label, hh in stats["vs_base"].items():
+            for cat, cell in hh["categories"].items():
+                lines.append(f"| {label} | {cat} | {cell['n']} | {_pct(cell['base_accuracy'])} | "
+                             f"{_pct(cell['final_accuracy'])} | {cell['fixed']} | {cell['broken']} | "
+                             f"{_pct(cell['helpfulness'])} | {_pct(cell['harmfulness'])} | {_ratio(cell['ratio'])} | "
+                             f"{_p(cell['mcnemar_p'])} |")
+    return lines
+
+
+def _pairwise_lines(stats: dict[str, Any], unit: str = "examples") -> list[str]:
+    if not stats["pairwise"]:
+        return []
+    lines = ["", f"Between conditions (B against A on the same {unit}; fixed = A wrong and B right):", "",
+             "| A | B | n | fixed | broken | net change (B - A) | 95% CI | McNemar p |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pw in stats["pairwise"]:
+        lines.append(f"| {pw['a']} | {pw['b']} | {pw['n']} | {pw['fixed']} | {pw['broken']} | "
+                     f"{_pct(pw['net_change'])} | {_ci(pw['net_change_ci95'])} | {_p(pw['mcnemar_p'])} |")
+    return lines
+
+
+def _per_category_lines(stats: dict[str, Any], title: str = "Accuracy per category:") -> list[str]:
+    cats = sorted({k for c in stats["conditions"] for k in c["categories"]})
+    if len(cats) <= 1:
+        return []
+    lines = ["", title, "", "| condition | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
+    for c in stats["conditions"]:
+        cells = [f"{c['categories'][k]['correct']}/{c['categories'][k]['n']}" if k in c["categories"] else "-"
+                 for k in cats]
+        lines.append(f"| {c['condition']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _latency_shown(meta: dict[str, Any]) -> bool:
+    return str(meta.get("latency_meaningful", "true")).lower() != "false"
+
+
+def _single_turn_lines(stats: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """A single-call group: accuracy, against the base, latency, between conditions, funnel, repair, per category."""
+    lines = []
+    if stats["base_disagreements"]:
+        lines.append(f"Base rows disagree between runs on {stats['base_disagreements']} examples "
+                     "(the first run's base is used).\n")
+    lines += ["| condition | n | accuracy | 95% CI (Wilson) | agent calls/ex | reviewer calls/ex | unusable | errors |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in stats["conditions"]:
+        cost = c["cost"]
+        lines.append(f"| {c['condition']} | {c['n']} | {_pct(c['accuracy'])} | {_ci(c['accuracy_ci95'])} | "
+                     f"{cost['agent_calls_per_item']:.2f} | {cost['reviewer_calls_per_item']:.2f} | "
+                     f"{c['reviewer_unusable']} | {c['errors']} |")
+    lines += _vs_base_lines(stats)
+    overheads = [(label, hh) for label, hh in stats["vs_base"].items() if hh["latency_overhead_x"] is not None]
+    if overheads and _latency_shown(meta):
+        lines += ["", "Latency (mean seconds per example of the executed condition over the base alone's; the "
+                  "base call's own time is counted once, from when it was made):", "",
+                  "| condition | overhead x | gated share (no LLM review) |", "|---|---|---|"]
+        for label, hh in overheads:
+            gated = "-" if hh["gated_share"] is None else _pct(hh["gated_share"])
+            lines.append(f"| {label} | {hh['latency_overhead_x']:.2f} | {gated} |")
+    lines += _pairwise_lines(stats)
+    modes = sorted({m for c in stats["conditions"] for m in c["funnel_grounding"]})
+    lines += ["", "Failure funnel of the executed call (gold-aware cascade, grounding "
+              f"{'/'.join(modes) or '-'}: the first stage that fails):", "",
+              "| condition | stage 1 (name) | stage 2 (structure) | stage 3 (grounding) | passed | n/a | correct |",
+              "|---|---|---|---|---|---|---|"]
+    for c in stats["conditions"]:
+        f = c["funnel"]
+        lines.append(f"| {c['condition']} | {f['stage1_fail']} | {f['stage2_fail']} | {f['stage3_fail']} | "
+                     f"{f['passed']} | {f['not_applicable']} | {f['correct']} |")
+    repairs = [(c["condition"], c["repair"]) for c in stats["conditions"] if c["repair"]]
+    if repairs:
+        lines += ["", "Self-repair by round (gold-free cascade inside the mechanism; `passed after r` = "
+                  "the r-th repair made the cascade pass; correct = executed call right):", "",
+                  "| condition | entered repair | outcome: n (correct) | repair calls per entered |", "|---|---|---|---|"]
+        for label, rep in repairs:
+            outcomes = ", ".join(f"{k.replace('_', ' ')}: {v['n']} ({v['correct']})" for k, v in rep["by_outcome"].items())
+            calls = rep["repair_calls_per_entered"]
+            lines.append(f"| {label} | {rep['entered_repair']} | {outcomes} | {'-' if calls is None else f'{calls:.2f}'} |")
+    return lines + _per_category_lines(stats)
+
+
+def _conversation_lines(stats: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """A conversation group's tables (the JSON's numbers, nothing recomputed here).
+
+    Validity (tau2: success and pass^k), against its own base, abstention, inside the conversations,
+    time per entry and per step, per turn, between conditions, per category.
+    """
+    tau2 = stats["benchmark"] == "tau2"
+    entry = "task trial" if tau2 else "entry"
+    lines = []
+    if stats["base_disagreements"]:
+        lines.append(f"Base rows disagree between runs on {stats['base_disagreements']} entries (the base row below "
+                     "is the first run's; each condition is still paired with its own run's).\n")
+    lines.append("Each reviewed condition is paired, entry by entry, with the base rows of its own run (the same "
+                 "entries, trials and seeds). " + (
+                     "Success = tau2's reward is 1 (`evaluate_simulation`); pass^k is tau2's, over each task's trials."
+                     if tau2 else "Valid = BFCL's checkers all pass; leaderboard = `multi_turn_checker` alone, "
+                     "BFCL's own number.") + "\n")
+    conditions = stats["conditions"]
+    ks = _ks(conditions[0].get("pass_hat_k")) if tau2 else []
+    if tau2:
+        lines += ["| condition | task trials | success | 95% CI (Wilson) | mean reward | "
+                  + "".join(f"pass^{k} | " for k in ks)
+                  + "agent calls/trial | reviewer calls/trial | reviewer calls/turn | unusable | errors |",
+                  "|---|---|---|---|---|" + "---|" * len(ks) + "---|---|---|---|---|"]
+    else:
+        lines += ["| condition | entries | valid | 95% CI (Wilson) | leaderboard | agent calls/entry | "
+                  "reviewer calls/entry | reviewer calls/turn | unusable | errors |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in conditions:
+        cost = c["cost"]
+        head = f"| {c['condition']} | {c['n']} | {_pct(c['accuracy'])} | {_ci(c['accuracy_ci95'])} | "
+        middle = (_num(c["mean_reward"], 3) + " | " + "".join(f"{_pct(c['pass_hat_k'].get(k))} | " for k in ks)
+                  if tau2 else f"{_pct(c['leaderboard'])} | ")
+        lines.append(head + middle + f"{_num(cost['agent_calls_per_item'])} | {_num(cost['reviewer_calls_per_item'])} | "
+                     f"{_num(c['reviewer_calls_per_turn'])} | {c['reviewer_unusable']} | {c['errors']} |")
+    lines += _vs_base_lines(stats, VS_BASE_INTRO.replace("Against the base alone", "Against the base of its own run, "
+                                                         f"per {entry}"))
+    abstaining = [c for c in conditions if c["conversation"]["abstain_turns"]]
+    if abstaining:
+        lines += ["", "Abstention turns (the truth is to call nothing: BFCL's miss_func / miss_param turns), on their own; "
+                  "against the base, fixed = the base called and the condition left the turn alone:", "",
+                  "| condition | abstention turns | left without a call | rate | fixed | broken | McNemar p |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in abstaining:
+            counts, hh = c["conversation"], (stats["vs_base"].get(c["condition"]) or {}).get("abstention")
+            versus = (f"{hh['fixed']} | {hh['broken']} | {_p(hh['mcnemar_p'])}" if hh else "- | - | -")
+            lines.append(f"| {c['condition']} | {counts['abstain_turns']} | {counts['abstained']} | "
+                         f"{_pct(counts['abstention_rate'])} | {versus} |")
+    lines += ["", "Inside the conversations (withheld = the review let none of a step's proposed calls run; revised = "
+              "the calls that ran are not the ones proposed; cut off = the step limit ended the entry):", "",
+              f"| condition | turns | steps | steps/{entry} | proposed calls | executed calls | steps withheld (calls) | "
+              "steps revised | withheld/step | revised/step | steps reviewed | cut off |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in conditions:
+        k = c["conversation"]
+        lines.append(f"| {c['condition']} | {k['turns']} | {k['steps']} | {_num(c['steps_per_entry'])} | "
+                     f"{k['proposed_calls']} | {k['executed_calls']} | {k['withheld_steps']} ({k['withheld_calls']}) | "
+                     f"{k['revised_steps']} | {_pct(k['withheld_per_step'])} | {_pct(k['revised_per_step'])} | "
+                     f"{k['reviewed_steps']} | {k['cut_off']} |")
+    if _latency_shown(meta):
+        lines += ["", f"Time (LM seconds per {entry} and per step; a reply replayed from a cache counts at its original "
+                  "call's time, `untimed` replies at about 0 s; overhead = the condition's mean over its own base's):", "",
+                  f"| condition | s/{entry} | s/step | base s/{entry} | overhead x | gated share (no LLM review) | untimed |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in conditions:
+            hh = stats["vs_base"].get(c["condition"])
+            versus = (f"{_num(hh['base_mean_seconds'], 1)} | {_num(hh['latency_overhead_x'])} | "
+                      f"{'-' if hh['gated_share'] is None else _pct(hh['gated_share'])}" if hh else "- | - | -")
+            lines.append(f"| {c['condition']} | {_num(c['latency_mean_seconds'], 1)} | {_num(c['seconds_per_step'], 1)} | "
+                         f"{versus} | {c['untimed_replays']} |")
+    if not tau2 and any(c["conversation"]["per_turn"] for c in conditions):
+        lines += ["", "Per turn (valid through = no failure at this turn or before):", "",
+                  "| condition | turn | reached | valid through | abstention | executed calls | steps withheld | steps revised |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in conditions:
+            for t in c["conversation"]["per_turn"]:
+                lines.append(f"| {c['condition']} | {t['turn']} | {t['reached']} | {t['passed']} | {t['abstain']} | "
+                             f"{t['executed_calls']} | {t['withheld_steps']} | {t['revised_steps']} |")
+    lines += _pairwise_lines(stats, "entries")
+    return lines + _per_category_lines(stats, "Success per domain:" if tau2 else "Valid per category:")
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _models(models: Mapping[str, str]) -> str:
+    return ", ".join(f"{role} {model}" for role, model in models.items()) or "-"
+
+
+def _beside_papers_lines(papers: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The reviewer paper's tau2 table with ours below it (its models, metric and source said)."""
+    tau2 = papers["tau2"]
+    paper, ours = tau2["paper"], tau2["ours"]
+    domains = paper["domains"]
+    others = sorted({d for mine in ours.values() for c in mine["conditions"].values() for d in c["pass_hat_1"]}
+                    - set(domains))
+    lines = ["", "## Beside the papers: tau2-bench", "",
+             f"The paper's rows are **{paper['paper']}**: {paper['metric']} ({paper['source']}). Its base agent is "
+             f"{paper['rows'][0]['base']}; r5 = at most 5 review loops. Ours is tau2's pass^1 (each task's share of "
+             "successful trials, averaged over tasks) on the tasks run here (below; which tasks the paper ran is not "
+             "known to us), with our models: compare the direction of the change, not the levels.", "",
+             _row(["", "models", "condition", *domains, f"mean of the {len(domains)}", *others]),
+             _row(["---"] * (4 + len(domains) + len(others)))]
+    for row in paper["rows"]:
+        models = f"base {row['base']}" + (f", reviewer {row['reviewer']}" if row["reviewer"] else "")
+        lines.append(_row([f"paper ({row['config']})", models, row["condition"],
+                           *(_pct(row["pass"].get(d)) for d in domains), _pct(row["mean"]), *("-" for _ in others)]))
+    for head, mine in ours.items():
+        for label, cell in mine["conditions"].items():
+            p1 = cell["pass_hat_1"]
+            lines.append(_row([f"ours ({head})", _models(mine["models"]), label, *(_pct(p1.get(d)) for d in domains),
+                               _pct(cell["paper_domains_mean"]), *(_pct(p1.get(d)) for d in others)]))
+    for head, mine in ours.items():
+        ran = ", ".join(f"{d} {mine['tasks'][d]} tasks x {mine['trials'][d]:g} trials"
+                        for d in [*(d for d in domains if d in mine["tasks"]), *sorted(set(mine["tasks"]) - set(domains))])
+        lines += ["", f"Tasks run ({head}): {ran}."]
+    if _latency_shown(meta):
+        lat = paper["latency_per_episode"]
+        lines += ["", "Time per episode (the paper: wall seconds, configuration timed "
+                  f"{lat['configuration']}; ours: LM seconds per task trial):", "",
+                  "| | domain | condition | base s/episode | s/episode | overhead x | reviewer calls/turn |",
+                  "|---|---|---|---|---|---|---|",
+                  f"| paper | all | with the reviewer | {lat['base_seconds']:.1f} | {lat['seconds']:.1f} | "
+                  f"{lat['overhead_x']:.1f} | {lat['reviewer_calls_per_turn']:.2f} |"]
+        for head, mine in ours.items():
+            for domain, by in mine["latency"].items():
+                for label, cell in by.items():
+                    lines.append(f"| ours ({head}) | {domain} | {label} | {_num(cell['base_seconds'], 1)} | "
+                                 f"{_num(cell['seconds'], 1)} | {_num(cell['overhead_x'])} | "
+                                 f"{_num(cell['reviewer_calls_per_turn'])} |")
+    return lines
+
+
+def _run_cost_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Wall seconds per entry of conversation runs and the spend of runs whose ledger was collected."""
+    shown = [r for r in runs if "entries" in r or "dollars" in r]
+    if not shown:
+        return []
+    lines = ["", "Wall time per entry (run.json's start to end over the entries finished, base and reviewed runs of "
+             "each; a resumed run's pauses included) and spend (costs.json, dollars, every role):", "",
+             "| run | entries | wall s/entry | $ |", "|---|---|---|---|"]
+    for r in shown:
+        dollars = (r.get("dollars") or {}).get("total")
+        lines.append(f"| {r['run']} | {r.get('entries', '-')} | {_num(r.get('wall_seconds_per_entry'), 1)} | "
+                     f"{_num(dollars, 4)} |")
+    return lines
+
+
 def render(data: dict[str, Any]) -> str:
     """The Markdown page of an experiment (the same numbers as the JSON)."""
     meta = data["meta"]
@@ -305,78 +790,12 @@ def render(data: dict[str, Any]) -> str:
     for run in data["runs"]:
         wall = "-" if run["wall_seconds"] is None else f"{run['wall_seconds']:.0f}"
         lines.append(f"| {run['run']} | {run['status']} | {(run['git_revision'] or '-')[:10]} | {wall} | {run['created']} |")
+    lines += _run_cost_lines(data["runs"])
+    if data.get("beside_papers"):
+        lines += _beside_papers_lines(data["beside_papers"], meta)
     for group, stats in data["groups"].items():
         lines += ["", f"## {group}", ""]
-        if stats["base_disagreements"]:
-            lines.append(f"Base rows disagree between runs on {stats['base_disagreements']} examples "
-                         "(the first run's base is used).\n")
-        lines += ["| condition | n | accuracy | 95% CI (Wilson) | agent calls/ex | reviewer calls/ex | unusable | errors |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for c in stats["conditions"]:
-            cost = c["cost"]
-            lines.append(f"| {c['condition']} | {c['n']} | {_pct(c['accuracy'])} | {_ci(c['accuracy_ci95'])} | "
-                         f"{cost['agent_calls_per_item']:.2f} | {cost['reviewer_calls_per_item']:.2f} | "
-                         f"{c['reviewer_unusable']} | {c['errors']} |")
-        lines += ["", "Against the base alone (help = fixed / base wrong, harm = broken / base right; McNemar exact; "
-                  "net-change CI = paired bootstrap; detectable = smallest net change that could reach p < 0.05 "
-                  "at this n, all discordant pairs one way):", "",
-                  "| condition | n | fixed | broken | help | harm | net change | 95% CI | McNemar p | detectable |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for label, hh in stats["vs_base"].items():
-            lines.append(f"| {label} | {hh['n']} | {hh['fixed']} | {hh['broken']} | {_pct(hh['helpfulness'])} | "
-                         f"{_pct(hh['harmfulness'])} | {_pct(hh['net_change'])} | {_ci(hh['net_change_ci95'])} | "
-                         f"{_p(hh['mcnemar_p'])} | {_pct(hh['detectable']['min_net_change_for_p05'])} |")
-        if any(len(hh["categories"]) > 1 for hh in stats["vs_base"].values()):
-            lines += ["", "Against the base alone, per category (fixed / broken; help, harm; McNemar p):", "",
-                      "| condition | category | n | base | reviewed | fixed | broken | help | harm | ratio | McNemar p |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|"]
-            for label, hh in stats["vs_base"].items():
-                for cat, cell in hh["categories"].items():
-                    lines.append(f"| {label} | {cat} | {cell['n']} | {_pct(cell['base_accuracy'])} | "
-                                 f"{_pct(cell['final_accuracy'])} | {cell['fixed']} | {cell['broken']} | "
-                                 f"{_pct(cell['helpfulness'])} | {_pct(cell['harmfulness'])} | {_ratio(cell['ratio'])} | "
-                                 f"{_p(cell['mcnemar_p'])} |")
-        overheads = [(label, hh) for label, hh in stats["vs_base"].items() if hh["latency_overhead_x"] is not None]
-        if overheads and str(meta.get("latency_meaningful", "true")).lower() != "false":
-            lines += ["", "Latency (mean seconds per example of the executed condition over the base alone's; the "
-                      "base call's own time is counted once, from when it was made):", "",
-                      "| condition | overhead x | gated share (no LLM review) |", "|---|---|---|"]
-            for label, hh in overheads:
-                gated = "-" if hh["gated_share"] is None else _pct(hh["gated_share"])
-                lines.append(f"| {label} | {hh['latency_overhead_x']:.2f} | {gated} |")
-        if stats["pairwise"]:
-            lines += ["", "Between conditions (B against A on the same examples; fixed = A wrong and B right):", "",
-                      "| A | B | n | fixed | broken | net change (B - A) | 95% CI | McNemar p |",
-                      "|---|---|---|---|---|---|---|---|"]
-            for pw in stats["pairwise"]:
-                lines.append(f"| {pw['a']} | {pw['b']} | {pw['n']} | {pw['fixed']} | {pw['broken']} | "
-                             f"{_pct(pw['net_change'])} | {_ci(pw['net_change_ci95'])} | {_p(pw['mcnemar_p'])} |")
-        modes = sorted({m for c in stats["conditions"] for m in c["funnel_grounding"]})
-        lines += ["", "Failure funnel of the executed call (gold-aware cascade, grounding "
-                  f"{'/'.join(modes) or '-'}: the first stage that fails):", "",
-                  "| condition | stage 1 (name) | stage 2 (structure) | stage 3 (grounding) | passed | n/a | correct |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in stats["conditions"]:
-            f = c["funnel"]
-            lines.append(f"| {c['condition']} | {f['stage1_fail']} | {f['stage2_fail']} | {f['stage3_fail']} | "
-                         f"{f['passed']} | {f['not_applicable']} | {f['correct']} |")
-        repairs = [(c["condition"], c["repair"]) for c in stats["conditions"] if c["repair"]]
-        if repairs:
-            lines += ["", "Self-repair by round (gold-free cascade inside the mechanism; `passed after r` = "
-                      "the r-th repair made the cascade pass; correct = executed call right):", "",
-                      "| condition | entered repair | outcome: n (correct) | repair calls per entered |", "|---|---|---|---|"]
-            for label, rep in repairs:
-                outcomes = ", ".join(f"{k.replace('_', ' ')}: {v['n']} ({v['correct']})" for k, v in rep["by_outcome"].items())
-                calls = rep["repair_calls_per_entered"]
-                lines.append(f"| {label} | {rep['entered_repair']} | {outcomes} | {'-' if calls is None else f'{calls:.2f}'} |")
-        cats = sorted({k for c in stats["conditions"] for k in c["categories"]})
-        if len(cats) > 1:
-            lines += ["", "Accuracy per category:", "", "| condition | " + " | ".join(cats) + " |",
-                      "|---|" + "---|" * len(cats)]
-            for c in stats["conditions"]:
-                cells = [f"{c['categories'][k]['correct']}/{c['categories'][k]['n']}" if k in c["categories"] else "-"
-                         for k in cats]
-                lines.append(f"| {c['condition']} | " + " | ".join(cells) + " |")
+        lines += _conversation_lines(stats, meta) if stats.get("kind") == "conversation" else _single_turn_lines(stats, meta)
     return "\n".join(lines) + "\n"
 
 
@@ -423,7 +842,7 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
                 if line.strip()]
         text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
         (dest / "records.jsonl.gz").write_bytes(_gzip_bytes(text))
-        for part in ("run.json", "summary.json"):
+        for part in ("run.json", "summary.json", "costs.json"):
             if (run / part).is_file():
                 payload = strip_paths(json.loads((run / part).read_text(encoding="utf-8")))
                 (dest / part).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -462,14 +881,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         committed = json.loads(json_path.read_text(encoding="utf-8"))
         if committed != data:
-            print(f"{json_path.relative_to(ROOT)} differs from the numbers recomputed from the records", file=sys.stderr)
+            print(f"{_shown(json_path)} differs from the numbers recomputed from the records", file=sys.stderr)
             return 1
-        print(f"{json_path.relative_to(ROOT)}: matches the records")
+        print(f"{_shown(json_path)}: matches the records")
         return 0
     json_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     md_path.write_text(render(data), encoding="utf-8")
-    print(f"wrote {json_path.relative_to(ROOT)} and {md_path.relative_to(ROOT)}")
+    print(f"wrote {_shown(json_path)} and {_shown(md_path)}")
     return 0
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the repository when it is inside it (a results folder elsewhere: as it is)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 if __name__ == "__main__":

@@ -129,12 +129,18 @@ def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
                                     call_options=config.setup.call_options()))
 
 
-def _pass_hat_k(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
-    """Per condition, tau2's pass^k over each task's trials (an errored run counts as reward 0)."""
+def pass_hat_k_by_condition(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
+    """Per condition, tau2's pass^k over each task's trials (an errored run counts as reward 0).
+
+    A task is its category (the domain) and its id, so records pooled over domains (whose task ids
+    repeat: airline and retail both have a task ``0``) keep their tasks apart; ``experiments/recompute.py``
+    reads collected runs through this too.
+    """
     rewards: dict[str, dict[str, list[float]]] = {}
     for record in records:
         reward = record.judgement.reward if record.judgement is not None else None
-        rewards.setdefault(record.condition, {}).setdefault(task_id_of(record.example_id), []).append(reward or 0.0)
+        task = f"{record.category}/{task_id_of(record.example_id)}"
+        rewards.setdefault(record.condition, {}).setdefault(task, []).append(reward or 0.0)
     return {condition: pass_hat_ks(tasks) for condition, tasks in rewards.items()}
 
 
@@ -199,7 +205,7 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
             save_costs(run_dir, own)
         summary = run.summary
         if config.dataset.startswith("tau2:"):
-            summary = summary.model_copy(update={"pass_hat_k": _pass_hat_k(run.records)})
+            summary = summary.model_copy(update={"pass_hat_k": pass_hat_k_by_condition(run.records)})
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
     finish_header(run_dir, header, run.stopped_by)
     return MultiTurnResult(run_dir, summary, run.records)
@@ -263,5 +269,5 @@ def evaluate_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, 
     return EvaluationResult(result.run_dir, summary, list(result.records))
 
 
-__all__ = ["MultiTurnResult", "evaluate_pass", "is_multi_turn_run", "multi_turn_resume_config",
+__all__ = ["MultiTurnResult", "evaluate_pass", "is_multi_turn_run", "multi_turn_resume_config", "pass_hat_k_by_condition",
            "preflight_compare_episodes", "preflight_multi_turn", "run_multi_turn"]

@@ -367,8 +367,8 @@ class EpisodeSummary(BaseModel):
     """Why the run ended early; None = complete."""
 
 
-def _leaderboard(records: Sequence[EpisodeRecord]) -> float | None:
-    """Valid by ``multi_turn_checker`` alone, over every entry (an error counts as invalid)."""
+def leaderboard_share(records: Sequence[EpisodeRecord]) -> float | None:
+    """Valid by ``multi_turn_checker`` alone, over every entry (an error counts as invalid): BFCL's leaderboard number."""
     if not records:
         return None
     return sum(bool(r.judgement.checks.get("multi_turn_checker", r.judgement.valid))
@@ -385,7 +385,7 @@ def summarise_episodes(run_id: str, mechanism: str, pairs: Sequence[tuple[Episod
         run_id=run_id, mechanism=mechanism, experimental=experimental, n_episodes=len(pairs), errors=paired.errors,
         base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm, latency=paired.latency,
         reviewer_calls_per_item=paired.reviewer_calls_per_item, agent_calls_per_item=paired.agent_calls_per_item,
-        gated_share=paired.gated_share, leaderboard={"base": _leaderboard(bases), mechanism: _leaderboard(finals)},
+        gated_share=paired.gated_share, leaderboard={"base": leaderboard_share(bases), mechanism: leaderboard_share(finals)},
         conversation={"base": conversation_counts(bases), mechanism: conversation_counts(finals)},
         abstention_help_harm=HelpHarm.from_pairs(abstention, seed=seed) if abstention else None, stopped=stopped)
 
@@ -397,4 +397,4 @@ register_summary(VERB, EpisodeSummary, records=EpisodeRecord)
 
 __all__ = ["VERB", "ConversationCounts", "EpisodeRecord", "EpisodeSummary", "JudgementRecord", "StepRecord", "ToolResultRecord",
            "TurnCounts", "TurnRecord", "abstention_pairs", "conversation_counts", "episode_record",
-           "failed_episode_record", "judgement_record", "step_record", "summarise_episodes"]
+           "failed_episode_record", "judgement_record", "leaderboard_share", "step_record", "summarise_episodes"]
