@@ -8,7 +8,8 @@
 #
 #   experiments/exp7_tau2.sh [SETTING] [OUT]
 #     SETTING  local  (default) MODEL (default local = qwen2.5-coder-1.5b) as base agent, reviewer and tau2's
-#                     user simulator; r2 and gate+r2 with reviewer@v2; 1 trial; LIMIT 5 test tasks per domain;
+#                     user simulator; r2 and gate+r2 with reviewer@v2; 1 trial; LIMIT 10 test tasks per domain
+#                     (mock: all 9);
 #                     DOMAINS "mock airline retail"
 #              paper  the paper's OpenAI setting (its 4o-r5-4o-v1 row): gpt-4o base, reviewer and user
 #                     simulator; r5 and gate+r5 with reviewer@v1; 3 trials; LIMIT 10 test tasks per domain
@@ -32,7 +33,7 @@ SAAG=${SAAG_OPT:-saag-opt}
 case "$SETTING" in
   local)
     MODEL=${MODEL:-local} ROUNDS=${ROUNDS:-2} PROMPT=${PROMPT:-reviewer@v2} TRIALS=${TRIALS:-1}
-    LIMIT=${LIMIT-5} DOMAINS=${DOMAINS:-mock airline retail} CAP= ;;
+    LIMIT=${LIMIT-10} DOMAINS=${DOMAINS:-mock airline retail} CAP= ;;
   paper)
     MODEL=${MODEL:-gpt-4o} ROUNDS=${ROUNDS:-5} PROMPT=${PROMPT:-reviewer@v1} TRIALS=${TRIALS:-3}
     LIMIT=${LIMIT-10} DOMAINS=${DOMAINS:-mock airline retail telecom} CAP="--max-cost ${MAX_COST:-50}" ;;

@@ -79,7 +79,7 @@ def test_exp7_local_runs_the_embedded_model_as_agent_reviewer_and_user_on_three_
     for command in plan:
         assert command[0] == "SAAG_OPT_LOCAL_CTX=16384"
         assert {_flag(command, f) for f in ("--base", "--reviewer", "--user-model")} == {"local"}
-        assert (_flag(command, "--split"), _flag(command, "--limit"), _flag(command, "--trials")) == ("test", "5", "1")
+        assert (_flag(command, "--split"), _flag(command, "--limit"), _flag(command, "--trials")) == ("test", "10", "1")
         assert _flag(command, "--prompt") == "reviewer@v2" and "--max-cost" not in command
     assert _flag(plan[1], "--runs-dir") == "runs/exp7/local+local/tau2_mock/gate+r2-v2"
 
@@ -99,13 +99,13 @@ def test_exp7_paper_is_gpt_4o_with_r5_v1_three_trials_four_domains_and_a_cost_ca
 
 
 @requires(tau2_missing())
-@pytest.mark.parametrize(("setting", "examples"), [("local", 5), ("paper", 27)])
+@pytest.mark.parametrize(("setting", "examples"), [("local", 9), ("paper", 27)])
 def test_exp7_plans_valid_commands_with_the_user_simulator_and_runs_nothing(tmp_path: Path, setting: str,
                                                                             examples: int) -> None:
     proc = _run(EXP7, setting, str(tmp_path / "out"), SAAG_OPT=f"{sys.executable} -m saag_opt.cli", EXTRA="--dry-run",
                 DOMAINS="mock")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count(f"Pre-flight estimate: evaluate ({examples} examples") == 2  # paper: 9 tasks x 3 trials
+    assert proc.stdout.count(f"Pre-flight estimate: evaluate ({examples} examples") == 2  # mock's 9 tasks (x 3 trials for paper)
     assert "│ user " in proc.stdout  # tau2's user simulator is in the estimate
     assert not (tmp_path / "out").exists()
 
