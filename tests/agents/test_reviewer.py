@@ -20,8 +20,10 @@ from saag_opt.agents import (
     render_saag_report,
     render_tool_docs,
 )
+from saag_opt.agents.conversation import Conversation
 from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
+from saag_opt.episodes import ToolResult
 from saag_opt.errors import ArtifactError
 from saag_opt.model import Example, Prediction, ToolCall
 from tests.agents.agent_fakes import BAD_NAME, GOOD, call, weather_example
@@ -157,3 +159,36 @@ def test_saag_informed_report_follows_its_grounding(grounding: str, verdict: str
     reviewer.grounding = grounding
     inputs = reviewer.review_inputs(weather_example(), call(city="Boston, MA"))
     assert f"call 0: {verdict}" in inputs["saag_report"]
+
+
+def _sent(lm: DummyLM) -> str:
+    return lm.history[-1]["messages"][-1]["content"]
+
+
+def test_a_conversation_step_is_reviewed_with_the_tool_docs_first_so_the_next_step_reuses_its_prompt() -> None:
+    """Docs first in a conversation (they never change, the conversation only grows): step k+1's review
+    prompt starts with step k's up to the end of its conversation. A single call keeps the signature's order."""
+    example = weather_example()
+    conversation = Conversation("e1")
+    conversation.user(example.messages)
+    first = conversation.step(0, 0, example.registry, "multi_turn_base")
+    conversation.executed(GOOD.calls, [ToolResult("get_weather", '{"temp": 20}')])
+    second = conversation.step(0, 1, example.registry, "multi_turn_base")
+    reviewer = Reviewer.from_prompt({"review": "Check the calls. Reject wrong ones."})
+    lm = DummyLM([{"error": "False", "feedback": ""}] * 3)
+    with dspy.context(lm=lm):
+        reviewer.review_call(first, GOOD)
+        one = _sent(lm)
+        reviewer.review_call(second, GOOD)
+        two = _sent(lm)
+        reviewer.review_call(example, GOOD)
+        single = _sent(lm)
+    assert one.index("[[ ## tool_docs ## ]]") < one.index("[[ ## conversation ## ]]")
+    assert single.index("[[ ## conversation ## ]]") < single.index("[[ ## tool_docs ## ]]")  # unchanged order
+    end_of_first_conversation = one.index("[[ ## tentative_calls ## ]]")
+    assert two.startswith(one[:end_of_first_conversation].rstrip())
+    system = lm.history[-2]["messages"][0]["content"]
+    assert "Check the calls. Reject wrong ones." in system  # the prompt version's instructions, not the docstring
+    assert system.index("`tool_docs`") < system.index("`conversation`")
+    assert reviewer.review.signature.instructions == "Check the calls. Reject wrong ones."  # nothing rewritten
+    assert list(reviewer.review.signature.input_fields)[0] == "conversation"
