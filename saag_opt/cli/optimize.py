@@ -97,7 +97,9 @@ def optimize(
     """Optimize the reviewer's instructions (from the seed --prompt) with GEPA on train, select on val, compare on test.
 
     The set-up options (models, mechanism, --saag-informed, --reviewer-temperature, --retries ...) are those
-    of evaluate and hold in GEPA's rollouts and in the test phase alike.
+    of evaluate and hold in GEPA's rollouts and in the test phase alike. On a BFCL multi-turn dataset
+    (bfcl:multi_turn_*) a rollout is one reviewed conversation scored by BFCL's checker, and the limits
+    count entries.
     """
     json_out = output_path(json_out)
 

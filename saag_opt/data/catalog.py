@@ -309,21 +309,28 @@ def is_multi_turn_dataset(spec: str) -> bool:
     """The spec names multi-turn episodes (``load_episodes``), not examples (``load_dataset``)."""
     prefix, sep, rest = spec.partition(":")
     if prefix == "tau2":  # tau2-bench's domains: tasks with a user simulator (data/tau2.py)
-        return bool(sep) and rest in TAU2_DOMAINS
+        return is_tau2_dataset(spec)
     return bool(sep) and prefix == "bfcl" and (rest == MULTI_TURN_GROUP or rest in _multi_turn_categories())
 
 
-def single_call_only(verb: str, spec: str) -> str | None:
-    """Why ``verb`` refuses ``spec`` (a multi-turn dataset; None for a single-call one).
+def is_tau2_dataset(spec: str) -> bool:
+    """The spec names tau2-bench tasks (a simulated user plays each conversation; ``data/tau2.py``)."""
+    prefix, sep, rest = spec.partition(":")
+    return prefix == "tau2" and bool(sep) and rest in TAU2_DOMAINS
 
-    ``optimize`` runs single calls only: on conversations GEPA would need rollouts per entry and the
-    checker's feedback (which turn failed, and why), not built yet (docs/design.md §18).
+
+def simulated_user_refusal(verb: str, spec: str) -> str | None:
+    """Why ``verb`` refuses ``spec`` (a tau2 dataset; None for every other one).
+
+    ``optimize`` runs single calls and BFCL multi-turn entries (their user turns are data, and BFCL's
+    checker says which turn failed and why); a tau2 rollout needs tau2's user simulator and its reward
+    breakdown as GEPA's feedback, not built.
     """
-    if not is_multi_turn_dataset(spec):
+    if not is_tau2_dataset(spec):
         return None
-    return (f"{spec!r} is a multi-turn dataset, and `saag-opt {verb}` does not run conversations yet "
-            f"(docs/design.md §18); evaluate or compare prompt versions on it (`saag-opt evaluate --dataset {spec}`, "
-            f"`saag-opt compare A B --dataset {spec}`), or {verb} on a single-call dataset such as shipped:bfcl")
+    return (f"{spec!r} is a tau2 dataset (a simulated user plays each conversation), and `saag-opt {verb}` runs "
+            "single-call datasets and BFCL multi-turn ones only (e.g. bfcl:multi_turn_base); evaluate or compare "
+            f"prompt versions on it (`saag-opt evaluate --dataset {spec}`, `saag-opt compare A B --dataset {spec}`)")
 
 
 def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None) -> list[Episode]:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError
 from saag_opt.model import Example
 
@@ -62,7 +63,7 @@ def assign_splits(examples: Iterable[Example], fractions: Sequence[float] = DEFA
             for ex in examples]
 
 
-def split_hash(examples: Iterable[Example]) -> str:
-    """SHA-256 (hex) of the sorted ids, recorded with results so a run names exactly what it used."""
+def split_hash(examples: Iterable[Example | Episode]) -> str:
+    """SHA-256 (hex) of the sorted ids (examples or episodes), recorded so a run names exactly what it used."""
     ids = sorted(ex.id for ex in examples)
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()

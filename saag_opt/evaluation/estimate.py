@@ -150,6 +150,17 @@ STEP_CHARS = 600
 """Assumed characters one calling step adds to the conversation: its calls and their results."""
 
 
+def episode_step_sizes(episodes: Sequence[Episode], *, sample_size: int = 50) -> tuple[float, float]:
+    """(assumed steps per entry, mean characters of a step's conversation + tool docs) on the first ``sample_size``.
+
+    What a multi-turn estimate multiplies: ``estimate_episodes`` here, GEPA's rollouts in ``optimize.budget``.
+    """
+    sample = [_episode_steps(e) for e in list(episodes)[:sample_size]]
+    steps = sum(len(s) for s in sample) / len(sample) if sample else 0.0
+    chars = sum(c for s in sample for c, _ in s) / max(sum(len(s) for s in sample), 1)
+    return steps, chars
+
+
 def _episode_steps(episode: Episode) -> list[tuple[int, int]]:
     """Per assumed step of ``episode``: (characters of the conversation + tool docs, tool-doc characters).
 
@@ -189,9 +200,7 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     n = len(episodes)
-    sample = [_episode_steps(e) for e in list(episodes)[:sample_size]]
-    steps = sum(len(s) for s in sample) / len(sample) if sample else 0.0
-    chars = sum(c for s in sample for c, _ in s) / max(sum(len(s) for s in sample), 1)
+    steps, chars = episode_step_sizes(episodes, sample_size=sample_size)
     est = Estimate(command, n, assumptions=[
         f"{STEPS_PER_TURN} agent steps per user turn ({steps:.1f} per entry), each adding {STEP_CHARS} characters "
         "of calls and results to the conversation",
@@ -257,5 +266,5 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
     return est
 
 
-__all__ = ["Estimate", "RoleEstimate", "estimate_episodes", "estimate_evaluation", "estimate_tau2", "prompt_tokens",
-           "role_estimate", "tau2_task_steps"]
+__all__ = ["Estimate", "RoleEstimate", "episode_step_sizes", "estimate_episodes", "estimate_evaluation", "estimate_tau2",
+           "prompt_tokens", "role_estimate", "tau2_task_steps"]

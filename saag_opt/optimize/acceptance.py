@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from saag_opt.choices import AcceptName
+from saag_opt.episodes import Episode
 from saag_opt.model import Example
 from saag_opt.optimize import rails
+from saag_opt.optimize.episode_feedback import rail_example
 
 
 class QuarantineKeeper(Protocol):
@@ -97,13 +99,19 @@ def _parent_text(state: Any, parent_idx: int | None) -> dict[str, str]:
 
 
 def _reflected_examples(evaluation: Any) -> list[Any]:
-    """The saag Examples of the minibatch the reflection read (the parent's traced evaluation)."""
+    """The saag Examples of the minibatch the reflection read (the parent's traced evaluation).
+
+    A conversation's entry is read as one example (``episode_feedback.rail_example``: its user turns,
+    its tools, its gold calls), so the rails check a proposal against what the reflection LM read.
+    """
     found = []
     for trajectory in getattr(evaluation, "trajectories", None) or ():
         wrapped: Any = trajectory.get("example") if isinstance(trajectory, dict) else None
         item = wrapped.get("item") if wrapped is not None and hasattr(wrapped, "get") else None
         if isinstance(item, Example):
             found.append(item)
+        elif isinstance(item, Episode):
+            found.append(rail_example(item))
     return found
 
 

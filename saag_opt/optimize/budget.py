@@ -25,6 +25,10 @@ AUTO_CANDIDATES: dict[BudgetName, int] = {"light": 6, "medium": 12, "heavy": 18}
 """dspy.GEPA's ``AUTO_RUN_SETTINGS`` (number of candidates each preset aims for)."""
 
 
+FEEDBACK_CHARS_PER_STEP = 250
+"""Assumed characters of a conversation's feedback per step (proposal, verdict, result: ``episode_feedback``)."""
+
+
 def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> int:
     """dspy.GEPA's ``auto_budget`` formula, evaluated here so the estimate can be printed first."""
     import dspy  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
@@ -94,12 +98,13 @@ class CostEstimate:
 def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_rollout: float,
                   review_tokens: tuple[float, float], base_tokens: tuple[float, float],
                   reflection_tokens: tuple[float, float], minibatch: int, reviewer_price: Price,
-                  base_price: Price, reflection_price: Price) -> CostEstimate:
+                  base_price: Price, reflection_price: Price, base_note: str = "base first answers cached"
+                  ) -> CostEstimate:
     """Rollouts x reviewer/base calls x tokens x price, plus one reflection call per iteration.
 
     An iteration spends about ``2 * minibatch`` rollouts (parent and child on the same minibatch),
     so reflection calls are ``rollouts / (2 * minibatch)``, doubled for a possible ``max_chars``
-    compression call.
+    compression call. ``base_note``: what the base-agent count assumes (the assumptions line).
     """
     reviewer_calls = math.ceil(rollouts * reviews_per_rollout)
     base_calls = math.ceil(rollouts * revisions_per_rollout)
@@ -116,7 +121,7 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
     tokens = int(reviewer_calls * sum(review_tokens) + base_calls * sum(base_tokens)
                  + reflection_calls * sum(reflection_tokens))
     note = (f"{reviews_per_rollout:.2f} reviews and {revisions_per_rollout:.2f} base revisions per rollout; "
-            "base first answers cached; reflection calls not capped by max_metric_calls")
+            f"{base_note}; reflection calls not capped by max_metric_calls")
     return CostEstimate(rollouts=rollouts, reviewer_calls=reviewer_calls, base_calls=base_calls,
                         reflection_calls=reflection_calls, lm_calls=reviewer_calls + base_calls + reflection_calls,
                         tokens=tokens, dollars=round(dollars, 4), assumptions=note, roles=roles)
@@ -126,17 +131,30 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
                  rollouts: int) -> CostEstimate:
     """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices.
 
-    Needs no open model: ``--dry-run`` calls it too.
+    On a multi-turn dataset a rollout is one reviewed conversation: a review per step (the steps
+    and each step's prompt measured from the entries, ``evaluation.estimate.episode_step_sizes``),
+    every step's proposal counted uncached (the run leaves the cached base run at its first change),
+    and the reflection reads a conversation's feedback per minibatch entry. Needs no open model:
+    ``--dry-run`` calls it too.
     """
     from saag_opt.evaluation.estimate import (  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
         CHARS_PER_TOKEN,
         THINKING_TOKENS,
+        episode_step_sizes,
         prompt_tokens,
     )
 
-    prompt = prompt_tokens(examples, sample_size=20)
-    instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
     reviews, revisions = config.setup.mechanism.calls_per_example()
+    if config.conversations:
+        steps, chars = episode_step_sizes(examples, sample_size=20)
+        prompt = chars / CHARS_PER_TOKEN
+        reviews, revisions = steps * reviews, steps * (1.0 + revisions)
+        feedback = steps * FEEDBACK_CHARS_PER_STEP / CHARS_PER_TOKEN
+        base_note = f"one reviewed conversation of {steps:.1f} steps per rollout, every proposal counted uncached"
+    else:
+        prompt, feedback = prompt_tokens(examples, sample_size=20), 0.0
+        base_note = "base first answers cached"
+    instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
 
     def price(text: str) -> Price:
         model = parse_model_spec(text)
@@ -144,13 +162,13 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
         return Price(per_in or 0.0, per_out or 0.0)
 
     think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer_spec)) else 0
-    reflect_in = config.minibatch * (prompt + 400) + instr + 600
+    reflect_in = config.minibatch * (prompt + feedback + 400) + instr + 600
     return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
                          review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
                          reflection_tokens=(reflect_in, config.max_chars / CHARS_PER_TOKEN + 2000), minibatch=config.minibatch,
                          reviewer_price=price(config.reviewer_spec), base_price=price(config.setup.base),
-                         reflection_price=price(config.reflection_spec))
+                         reflection_price=price(config.reflection_spec), base_note=base_note)
 
 
-__all__ = ["AUTO_CANDIDATES", "CostEstimate", "Price", "auto_metric_calls",
+__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "CostEstimate", "Price", "auto_metric_calls",
            "estimate_cost", "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from saag_opt.agents.mechanisms import Mechanism, mechanism_names
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName
-from saag_opt.data.catalog import single_call_only
+from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
 from saag_opt.lm import default_workers
 from saag_opt.resuming import RUN_OPTION
 
@@ -46,7 +46,8 @@ class OptimizeConfig(SetupConfig):
     reflection: str | None = None
     """Reflection LM spec; None = same as the reviewer."""
     dataset: str = "shipped:bfcl"
-    """Dataset spec (see ``saag_opt.data.load_dataset``)."""
+    """Dataset spec: single-call examples (``saag_opt.data.load_dataset``) or BFCL multi-turn entries
+    (``load_episodes``; one rollout = one reviewed conversation, see ``optimize.episode_rollout``)."""
     budget: Annotated[BudgetName | None, RUN_OPTION] = None
     """GEPA auto budget; exclusive with ``max_metric_calls``; both None = ``light``."""
     max_metric_calls: Annotated[int | None, RUN_OPTION] = Field(default=None, gt=0)
@@ -83,8 +84,8 @@ class OptimizeConfig(SetupConfig):
     """Run directory to resume; its stored config wins except for the run options passed again."""
 
     @model_validator(mode="after")
-    def _single_calls(self) -> OptimizeConfig:
-        refusal = single_call_only("optimize", self.dataset)
+    def _no_simulated_user(self) -> OptimizeConfig:
+        refusal = simulated_user_refusal("optimize", self.dataset)
         if refusal is not None:
             raise ValueError(refusal)
         return self
@@ -100,6 +101,11 @@ class OptimizeConfig(SetupConfig):
         if self.workers is None:
             self.workers = default_workers(self.setup.base, self.setup.reviewer, self.reflection)
         return self
+
+    @property
+    def conversations(self) -> bool:
+        """The dataset is BFCL multi-turn entries (episodes), not single-call examples."""
+        return is_multi_turn_dataset(self.dataset)
 
     @property
     def reviewer_spec(self) -> str:

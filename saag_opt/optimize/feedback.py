@@ -32,6 +32,9 @@ OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept r
                        "reviewer error"]
 """How a review changed one example: the paired (base, final) correctness plus whether it objected."""
 
+GOLD_LABEL = "for your analysis only; never shown to the reviewer"
+"""What every feedback line that reads the gold says (it is one line each, so a reader can tell them apart)."""
+
 OUTCOME_ADVICE: dict[str, str] = {
     "fixed": "Good: the review caught a real error and the revision corrected it. Keep this behaviour.",
     "broken": "Harmful: the base call was already correct, the reviewer objected anyway and the revision made "
@@ -131,8 +134,8 @@ def _describe_candidates(outcome: Any) -> str:
     parts = []
     for cand in outcome.candidates:
         grade = "" if cand.score is None else f", grade {cand.score:.2f}"
-        why = f" ({_clip(cand.rationale, 120)})" if getattr(cand, "rationale", None) else ""
-        parts.append(f"[{cand.index}] T={cand.temperature:.2f}{grade}: {_render_calls(_calls_of(cand.prediction))}{why}")
+        why = f" ({clip_text(cand.rationale, 120)})" if getattr(cand, "rationale", None) else ""
+        parts.append(f"[{cand.index}] T={cand.temperature:.2f}{grade}: {render_calls(_calls_of(cand.prediction))}{why}")
     chosen = "no call (the no-call option)" if outcome.selected is None else f"candidate {outcome.selected}"
     return f"selected {chosen} of: " + "; ".join(parts)
 
@@ -181,18 +184,18 @@ def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None
 def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final_ok: bool) -> str:
     """The reflection text: SAAG diagnosis of the base call, each verdict, the revision, the outcome."""
     lines = [f"Outcome: {cls}. {OUTCOME_ADVICE[cls]}"]
-    lines.append(f"Base call: {_render_calls(view.base_calls)}")
+    lines.append(f"Base call: {render_calls(view.base_calls)}")
     lines.extend(describe_saag(view.base_calls, example))
     for i, step in enumerate(view.steps, start=1):
         verdict = "REJECTED (error=true)" if step.error else "APPROVED (error=false)"
         if step.unusable:
-            verdict = (f"UNUSABLE: the reply could not be read ({_clip(step.feedback, 160)}); "
+            verdict = (f"UNUSABLE: the reply could not be read ({clip_text(step.feedback, 160)}); "
                        f"the run's policy counted it as {'a rejection' if step.error else 'an approval'}")
             lines.append(f"Review {i}: {verdict}.")
             if step.revised is not None:
                 lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
             continue
-        lines.append(f"Review {i}: {verdict}." + (f" Reviewer feedback: {_clip(step.feedback)}" if step.feedback else ""))
+        lines.append(f"Review {i}: {verdict}." + (f" Reviewer feedback: {clip_text(step.feedback)}" if step.feedback else ""))
         if step.revised is not None:
             lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
     if not view.steps:
@@ -200,8 +203,8 @@ def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final
     if view.unusable and not any(step.unusable for step in view.steps):
         lines.append(f"{view.unusable} reviewer repl{'y' if view.unusable == 1 else 'ies'} (selection or grades) "
                      "could not be read and fell back to the default candidate or rank.")
-    lines.append(f"Final call: {_render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}.")
-    lines.append(f"Expected (gold, for your analysis only; never shown to the reviewer): {render_gold(example)}")
+    lines.append(f"Final call: {render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}.")
+    lines.append(f"Expected (gold, {GOLD_LABEL}): {render_gold(example)}")
     return "\n".join(lines)
 
 
@@ -226,7 +229,7 @@ def describe_saag(calls: Sequence[ToolCall], example: Example) -> list[str]:
         if detail:
             lines.append(f"  call {k}: " + "; ".join(detail))
     for corr in getattr(report, "corrections", ()) or ():
-        lines.append(f"  SAAG correction: {_clip(str(corr))}")
+        lines.append(f"  SAAG correction: {clip_text(str(corr))}")
     return lines
 
 
@@ -267,7 +270,7 @@ def describe_revision(before: Sequence[ToolCall], after: Sequence[ToolCall]) -> 
     b = {c.name: dict(c.arguments) for c in before}
     a = {c.name: dict(c.arguments) for c in after}
     if set(b) != set(a):
-        return f"the agent changed the function(s) to {_render_calls(after)}."
+        return f"the agent changed the function(s) to {render_calls(after)}."
     changes = []
     for name, args in a.items():
         old = b.get(name, {})
@@ -295,17 +298,19 @@ def render_gold(example: Example) -> str:
     return "; ".join(parts) + ' (lists give acceptable values; "" = may be omitted)'
 
 
-def _render_calls(calls: Sequence[ToolCall]) -> str:
+def render_calls(calls: Sequence[ToolCall]) -> str:
+    """Calls as ``name(k=v, ...)``, one line (``(no call)`` for none)."""
     if not calls:
         return "(no call)"
     return "; ".join(f"{c.name}({', '.join(f'{k}={_short(v)}' for k, v in c.arguments.items())})" for c in calls)
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    return _clip(canonical_json(value), limit)
+    return clip_text(canonical_json(value), limit)
 
 
-def _clip(text: str, limit: int = 400) -> str:
+def clip_text(text: str, limit: int = 400) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -314,5 +319,6 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.2f}"
 
 
-__all__ = ["OutcomeClass", "ReviewStep", "RolloutView", "build_feedback", "classify_outcome",
-           "describe_revision", "describe_saag", "metric", "render_gold", "view_outcome"]
+__all__ = ["GOLD_LABEL", "OUTCOME_ADVICE", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
+           "classify_outcome", "clip_text", "describe_revision", "describe_saag", "metric", "render_calls",
+           "render_gold", "view_outcome"]

@@ -9,11 +9,12 @@ from saag_opt.agents.setup import ReviewSetup
 from saag_opt.errors import CostCapReached
 from saag_opt.evaluation.compare import CompareConfig, compare_prompts
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.results import read_records
+from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.world import World
-from saag_opt.runfiles import atomic_write_jsonl
+from saag_opt.runfiles import atomic_write_jsonl, read_rows
 
 
 def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str,
@@ -22,7 +23,8 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
 
     The set-up is the one GEPA's rollouts ran (``config.setup``: models, mechanism, reviewer inputs
     and call options), with the seed's and the best's prompt files in turn, so the test measures the
-    prompts the way they were tuned.
+    prompts the way they were tuned. On a multi-turn dataset the compare runs conversations (its
+    passes are multi-turn evaluate runs on the TEST entries), paired per entry.
 
     Returns ``{"seed", "best", "compare_run", "comparison", "stopped"}``; ``comparison`` is the
     compare run's ``CompareSummary``. The compare run's rows are copied into this run's
@@ -42,7 +44,8 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     except CostCapReached as exc:
         emit(sink, "stopped", f"test comparison skipped: {exc}")
         return {"seed": seed, "best": best, "compare_run": None, "comparison": None, "stopped": str(exc)}
-    rows = read_records(compared.run_dir / "records.jsonl")  # a resumed run re-evaluates; keep one copy
+    # a resumed run re-evaluates; keep one copy (a conversation's rows whole: every turn, the checker's verdict)
+    rows = read_rows(compared.run_dir / "records.jsonl", EpisodeRecord if config.conversations else ExampleRecord)
     atomic_write_jsonl(run_dir / "records.jsonl",
                        [r.model_copy(update={"run_id": run_dir.name}).model_dump(mode="json") for r in rows])
     if compared.summary.stopped:

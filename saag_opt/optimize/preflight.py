@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from saag_opt.artifacts import PromptStore
-from saag_opt.data import load_dataset
-from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_evaluation
+from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
 from saag_opt.lm import parse_model_spec
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.world import load_splits
+from saag_opt.optimize.world import load_split, load_splits
 
 
 def preflight_optimize(config: OptimizeConfig) -> Estimate:
@@ -33,10 +32,11 @@ def preflight_optimize(config: OptimizeConfig) -> Estimate:
         total.add(role, RoleEstimate(numbers["calls"], numbers["prompt_tokens"], numbers["completion_tokens"],
                                      numbers["dollars"], parse_model_spec(models[role]).label))
     if config.evaluate_test:
-        test = load_dataset(config.dataset, split="test", limit=config.test_limit)
+        test = load_split(config, "test", config.test_limit)
+        estimate = estimate_episodes if config.conversations else estimate_evaluation
         for cached in (False, True):  # seed, then best (its base calls are the seed pass's)
-            total.merge(estimate_evaluation(test, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                                            instructions=seed.instructions, base_cached=cached))
+            total.merge(estimate(test, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                                 instructions=seed.instructions, base_cached=cached))
         total.examples += len(test)
     return total
 

@@ -13,22 +13,30 @@ base-output cache live in ``RolloutContext``, referenced (not owned) by the stud
 The student also narrows ``named_predictors()`` to the predictors its mechanism calls
 (``Mechanism.components``): a component that is never called has no trace, and gepa's round-robin
 selector would waste an iteration on it.
+
+An item is a saag ``Example`` (one call) or an ``Episode`` (a BFCL multi-turn entry, played by
+``episode_rollout``). A conversation reviews every step, so its rollout names the traced reviewer
+calls of the step its feedback is about (``trace_span``, indices into the rollout's own trace) and
+``forward`` hands only those on to dspy's trace: the reviewer inputs the reflection LM is shown are
+that step's.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import dspy
 
+from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.model import Example
 
-RunFn = Callable[[Example, Any], Any]
-"""``(example, reviewer) -> MechanismOutcome``: one rollout with a given reviewer module."""
+RunFn = Callable[[Any, Any], Any]
+"""``(item, reviewer) -> outcome``: one rollout with a given reviewer module (a ``MechanismOutcome`` for
+an ``Example``, an ``episode_rollout.EpisodeRollout`` for an ``Episode``)."""
 
 
 class RolloutContext:
@@ -59,7 +67,7 @@ class RolloutContext:
     def __reduce__(self) -> Any:
         raise TypeError("RolloutContext holds live LM clients and is not picklable; it is rebuilt on resume")
 
-    def run(self, example: Example, reviewer: Any) -> Any:
+    def run(self, example: Any, reviewer: Any) -> Any:
         """One rollout with ``reviewer``.
 
         A systemic fault is recorded and re-raised; anything else is re-raised too (the adapter
@@ -124,9 +132,19 @@ class ReviewerProgram(dspy.Module):
         """Current instruction of every reviewer predictor, keyed by bare predictor name."""
         return {n: p.signature.instructions for n, p in self._all_predictors()}
 
-    def forward(self, item: Example) -> dspy.Prediction:
-        """Run the mechanism with this program's reviewer."""
-        outcome = self.context.run(item, self.reviewer)
+    def forward(self, item: Any) -> dspy.Prediction:
+        """Run the mechanism with this program's reviewer; its traced calls join the caller's trace.
+
+        The rollout traces into a list of its own (the caller's may be dspy's global one, shared by
+        evaluation threads); a conversation's rollout then hands on only its ``trace_span``.
+        """
+        outer = dspy.settings.trace
+        with dspy.context(trace=[]):
+            outcome = self.context.run(item, self.reviewer)
+            mine = list(dspy.settings.trace)
+        span = getattr(outcome, "trace_span", None)
+        if outer is not None:
+            outer.extend(mine[span[0]:span[1]] if span is not None else mine)
         final = getattr(outcome, "final", None)
         calls = [c.to_dict() for c in getattr(final, "calls", ()) or ()]
         return dspy.Prediction(outcome=outcome, calls=calls)
@@ -169,8 +187,8 @@ def _is_heavy(value: Any) -> bool:
                               "threading"))
 
 
-def to_dspy_examples(examples: list[Example]) -> list[dspy.Example]:
-    """Wrap saag Examples for dspy: the only input is ``item``; gold stays inside, read by the metric."""
+def to_dspy_examples(examples: Sequence[Example | Episode]) -> list[dspy.Example]:
+    """Wrap saag Examples (or Episodes) for dspy: the only input is ``item``; gold stays inside, read by the metric."""
     return [dspy.Example(item=ex).with_inputs("item") for ex in examples]
 
 

@@ -6,7 +6,8 @@ shown to GEPA), then open (or re-open) ``runs/<ts>-optimize/``; build the studen
 ``log_dir=<run>/gepa`` and cloudpickle; every candidate that enters GEPA's pool becomes a prompt
 artifact (``reviewer@v3-gepa``...) with its parents and val score; the best is aliased ``best``;
 then seed and best are compared on TEST with ``compare_prompts`` (``holdout``) and the comparison
-is written to ``summary.json``.
+is written to ``summary.json``. A BFCL multi-turn dataset runs the same flow on entries: a rollout
+is one reviewed conversation scored by BFCL's checker (``world`` picks the rollout and the metric).
 
 Resume (``--resume RUN_DIR``) reloads the stored config, reuses the same gepa ``log_dir`` (gepa's
 ``max_metric_calls`` is cumulative, and 0.1.4 re-evaluates the seed on val once per resume; those
@@ -24,11 +25,9 @@ from saag_opt.data import split_hash
 from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.spendcap import SpendCap
-from saag_opt.model import Example
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
 from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.holdout import evaluate_test
 from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 from saag_opt.optimize.progress import GepaProgress
@@ -178,7 +177,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
     return result
 
 
-def _pin_seed_and_splits(config: OptimizeConfig, header: RunHeader, world: World, examples: list[Example],
+def _pin_seed_and_splits(config: OptimizeConfig, header: RunHeader, world: World, examples: list[Any],
                          run_dir: Path, sizes: tuple[int, int]) -> None:
     """Record the seed's version for an alias (``reviewer@best`` may move before a resume) and the splits GEPA sees."""
     if header.config.get("prompt") != world.seed.ref:
@@ -204,7 +203,7 @@ def _gepa_settings(config: OptimizeConfig, world: World, run_dir: Path, calls: i
                                    RolloutCountSaver(run_dir, world.context)])
 
 
-def _compile(world: World, settings: GepaSettings, train: list[Example], val: list[Example], run_dir: Path,
+def _compile(world: World, settings: GepaSettings, train: list[Any], val: list[Any], run_dir: Path,
              sink: EventSink | None) -> Any:
     """Run dspy.GEPA on the student (the seed's reviewer); None when the spend cap stopped the reflection LM."""
     aside = set_aside_unreadable_state(settings.log_dir)
@@ -215,7 +214,8 @@ def _compile(world: World, settings: GepaSettings, train: list[Example], val: li
                               world.condition.mechanism.components)
     cap = world.ledger.cap
     try:
-        return compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+        return compile_gepa(build_gepa(world.metric, settings), student, to_dspy_examples(train),
+                            to_dspy_examples(val))
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
         emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)
         return None
