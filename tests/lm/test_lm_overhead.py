@@ -18,6 +18,7 @@ import pytest
 
 from saag_opt.lm import SaagLM, chat_completion, open_lm
 from saag_opt.lm import client as client_module
+from saag_opt.lm.latency import TIME_LOG_DIR
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -47,6 +48,7 @@ def test_the_cache_keys_and_the_time_key_are_those_main_wrote(monkeypatch: pytes
         put(request, value, ignored, enable_memory_cache)
 
     monkeypatch.setattr(dspy.cache, "put", spy)
+    monkeypatch.setattr(client_module, "_CALL_TIMES", {})  # its own time store (another test may delete files)
     with ScriptedOpenAIServer(lambda request: Reply(text="ok")) as server:
         lm = _lm(server)
         hashes: list[str | None] = []
@@ -57,12 +59,12 @@ def test_the_cache_keys_and_the_time_key_are_those_main_wrote(monkeypatch: pytes
             return hashes[-1]
 
         monkeypatch.setattr(SaagLM, "_request_hash", counted)
-        already = (Path(dspy.cache.disk_cache_dir) / "saag-call-seconds" / TIME_KEY[:2] / f"{TIME_KEY}.json").exists()
         result = chat_completion(lm, MESSAGES, tools=TOOLS, tool_choice="auto")
     if not result.cached:  # a real call (first in this session): keyed as before, hashed once
         assert keys == [DSPY_KEY]
         assert hashes == [TIME_KEY]  # one hash serves the in-flight lock and the time store
-    assert already or (Path(dspy.cache.disk_cache_dir) / "saag-call-seconds" / TIME_KEY[:2] / f"{TIME_KEY}.json").exists()
+    log = Path(dspy.cache.disk_cache_dir) / "saag-call-seconds" / TIME_LOG_DIR / f"{TIME_KEY[0]}.times"
+    assert f"\n{TIME_KEY} ".encode() in log.read_bytes()  # the time is stored under the same key as before
 
 
 def test_a_cache_hit_is_hashed_once_too(monkeypatch: pytest.MonkeyPatch) -> None:
