@@ -79,7 +79,7 @@ def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = Fal
     """
     fd, tmp = _temp_beside(path)
     try:
-        os.fchmod(fd, 0o644)
+        share_file(fd, tmp)
         handle: IO[Any] = os.fdopen(fd, "wb") if mode == "wb" else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             yield handle
@@ -106,7 +106,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = False) -> None:
     fd, tmp = _temp_beside(path)
     try:
         try:
-            os.fchmod(fd, 0o644)
+            share_file(fd, tmp)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -118,6 +118,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = False) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def share_file(fd: int, path: str | os.PathLike[str]) -> None:
+    """Make the open file ``fd`` (at ``path``) 0644 whatever the umask: cache and run files are shared."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o644)
+    else:  # pragma: no cover - Windows (Python < 3.13)
+        os.chmod(path, 0o644)
 
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
@@ -623,6 +631,7 @@ __all__ = [
     "RunKind",
     "RunStatus",
     "atomic_file",
+    "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_jsonl",
     "atomic_write_text",
@@ -640,5 +649,6 @@ __all__ = [
     "read_run",
     "read_run_jsonl",
     "register_summary",
+    "share_file",
     "utc_now",
 ]

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-from saag_opt.runfiles import JsonShelf
+from saag_opt.runfiles import JsonShelf, share_file
 
 _OPEN: ContextVar[tuple[LatencyClock, ...]] = ContextVar("saag_latency_clocks", default=())
 
@@ -169,12 +169,12 @@ class _TimeLog:
         with self._lock:
             start = self._read.get(name, 0)
         try:
-            fd = os.open(self.directory / name, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.directory / name, os.O_RDONLY | _CLOEXEC | _BINARY)
         except OSError:
             return {}
         try:
             size = os.fstat(fd).st_size
-            data = os.pread(fd, size - start, start) if size > start else b""
+            data = _read_from(fd, start, size - start) if size > start else b""
         except OSError:
             return {}
         finally:
@@ -194,12 +194,13 @@ class _TimeLog:
             fd = self._fds.get(name)
             if fd is None:
                 path = self.directory / name
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY
                 try:
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                    fd = os.open(path, flags, 0o644)
                 except FileNotFoundError:
                     self.directory.mkdir(parents=True, exist_ok=True)
-                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-                os.fchmod(fd, 0o644)  # shared, whatever the umask (like every other cache file)
+                    fd = os.open(path, flags, 0o644)
+                share_file(fd, path)
                 self._fds[name] = fd
             return fd
 
@@ -209,6 +210,16 @@ class _TimeLog:
                 os.close(fd)
             except OSError:
                 pass
+
+
+_CLOEXEC, _BINARY = getattr(os, "O_CLOEXEC", 0), getattr(os, "O_BINARY", 0)
+
+
+def _read_from(fd: int, offset: int, size: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, size)  # pragma: no cover
 
 
 def _file_of(key: str) -> str:

@@ -38,11 +38,17 @@ def test_a_time_one_process_writes_is_found_by_another_at_once(tmp_path: Path) -
             "    times.put(__import__('hashlib').sha256(str(n).encode()).hexdigest(), n / 10)\n")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=_env())
     assert [mine.get(_key(n)) for n in (1, 2, 3)] == [0.1, 0.2, 0.3]
-    mine.put(_key(2), 0.25)  # the latest real call of a request wins, in a fresh reader too
+    old = os.umask(0o077)
+    try:
+        mine.put(_key(2), 0.25)  # the latest real call of a request wins, in a fresh reader too
+        CallTimes(tmp_path).put(_key(9), 0.9)  # a log file this process creates under a strict umask
+    finally:
+        os.umask(old)
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in (tmp_path / TIME_LOG_DIR).iterdir())  # shared files
     assert CallTimes(tmp_path).get(_key(2)) == 0.25
     assert not list(tmp_path.rglob("*.json"))  # no file per request any more
     assert sorted(p.name for p in (tmp_path / TIME_LOG_DIR).iterdir()) == sorted(
-        {f"{_key(n)[0]}.times" for n in (1, 2, 3)})
+        {f"{_key(n)[0]}.times" for n in (1, 2, 3, 9)})
 
 
 def test_entries_of_the_one_file_per_request_layout_are_still_read(tmp_path: Path) -> None:
