@@ -18,13 +18,13 @@ and ``lm`` can use it.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import os
 import platform
 import subprocess
 import sys
-import tempfile
 import traceback
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -71,16 +71,15 @@ def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = Fal
     """Open a temp file beside ``path``; on a clean exit it replaces ``path``, on an error it is removed.
 
     Why: readers (and a run resumed after a crash) see the old file or the new one, never half.
-    The parent directory is created; the file is 0644 (``mkstemp`` makes 0600, but these are shared
+    The parent directory is created; the file is 0644 (temp files are made 0600, but these are shared
     files); ``fsync`` makes the content durable before the rename (prompt versions in git).
 
     Raises:
         OSError: the directory or the temp file cannot be created or written.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path)
     try:
-        os.chmod(tmp, 0o644)
+        share_file(fd, tmp)
         handle: IO[Any] = os.fdopen(fd, "wb") if mode == "wb" else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             yield handle
@@ -93,10 +92,69 @@ def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = Fal
         raise
 
 
+def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Write ``data`` atomically, as ``atomic_file`` does, in five system calls.
+
+    Why not ``atomic_file``: the small entries written per LM call and per example (call times, base
+    proposals) paid a mkdir, a file object's fstat, ioctl and lseek on top; each system call lets
+    go of the GIL, which the other workers then queue to take back. Here: open, fchmod, write,
+    close, rename (and a mkdir only when the directory is missing).
+
+    Raises:
+        OSError: the directory or the temp file cannot be created or written.
+    """
+    fd, tmp = _temp_beside(path)
+    try:
+        try:
+            share_file(fd, tmp)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def share_file(fd: int, path: str | os.PathLike[str]) -> None:
+    """Make the open file ``fd`` (at ``path``) 0644 whatever the umask: cache and run files are shared."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o644)
+    else:  # pragma: no cover - Windows (Python < 3.13)
+        os.chmod(path, 0o644)
+
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_TEMP_SERIAL = itertools.count()
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new 0600 temp file in ``path``'s directory, which is created only when it is missing.
+
+    Named ``.<name>.<pid>-<serial>.tmp``: unique among live writers without a random draw; a name a
+    dead process left behind is skipped.
+    """
+    made = False
+    while True:
+        tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}-{next(_TEMP_SERIAL)}.tmp")
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o600), tmp
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            if made:
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made = True
+
+
 def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
-    """Write ``text`` atomically (see ``atomic_file``)."""
-    with atomic_file(path, fsync=fsync) as handle:
-        handle.write(text)
+    """Write ``text`` (UTF-8, newlines as given) atomically (see ``atomic_file``)."""
+    atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
 def atomic_write_json(path: Path, payload: Any) -> None:
@@ -573,6 +631,7 @@ __all__ = [
     "RunKind",
     "RunStatus",
     "atomic_file",
+    "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_jsonl",
     "atomic_write_text",
@@ -590,5 +649,6 @@ __all__ = [
     "read_run",
     "read_run_jsonl",
     "register_summary",
+    "share_file",
     "utc_now",
 ]

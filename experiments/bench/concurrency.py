@@ -11,6 +11,8 @@ fresh dspy cache and a fresh base-prediction cache, so every call is real.
 
 Run: .venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
      [--profile]   (cProfile of the run, top functions by cumulative time, printed before the ratio)
+     [--counts]    (per LM call: sha256, sqlite statements, file opens, fsyncs, ... in the worker threads;
+                    call counts do not depend on the machine's load, the ratio of such a run does)
 """
 
 from __future__ import annotations
@@ -98,11 +100,66 @@ def scripted_server(latency: float, *, in_process: bool) -> Iterator[tuple[str, 
             proc.terminate()
 
 
-def _print_profile(profiles: list[Any]) -> None:
+COUNTED = {
+    "sha256": ("openssl_sha256",),
+    "sqlite_statements": ("'execute' of 'sqlite3.", "'executemany' of 'sqlite3.", "'executescript' of 'sqlite3."),
+    "sqlite_connects": ("_sqlite3.connect",),
+    "file_opens": ("posix.open", "io.open"),
+    "fsyncs": ("posix.fsync", "posix.fdatasync"),
+    "mkdirs": ("posix.mkdir",),
+    "renames": ("posix.replace", "posix.rename"),
+    "unlinks": ("posix.unlink", "posix.remove"),
+    "locks": ("fcntl.flock", "fcntl.fcntl", "fcntl.lockf"),
+}
+"""What ``--counts`` counts, by cProfile's names of built-in functions (sqlite's own fsyncs happen in C, unseen)."""
+
+
+def _stats(profiles: list[Any]) -> pstats.Stats:
     stats = pstats.Stats(profiles[0])
     for extra in profiles[1:]:
         stats.add(extra)
-    stats.sort_stats("tottime").print_stats(30)
+    return stats
+
+
+def _print_profile(profiles: list[Any]) -> None:
+    _stats(profiles).sort_stats("tottime").print_stats(30)
+
+
+def _print_counts(profiles: list[Any], calls: int) -> None:
+    """Calls of ``COUNTED`` built-ins in the worker threads, per LM call the server saw."""
+    stats = _stats(profiles).stats  # type: ignore[attr-defined]
+    totals = dict.fromkeys(COUNTED, 0)
+    for func, (_, ncalls, *_rest) in stats.items():
+        name = pstats.func_std_string(func)
+        for what, needles in COUNTED.items():
+            if func[0] == "~" and any(n in name for n in needles):
+                totals[what] += ncalls
+    print("per LM call (worker threads): " + " ".join(f"{k}={v / max(calls, 1):.2f}" for k, v in totals.items()))
+
+
+def _time_start_up() -> dict[str, float]:
+    """When the first example started, and how long opening the (new, empty) LM cache took, in perf_counter s.
+
+    Why: opening a new dspy cache makes 16 sqlite files (0.1-0.7 s, more under disk load); it is part
+    of the wall time but not of the per-call overhead, so it is printed apart.
+    """
+    marks: dict[str, float] = {}
+    inner, configure = runner._evaluate_example, runner.configure_lm_cache
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        marks.setdefault("first_example", time.perf_counter())
+        return inner(*args, **kwargs)
+
+    def timed_configure() -> Any:
+        started = time.perf_counter()
+        try:
+            return configure()
+        finally:
+            marks["lm_cache_open"] = time.perf_counter() - started
+
+    runner._evaluate_example = first  # type: ignore[assignment]
+    runner.configure_lm_cache = timed_configure  # type: ignore[assignment]
+    return marks
 
 
 def run(args: argparse.Namespace) -> tuple[float, int]:
@@ -113,13 +170,16 @@ def run(args: argparse.Namespace) -> tuple[float, int]:
         config = EvaluateConfig(base=f"fake@{url}", reviewer=f"fake@{url}", prompt="reviewer@v2",
                                 mechanism="r2", dataset=str(data), workers=args.workers, runs_dir=WORK / "runs",
                                 cache_dir=WORK / "base-cache", retry_base_delay=0.05)
-        profiles = _profile_workers() if args.profile else None
+        profiles = _profile_workers() if args.profile or args.counts else None
+        marks = _time_start_up()
         start, cpu = time.perf_counter(), time.process_time()
         result = run_evaluation(config)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         calls = count()
-    if profiles:
+    if profiles and args.profile:
         _print_profile(profiles)
+    if profiles and args.counts:
+        _print_counts(profiles, calls)
     s = result.summary
     total = s.costs["roles"]["total"]
     print(f"examples={s.n_examples} errors={s.errors} reviewer_calls/item={s.reviewer_calls_per_item:.2f} "
@@ -128,6 +188,8 @@ def run(args: argparse.Namespace) -> tuple[float, int]:
           f"(server latency {args.latency}s)")
     where = "client + in-process server" if args.in_process_server else "client only"
     print(f"process_cpu={cpu:.2f}s ({1000 * cpu / max(calls, 1):.1f} ms per LM call, {where})")
+    print(f"start_up={marks.get('first_example', start) - start:.2f}s to the first example "
+          f"(of which lm_cache_open={marks.get('lm_cache_open', 0.0):.2f}s: a new dspy cache)")
     return wall, calls
 
 
@@ -140,6 +202,8 @@ def main() -> None:
     parser.add_argument("--in-process-server", action="store_true",
                         help="run the scripted server in this process (its CPU then competes for our GIL)")
     parser.add_argument("--profile", action="store_true", help="cProfile the worker threads")
+    parser.add_argument("--counts", action="store_true",
+                        help="print system-level calls per LM call (cProfile of the workers: the ratio is then slower)")
     args = parser.parse_args()
     try:
         wall, calls = run(args)

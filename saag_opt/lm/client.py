@@ -158,6 +158,7 @@ class SaagLM(dspy.LM):
         probes: list[_UsageProbe] = []
         batched: list[bool] = []  # per probe: answered through a batch
         started = time.monotonic()
+        key = _OnceKey(self, prompt, messages, kwargs)  # the in-flight lock and the time store share one hash
 
         def attempt() -> Any:
             call_kwargs = dict(kwargs)
@@ -184,7 +185,7 @@ class SaagLM(dspy.LM):
                 if batch and self.batch_route is not None:  # rounds dedupe identical requests: no in-flight lock
                     outputs = self.batch_route.call(prompt, messages, **call_kwargs)
                 else:
-                    with self._one_at_a_time(prompt, messages, call_kwargs):
+                    with self._one_at_a_time(call_kwargs, key):
                         outputs = super(SaagLM, self).__call__(prompt, messages=messages, **call_kwargs)
             if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                 raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
@@ -200,14 +201,14 @@ class SaagLM(dspy.LM):
                 self._book(probes, started, error=True, batched=batched)
             raise self._translate(exc, len(probes)) from exc
         info = self._book(probes, started, error=False, batched=batched)
-        self._time(info, prompt, messages, kwargs)
+        self._time(info, kwargs, key)
         return outputs, info
 
-    def _one_at_a_time(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any]) -> Any:
+    def _one_at_a_time(self, call_kwargs: dict[str, Any], key: _OnceKey) -> Any:
         """While a cacheable request is sent, an identical one elsewhere waits for its cached reply (``inflight``)."""
         directory = lock_dir() if call_kwargs.get("cache", self.cache) else None
-        key = self._request_hash(prompt, messages, call_kwargs) if directory is not None else None
-        return one_at_a_time(key, directory) if key is not None else contextlib.nullcontext()
+        digest = key() if directory is not None else None
+        return one_at_a_time(digest, directory) if digest is not None else contextlib.nullcontext()
 
     def _reserve(self, prompt: Any, messages: Any, call_kwargs: dict[str, Any], *, batch: bool = False) -> Any:
         """Hold this attempt's worst-case price under the ledger's spend cap (None when uncapped).
@@ -245,7 +246,7 @@ class SaagLM(dspy.LM):
                     outputs = await super().acall(prompt, messages=messages, **call_kwargs)
                 if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                     raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
-                self._time(self._book(probes, started, error=False), prompt, messages, kwargs)
+                self._time(self._book(probes, started, error=False), kwargs, _OnceKey(self, prompt, messages, kwargs))
                 return outputs
             except Exception as exc:
                 if attempt + 1 >= self.retry.attempts or not _should_retry(exc, errors):
@@ -275,11 +276,11 @@ class SaagLM(dspy.LM):
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return CallInfo(usage, cached, seconds, dollars, len(probes))
 
-    def _time(self, info: CallInfo, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+    def _time(self, info: CallInfo, kwargs: dict[str, Any], request: _OnceKey) -> None:
         """Remember a real call's wall time; report a cache hit's original time to the open latency clocks."""
         if not info.cached and not {**self.kwargs, **kwargs}.get("cache", self.cache):
             return  # caching off: no entry will replay this call, so its time is not needed
-        key = self._request_hash(prompt, messages, kwargs)
+        key = request()
         times = _call_times()
         if not info.cached:
             if key is not None:
@@ -324,6 +325,27 @@ class SaagLM(dspy.LM):
         if isinstance(exc, (LMCallError, ModelUnavailableError, SaagOptError)):
             return exc
         return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
+
+
+class _OnceKey:
+    """``SaagLM._request_hash`` of one call, computed on first use and then reused.
+
+    Why: the in-flight lock (every attempt) and the time store both need it; the hash is a canonical
+    JSON dump of the whole request plus a sha256, and the options that differ between attempts
+    (``cache``) are not part of it.
+    """
+
+    __slots__ = ("_args", "_digest", "_done", "_lm")
+
+    def __init__(self, lm: SaagLM, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+        self._lm, self._args = lm, (prompt, messages, kwargs)
+        self._digest: str | None = None
+        self._done = False
+
+    def __call__(self) -> str | None:
+        if not self._done:  # None (a request that does not encode) is an answer too
+            self._digest, self._done = self._lm._request_hash(*self._args), True
+        return self._digest
 
 
 def _call_times() -> CallTimes:
@@ -412,13 +434,20 @@ def _memoize_model_info() -> None:
     is not in its bundled map (every compatible, local or fake server) it scans the whole map:
     ~4.5 ms of CPU per call, the largest client-side cost measured by experiments/bench/
     concurrency.py. The result depends only on the arguments and the static bundled snapshot
-    (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before.
+    (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before. A miss is
+    looked up once: 16 workers' first calls used to scan the map side by side.
     """
     original = metadata.model_info
+    found: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}
+    lock = threading.Lock()
 
-    @functools.lru_cache(maxsize=1024)
     def lookup(provider: str, model: str, namespaces: tuple[str, ...] | None) -> dict[str, Any]:
-        return original(provider, model, namespaces=namespaces)
+        key = (provider, model, namespaces)
+        if key not in found:
+            with lock:
+                if key not in found:
+                    found[key] = original(provider, model, namespaces=namespaces)
+        return found[key]
 
     def model_info(provider: str, model: str, *, namespaces: Any = None) -> dict[str, Any]:
         return copy.deepcopy(lookup(provider, model, None if namespaces is None else tuple(namespaces)))

@@ -15,6 +15,7 @@ own run directory, hence its own cap.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -60,7 +61,7 @@ class SharedSpendCap(SpendCap):
         least that (an attempt without ``--max-cost`` kept no account here).
         """
         self.path = path
-        self._lock_path = path.with_name(path.name + ".lock")
+        self._file_lock = _FileLock(path.with_name(path.name + ".lock"))
         self._thread_lock = threading.Lock()
         super().__init__(max_cost)  # validates max_cost; its counters stay unused
         with self._state() as state:
@@ -148,13 +149,17 @@ class SharedSpendCap(SpendCap):
 
     @contextmanager
     def _state(self) -> Iterator[dict[str, Any]]:
-        """The file's state under the lock; written back (atomically) when the body ends, even by an exception."""
-        with self._thread_lock, _locked(self._lock_path):
+        """The file's state under the lock; written back (atomically) when the body ends, even by an exception.
+
+        Only when it changed: a refused hold polls every ``POLL_SECONDS`` and used to rewrite the same file.
+        """
+        with self._thread_lock, self._file_lock.held():
             state = self._read()
+            before = copy.deepcopy(state)
             try:
                 yield state
             finally:
-                if state:
+                if state and state != before:
                     atomic_write_json(self.path, state)
 
 
@@ -166,18 +171,44 @@ def _settle_dead(state: dict[str, Any]) -> None:
             del state["holds"][key]
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    if fcntl is None:  # pragma: no cover - Windows
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
+class _FileLock:
+    """An exclusive ``flock`` on one file whose descriptor stays open (one open, mkdir and close less per use).
+
+    ``flock`` belongs to the open description, so a forked child opens its own (an inherited one
+    would share the parent's lock). Threads of one process take ``SharedSpendCap._thread_lock`` first.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._pid = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        if fcntl is None:  # pragma: no cover - Windows
+            yield
+            return
+        fd = self._open()
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _open(self) -> int:
+        if self._fd is None or self._pid != os.getpid():
+            if self._fd is not None:  # the parent's, inherited: closing this copy leaves the parent's lock alone
+                os.close(self._fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd, self._pid = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644), os.getpid()
+        return self._fd
+
+    def __del__(self) -> None:
+        if self._fd is not None and self._pid == os.getpid():
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
 
 
 def tune_ledger(run_dir: Path, max_cost: float | None, *, restart: bool = False, spent: float = 0.0) -> CostLedger:

@@ -13,6 +13,7 @@ import json
 import multiprocessing
 import os
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 
 from saag_opt.errors import CostCapReached
 from saag_opt.testing import ScriptedOpenAIServer
-from saag_opt.tune import TuneConfig, run_tune
+from saag_opt.tune import TuneConfig, run_tune, spend
 from saag_opt.tune.spend import SPEND_FILE, SharedSpendCap
 from tests.evaluation.test_caps_and_cache import PRICE
 from tests.tune.test_tune_runner import World, _space
@@ -160,3 +161,57 @@ def test_a_resume_counts_spend_of_an_uncapped_attempt_the_file_did_not_see(tmp_p
     assert resumed.spent == pytest.approx(0.75)
     with pytest.raises(CostCapReached):
         resumed.reserve(0.3)
+
+
+_INHERITED: list[SharedSpendCap] = []
+"""The parent's cap, used as is by forked children (its lock file descriptor came along)."""
+
+
+def _hammer_inherited(out: str, seed: int) -> None:
+    rng, paid = random.Random(seed), 0.0
+    for _ in range(150):
+        worst = rng.uniform(0.001, 0.004)
+        try:
+            hold = _INHERITED[0].reserve(worst)
+        except CostCapReached:
+            break
+        actual = worst * rng.uniform(0.2, 1.0)
+        hold.settle(actual)
+        paid += actual
+    Path(out).write_text(repr(paid))
+
+
+def test_forked_children_of_a_process_that_used_the_cap_still_exclude_each_other(tmp_path: Path) -> None:
+    """The cap keeps its lock file open; a forked child must lock through its own, or updates get lost."""
+    path = tmp_path / SPEND_FILE
+    shared = SharedSpendCap(path, 1.0, restart=True)
+    shared.reserve(0.01).settle(0.01)  # the parent has used (opened) its lock
+    _INHERITED[:] = [shared]
+    context = multiprocessing.get_context("fork")
+    outs = [tmp_path / f"paid-{n}" for n in range(3)]
+    children = [context.Process(target=_hammer_inherited, args=(str(out), n)) for n, out in enumerate(outs)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    assert all(c.exitcode == 0 for c in children)
+    paid = 0.01 + sum(float(out.read_text()) for out in outs)
+    assert shared.spent == pytest.approx(paid) and shared.spent <= 1.0 and shared.held == 0  # no update lost
+
+
+def test_a_hold_waiting_for_room_does_not_rewrite_the_cap_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / SPEND_FILE
+    first, second = SharedSpendCap(path, 1.0, restart=True), SharedSpendCap(path, 1.0)
+    hold = first.reserve(0.9)
+    writes: list[Path] = []
+    real_write = spend.atomic_write_json
+    monkeypatch.setattr(spend, "atomic_write_json", lambda p, state: writes.append(p) or real_write(p, state))
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(second.reserve(0.5)))
+    thread.start()
+    thread.join(0.4)  # ~8 polls at POLL_SECONDS: the state did not change, so neither did the file
+    assert thread.is_alive() and writes == []
+    hold.settle(0.3)
+    thread.join(10)
+    assert got and len(writes) == 2  # the settle, then the hold that now fits
+    assert second.spent == pytest.approx(0.3) and second.held == pytest.approx(0.5)

@@ -1,0 +1,109 @@
+"""Our own work per LM call stays small without changing what is keyed or sent.
+
+Why these tests: experiments/bench/concurrency.py found per-call waste (the request hashed twice, a
+lock file made and removed per call, a price-map scan per worker); the fixes must keep dspy's cache
+key and our time-store key byte for byte (a cached run must still find the cache written before).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+import dspy.clients.model_metadata as metadata
+import pytest
+
+from saag_opt.lm import SaagLM, chat_completion, open_lm
+from saag_opt.lm import client as client_module
+from saag_opt.lm.latency import TIME_LOG_DIR
+from saag_opt.testing import Reply, ScriptedOpenAIServer
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = [{"role": "user", "content": "what is the weather in Paris?"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+DSPY_KEY = "a10209d7431dcedaf1f2813bf57d232a24b9e4d161022f3e91b3a5e072b6e84b"
+"""dspy's cache key of that request as SaagLM sends it (measured on main before the overhead work)."""
+TIME_KEY = "55c3ea4123563b93d8303af925b6797ad9fff99f76454de4e78fcd9228857f7c"
+"""Our time-store key (``SaagLM._request_hash``) of the same request, measured alike."""
+
+
+def _lm(server: ScriptedOpenAIServer) -> SaagLM:
+    """An LM whose cache namespace does not depend on the server's (random) port."""
+    lm = open_lm("openai/m@http://127.0.0.1:1/v1", role="reviewer")
+    lm.kwargs["api_base"] = server.url  # not part of any key
+    return lm
+
+
+def test_the_cache_keys_and_the_time_key_are_those_main_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    keys: list[str] = []
+    put = dspy.cache.put
+
+    def spy(request: dict[str, Any], value: Any, ignored: list[str] | None = None, enable_memory_cache: bool = True) -> None:
+        keys.append(dspy.cache.cache_key(request, ignored))
+        put(request, value, ignored, enable_memory_cache)
+
+    monkeypatch.setattr(dspy.cache, "put", spy)
+    monkeypatch.setattr(client_module, "_CALL_TIMES", {})  # its own time store (another test may delete files)
+    with ScriptedOpenAIServer(lambda request: Reply(text="ok")) as server:
+        lm = _lm(server)
+        hashes: list[str | None] = []
+        real_hash = SaagLM._request_hash
+
+        def counted(self: SaagLM, *args: Any) -> str | None:
+            hashes.append(real_hash(self, *args))
+            return hashes[-1]
+
+        monkeypatch.setattr(SaagLM, "_request_hash", counted)
+        result = chat_completion(lm, MESSAGES, tools=TOOLS, tool_choice="auto")
+    if not result.cached:  # a real call (first in this session): keyed as before, hashed once
+        assert keys == [DSPY_KEY]
+        assert hashes == [TIME_KEY]  # one hash serves the in-flight lock and the time store
+    log = Path(dspy.cache.disk_cache_dir) / "saag-call-seconds" / TIME_LOG_DIR / f"{TIME_KEY[0]}.times"
+    assert f"\n{TIME_KEY} ".encode() in log.read_bytes()  # the time is stored under the same key as before
+
+
+def test_a_cache_hit_is_hashed_once_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedOpenAIServer(lambda request: Reply(text="ok")) as server:
+        lm = _lm(server)
+        messages = [{"role": "user", "content": f"hit me {time.time_ns()}"}]
+        lm(messages=messages)
+        calls: list[int] = []
+        real_hash = SaagLM._request_hash
+        monkeypatch.setattr(SaagLM, "_request_hash", lambda self, *a: calls.append(1) or real_hash(self, *a))
+        assert lm(messages=messages) == ["ok"]
+        assert len(server.chat_requests) == 1 and calls == [1]
+
+
+def test_workers_asking_the_price_map_at_once_scan_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 workers' first calls used to scan dspy's whole price map side by side (lru_cache is not single-flight)."""
+    client_module._memoize_model_info()
+    scans: list[int] = []
+    real_load = metadata._load
+
+    def slow_load() -> Any:
+        scans.append(1)
+        time.sleep(0.05)
+        return real_load()
+
+    monkeypatch.setattr(metadata, "_load", slow_load)
+    model = f"no-such-model-{time.time_ns()}"
+    start = threading.Barrier(8)
+    found: list[dict[str, Any]] = []
+
+    def ask() -> None:
+        start.wait()
+        found.append(metadata.model_info("openai", model))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(scans) == 1 and len(found) == 8 and all(f == found[0] for f in found)
+    found[0]["mutated"] = True  # callers still get their own copy
+    assert "mutated" not in metadata.model_info("openai", model)
