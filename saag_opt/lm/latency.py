@@ -161,7 +161,19 @@ class _TimeLog:
         data = f"\n{key} {seconds:017.6f}".encode()
         if len(data) != _RECORD + 1:  # not a sha256 hex digest, or an absurd time: nothing to store
             return
-        os.write(self._fd(_file_of(key)), data)
+        name = _file_of(key)
+        fd = self._fd(name)
+        if os.fstat(fd).st_nlink == 0:  # the file was deleted under us (a cleared cache): start a new one
+            fd = self._reopen(name, fd)
+        os.write(fd, data)
+
+    def _reopen(self, name: str, stale: int) -> int:
+        with self._lock:
+            if self._fds.get(name) == stale:
+                del self._fds[name]
+                self._read.pop(name, None)
+                os.close(stale)
+        return self._fd(name)
 
     def read_new(self, key: str) -> dict[str, float]:
         """The records of ``key``'s file appended since the last look (by any process)."""

@@ -105,3 +105,14 @@ def test_writers_killed_mid_write_leave_only_whole_records(tmp_path: Path) -> No
     assert len(lines) > 100 and sum(len(line) != 82 for line in lines) <= 3  # at most one cut record per kill
     reader = CallTimes(tmp_path)
     assert reader.get(_key(1)) == 0.001 and reader.get(_key(50)) == 0.05
+
+
+def test_a_store_deleted_under_a_running_process_is_written_anew(tmp_path: Path) -> None:
+    """Clearing the cache while a process runs (``rm -r``): its next times land in new files others read."""
+    mine = CallTimes(tmp_path)
+    mine.put(_key(1), 0.5)
+    for path in [p for p in tmp_path.rglob("*") if p.is_file()]:
+        path.unlink()
+    mine.put(_key(2), 0.25)
+    assert CallTimes(tmp_path).get(_key(2)) == 0.25  # another process (a fresh reader) finds it
+    assert CallTimes(tmp_path).get(_key(1)) is None  # the deleted time is gone, not resurrected
