@@ -114,5 +114,8 @@ def test_a_store_deleted_under_a_running_process_is_written_anew(tmp_path: Path)
     for path in [p for p in tmp_path.rglob("*") if p.is_file()]:
         path.unlink()
     mine.put(_key(2), 0.25)
-    assert CallTimes(tmp_path).get(_key(2)) == 0.25  # another process (a fresh reader) finds it
-    assert CallTimes(tmp_path).get(_key(1)) is None  # the deleted time is gone, not resurrected
+    code = ("import sys\nfrom pathlib import Path\nfrom saag_opt.lm.latency import CallTimes\n"
+            "times = CallTimes(Path(sys.argv[1]))\nprint(times.get(sys.argv[2]), times.get(sys.argv[3]))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), _key(2), _key(1)], check=True, env=_env(),
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["0.25", "None"]  # another process finds the new time; the deleted one stays gone
