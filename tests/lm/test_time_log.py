@@ -110,12 +110,14 @@ def test_writers_killed_mid_write_leave_only_whole_records(tmp_path: Path) -> No
 def test_a_store_deleted_under_a_running_process_is_written_anew(tmp_path: Path) -> None:
     """Clearing the cache while a process runs (``rm -r``): its next times land in new files others read."""
     mine = CallTimes(tmp_path)
-    mine.put(_key(1), 0.5)
+    first = _key(1)
+    second = next(_key(n) for n in range(2, 1000) if _key(n)[0] == first[0])  # the same one of the 16 files
+    mine.put(first, 0.5)
     for path in [p for p in tmp_path.rglob("*") if p.is_file()]:
         path.unlink()
-    mine.put(_key(2), 0.25)
+    mine.put(second, 0.25)
     code = ("import sys\nfrom pathlib import Path\nfrom saag_opt.lm.latency import CallTimes\n"
             "times = CallTimes(Path(sys.argv[1]))\nprint(times.get(sys.argv[2]), times.get(sys.argv[3]))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), _key(2), _key(1)], check=True, env=_env(),
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), second, first], check=True, env=_env(),
                          capture_output=True, text=True).stdout.split()
     assert out == ["0.25", "None"]  # another process finds the new time; the deleted one stays gone
