@@ -10,7 +10,7 @@ feedback it makes the calls the world says. The environment is BFCL's, so every 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,10 +247,8 @@ def _first_step(entry: Episode) -> Any:
     return conversation.step(0, 0, entry.tools_at(0), entry.category)
 
 
-def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    entries = episodes("multi_turn_base")[:4]
+def per_entry_handler(entries: Sequence[Episode]) -> Callable[[dict[str, Any]], Reply]:
+    """One flips World per entry (told apart by its first user message): entry 0 starts wrong, the reviewer rejects that."""
     worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
               for i, e in enumerate(entries)}
 
@@ -260,6 +258,14 @@ def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
         first = next(m for m in request["messages"] if m["role"] == "user")
         return worlds[str(first["content"])](request)
 
+    return handler
+
+
+def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    entries = episodes("multi_turn_base")[:4]
+    handler = per_entry_handler(entries)
     records = tmp_path / "records.jsonl"
     with ScriptedOpenAIServer(handler) as server:
         agent = BaseAgent(open_lm(f"fake@{server.url}", role="base", retries=0, cache=False))

@@ -26,7 +26,7 @@ from saag_opt.runfiles import read_model
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_flips import WRONG, World, _gold
+from tests.evaluation.test_multiturn_flips import per_entry_handler
 from tests.evaluation.test_tau2_evaluate import world as tau2_world
 from tests.experiments.test_recompute import recompute
 
@@ -39,18 +39,8 @@ TAG = "fake+fake"
 
 
 def _bfcl_handler(dataset: str) -> Callable[[dict[str, Any]], Reply]:
-    """Per entry (by its first user message) the flips World: entry 0 starts wrong, the reviewer rejects that."""
-    entries = load_episodes(dataset, split=None, limit=2)
-    worlds = {str(e.turns[0].messages[0]["content"]): World(_gold(e), agent_wrong=i == 0, reject=WRONG)
-              for i, e in enumerate(entries)}
-
-    def handler(request: dict[str, Any]) -> Reply:
-        if "tools" not in request:
-            return next(iter(worlds.values())).review(request)
-        first = next(m for m in request["messages"] if m["role"] == "user")
-        return worlds[str(first["content"])](request)
-
-    return handler
+    """Per entry the flips World: entry 0 starts wrong, the reviewer rejects that."""
+    return per_entry_handler(load_episodes(dataset, split=None, limit=2))
 
 
 def _evaluate(handler: Callable[[dict[str, Any]], Reply], runs_dir: Path, *args: str) -> None:
