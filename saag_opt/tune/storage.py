@@ -15,8 +15,10 @@ Optuna's own storages, nothing home-made (docs/design.md §12).
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import socket
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,11 +120,18 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         if spec.kind == "sqlite":
             Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
-        with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
-                              grace_period=2 * heartbeat,
-                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
+        for attempt in range(SCHEMA_RACE_ATTEMPTS):
+            try:
+                with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
+                                      grace_period=2 * heartbeat,
+                                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
+            except (optuna.exceptions.StorageInternalError, SQLAlchemyError) as exc:
+                if attempt + 1 == SCHEMA_RACE_ATTEMPTS or not lost_schema_race(exc):
+                    raise
+                time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
     except ImportError as exc:
         raise ModelUnavailableError(f"--storage {spec.redacted}: the database driver is missing ({exc}); "
                                     "pip install 'saag-opt[postgres]'") from exc
@@ -131,6 +140,28 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         reason = str(exc.__cause__ or exc).strip().splitlines()[0]
         raise ModelUnavailableError(f"--storage {spec.redacted}: cannot open the database: "
                                     f"{_without_password(reason, spec)}") from exc
+
+
+SCHEMA_RACE_ATTEMPTS = 6
+"""How often opening a server database is tried when another worker was creating optuna's tables."""
+
+_SCHEMA_RACE_MARKS = ("already exists", "duplicate key", "pg_type_typname_nsp_index", "unique constraint")
+
+
+def lost_schema_race(exc: BaseException) -> bool:
+    """Whether ``exc`` is another worker creating optuna's tables at the same moment as this one.
+
+    Why: on an empty database each worker's ``RDBStorage`` runs ``CREATE TABLE`` and inserts the
+    schema version; PostgreSQL lets exactly one of two simultaneous creators through and gives the
+    other a unique-violation (``pg_type_typname_nsp_index``) or "already exists". Trying again then
+    finds the tables made, so two machines started together both get the study.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if any(mark in str(seen) for mark in _SCHEMA_RACE_MARKS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _without_password(text: str, spec: StorageSpec) -> str:
@@ -192,5 +223,5 @@ def recover_dead_workers(study: Any) -> list[int]:
     return out
 
 
-__all__ = ["RETRY_ATTR", "WORKER_ATTR", "StorageKind", "StorageSpec", "dead_local_worker", "open_storage",
-           "parse_storage", "recover_dead_workers", "worker_id"]
+__all__ = ["RETRY_ATTR", "SCHEMA_RACE_ATTEMPTS", "WORKER_ATTR", "StorageKind", "StorageSpec", "dead_local_worker",
+           "lost_schema_race", "open_storage", "parse_storage", "recover_dead_workers", "worker_id"]
