@@ -61,7 +61,7 @@ R = TypeVar("R", bound=ExampleRecord)
 RESULTS = ROOT / "experiments" / "results"
 ALPHA = 0.05
 Z95 = 1.959963984540054
-ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)*([\w.+-]+)")
+ABS_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+-]+/)*([\w.+-]+)")
 """An absolute POSIX path inside a string (the last component is kept)."""
 PRIVATE_ROOTS = ("/root/", "/home/", "/tmp/", "/work/", "/Users/", "/var/")
 """Path prefixes that must never appear in a committed file."""

@@ -109,3 +109,14 @@ def test_collect_strips_paths_and_recomputes(tmp_path: Path, monkeypatch: pytest
     first = (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes()
     recompute.collect("t", runs, {})
     assert (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes() == first
+
+
+def test_strip_paths_masks_machine_paths_but_leaves_urls_in_model_output_alone() -> None:
+    """A collected record keeps what the model wrote: an URL argument is data, not a path of this machine
+    (exp5's first collect turned ``https://date.nager.at/api`` into ``https:/<path>/api``)."""
+    row = {"runs_dir": "/work/main/runs/exp5/r2-v2", "raw": '{"url": "https://date.nager.at/api/v3/holidays"}',
+           "note": "see /tmp/x/y.json"}
+    out = recompute.strip_paths(row)
+    assert out["runs_dir"] == "<path>/r2-v2"
+    assert out["raw"] == row["raw"]
+    assert out["note"] == "see <path>/y.json"
