@@ -15,10 +15,8 @@ Optuna's own storages, nothing home-made (docs/design.md §12).
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import socket
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any, Literal
 
 from saag_opt.credentials import mask_url_secrets, redacted_url
 from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.lm.retry import with_retries
 
 StorageKind = Literal["sqlite", "journal", "rdb"]
 
@@ -120,18 +119,15 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         if spec.kind == "sqlite":
             Path(spec.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             return RDBStorage(spec.url, engine_kwargs={"connect_args": {"timeout": 300}})
-        for attempt in range(SCHEMA_RACE_ATTEMPTS):
-            try:
-                with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
-                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                    return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
-                                      grace_period=2 * heartbeat,
-                                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
-            except (optuna.exceptions.StorageInternalError, SQLAlchemyError) as exc:
-                if attempt + 1 == SCHEMA_RACE_ATTEMPTS or not lost_schema_race(exc):
-                    raise
-                time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        def server_storage() -> Any:
+            with warnings.catch_warnings():  # the heartbeat is experimental, and it is the point of this storage
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(spec.url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=heartbeat,
+                                  grace_period=2 * heartbeat,
+                                  heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry))
+
+        return with_retries(server_storage, attempts=SCHEMA_RACE_ATTEMPTS, base_delay=0.2, max_delay=2.0,
+                            retry_on=lost_schema_race)
     except ImportError as exc:
         raise ModelUnavailableError(f"--storage {spec.redacted}: the database driver is missing ({exc}); "
                                     "pip install 'saag-opt[postgres]'") from exc
