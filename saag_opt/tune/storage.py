@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 from saag_opt.credentials import mask_url_secrets, redacted_url
 from saag_opt.errors import ConfigError, ModelUnavailableError
-from saag_opt.lm.retry import with_retries
 
 StorageKind = Literal["sqlite", "journal", "rdb"]
 
@@ -114,6 +113,8 @@ def open_storage(spec: StorageSpec, *, heartbeat: int = 60, max_retry: int = 3) 
         Path(spec.url).parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(spec.url))
     from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - heavy: optuna; the report imports this module
+
+    from saag_opt.lm.retry import with_retries  # noqa: PLC0415 - keeps this module import-light for the report
 
     try:
         if spec.kind == "sqlite":
