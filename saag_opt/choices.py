@@ -34,6 +34,10 @@ GuardAction = Literal["allow", "revise", "block"]
 OnError = Literal["allow", "block"]
 """What the runtime guard does when its review fails (timeout, dead server, unusable reply)."""
 
+UserReminder = Literal["auto", "on", "off"]
+"""tau2's user simulator: end its prompt with a reminder that it is the customer (``auto``: for the embedded
+model only, which otherwise answers as the agent; API models get tau2's prompt unchanged)."""
+
 
 def values(choice: object) -> tuple[str, ...]:
     """The values of one of the Literals above, in their written order (for CLI enums and messages)."""

@@ -42,6 +42,7 @@ from saag_opt.agents.conversation import Conversation
 from saag_opt.agents.episode import EpisodeOutcome, StepOutcome, TurnOutcome
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
+from saag_opt.choices import UserReminder
 from saag_opt.data.tau2 import domain_of, domain_tools, task_of
 from saag_opt.data.tau2_package import tau2
 from saag_opt.episodes import Episode, Judgement, ToolResult
@@ -63,6 +64,14 @@ TAU2_JSON_SUFFIX = (
     "\"message\": <text>}. Either make tool calls (and leave \"message\" empty) or send a message to the user "
     "(with \"calls\": []), not both.\n\nAvailable functions:\n")
 """Appended to tau2's agent prompt in ``json`` mode, followed by the function documentation."""
+USER_ROLE_REMINDER = (
+    "You are the customer described in the scenario above, not the customer service agent. "
+    "Write only the customer's next message to the agent.")
+"""Sent as a last system message after the user simulator's conversation when the reminder is on
+(``user_reminder_on``). Measured on the embedded 1.5B (session 8): given tau2's prompt and the agent's
+greeting, it answered as the agent ("Hello! How can I assist you today?") or stopped at once on 8 of
+8 first turns (2 mock, 3 airline, 3 retail tasks), so no conversation ever started; with this reminder
+it stated its request on all 8. Kept outside tau2's prompt so an API model's user gets tau2's own."""
 TAU2_PROMPT_HASH = "tau2-" + hashlib.sha256((BASE_PROMPT_HASH + TAU2_JSON_SUFFIX).encode()).hexdigest()[:16]
 """Part of the base-prediction cache key of ``Tau2BaseAgent`` (the prompt is tau2's, from the example)."""
 
@@ -320,10 +329,11 @@ def user_simulator_class() -> type:
     class LedgerUser(t.UserSimulator):  # type: ignore[misc,name-defined]
         """tau2's user simulator on a project LM (``user_simulator_class``)."""
 
-        def __init__(self, tools: list[Any] | None, instructions: str, lm: Any) -> None:
+        def __init__(self, tools: list[Any] | None, instructions: str, lm: Any, *, reminder: bool = False) -> None:
             super().__init__(tools=tools, instructions=instructions, llm=str(getattr(lm, "model", "user")),
                              llm_args=None)
             self.lm = lm
+            self.reminder = reminder
             self.seed: int | None = None
             self._ids = itertools.count()
 
@@ -336,6 +346,8 @@ def user_simulator_class() -> type:
             else:
                 state.messages.append(message)
             wire = t.to_litellm_messages(state.system_messages + state.flip_roles())
+            if self.reminder:
+                wire.append({"role": "system", "content": USER_ROLE_REMINDER})
             tools = [tool.openai_schema for tool in self.tools] if self.tools else None
             result = chat_completion(self.lm, wire, tools=tools, tool_choice="auto" if tools else None,
                                      seed=self.seed, role="user")
@@ -350,16 +362,24 @@ def user_simulator_class() -> type:
     return LedgerUser
 
 
+def user_reminder_on(spec: str | ModelSpec, choice: UserReminder = "auto") -> bool:
+    """Whether the user simulator on ``spec`` gets ``USER_ROLE_REMINDER``: ``auto`` = the embedded model."""
+    if choice == "auto":
+        return parse_model_spec(spec).kind == "local"
+    return choice == "on"
+
+
 def simulated_user(spec: str | ModelSpec, *, ledger: CostLedger | None = None,
-                   call_options: Mapping[str, Any] | None = None) -> UserFactory:
+                   call_options: Mapping[str, Any] | None = None, reminder: UserReminder = "auto") -> UserFactory:
     """tau2's user simulator on ``spec`` (``user_simulator_class``), booked on ``ledger``, at temperature 0.
 
     Temperature 0 is tau2's default for the user; the user is built as tau2's ``run_task`` builds it
-    (the task's scenario, the domain's user tools).
+    (the task's scenario, the domain's user tools). ``reminder``: see ``user_reminder_on``.
 
     Raises:
         ModelUnavailableError: the model cannot be used (missing key, runtime or server).
     """
+    remind = user_reminder_on(spec, reminder)
     lm = open_lm(parse_model_spec(spec), role="user", ledger=ledger, temperature=0.0, **dict(call_options or {}))
 
     def make(environment: Any, task: Any) -> Any:
@@ -367,7 +387,7 @@ def simulated_user(spec: str | ModelSpec, *, ledger: CostLedger | None = None,
             tools = environment.get_user_tools()
         except Exception:  # tau2's run_task: a domain without user tools raises here
             tools = None
-        return user_simulator_class()(tools or None, str(task.user_scenario), lm)
+        return user_simulator_class()(tools or None, str(task.user_scenario), lm, reminder=remind)
 
     return make
 
@@ -510,6 +530,8 @@ def transcript_json(run: Tau2Run) -> list[dict[str, Any]]:
 
 
 __all__ = ["DEFAULT_MAX_ERRORS", "DEFAULT_MAX_STEPS", "DEFAULT_SEED", "MAX_WITHHELD", "NO_REPLY", "TAU2_JSON_SUFFIX",
+           "USER_ROLE_REMINDER",
            "Tau2BaseAgent", "tau2_json_schema",
            "Tau2Run", "Tau2Sizes", "UserFactory", "judgement_of", "pass_hat_ks", "reviewed_agent_class", "run_task",
-           "simulated_user", "task_sizes", "trial_seeds", "transcript_json", "user_simulator_class"]
+           "simulated_user", "task_sizes", "trial_seeds", "transcript_json", "user_reminder_on",
+           "user_simulator_class"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 from rich.console import Console
 
-from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
+from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort, UserReminder
 from saag_opt.errors import ConfigError
 from saag_opt.runfiles import atomic_write_text, on_run_finished
 
@@ -77,6 +77,12 @@ ReviewerOpt = Annotated[Optional[str], typer.Option(
     "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
 UserModelOpt = Annotated[Optional[str], typer.Option(
     "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
+UserReminderOpt = Annotated[UserReminder, typer.Option(
+    "--user-reminder", help="tau2 datasets: end the user simulator's prompt with a reminder that it is the "
+    "customer (auto: for the embedded model only, which otherwise answers as the agent).")]
+MaxStepsOpt = Annotated[Optional[int], typer.Option(
+    "--max-steps", min=2, max=1000, show_default="tau2's 100", help="tau2 datasets: messages (agent, user, "
+    "tool) before a run ends unfinished (tau2's max_steps; reward 0).")]
 TrialsOpt = Annotated[int, typer.Option(
     "--trials", min=1, max=32, help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
 PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.setup import SetupConfig
+from saag_opt.choices import UserReminder
 from saag_opt.lm import default_workers, parse_model_spec
 from saag_opt.resuming import RUN_OPTION, refuse_changes
 from saag_opt.runfiles import resume_header
@@ -22,7 +23,7 @@ class EvaluateConfig(SetupConfig):
     """
 
     model_config = ConfigDict(extra="forbid")
-    OMITTED_AT_DEFAULT = frozenset({"user_model", "trials", "batch"})  # tau2's options; --batch
+    OMITTED_AT_DEFAULT = frozenset({"user_model", "user_reminder", "trials", "max_steps", "batch"})  # tau2's options; --batch
 
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
@@ -43,6 +44,12 @@ class EvaluateConfig(SetupConfig):
     """Mark the run failed when more than this share of examples errored."""
     user_model: str | None = None
     """tau2 datasets: the model of tau2's user simulator (a model spec); None = the base model."""
+    user_reminder: UserReminder = "auto"
+    """tau2 datasets: end the user simulator's prompt with a reminder that it is the customer
+    (``agents.tau2.user_reminder_on``; ``auto``: for the embedded model only)."""
+    max_steps: int | None = Field(default=None, ge=2, le=1000)
+    """tau2 datasets: tau2's ``max_steps`` (agent, user and tool messages) before a run ends unfinished
+    (reward 0); None = tau2's 100. A weak local pair that never finishes a task spends all of them."""
     trials: int = Field(default=1, ge=1, le=32)
     """tau2 datasets: runs per task (tau2's ``num_trials``; trial k gets tau2's k-th seed), for pass^k."""
     max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0.0)
@@ -65,6 +72,11 @@ class EvaluateConfig(SetupConfig):
         if self.user_model is not None and not self.dataset.startswith("tau2:"):
             raise ValueError(f"user_model is the model of tau2's user simulator; dataset {self.dataset!r} has its "
                              "user turns in the data (use a tau2:<domain> dataset, or leave --user-model out)")
+        if self.user_reminder != "auto" and not self.dataset.startswith("tau2:"):
+            raise ValueError(f"user_reminder is for tau2's user simulator; dataset {self.dataset!r} has no "
+                             "simulated user")
+        if self.max_steps is not None and not self.dataset.startswith("tau2:"):
+            raise ValueError(f"max_steps is tau2's step limit; dataset {self.dataset!r} is not a tau2 dataset")
         if self.trials > 1 and not self.dataset.startswith("tau2:"):
             raise ValueError(f"trials > 1 is for tau2 datasets (pass^k over a simulated user's runs); dataset "
                              f"{self.dataset!r} runs each entry once")

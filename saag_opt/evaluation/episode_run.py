@@ -20,7 +20,7 @@ from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import open_setup
-from saag_opt.agents.tau2 import Tau2Sizes, pass_hat_ks, simulated_user, task_sizes
+from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes, pass_hat_ks, simulated_user, task_sizes
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2 import task_id_of, with_trials
 from saag_opt.episodes import Episode
@@ -126,7 +126,8 @@ def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
     if not config.dataset.startswith("tau2:"):
         return play_episode
     return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
-                                    call_options=config.setup.call_options()))
+                                    call_options=config.setup.call_options(), reminder=config.user_reminder),
+                     max_steps=config.max_steps or DEFAULT_MAX_STEPS)
 
 
 def pass_hat_k_by_condition(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
@@ -158,7 +159,8 @@ def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
     if config.dataset.startswith("tau2:"):
         return estimate_tau2(task_sizes(with_trials(episodes, config.trials)), base=setup.base,
                              reviewer=setup.reviewer, user=config.user_model or setup.base, mechanism=setup.mechanism,
-                             instructions=dict(version.instructions) if version is not None else {})
+                             instructions=dict(version.instructions) if version is not None else {},
+                             max_steps=config.max_steps or DEFAULT_MAX_STEPS)
     return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {})
 
@@ -235,12 +237,13 @@ def _compare_tau2(settings: EvaluateConfig, refs: Sequence[str], sizes: Sequence
     """``preflight_compare_episodes`` on tau2: the shared base pass, then each version's reviewed runs."""
     setup = settings.setup
     user = settings.user_model or setup.base
+    steps = settings.max_steps or DEFAULT_MAX_STEPS
     total = estimate_tau2(sizes, base=setup.base, reviewer=None, user=user,
-                          mechanism=setup.replace(mechanism="none").mechanism, command="compare")
+                          mechanism=setup.replace(mechanism="none").mechanism, command="compare", max_steps=steps)
     for ref in refs:
         version = setup.replace(prompt=ref).prompt_version()
         total.merge(estimate_tau2(sizes, base=setup.base, reviewer=setup.reviewer, user=user,
-                                  mechanism=setup.mechanism, base_cached=True,
+                                  mechanism=setup.mechanism, base_cached=True, max_steps=steps,
                                   instructions=dict(version.instructions) if version is not None else {}))
     return total
 

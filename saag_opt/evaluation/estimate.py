@@ -219,19 +219,20 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     return est
 
 
-def tau2_task_steps(sizes: Tau2Sizes) -> tuple[int, int]:
+def tau2_task_steps(sizes: Tau2Sizes, max_steps: int = DEFAULT_MAX_STEPS) -> tuple[int, int]:
     """Assumed (agent steps, user calls) of one tau2 task, from its gold actions.
 
     A calling step and a message step per gold action, plus a greeting and a closing message; a
-    user call opens the conversation and answers each message.
+    user call opens the conversation and answers each message. Agent steps are capped at the run's
+    ``max_steps``.
     """
-    steps = min(2 * sizes.gold_actions + 2, DEFAULT_MAX_STEPS)
+    steps = min(2 * sizes.gold_actions + 2, max_steps)
     return steps, sizes.gold_actions + 2
 
 
 def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None, user: str, mechanism: Mechanism,
                   instructions: Mapping[str, str] | Iterable[str] = (), base_cached: bool = False,
-                  command: str = "evaluate") -> Estimate:
+                  command: str = "evaluate", max_steps: int = DEFAULT_MAX_STEPS) -> Estimate:
     """A tau2 evaluate: the base and the reviewed run of every task (trial), with tau2's user simulator.
 
     Every agent step sends tau2's system prompt (instructions + policy), the tools' schemas and the
@@ -245,7 +246,7 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
     n = len(sizes)
     est = Estimate(command, n, assumptions=[
         "per task, 2 agent steps per gold action plus 2, and a user call per gold action plus 2 "
-        f"(capped at tau2's {DEFAULT_MAX_STEPS} steps)",
+        f"(capped at {max_steps} steps)",
         f"each agent step adds {STEP_CHARS} characters to the conversation; a call carries half the run's on average",
         "every agent step sends tau2's system prompt, policy and tool schemas; every user call tau2's user prompt",
         "the base run paid by the shared base pass; the reviewed run's calls uncached" if base_cached else
@@ -255,7 +256,7 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
     reviewed = (1.0 + revisions) if reviews or revisions else 0.0  # `none`: the same steps, all cache hits
     runs = (0.0 if base_cached else 1.0) + (1.0 if reviews or revisions else 0.0)
     for size in sizes:
-        steps, user_calls = tau2_task_steps(size)
+        steps, user_calls = tau2_task_steps(size, max_steps)
         history = steps * STEP_CHARS / 2
         per_base = (size.agent_chars + history) / CHARS_PER_TOKEN
         est.add("base", role_estimate(base, "base", steps * ((0.0 if base_cached else 1.0) + reviewed), per_base))

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from saag_opt.agents import MechanismContext, NoReview
-from saag_opt.agents.tau2 import DEFAULT_SEED, run_task, simulated_user, trial_seeds
+from saag_opt.agents.tau2 import (
+    DEFAULT_SEED,
+    USER_ROLE_REMINDER,
+    run_task,
+    simulated_user,
+    trial_seeds,
+    user_reminder_on,
+)
 from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -48,3 +55,41 @@ def test_the_user_simulator_calls_its_own_tools_through_the_project_lm() -> None
     assert "<scenario>" in first["messages"][0]["content"] and first["seed"] == trial_seeds(DEFAULT_SEED, 1)[0]
     assert action["name"] in {t["function"]["name"] for t in first["tools"]}
     assert run.simulation.termination_reason.value == "user_stop"
+
+
+def _first_turn_requests(reminder: str) -> tuple[list[dict[str, Any]], Any]:
+    """Mock's first task with the gold proposer; the scripted user states a request, then stops."""
+    episode = load_tau2("mock")[0]
+    users: list[dict[str, Any]] = []
+
+    def world(request: dict[str, Any]) -> Reply:
+        users.append(request)
+        return Reply(text="Please create the task." if len(users) == 1 else "###STOP###")
+
+    with ScriptedOpenAIServer(world) as server:
+        run = run_task(episode, agent=GoldProposer(GoldScript.of(episode)), reviewer=None,  # type: ignore[arg-type]
+                       mechanism=NoReview(), ctx=MechanismContext(),
+                       user=simulated_user(f"fake@{server.url}", reminder=reminder,  # type: ignore[arg-type]
+                                           call_options={"retries": 0, "cache": False}))
+    return users, run
+
+
+def test_the_role_reminder_ends_every_user_request_and_stays_out_of_tau2s_trajectory() -> None:
+    users, run = _first_turn_requests("on")
+    assert len(users) >= 2
+    for request in users:
+        assert request["messages"][-1] == {"role": "system", "content": USER_ROLE_REMINDER}
+        assert "<scenario>" in request["messages"][0]["content"]
+        assert request["messages"][1]["role"] == "user"  # tau2's role flip: the agent speaks as "user"
+    assert not any(USER_ROLE_REMINDER in str(m.content or "") for m in run.simulation.messages)
+    assert run.simulation.termination_reason.value == "user_stop"
+
+
+def test_an_api_model_user_gets_tau2s_prompt_unchanged_by_default() -> None:
+    users, _ = _first_turn_requests("auto")
+    assert users and all(USER_ROLE_REMINDER not in str(m.get("content")) for r in users for m in r["messages"])
+
+
+def test_auto_reminds_the_embedded_model_only() -> None:
+    assert user_reminder_on("local") and user_reminder_on("local:qwen2.5-coder-0.5b")
+    assert not user_reminder_on("gpt-4o") and not user_reminder_on("local", "off") and user_reminder_on("gpt-4o", "on")

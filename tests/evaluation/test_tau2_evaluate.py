@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from saag_opt.agents.mechanisms import parse_mechanism
-from saag_opt.agents.tau2 import DEFAULT_SEED, task_sizes, trial_seeds
+from saag_opt.agents.tau2 import DEFAULT_SEED, USER_ROLE_REMINDER, task_sizes, trial_seeds
 from saag_opt.cli import app
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2_package import missing, tau2
@@ -97,6 +97,50 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", "--user-model", "gpt-4o",
                                       "--base", "fake", "--mechanism", "none"])
     assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
+
+
+def test_user_reminder_reaches_every_user_request_and_is_kept_in_run_json(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--base", f"fake@{server.url}",
+                "--mechanism", "none", "--retries", "0", "--user-reminder", "on", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        users = [r.body for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"])]
+    assert users and all(u["messages"][-1] == {"role": "system", "content": USER_ROLE_REMINDER} for u in users)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert read_run(run_dir).header.config["user_reminder"] == "on"
+
+
+def test_max_steps_ends_a_tau2_run_unfinished_and_bounds_the_dry_run(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--base", f"fake@{server.url}",
+                "--mechanism", "none", "--retries", "0", "--max-steps", "2", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    run = read_run(run_dir)
+    assert run.header.config["max_steps"] == 2
+    (record,) = [r for r in run.records if r.condition == "base"]
+    assert record.judgement is not None and record.judgement.details["termination_reason"] == "max_steps"
+    assert not record.correct
+    size = task_sizes(load_episodes("tau2:mock", split="test", limit=1))[0]
+    assert tau2_task_steps(size, 2)[0] == 2 < tau2_task_steps(size)[0]
+
+
+def test_the_default_tau2_options_leave_run_json_as_it_was_and_need_a_tau2_dataset_otherwise() -> None:
+
+    dumped = EvaluateConfig(dataset="tau2:mock", base="fake", mechanism="none").model_dump(mode="json")
+    assert "user_reminder" not in dumped and "max_steps" not in dumped
+    for option, value, said in (("--user-reminder", "on", "tau2's user simulator"), ("--max-steps", "5", "tau2's step")):
+        result = CliRunner().invoke(app, ["evaluate", "--dataset", "bfcl:multi_turn_base", option, value,
+                                          "--base", "fake", "--mechanism", "none"])
+        assert result.exit_code != 0 and said in (result.output + str(result.exception)), option
 
 
 @pytest.fixture(scope="module")
