@@ -106,6 +106,15 @@ def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
     return RoleEstimate(n, p_in, p_out, price_call(spec, p_in, p_out) or 0.0, spec.label)
 
 
+def review_assumptions(mechanism: Mechanism) -> list[str]:
+    """What an estimate assumes of the reviews: the reject rate, and for a gate that it never skips one."""
+    said = [f"{REJECT_RATE:.0%} of reviews reject"]
+    if mechanism.gated:
+        said.append(f"{mechanism.spec}: every call reaches the reviewer (none vouched for by the SAAG gate), "
+                    "so this is the upper end")
+    return said
+
+
 def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_size: int = 50) -> float:
     """Mean prompt tokens of a call about one of ``examples``: conversation + tool docs + ``extra_chars``.
 
@@ -132,7 +141,7 @@ def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str
     n = len(examples)
     est = Estimate(command, n, assumptions=[
         "round-0 base calls paid by the shared base pass" if base_cached else "every base call uncached",
-        f"{REJECT_RATE:.0%} of reviews reject",
+        *review_assumptions(mechanism),
         f"replies of {REPLY_TOKENS['base']} (base) and {REPLY_TOKENS['reviewer']} (reviewer) tokens",
         "about 4 characters per token"])
     per_base = prompt_tokens(examples, len(BASE_SYSTEM_PROMPT) + 200)
@@ -207,7 +216,7 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
         "every step's prompt carries the conversation so far and the tool docs "
         f"(measured: {chars / CHARS_PER_TOKEN:,.0f} tokens per step on average, before instructions)",
         "the base run's steps paid by the shared base pass; the reviewed run's uncached" if base_cached else
-        "two runs per entry (base, reviewed), every base call uncached", f"{REJECT_RATE:.0%} of reviews reject",
+        "two runs per entry (base, reviewed), every base call uncached", *review_assumptions(mechanism),
         f"replies of {REPLY_TOKENS['base']} (base) and {REPLY_TOKENS['reviewer']} (reviewer) tokens",
         "about 4 characters per token"])
     per_base = (chars + len(CONVERSATION_SYSTEM_PROMPT) + 200) / CHARS_PER_TOKEN
@@ -250,7 +259,7 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
         f"each agent step adds {STEP_CHARS} characters to the conversation; a call carries half the run's on average",
         "every agent step sends tau2's system prompt, policy and tool schemas; every user call tau2's user prompt",
         "the base run paid by the shared base pass; the reviewed run's calls uncached" if base_cached else
-        "two runs per task (base, reviewed), every call uncached", f"{REJECT_RATE:.0%} of reviews reject",
+        "two runs per task (base, reviewed), every call uncached", *review_assumptions(mechanism),
         f"replies of {REPLY_TOKENS['base']} (base), {REPLY_TOKENS['reviewer']} (reviewer) and "
         f"{REPLY_TOKENS['user']} (user) tokens", "about 4 characters per token"])
     reviewed = (1.0 + revisions) if reviews or revisions else 0.0  # `none`: the same steps, all cache hits
@@ -268,4 +277,4 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
 
 
 __all__ = ["Estimate", "RoleEstimate", "episode_step_sizes", "estimate_episodes", "estimate_evaluation", "estimate_tau2",
-           "prompt_tokens", "role_estimate", "tau2_task_steps"]
+           "prompt_tokens", "review_assumptions", "role_estimate", "tau2_task_steps"]

@@ -275,3 +275,15 @@ def test_dry_run_prints_the_user_simulators_row() -> None:
                                       "--mechanism", "none", "--dry-run"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "│ user " in result.output and "tau2's user prompt" in result.output
+
+
+def test_a_gated_dry_run_says_it_assumes_every_call_reaches_the_reviewer() -> None:
+
+    def said(mechanism: str) -> list[str]:
+        config = EvaluateConfig(dataset="tau2:mock", split="test", limit=1, base="gpt-4o", reviewer="gpt-4o",
+                                mechanism=mechanism)
+        return preflight_multi_turn(config).assumptions
+
+    gated, plain = said("gate+r5"), said("r5")
+    assert any("gate+r5" in a and "upper end" in a for a in gated)
+    assert not any("upper end" in a for a in plain) and set(plain) < set(gated)
