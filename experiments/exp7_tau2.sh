@@ -9,7 +9,9 @@
 #   experiments/exp7_tau2.sh [SETTING] [OUT]
 #     SETTING  local  (default) MODEL (default local = qwen2.5-coder-1.5b) as base agent, reviewer and tau2's
 #                     user simulator; r2 and gate+r2 with reviewer@v2; 1 trial; LIMIT 10 test tasks per domain
-#                     (mock: all 9);
+#                     (mock: all 9); MAX_STEPS 30 (the 1.5B rarely finishes a task, so every run would
+#                     otherwise spend tau2's 100 steps; on mock, 2 cores: ~5 s per agent or user message,
+#                     ~9 s per review);
 #                     DOMAINS "mock airline retail"
 #              paper  the paper's OpenAI setting (its 4o-r5-4o-v1 row): gpt-4o base, reviewer and user
 #                     simulator; r5 and gate+r5 with reviewer@v1; 3 trials; LIMIT 10 test tasks per domain
@@ -21,6 +23,7 @@
 #                     run it without --dry-run.
 #     OUT      default runs/exp7
 #   env MODEL / REVIEWER / USER_MODEL, ROUNDS (the N of rN), PROMPT, TRIALS, LIMIT, DOMAINS, MAX_COST (paper),
+#       MAX_STEPS (tau2's max_steps; paper: tau2's 100),
 #       SPLIT (default test), SAAG_OPT (the command), LOCK (flock file held per run), EXTRA (more flags),
 #       SAAG_OPT_LOCAL_CTX (the embedded server's context, exported; default 16384: tau2's policy and tool
 #       docs are 4-8k tokens per step before the conversation)
@@ -33,7 +36,7 @@ SAAG=${SAAG_OPT:-saag-opt}
 case "$SETTING" in
   local)
     MODEL=${MODEL:-local} ROUNDS=${ROUNDS:-2} PROMPT=${PROMPT:-reviewer@v2} TRIALS=${TRIALS:-1}
-    LIMIT=${LIMIT-10} DOMAINS=${DOMAINS:-mock airline retail} CAP= ;;
+    LIMIT=${LIMIT-10} DOMAINS=${DOMAINS:-mock airline retail} CAP= MAX_STEPS=${MAX_STEPS:-30} ;;
   paper)
     MODEL=${MODEL:-gpt-4o} ROUNDS=${ROUNDS:-5} PROMPT=${PROMPT:-reviewer@v1} TRIALS=${TRIALS:-3}
     LIMIT=${LIMIT-10} DOMAINS=${DOMAINS:-mock airline retail telecom} CAP="--max-cost ${MAX_COST:-50}" ;;
@@ -46,7 +49,8 @@ TAG="${MODEL//[:\/@]/_}+${REVIEWER//[:\/@]/_}"
 run() {  # run DOMAIN VARIANT evaluate-flags...
   local domain=$1 variant=$2; shift 2
   ${LOCK:+flock "$LOCK"} $SAAG evaluate --base "$MODEL" --reviewer "$REVIEWER" --user-model "$USER_MODEL" \
-    --dataset "tau2:$domain" --split "${SPLIT:-test}" ${LIMIT:+--limit "$LIMIT"} --trials "$TRIALS" $CAP ${EXTRA:-} \
+    --dataset "tau2:$domain" --split "${SPLIT:-test}" ${LIMIT:+--limit "$LIMIT"} --trials "$TRIALS" $CAP \
+    ${MAX_STEPS:+--max-steps "$MAX_STEPS"} ${EXTRA:-} \
     --runs-dir "$OUT/$TAG/tau2_$domain/$variant" "$@"
 }
 for domain in $DOMAINS; do
