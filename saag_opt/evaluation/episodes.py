@@ -366,6 +366,17 @@ class EpisodeSummary(BaseModel):
     stopped: str | None = None
     """Why the run ended early; None = complete."""
 
+    @property
+    def is_tau2(self) -> bool:
+        """A tau2 run (only tau2 runs carry pass^k): "valid" is tau2's reward of 1, not BFCL's checkers."""
+        return bool(self.pass_hat_k)
+
+    @property
+    def judged_by(self) -> str:
+        """Whose verdict "valid" is, for table titles."""
+        return "tau2's evaluator" if self.is_tau2 else "BFCL's checkers"
+
+
 
 def leaderboard_share(records: Sequence[EpisodeRecord]) -> float | None:
     """Valid by ``multi_turn_checker`` alone, over every entry (an error counts as invalid): BFCL's leaderboard number."""

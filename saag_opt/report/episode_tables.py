@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 def validity_table(summary: EpisodeSummary) -> Table:
-    """Valid entries per category, base vs reviewed, and the leaderboard number (multi_turn_checker alone)."""
-    table = Table(title=f"Valid conversations: base vs {summary.mechanism} (BFCL's checkers)")
+    """Valid entries per category, base vs reviewed, and BFCL's leaderboard number (multi_turn_checker alone)."""
+    table = Table(title=f"Valid conversations: base vs {summary.mechanism} ({summary.judged_by})")
     for column in ("category", "n", "base", summary.mechanism, "change"):
         table.add_column(column, justify="left" if column == "category" else "right")
     for category, base in summary.base.categories.items():
@@ -31,6 +31,8 @@ def validity_table(summary: EpisodeSummary) -> Table:
     table.add_section()
     table.add_row("all", str(summary.base.n), pct(summary.base.accuracy), pct(summary.reviewed.accuracy),
                   delta(summary.base.accuracy, summary.reviewed.accuracy))
+    if summary.is_tau2:  # BFCL's leaderboard number means nothing for tau2
+        return table
     board = summary.leaderboard
     table.add_row("multi_turn_checker alone", "", pct(board.get("base")), pct(board.get(summary.mechanism)),
                   delta(board.get("base"), board.get(summary.mechanism)))

@@ -64,6 +64,9 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
                 "--runs-dir", str(tmp_path / "runs")]
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
+        printed = " ".join(result.output.split())  # rich wraps a title to its table's width
+        assert "(tau2's evaluator)" in printed  # whose verdict the table shows: not BFCL's checkers,
+        assert "BFCL" not in printed and "multi_turn_checker" not in printed  # nor BFCL's leaderboard number
         asked = len(server.chat_requests)
         (run_dir,) = (tmp_path / "runs").iterdir()
         run = read_run(run_dir)
@@ -82,6 +85,7 @@ def test_evaluate_pairs_base_and_reviewed_per_task_scores_with_tau2_and_resumes(
         assert step.executed == [{"name": "create_task", "arguments": {"user_id": "user_1", "title": RIGHT}}]
         page = (run_dir / "report.html").read_text(encoding="utf-8")
         assert "Please create a task" in page and "communicate" in page  # the user's turns, tau2's breakdown
+        assert "per category (tau2&#39;s evaluator)" in page or "per category (tau2's evaluator)" in page
         costs = json.loads((run_dir / "costs.json").read_text(encoding="utf-8"))
         user_calls = sum(1 for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"]))
         user = costs["roles"]["user"]  # tau2's user simulator is on the run's ledger: 2 tasks x 2 runs x 2 turns,

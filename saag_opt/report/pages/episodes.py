@@ -37,7 +37,7 @@ def episode_part(run: Run, index: int) -> Part:
     cats = merge_categories({"base": summary.base.categories, "reviewed": summary.reviewed.categories})
     part.sections.append(accuracy_section(cats, [("base", "base"), ("reviewed", mechanism)], part,
                                           {"base": summary.base.accuracy, "reviewed": summary.reviewed.accuracy},
-                                          "Valid conversations per category (BFCL's checkers)"))
+                                          f"Valid conversations per category ({summary.judged_by})"))
     items = [(f"base -> {mechanism}, per entry", summary.help_harm)]
     if summary.abstention_help_harm is not None:
         items.append((f"base -> {mechanism}, abstention turns", summary.abstention_help_harm))
