@@ -93,6 +93,10 @@ def contamination_warning(prompt: str | None, splits: list[str]) -> str:
             f"{escape(', '.join(splits))}: not a held-out result[/]")
 
 
+COMMAND_OF_VERB = {"evaluate-multiturn": "evaluate"}
+"""Run kinds (run.json's ``verb``) that another command writes: a multi-turn evaluate is ``saag-opt evaluate``."""
+
+
 def resume_command(run_dir: str | os.PathLike[str], verb: str | None = None) -> str:
     """``saag-opt VERB --resume RUN_DIR``: the command that continues a stopped or interrupted run.
 
@@ -104,7 +108,7 @@ def resume_command(run_dir: str | os.PathLike[str], verb: str | None = None) -> 
     """
     verb = verb or read_header(Path(run_dir)).verb
     space = " --space SPACE.toml" if verb == "tune" else ""
-    return f"saag-opt {verb}{space} --resume {run_dir}"
+    return f"saag-opt {COMMAND_OF_VERB.get(verb, verb)}{space} --resume {run_dir}"
 
 
 def run_footer(verb: str, run_dir: str | os.PathLike[str] | None, *, stopped: str | None = None,

@@ -77,3 +77,10 @@ def test_on_a_terminal_the_bar_alone_shows_progress() -> None:
     assert with_lines(sink, console(True), out=console(True)) is sink
     for bar, out in ((True, False), (False, True), (False, False)):  # a log, or no bar: lines on stdout
         assert isinstance(with_lines(sink, console(bar), out=console(out)), EvaluationLines)
+
+
+def test_a_multi_turn_run_is_resumed_with_the_evaluate_command() -> None:
+    from saag_opt.report.format import resume_command  # noqa: PLC0415 - one test's helper
+
+    assert resume_command("runs/x", verb="evaluate-multiturn") == "saag-opt evaluate --resume runs/x"
+    assert resume_command("runs/y", verb="tune") == "saag-opt tune --space SPACE.toml --resume runs/y"
