@@ -11,6 +11,7 @@ import pytest
 
 from saag_opt.errors import RunError
 from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.evaluation.security import SecurityRecord, SecuritySummary
 from saag_opt.optimize.summary import OptimizeSummary
@@ -23,7 +24,8 @@ COMMITTED = sorted(p.parent for base in (ROOT / "experiments" / "results", ROOT 
 """Every committed run that finished (the resume fixtures under main-2be60be/ are unfinished on purpose)."""
 MODELS = {"evaluate": (EvaluationSummary, ExampleRecord), "compare": (CompareSummary, ExampleRecord),
           "optimize": (OptimizeSummary, ExampleRecord),
-          "tune": (TuneSummary, TrialRow), "security": (SecuritySummary, SecurityRecord)}
+          "tune": (TuneSummary, TrialRow), "security": (SecuritySummary, SecurityRecord),
+          "evaluate-multiturn": (EpisodeSummary, EpisodeRecord)}
 
 
 @pytest.mark.parametrize("run_dir", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
