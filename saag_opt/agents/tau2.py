@@ -379,8 +379,9 @@ def simulated_user(spec: str | ModelSpec, *, ledger: CostLedger | None = None,
     Raises:
         ModelUnavailableError: the model cannot be used (missing key, runtime or server).
     """
-    remind = user_reminder_on(spec, reminder)
-    lm = open_lm(parse_model_spec(spec), role="user", ledger=ledger, temperature=0.0, **dict(call_options or {}))
+    model = parse_model_spec(spec)
+    remind = user_reminder_on(model, reminder)
+    lm = open_lm(model, role="user", ledger=ledger, temperature=0.0, **dict(call_options or {}))
 
     def make(environment: Any, task: Any) -> Any:
         try:

@@ -68,16 +68,18 @@ class EvaluateConfig(SetupConfig):
         return value
 
     @model_validator(mode="after")
-    def _user_model_needs_tau2(self) -> EvaluateConfig:
-        if self.user_model is not None and not self.dataset.startswith("tau2:"):
+    def _tau2_options_need_tau2(self) -> EvaluateConfig:
+        if self.dataset.startswith("tau2:"):
+            return self
+        if self.user_model is not None:
             raise ValueError(f"user_model is the model of tau2's user simulator; dataset {self.dataset!r} has its "
                              "user turns in the data (use a tau2:<domain> dataset, or leave --user-model out)")
-        if self.user_reminder != "auto" and not self.dataset.startswith("tau2:"):
+        if self.user_reminder != "auto":
             raise ValueError(f"user_reminder is for tau2's user simulator; dataset {self.dataset!r} has no "
                              "simulated user")
-        if self.max_steps is not None and not self.dataset.startswith("tau2:"):
+        if self.max_steps is not None:
             raise ValueError(f"max_steps is tau2's step limit; dataset {self.dataset!r} is not a tau2 dataset")
-        if self.trials > 1 and not self.dataset.startswith("tau2:"):
+        if self.trials > 1:
             raise ValueError(f"trials > 1 is for tau2 datasets (pass^k over a simulated user's runs); dataset "
                              f"{self.dataset!r} runs each entry once")
         return self

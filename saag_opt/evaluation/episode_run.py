@@ -117,6 +117,11 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 
 
+def tau2_max_steps(config: EvaluateConfig) -> int:
+    """The step limit of the config's tau2 runs (``--max-steps``, else tau2's default)."""
+    return config.max_steps or DEFAULT_MAX_STEPS
+
+
 def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
     """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
 
@@ -127,7 +132,7 @@ def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
         return play_episode
     return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
                                     call_options=config.setup.call_options(), reminder=config.user_reminder),
-                     max_steps=config.max_steps or DEFAULT_MAX_STEPS)
+                     max_steps=tau2_max_steps(config))
 
 
 def pass_hat_k_by_condition(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
@@ -160,7 +165,7 @@ def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
         return estimate_tau2(task_sizes(with_trials(episodes, config.trials)), base=setup.base,
                              reviewer=setup.reviewer, user=config.user_model or setup.base, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {},
-                             max_steps=config.max_steps or DEFAULT_MAX_STEPS)
+                             max_steps=tau2_max_steps(config))
     return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {})
 
@@ -237,7 +242,7 @@ def _compare_tau2(settings: EvaluateConfig, refs: Sequence[str], sizes: Sequence
     """``preflight_compare_episodes`` on tau2: the shared base pass, then each version's reviewed runs."""
     setup = settings.setup
     user = settings.user_model or setup.base
-    steps = settings.max_steps or DEFAULT_MAX_STEPS
+    steps = tau2_max_steps(settings)
     total = estimate_tau2(sizes, base=setup.base, reviewer=None, user=user,
                           mechanism=setup.replace(mechanism="none").mechanism, command="compare", max_steps=steps)
     for ref in refs:

@@ -103,18 +103,24 @@ def test_a_user_model_without_a_tau2_dataset_is_refused() -> None:
     assert result.exit_code != 0 and "tau2's user simulator" in (result.output + str(result.exception))
 
 
+def _unreviewed_mock_task(tmp_path: Path, *options: str) -> tuple[Path, list[dict[str, Any]]]:
+    """One unreviewed ``evaluate`` of mock's first task with ``options``: its run dir and the user's requests."""
+    with ScriptedOpenAIServer(world) as server:
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--base", f"fake@{server.url}",
+                "--mechanism", "none", "--retries", "0", *options, "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        users = [r.body for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"])]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir, users
+
+
 def test_user_reminder_reaches_every_user_request_and_is_kept_in_run_json(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    with ScriptedOpenAIServer(world) as server:
-        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--base", f"fake@{server.url}",
-                "--mechanism", "none", "--retries", "0", "--user-reminder", "on", "--runs-dir", str(tmp_path / "runs")]
-        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
-        assert result.exit_code == 0, result.output
-        users = [r.body for r in server.requests if r.body and "<scenario>" in str(r.body["messages"][0]["content"])]
+    run_dir, users = _unreviewed_mock_task(tmp_path, "--user-reminder", "on")
     assert users and all(u["messages"][-1] == {"role": "system", "content": USER_ROLE_REMINDER} for u in users)
-    (run_dir,) = (tmp_path / "runs").iterdir()
     assert read_run(run_dir).header.config["user_reminder"] == "on"
 
 
@@ -122,12 +128,7 @@ def test_max_steps_ends_a_tau2_run_unfinished_and_bounds_the_dry_run(tmp_path: P
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    with ScriptedOpenAIServer(world) as server:
-        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--base", f"fake@{server.url}",
-                "--mechanism", "none", "--retries", "0", "--max-steps", "2", "--runs-dir", str(tmp_path / "runs")]
-        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
-        assert result.exit_code == 0, result.output
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir, _ = _unreviewed_mock_task(tmp_path, "--max-steps", "2")
     run = read_run(run_dir)
     assert run.header.config["max_steps"] == 2
     (record,) = [r for r in run.records if r.condition == "base"]
