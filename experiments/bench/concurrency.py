@@ -205,6 +205,8 @@ def main() -> None:
     parser.add_argument("--counts", action="store_true",
                         help="print system-level calls per LM call (cProfile of the workers: the ratio is then slower)")
     args = parser.parse_args()
+    if args.latency <= 0 or args.workers < 1 or args.n < 1:
+        parser.error("--latency must be > 0 (the ideal wall time is calls x latency / workers), --workers and --n >= 1")
     try:
         wall, calls = run(args)
     finally:
