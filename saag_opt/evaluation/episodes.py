@@ -376,6 +376,7 @@ class EpisodeSummary(BaseModel):
         """Whose verdict "valid" is, for table titles."""
         return "tau2's evaluator" if self.is_tau2 else "BFCL's checkers"
 
+
 def leaderboard_share(records: Sequence[EpisodeRecord]) -> float | None:
     """Valid by ``multi_turn_checker`` alone, over every entry (an error counts as invalid): BFCL's leaderboard number."""
     if not records:

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from saag_opt.evaluation.episodes import VERB as MULTI_TURN_VERB
 from saag_opt.events import RunEvent
+from saag_opt.report.format import resume_command
 from saag_opt.report.live import EvaluationLines, with_lines
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.tune.test_tune_runner import World
@@ -80,7 +82,5 @@ def test_on_a_terminal_the_bar_alone_shows_progress() -> None:
 
 
 def test_a_multi_turn_run_is_resumed_with_the_evaluate_command() -> None:
-    from saag_opt.report.format import resume_command  # noqa: PLC0415 - one test's helper
-
-    assert resume_command("runs/x", verb="evaluate-multiturn") == "saag-opt evaluate --resume runs/x"
+    assert resume_command("runs/x", verb=MULTI_TURN_VERB) == "saag-opt evaluate --resume runs/x"
     assert resume_command("runs/y", verb="tune") == "saag-opt tune --space SPACE.toml --resume runs/y"
