@@ -96,13 +96,18 @@ def configure_lm_cache() -> Path:
         RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
     """
     import dspy  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
+    from dspy.clients import DISK_CACHE_LIMIT  # noqa: PLC0415
+
+    from saag_opt.lm.disk_cache import install_disk_cache  # noqa: PLC0415 - imports diskcache
 
     where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
     if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
-        return where  # ours is still the active cache: rebuilding it opens 16 sqlite shards (~0.15 s)
+        return where  # ours is still the active cache: rebuilding it opens its sqlite shards again
     try:
         where.mkdir(parents=True, exist_ok=True)
-        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(where))
+        if not os.access(where, os.W_OK | os.X_OK):  # its shards are made on first use: refuse now, not mid-run
+            raise PermissionError(f"no write permission on {where}")
+        install_disk_cache(str(where), DISK_CACHE_LIMIT)
     except (OSError, sqlite3.DatabaseError) as exc:
         damaged = isinstance(exc, sqlite3.DatabaseError)
         raise RunError(f"LM cache {where}: {'damaged' if damaged else 'cannot be used'} ({exc}); move it aside or "

@@ -1,0 +1,113 @@
+"""The LM disk cache whose missing shards are made on first use: dspy's layout, settings and keys, shared both ways."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.clients import DISK_CACHE_LIMIT
+from dspy.clients.cache import Cache as DspyCache
+
+from saag_opt.lm.disk_cache import OnDemandFanoutCache, install_disk_cache
+from saag_opt.paths import configure_lm_cache
+
+
+def _request(n: int) -> dict:
+    return {"model": "openai/scripted", "messages": [{"role": "user", "content": f"question {n}"}]}
+
+
+def _dspy_own(where: Path) -> DspyCache:
+    """The cache dspy itself builds for ``where`` (every shard made up front)."""
+    return DspyCache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(where),
+                     disk_size_limit_bytes=DISK_CACHE_LIMIT)
+
+
+def _shard_folders(where: Path) -> list[str]:
+    return sorted(p.name for p in where.iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def restore_dspy_cache():
+    before = dspy.cache
+    yield
+    dspy.cache = before
+
+
+def test_an_empty_cache_makes_no_shard_until_a_reply_is_stored(tmp_path: Path, restore_dspy_cache) -> None:
+    install_disk_cache(str(tmp_path), DISK_CACHE_LIMIT)
+    assert _shard_folders(tmp_path) == []
+    assert dspy.cache.get(_request(1)) is None
+    dspy.cache.put(_request(1), {"answer": 1})
+    assert len(_shard_folders(tmp_path)) in (1, 2)  # the key's shard, and shard 0 (it reads the hash function)
+    dspy.cache.reset_memory_cache()
+    assert dspy.cache.get(_request(1)) == {"answer": 1}
+
+
+def test_its_shards_settings_and_key_placement_are_dspys(tmp_path: Path) -> None:
+    ours_dir, theirs_dir = tmp_path / "ours", tmp_path / "theirs"
+    theirs = _dspy_own(theirs_dir).disk_cache
+    ours = OnDemandFanoutCache(str(ours_dir), size_limit=DISK_CACHE_LIMIT)
+    key = dspy.cache.cache_key(_request(7))
+    theirs.set(key, "v")
+    ours.set(key, "v")
+    assert ours._count == theirs._count
+    (index,) = [n for n in range(theirs._count) if key in theirs._shards[n]]  # where dspy put it
+    assert key in ours._shards[index]
+    for name in ("timeout", "size_limit", "cull_limit", "eviction_policy", "sqlite_synchronous",
+                 "sqlite_journal_mode", "disk_min_file_size"):
+        assert getattr(ours._shards[index], name) == getattr(theirs._shards[index], name), name
+
+
+def test_dspys_own_cache_reads_what_ours_wrote_and_back(tmp_path: Path, restore_dspy_cache) -> None:
+    install_disk_cache(str(tmp_path), DISK_CACHE_LIMIT)
+    dspy.cache.put(_request(1), {"from": "ours"})
+    theirs = _dspy_own(tmp_path)
+    assert theirs.get(_request(1)) == {"from": "ours"}
+    theirs.put(_request(2), {"from": "dspy"})
+    install_disk_cache(str(tmp_path), DISK_CACHE_LIMIT)  # a new process would open it like this
+    assert dspy.cache.get(_request(2)) == {"from": "dspy"}
+
+
+def test_workers_storing_at_once_on_an_empty_cache_lose_nothing(tmp_path: Path, restore_dspy_cache) -> None:
+    """16 threads' first replies land on shards nobody has made yet; each shard is made once."""
+    install_disk_cache(str(tmp_path), DISK_CACHE_LIMIT)
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def store(n: int) -> None:
+        try:
+            barrier.wait()
+            for k in range(8):
+                dspy.cache.put(_request(100 * n + k), {"n": n, "k": k})
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=store, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    theirs = _dspy_own(tmp_path)
+    assert all(theirs.get(_request(100 * n + k)) == {"n": n, "k": k} for n in range(16) for k in range(8))
+    assert len(theirs.disk_cache) == 128
+
+
+def test_closing_makes_no_shard(tmp_path: Path) -> None:
+    cache = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
+    cache.close()
+    assert _shard_folders(tmp_path) == []
+
+
+def test_configure_lm_cache_installs_it_and_a_re_run_finds_the_replies(tmp_path: Path, restore_dspy_cache,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy"))
+    assert configure_lm_cache() == tmp_path / "dspy"
+    assert isinstance(dspy.cache.disk_cache, OnDemandFanoutCache)
+    assert dspy.cache.enable_disk_cache and dspy.cache.disk_cache_dir == str(tmp_path / "dspy")
+    dspy.cache.put(_request(3), {"answer": 3})
+    dspy.cache = DspyCache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None)  # another run
+    configure_lm_cache()
+    assert dspy.cache.get(_request(3)) == {"answer": 3}
