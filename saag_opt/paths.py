@@ -14,12 +14,9 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Literal
-
-from saag_opt.errors import RunError
 
 SHIPPED_PACKAGE_DIR = "_shipped"
 """Folder inside the installed ``saag_opt`` package that carries ``datasets/`` and ``prompts/``."""
@@ -84,38 +81,3 @@ def models_dir() -> Path:
 def base_predictions_dir() -> Path:
     """The base agent's cached first answers (keyed by model, prompt and example, never gold)."""
     return cache_dir() / "base-predictions"
-
-
-def configure_lm_cache() -> Path:
-    """Point dspy's disk cache at ``<cache root>/dspy`` (unless ``DSPY_CACHEDIR`` says otherwise).
-
-    Why: re-runs, resumes and ``compare`` must find earlier LM replies, so every command uses the
-    same persistent cache rather than dspy's default or a temp dir.
-
-    Raises:
-        RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
-    """
-    import dspy  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
-    from dspy.clients import DISK_CACHE_LIMIT  # noqa: PLC0415
-
-    from saag_opt.lm.disk_cache import install_disk_cache  # noqa: PLC0415 - imports diskcache
-
-    where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
-    if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
-        return where  # ours is still the active cache: rebuilding it opens its sqlite shards again
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        if not os.access(where, os.W_OK | os.X_OK):  # its shards are made on first use: refuse now, not mid-run
-            raise PermissionError(f"no write permission on {where}")
-        install_disk_cache(str(where), DISK_CACHE_LIMIT)
-    except (OSError, sqlite3.DatabaseError) as exc:
-        damaged = isinstance(exc, sqlite3.DatabaseError)
-        raise RunError(f"LM cache {where}: {'damaged' if damaged else 'cannot be used'} ({exc}); move it aside or "
-                       f"set ${CACHE_ENV} to another folder (earlier replies are then asked again)") from exc
-    _CONFIGURED[where] = dspy.cache
-    return where
-
-
-_CONFIGURED: dict[Path, object] = {}
-"""Cache dir -> the dspy cache object ``configure_lm_cache`` installed for it (why: tune runs one
-evaluation per trial, and each used to rebuild the disk cache)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.errors import RunError
-from saag_opt.paths import configure_lm_cache
+from saag_opt.lm.disk_cache import configure_lm_cache
 
 
 @pytest.mark.parametrize("damage", ["shard", "file"])

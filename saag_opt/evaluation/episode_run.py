@@ -34,8 +34,9 @@ from saag_opt.evaluation.runner import EvaluationResult
 from saag_opt.evaluation.tau2_play import tau2_play
 from saag_opt.events import EventSink
 from saag_opt.lm import CostLedger
+from saag_opt.lm.disk_cache import configure_lm_cache
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
-from saag_opt.paths import base_predictions_dir, configure_lm_cache
+from saag_opt.paths import base_predictions_dir
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,

@@ -44,10 +44,11 @@ from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord, Record
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
 from saag_opt.lm.batching import BATCH_WORKERS, BatchRounds
+from saag_opt.lm.disk_cache import configure_lm_cache
 from saag_opt.lm.latency import lm_clock
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.model import Example
-from saag_opt.paths import base_predictions_dir, configure_lm_cache
+from saag_opt.paths import base_predictions_dir
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,

@@ -8,18 +8,24 @@ workers wait on the network. The layout, settings and keys are dspy's own (a tes
 cache beside ours and compares them), so either reads what the other wrote.
 
 Shards that already exist are opened at once, as dspy does: a damaged one is still found before
-the run starts (``paths.configure_lm_cache`` turns that into its one-line message).
+the run starts (``configure_lm_cache`` turns that into its one-line message).
 """
 
 from __future__ import annotations
 
+import os
 import os.path
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from diskcache import Cache, Disk, FanoutCache
 from diskcache.core import DEFAULT_SETTINGS
+
+from saag_opt.errors import RunError
+from saag_opt.paths import CACHE_ENV, cache_dir
 
 SHARDS = 16
 """dspy's shard count (``dspy.clients.cache.Cache``): a key's shard is its hash modulo this."""
@@ -97,7 +103,7 @@ def install_disk_cache(where: str, size_limit: int) -> None:
 
     Raises what opening an existing shard raises (``sqlite3.DatabaseError`` for a damaged one, ``OSError``).
     """
-    import dspy  # noqa: PLC0415 - heavy; paths imports this module only when the cache is configured
+    import dspy  # noqa: PLC0415 - heavy: only when a run configures its cache
 
     disk = OnDemandFanoutCache(where, shards=SHARDS, timeout=TIMEOUT, size_limit=size_limit)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=where)
@@ -106,4 +112,37 @@ def install_disk_cache(where: str, size_limit: int) -> None:
     cache.enable_disk_cache = True
 
 
-__all__ = ["SHARDS", "TIMEOUT", "OnDemandFanoutCache", "install_disk_cache"]
+def configure_lm_cache() -> Path:
+    """Point dspy's disk cache at ``<cache root>/dspy`` (unless ``DSPY_CACHEDIR`` says otherwise).
+
+    Why: re-runs, resumes and ``compare`` must find earlier LM replies, so every command uses the
+    same persistent cache rather than dspy's default or a temp dir.
+
+    Raises:
+        RunError: the folder cannot be created or a cache file is not a database (a damaged cache).
+    """
+    import dspy  # noqa: PLC0415 - heavy: only when a run configures its cache
+    from dspy.clients import DISK_CACHE_LIMIT  # noqa: PLC0415
+
+    where = Path(os.environ.get("DSPY_CACHEDIR") or cache_dir() / "dspy")
+    if _CONFIGURED.get(where) is not None and _CONFIGURED[where] is getattr(dspy, "cache", None):
+        return where  # ours is still the active cache: rebuilding it opens its sqlite shards again
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        if not os.access(where, os.W_OK | os.X_OK):  # its shards are made on first use: refuse now, not mid-run
+            raise PermissionError(f"no write permission on {where}")
+        install_disk_cache(str(where), DISK_CACHE_LIMIT)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        damaged = isinstance(exc, sqlite3.DatabaseError)
+        raise RunError(f"LM cache {where}: {'damaged' if damaged else 'cannot be used'} ({exc}); move it aside or "
+                       f"set ${CACHE_ENV} to another folder (earlier replies are then asked again)") from exc
+    _CONFIGURED[where] = dspy.cache
+    return where
+
+
+_CONFIGURED: dict[Path, object] = {}
+"""Cache dir -> the dspy cache object ``configure_lm_cache`` installed for it (why: tune runs one
+evaluation per trial, and each used to rebuild the disk cache)."""
+
+
+__all__ = ["SHARDS", "TIMEOUT", "OnDemandFanoutCache", "configure_lm_cache", "install_disk_cache"]

@@ -24,6 +24,7 @@ from typing import Any
 from saag_opt.data import split_hash
 from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
+from saag_opt.lm.disk_cache import configure_lm_cache
 from saag_opt.lm.spendcap import SpendCap
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
@@ -36,7 +37,6 @@ from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa, set_aside_unreadable_state
 from saag_opt.optimize.world import World, build_world, load_splits
-from saag_opt.paths import configure_lm_cache
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,

@@ -10,8 +10,7 @@ import pytest
 from dspy.clients import DISK_CACHE_LIMIT
 from dspy.clients.cache import Cache as DspyCache
 
-from saag_opt.lm.disk_cache import OnDemandFanoutCache, install_disk_cache
-from saag_opt.paths import configure_lm_cache
+from saag_opt.lm.disk_cache import OnDemandFanoutCache, configure_lm_cache, install_disk_cache
 
 
 def _request(n: int) -> dict:
