@@ -11,7 +11,7 @@ fresh dspy cache and a fresh base-prediction cache, so every call is real.
 
 The reference measured in the same run, `floor_ratio=`: the same server, the same examples in the
 order evaluate submits them, each sending as many requests as it did in the run (2, or 4 when
-revised), from 16 threads of a bare `http.client`. What it cannot beat: the last examples' tail
+revised), from as many threads of a bare `http.client` as evaluate had workers. What it cannot beat: the last examples' tail
 (workers idle while others finish, ~4.7% here) and the scripted server's own time.
 
 Run: .venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
@@ -203,19 +203,17 @@ def bare_client_wall(url: str, calls_per_example: list[int], workers: int) -> fl
     return time.perf_counter() - start
 
 
-def _calls_per_example(records: list[Any]) -> list[int]:
+def _calls_per_example(items: list[Any], records: list[Any]) -> list[int]:
     """LM calls per example in the order evaluate submitted them (round-robin across categories)."""
-    calls: dict[str, int] = {}
-    for record in records:
-        if record.condition != "base":
-            calls[record.example_id] = 1 + record.agent_calls + record.reviewer_calls  # the base proposal first
-    return [calls[ex.id] for ex in round_robin(examples(len(calls)))]
+    calls = {record.example_id: 1 + record.agent_calls + record.reviewer_calls  # the base proposal first
+             for record in records if record.condition != "base"}
+    return [calls[ex.id] for ex in round_robin(items)]
 
 
 def run(args: argparse.Namespace) -> tuple[float, int, float]:
     """One evaluate run, then the bare-client floor on the same server; returns (wall, LM calls, floor wall)."""
-    data = WORK / "bench.jsonl"
-    write_examples(data, examples(args.n))
+    data, items = WORK / "bench.jsonl", examples(args.n)
+    write_examples(data, items)
     with scripted_server(args.latency, in_process=args.in_process_server) as (url, count):
         config = EvaluateConfig(base=f"fake@{url}", reviewer=f"fake@{url}", prompt="reviewer@v2",
                                 mechanism="r2", dataset=str(data), workers=args.workers, runs_dir=WORK / "runs",
@@ -225,7 +223,7 @@ def run(args: argparse.Namespace) -> tuple[float, int, float]:
         start, cpu = time.perf_counter(), time.process_time()
         result = run_evaluation(config)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        jobs = _calls_per_example(result.records)
+        jobs = _calls_per_example(items, result.records)
         floor = bare_client_wall(url, jobs, args.workers)
         calls = count() - sum(jobs)
     if profiles and args.profile:
