@@ -14,7 +14,10 @@ Example:
         assert [r.outcome for r in server.requests] == ["429", "500", "timeout", "ok"]
 
 Requests are served concurrently (one thread per connection), so ``latency=0.2`` with 16 clients
-takes about 0.2 s, not 3.2 s.
+takes about 0.2 s, not 3.2 s. ``jitter`` (or ``SAAG_OPT_SCRIPTED_JITTER`` for a whole test run) adds
+a random wait to each chat request, so the order in which concurrent requests are answered changes
+from run to run: a test that passes only in one arrival order fails under it, on a developer's
+machine rather than once in a while on a loaded CI machine.
 
 It is a product part of the ``fake`` model backend (``lm.backends``), hence its place in ``lm``;
 ``saag_opt.testing`` re-exports it for tests. Standard library only.
@@ -23,6 +26,8 @@ It is a product part of the ``fake`` model backend (``lm.backends``), hence its 
 from __future__ import annotations
 
 import json
+import os
+import random
 import socket
 import threading
 import time
@@ -108,6 +113,19 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+JITTER_ENV = "SAAG_OPT_SCRIPTED_JITTER"
+
+
+def _jitter_from_env() -> float:
+    raw = os.environ.get(JITTER_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise ValueError(f"{JITTER_ENV}: expected seconds as a number, got {raw!r}") from None
+
+
 def _estimate_tokens(value: Any) -> int:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return max(1, len(text) // 4)
@@ -123,14 +141,19 @@ class ScriptedOpenAIServer:
         model: the model id reported in responses and by ``GET /v1/models``.
         port: the port to bind on 127.0.0.1; 0 (default) takes a free one.
         batch_delay: seconds each batch stays ``validating`` and then ``in_progress`` (polls see it move).
+        jitter: the most seconds a chat request waits on top of ``latency``, drawn uniformly per request;
+            None reads ``SAAG_OPT_SCRIPTED_JITTER`` (unset: 0). ``jitter_seed`` fixes the draws.
     """
 
     def __init__(self, handler: Handler | None = None, *, latency: float = 0.0, model: str = "scripted",
-                 port: int = 0, batch_delay: float = 0.0) -> None:
+                 port: int = 0, batch_delay: float = 0.0, jitter: float | None = None,
+                 jitter_seed: int | None = None) -> None:
         self.handler: Handler = handler or echo_handler
         self.batch_desk = BatchDesk(self._answer, delay=batch_delay)
         self.requested_port = port
         self.latency = latency
+        self.jitter = _jitter_from_env() if jitter is None else max(0.0, float(jitter))
+        self._jitter_draws = random.Random(jitter_seed)
         self.model = model
         # Why: model caches are namespaced by server URL, and the OS may hand a later server the port
         # of an earlier one; a per-instance path keeps one server's answers from replaying for another.
@@ -239,6 +262,13 @@ class ScriptedOpenAIServer:
     def _record(self, method: str, path: str, body: dict | None, outcome: str) -> None:
         with self._lock:
             self._log.append(RecordedRequest(method, path, body, outcome, time.time()))
+
+    def _request_wait(self) -> float:
+        """Seconds one chat request waits: ``latency`` plus its share of ``jitter``."""
+        if not self.jitter:
+            return self.latency
+        with self._lock:
+            return self.latency + self._jitter_draws.uniform(0.0, self.jitter)
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the server is closing; False if interrupted by close()."""
@@ -402,7 +432,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._send_json(status, payload)
 
     def _serve_reply(self, body: dict) -> None:
-        if not self.server.scripted._sleep(self.server.scripted.latency):
+        if not self.server.scripted._sleep(self.server.scripted._request_wait()):
             return
         try:
             result = self.server.scripted.handler(body)

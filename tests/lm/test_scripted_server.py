@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 import urllib.error
 import urllib.request
@@ -86,6 +87,27 @@ def test_reset_clears_log_and_faults_and_close_is_idempotent() -> None:
     server.close()
     with pytest.raises(RuntimeError, match="not running"):
         _ = server.url
+
+
+def test_jitter_waits_a_seeded_random_share_per_request_and_reads_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    draws = [0.05 + rng.uniform(0.0, 0.4) for _ in range(4)]  # latency + the seed's draws, in request order
+    with ScriptedOpenAIServer(latency=0.05, jitter=0.4, jitter_seed=7) as server:
+        waited = []
+        for _ in draws:
+            started = time.monotonic()
+            _post(server.url, {})
+            waited.append(time.monotonic() - started)
+    assert all(w >= d for w, d in zip(waited, draws)), (waited, draws)
+    assert max(draws) - min(draws) > 0.1  # the waits differ, so concurrent answers change order
+    monkeypatch.setenv("SAAG_OPT_SCRIPTED_JITTER", "0.25")
+    assert ScriptedOpenAIServer().jitter == 0.25 and ScriptedOpenAIServer(jitter=0).jitter == 0
+    monkeypatch.setenv("SAAG_OPT_SCRIPTED_JITTER", "fast")
+    with pytest.raises(ValueError, match="SAAG_OPT_SCRIPTED_JITTER: expected seconds as a number, got 'fast'"):
+        ScriptedOpenAIServer()
+    monkeypatch.delenv("SAAG_OPT_SCRIPTED_JITTER")
+    assert ScriptedOpenAIServer().jitter == 0.0
 
 
 def test_latency_applies_per_request_and_close_wakes_sleepers() -> None:
