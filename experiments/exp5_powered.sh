@@ -16,6 +16,8 @@
 # Each run is resumable (evaluate --resume DIR); evaluate works round-robin over the categories, so a run
 # stopped early holds a stratified sample (collect it with --partial).
 # Then: python experiments/recompute.py exp5 --collect OUT [--partial]
+# On a new machine, first: python experiments/recompute.py exp5 --restore-base-cache (the base agent's
+#   first answers the collected runs computed, so an added condition or a resumed run replays them).
 set -euo pipefail
 STAGE=${1:?usage: exp5_powered.sh fixed|tune|gepa [OUT]}
 OUT=${2:-runs/exp5}

@@ -17,6 +17,8 @@
 #       history average ~4k tokens per step on multi_turn_base, above the server's 4096 default)
 # Each run is resumable (evaluate --resume DIR, per entry; collect a stopped one with --partial).
 # Then: python experiments/recompute.py exp6 --collect OUT
+# On a new machine, first: python experiments/recompute.py exp6 --restore-base-cache (the base agent's
+#   first answers the collected runs computed, so an added condition or a resumed run replays them).
 set -euo pipefail
 MODEL=${1:-local}
 REVIEWER=${2:-$MODEL}

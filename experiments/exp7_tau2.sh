@@ -29,6 +29,8 @@
 #       docs are 4-8k tokens per step before the conversation)
 # Each run is resumable (evaluate --resume DIR, per task trial; a capped run stops cleanly: collect it with
 # --partial). Then: python experiments/recompute.py exp7 --collect OUT [--partial]
+# On a new machine, first: python experiments/recompute.py exp7 --restore-base-cache (the base agent's
+#   first answers the collected runs computed, so an added condition or a resumed run replays them).
 set -euo pipefail
 SETTING=${1:-local}
 OUT=${2:-runs/exp7}

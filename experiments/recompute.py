@@ -8,6 +8,12 @@ the package reads any run (``runfiles.read_run``), through its own statistics (`
     python experiments/recompute.py exp1             # rewrite exp1.md / exp1.json from the records
     python experiments/recompute.py exp1 --check     # exit 1 if the committed exp1.json differs
     python experiments/recompute.py exp1 --collect runs/exp1 --meta 'load=...'   # import finished runs
+    python experiments/recompute.py exp1 --restore-base-cache   # on a new machine, before adding runs
+
+Collecting a run also keeps the base agent's first answers it computed (``base-predictions.jsonl.gz``
+beside its records); ``--restore-base-cache`` puts them back into the base-prediction cache, so a
+condition added in a later session (on a new machine, with empty caches) replays the base arm the
+earlier runs already paid for instead of recomputing it.
 
 A run directory's path relative to the collected folder is ``<group>/<variant>`` (the experiment
 scripts pass ``--runs-dir OUT/<model>/<setting>/<variant>``); the newest finished run in each folder is
@@ -54,7 +60,8 @@ from saag_opt.evaluation.episodes import (  # noqa: E402
 from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
-from saag_opt.runfiles import Run, read_costs, read_header, read_run  # noqa: E402
+from saag_opt.paths import base_predictions_dir  # noqa: E402
+from saag_opt.runfiles import JsonShelf, Run, read_costs, read_header, read_run  # noqa: E402
 
 R = TypeVar("R", bound=ExampleRecord)
 
@@ -846,8 +853,70 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
             if (run / part).is_file():
                 payload = strip_paths(json.loads((run / part).read_text(encoding="utf-8")))
                 (dest / part).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        print(f"collected {run.name} -> results/{dest.relative_to(RESULTS)}")
+        kept = bundle_base_predictions(run, dest)
+        print(f"collected {run.name} -> results/{dest.relative_to(RESULTS)}"
+              + (f" (+{kept} base proposals)" if kept else ""))
     update_meta(name, meta)
+
+
+# -- carrying the base agent's first answers to the next machine -----------------------------------
+
+
+BASE_BUNDLE = "base-predictions.jsonl.gz"
+"""Beside a collected run's records: the base-prediction cache entries written while it ran."""
+
+
+def _read_bundle(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return {row["key"]: row["entry"] for row in map(json.loads, handle) if row}
+
+
+def bundle_base_predictions(run: Path, dest: Path, shelf: Path | None = None) -> int:
+    """Keep, beside ``dest``'s records, the base-prediction entries ``run`` wrote; the number kept.
+
+    Why: a later condition on the same entries (gate+r2 after r2, a tune trial, a resumed run on a new
+    machine) replays the base agent's first answers instead of recomputing them, as it would on the
+    machine that made them; the cache is keyed by model, prompt and what the agent saw, never gold.
+    An entry is taken when its file was written between the run's start and end (so a run collected
+    again after a resume keeps the earlier sessions' entries too); one that carries a machine path is
+    left out (it would be recomputed), because a committed file may hold none and an edited entry
+    would replay an answer the model never gave.
+    """
+    header = read_header(run)
+    start = datetime.fromisoformat(header.created).timestamp() - 1.0
+    end = datetime.fromisoformat(header.finished).timestamp() + 1.0 if header.finished else float("inf")
+    found = _read_bundle(dest / BASE_BUNDLE)
+    for path in sorted((shelf or base_predictions_dir()).glob("*/*.json")):
+        if path.stem not in found and start <= path.stat().st_mtime <= end:
+            text = path.read_text(encoding="utf-8")
+            if not any(root in text for root in PRIVATE_ROOTS):
+                try:
+                    found[path.stem] = json.loads(text)
+                except ValueError:
+                    continue  # a half-written entry is a miss for the cache too
+    if found:
+        rows = "".join(json.dumps({"key": key, "entry": found[key]}, sort_keys=True) + "\n" for key in sorted(found))
+        (dest / BASE_BUNDLE).write_bytes(_gzip_bytes(rows))
+    return len(found)
+
+
+def restore_base_predictions(name: str, shelf: Path | None = None) -> tuple[int, int]:
+    """Write every base proposal bundled under ``experiments/results/<name>/`` into the cache.
+
+    Returns ``(written, already there)``; an entry the cache holds is never overwritten.
+    """
+    target = JsonShelf(shelf or base_predictions_dir())
+    written = present = 0
+    for bundle in sorted((RESULTS / name).rglob(BASE_BUNDLE)):
+        for key, entry in _read_bundle(bundle).items():
+            if target.path(key).is_file():
+                present += 1
+            else:
+                target.save(key, entry)
+                written += 1
+    return written, present
 
 
 def update_meta(name: str, meta: dict[str, str]) -> None:
@@ -870,7 +939,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "notes; latency_meaningful=false hides the latency table of a shared-CPU run)")
     parser.add_argument("--partial", action="store_true", help="--collect also takes runs stopped before the end")
     parser.add_argument("--check", action="store_true", help="compare with the committed JSON; write nothing")
+    parser.add_argument("--restore-base-cache", action="store_true",
+                        help="only write the experiment's bundled base proposals into the base-prediction cache "
+                             "(before resuming or adding a condition on a new machine)")
     args = parser.parse_args(argv)
+    if args.restore_base_cache:
+        written, present = restore_base_predictions(args.name)
+        print(f"{written} base proposals written to {base_predictions_dir()} ({present} already there)")
+        return 0
     meta = dict(item.split("=", 1) for item in args.meta)
     if args.collect is not None:
         collect(args.name, args.collect, meta, partial=args.partial)

@@ -10,13 +10,17 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from saag_opt.agents.base import BasePredictionCache, Proposal
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import ExampleRecord
+from saag_opt.model import Prediction, ToolCall
+from saag_opt.runfiles import JsonShelf
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "recompute.py"
@@ -120,3 +124,39 @@ def test_strip_paths_masks_machine_paths_but_leaves_urls_in_model_output_alone()
     assert out["runs_dir"] == "<path>/r2-v2"
     assert out["raw"] == row["raw"]
     assert out["note"] == "see <path>/y.json"
+
+
+def test_collect_bundles_the_base_proposals_a_run_wrote_and_restore_puts_them_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A condition added on a new machine replays the base answers an earlier, collected run paid for."""
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    old_machine = tmp_path / "old-cache"
+    shelf = JsonShelf(old_machine)
+    proposal = Proposal(Prediction((ToolCall("ls", {"a": True}),), raw='{"calls": []}', status="ok"), 2.5, 40, 1)
+    BasePredictionCache(old_machine)._store("ab" * 32, proposal)
+    shelf.save("cd" * 32, {"calls": [], "raw": "cd /tmp/x", "status": "ok", "seconds": 1.0, "tokens": 1,
+                           "attempts": 1, "temperature": 0.0})  # a machine path: never committed
+    earlier = shelf.path("ef" * 32)
+    shelf.save("ef" * 32, {"calls": [], "raw": "", "status": "ok", "seconds": 1.0, "tokens": 1, "attempts": 1})
+    os.utime(earlier, (1.0, 1.0))  # written long before the run started: another run's entry
+    run = runs / "m" / "d" / "r2" / "20260101-000000-evaluate"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({
+        "run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc",
+        "created": "2026-01-01T00:00:00+00:00", "finished": None, "args_passed": {}}))
+    (run / "records.jsonl").write_text(json.dumps(_record("e0", "base", True)) + "\n")
+    monkeypatch.setattr(recompute, "base_predictions_dir", lambda: old_machine)
+    recompute.collect("t", runs, {})
+    bundle = results / "t" / "m" / "d" / "r2" / recompute.BASE_BUNDLE
+    assert sorted(recompute._read_bundle(bundle)) == ["ab" * 32]
+    first = bundle.read_bytes()
+    recompute.collect("t", runs, {})
+    assert bundle.read_bytes() == first  # collecting again changes nothing
+
+    new_machine = tmp_path / "new-cache"
+    assert recompute.restore_base_predictions("t", new_machine) == (1, 0)
+    replayed = BasePredictionCache(new_machine)._load("ab" * 32)
+    assert replayed is not None and replayed.cached
+    assert replayed.prediction == proposal.prediction and replayed.seconds == 2.5 and replayed.tokens == 40
+    assert recompute.restore_base_predictions("t", new_machine) == (0, 1)  # never overwritten
