@@ -682,16 +682,17 @@ def _conversation_lines(stats: dict[str, Any], meta: dict[str, Any]) -> list[str
             lines.append(f"| {c['condition']} | {counts['abstain_turns']} | {counts['abstained']} | "
                          f"{_pct(counts['abstention_rate'])} | {versus} |")
     lines += ["", "Inside the conversations (withheld = the review let none of a step's proposed calls run; revised = "
-              "the calls that ran are not the ones proposed; cut off = the step limit ended the entry):", "",
+              "the calls that ran are not the ones proposed; cut off = the step limit ended the entry; repeats = "
+              "steps that ran a call, same name and arguments, already run earlier in their turn):", "",
               f"| condition | turns | steps | steps/{entry} | proposed calls | executed calls | steps withheld (calls) | "
-              "steps revised | withheld/step | revised/step | steps reviewed | cut off |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "steps revised | withheld/step | revised/step | steps reviewed | cut off | repeats |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in conditions:
         k = c["conversation"]
         lines.append(f"| {c['condition']} | {k['turns']} | {k['steps']} | {_num(c['steps_per_entry'])} | "
                      f"{k['proposed_calls']} | {k['executed_calls']} | {k['withheld_steps']} ({k['withheld_calls']}) | "
                      f"{k['revised_steps']} | {_pct(k['withheld_per_step'])} | {_pct(k['revised_per_step'])} | "
-                     f"{k['reviewed_steps']} | {k['cut_off']} |")
+                     f"{k['reviewed_steps']} | {k['cut_off']} | {k.get('repeated_steps', '-')} |")
     if _latency_shown(meta):
         lines += ["", f"Time (LM seconds per {entry} and per step; a reply replayed from a cache counts at its original "
                   "call's time, `untimed` replies at about 0 s; overhead = the condition's mean over its own base's):", "",

@@ -265,6 +265,10 @@ class ConversationCounts(BaseModel):
     """Steps the LLM reviewer saw."""
     cut_off: int
     """Entries the step limit cut off."""
+    repeated_steps: int | None = None
+    """Steps that ran a call (same name and arguments) already run earlier in the same turn: the agent
+    going round in circles, which a review could stop (``repeated_steps``); None in summaries written
+    before it was counted."""
     withheld_per_step: float | None
     """withheld_steps / steps."""
     revised_per_step: float | None
@@ -286,6 +290,17 @@ def _reached(record: EpisodeRecord, turn: int) -> bool:
 def _passed(record: EpisodeRecord, turn: int) -> bool:
     failed = record.judgement.failed_turn if record.judgement is not None else 0
     return record.correct or (failed is not None and failed > turn)
+
+
+def repeated_steps(turn: TurnRecord) -> int:
+    """Steps of ``turn`` that executed a call (name and arguments) the turn had already executed."""
+    seen: set[str] = set()
+    repeats = 0
+    for step in turn.steps:
+        calls = {json.dumps([call.get("name"), call.get("arguments")], sort_keys=True) for call in step.executed}
+        repeats += bool(calls & seen)
+        seen |= calls
+    return repeats
 
 
 def conversation_counts(records: Sequence[EpisodeRecord]) -> ConversationCounts:
@@ -311,6 +326,7 @@ def conversation_counts(records: Sequence[EpisodeRecord]) -> ConversationCounts:
         executed_calls=sum(len(s.executed) for s in steps), withheld_steps=len(withheld),
         withheld_calls=sum(len(s.proposed.calls) for s in withheld), revised_steps=revised,
         reviewed_steps=sum(s.reviewer_calls > 0 for s in steps), cut_off=sum(any(t.cut_off for t in r.turns) for r in ok),
+        repeated_steps=sum(map(repeated_steps, turns)),
         withheld_per_step=len(withheld) / len(steps) if steps else None,
         revised_per_step=revised / len(steps) if steps else None, abstain_turns=len(abstain), abstained=abstained,
         abstention_rate=abstained / len(abstain) if abstain else None, per_turn=per_turn)

@@ -53,6 +53,7 @@ def conversation_table(summary: EpisodeSummary) -> Table:
                         ("calls executed", "executed_calls"), ("steps withheld (calls never run)", "withheld_steps"),
                         ("calls withheld", "withheld_calls"), ("steps revised", "revised_steps"),
                         ("steps the reviewer saw", "reviewed_steps"), ("cut off at the step limit", "cut_off"),
+                        ("steps repeating a call of their turn", "repeated_steps"),
                         ("abstention turns", "abstain_turns"), ("left without a call", "abstained")):
         row(label, pick)
     table.add_row("abstention rate", pct(base.abstention_rate), pct(final.abstention_rate))
@@ -72,7 +73,8 @@ def pass_hat_k_table(summary: EpisodeSummary) -> Table:
 
 
 def _value(counts: ConversationCounts, pick: str) -> str:
-    return str(getattr(counts, pick))
+    value = getattr(counts, pick)
+    return "-" if value is None else str(value)
 
 
 def print_episode_report(console: Console, summary: EpisodeSummary, run_dir: str | None = None) -> None:

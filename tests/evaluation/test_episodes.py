@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from saag_opt import stopping
 from saag_opt.agents import BasePredictionCache, MechanismContext, Verdict, parse_mechanism
 from saag_opt.errors import ModelUnavailableError
 from saag_opt.evaluation.episode_runner import evaluate_episodes
-from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary, StepRecord, TurnRecord, repeated_steps
+from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Prediction, ToolCall
+from saag_opt.report.episode_tables import conversation_table
 from saag_opt.runfiles import read_rows
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
 from saag_opt.testing.toy_environment import toy_episode
@@ -139,3 +142,36 @@ def test_a_resume_drops_the_lone_row_of_an_entry_cut_in_half(tmp_path: Path) -> 
     assert [(r.example_id, r.condition) for r in rows] == [("e1", "base"), ("e1", "r2"), ("e2", "base"), ("e2", "r2")]
     assert [(r.correct, [s.executed for t in r.turns for s in t.steps]) for r in again.records] == [
         (r.correct, [s.executed for t in r.turns for s in t.steps]) for r in first.records]
+
+
+def _step(turn: int, index: int, *executed: ToolCall) -> StepRecord:
+    ran = [{"name": c.name, "arguments": c.arguments} for c in executed]
+    return StepRecord(turn=turn, index=index, proposed=CallRecord(calls=ran), final=CallRecord(calls=ran), executed=ran)
+
+
+def test_a_step_repeats_when_it_runs_a_call_its_turn_already_ran() -> None:
+    """The loop the 1.5B fell into on BFCL multi-turn (pwd, ls, pwd, ls, ...), counted from the records."""
+    same_args_other_order = ToolCall("write_note", {"text": "buy milk", "title": "plan"})
+    turn = TurnRecord(index=0, steps=[_step(0, 0, READ), _step(0, 1, WRITE), _step(0, 2, READ),
+                                      _step(0, 3, same_args_other_order, BREAD), _step(0, 4, BREAD), _step(0, 5)])
+    assert repeated_steps(turn) == 3  # steps 2, 3 and 4; step 5 ran nothing
+    assert repeated_steps(TurnRecord(index=1, steps=[_step(1, 0, READ)])) == 0  # a new turn starts afresh
+
+
+def test_the_conversation_counts_count_repeats_per_condition() -> None:
+    def script(episode: str, turn: int, step: int, feedback: int) -> Prediction:
+        if turn == 1 and step < 2:
+            return calls(READ)  # reads the note twice in one turn
+        return _agent().script(episode, turn, step, feedback)
+    run = _run(agent=ScriptedStepAgent(script))
+    assert run.summary.conversation["base"].repeated_steps == 2  # one repeat in each entry
+
+
+def test_a_summary_written_before_repeats_were_counted_reads_back_and_shows_a_dash() -> None:
+    data = _run().summary.model_dump(mode="json")
+    for counts in data["conversation"].values():
+        del counts["repeated_steps"]
+    console = Console(record=True, width=200)
+    console.print(conversation_table(EpisodeSummary.model_validate(data)))
+    row = next(line for line in console.export_text().splitlines() if "repeating a call" in line)
+    assert [cell.strip() for cell in row.split("│")[2:4]] == ["-", "-"]

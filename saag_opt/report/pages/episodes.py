@@ -20,6 +20,7 @@ _COUNTS = (("turns run", "turns"), ("steps", "steps"), ("calls proposed", "propo
            ("calls executed", "executed_calls"), ("steps withheld (calls never run)", "withheld_steps"),
            ("calls withheld", "withheld_calls"), ("steps revised", "revised_steps"),
            ("steps the reviewer saw", "reviewed_steps"), ("cut off at the step limit", "cut_off"),
+           ("steps repeating a call of their turn", "repeated_steps"),
            ("abstention turns", "abstain_turns"), ("left without a call", "abstained"))
 
 
