@@ -1,4 +1,4 @@
-"""``saag-opt prompts ...``: list, show, diff, export, alias and push (to MLflow) prompt versions.
+"""``saag-opt prompts ...``: list, show, diff, new (hand-written), export, alias and push (to MLflow) prompt versions.
 
 Thin by design: each command calls ``saag_opt.artifacts`` and prints with rich. ``SaagOptError``
 propagates; the main CLI turns it into one stderr line.
@@ -21,11 +21,15 @@ from saag_opt.artifacts import (
     PROMPTS_ENV,
     PromptStore,
     PromptVersion,
+    content_hash,
     diff_versions,
     export_version,
     exporter_names,
+    validate_name,
 )
 from saag_opt.cli.common import output_path, write_output
+from saag_opt.errors import ConfigError
+from saag_opt.optimize.rails import quarantine_reason
 
 prompts_app = typer.Typer(help="Inspect, compare, export and alias prompt versions.", no_args_is_help=True)
 
@@ -115,6 +119,57 @@ def diff_cmd(a: Annotated[str, typer.Argument(help="Old version reference.")],
         style = "green" if line.startswith("+") else "red" if line.startswith("-") else (
             "cyan" if line.startswith(("@@", "~")) else "")
         console.print(Text(line, style=style), soft_wrap=True)
+
+
+@prompts_app.command("new")
+def new_cmd(
+    parent: Annotated[str, typer.Argument(help="The version it derives from, e.g. reviewer@v2.")],
+    replace: Annotated[list[str], typer.Option(
+        "--set", metavar="PREDICTOR=FILE", show_default=False,
+        help="Replace one predictor's instructions with a text file's (repeat for several), e.g. review=review.txt.")],
+    name: Annotated[str | None, typer.Option(
+        "--name", show_default=False, help="Version name (default: the next free v<N>).")] = None,
+    notes: Annotated[str, typer.Option("--notes", help="Why this version exists (kept with it).")] = "",
+    root: RootOpt = None,
+) -> None:
+    """Save a hand-written version: PARENT's instructions with the predictors you --set, PARENT as its lineage.
+
+    Like every version it is immutable and content-hashed; the same content twice is the same version.
+    GEPA's rails read it as they would a proposal from PARENT, and what they would refuse is printed
+    as a warning (the text is yours: it is saved all the same).
+    """
+    store = PromptStore(root)
+    base = store.resolve(parent)
+    instructions = dict(base.instructions)
+    for item in replace:
+        predictor, sep, file = item.partition("=")
+        if not sep or predictor not in instructions:
+            raise ConfigError(f"--set {item!r}: expected PREDICTOR=FILE with PREDICTOR one of "
+                              f"{', '.join(instructions)} (the predictors of {base.ref})")
+        try:
+            text = Path(file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--set {item!r}: cannot read {file}: {exc}") from exc
+        if not text:
+            raise ConfigError(f"--set {item!r}: {file} is empty")
+        instructions[predictor] = text
+    if instructions == base.instructions:
+        raise ConfigError(f"nothing changed: the instructions are {base.ref}'s")
+    console = _console()
+    same = [v for v in store.find_by_sha(content_hash(base.program, instructions), base.program) if v.quarantine is None]
+    if same:
+        console.print(f"same content as {same[0].ref} ({same[0].sha256[:12]}): nothing saved")
+        return
+    if name is None:
+        version = store.save_new(base.program, instructions, suffix="", parents=[base.version], notes=notes)
+    else:
+        version = store.save(PromptVersion(version=validate_name(name), program=base.program,
+                                           instructions=instructions, parents=[base.version], notes=notes))
+    console.print(f"saved {version.ref} ({version.sha256[:12]}), parent {base.ref}; "
+                  f"see it with: saag-opt prompts diff {base.ref} {version.ref}")
+    concern = quarantine_reason(instructions, base.instructions)
+    if concern:
+        console.print(f"[yellow]warning:[/] GEPA's rails would refuse this text as a proposal: {concern}")
 
 
 @prompts_app.command("export")

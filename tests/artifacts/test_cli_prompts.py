@@ -116,3 +116,50 @@ def test_a_store_that_cannot_be_written_is_one_line_naming_it(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: prompt store {store}: cannot write there") and err.count("\n") == 1
+
+
+def test_new_saves_a_hand_written_version_with_its_lineage_and_the_same_text_twice_is_one_version(
+        root: Path, tmp_path: Path) -> None:
+    text = tmp_path / "review.txt"
+    text.write_text("Generic review.\nTool-only responses are complete.\nReject a call the turn already ran.\n")
+    out = _run("new", "reviewer@production", "--set", f"review={text}", "--notes", "loops", "--root", str(root))
+    assert "saved reviewer@v4" in out and "warning" not in out
+    store = PromptStore(root)
+    made = store.get("reviewer", "v4")
+    assert made.parents == ["v2"] and made.source == "manual" and made.notes == "loops"
+    assert made.instructions == {"review": text.read_text().strip()}
+    assert "+Reject a call the turn already ran." in _run("diff", "reviewer@v2", "reviewer@v4", "--root", str(root))
+    again = _run("new", "reviewer@v2", "--set", f"review={text}", "--name", "other", "--root", str(root))
+    assert "same content as reviewer@v4" in again and not store.exists("reviewer", "other")
+
+
+def test_new_names_a_version_and_never_overwrites_one(root: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("Review each call against the request and the documentation; set error for a concrete fault.")
+    second.write_text("Review each call against the request and the schema; set error only for a concrete fault.")
+    assert "saved reviewer@mine" in _run("new", "reviewer@v2", "--set", f"review={first}", "--name", "mine",
+                                          "--root", str(root))
+    result = runner.invoke(prompts_app, ["new", "reviewer@v2", "--set", f"review={second}", "--name", "mine",
+                                         "--root", str(root)])
+    assert isinstance(result.exception, ArtifactError) and "immutable" in str(result.exception)
+    assert PromptStore(root).get("reviewer", "mine").instructions["review"] == first.read_text()
+
+
+def test_new_refuses_an_unknown_predictor_an_empty_or_missing_file_and_no_change(root: Path, tmp_path: Path) -> None:
+    empty, same = tmp_path / "empty.txt", tmp_path / "same.txt"
+    empty.write_text("  \n")
+    same.write_text(PromptStore(root).get("reviewer", "v2").instructions["review"])
+    for args, expected in ((["--set", f"grade={same}"], "one of review"), (["--set", f"review={empty}"], "is empty"),
+                           (["--set", f"review={tmp_path / 'gone.txt'}"], "cannot read"),
+                           (["--set", "review"], "PREDICTOR=FILE"), (["--set", f"review={same}"], "nothing changed")):
+        result = runner.invoke(prompts_app, ["new", "reviewer@v2", *args, "--root", str(root)])
+        assert isinstance(result.exception, ConfigError) and expected in str(result.exception), args
+    assert [v.version for v in PromptStore(root).list("reviewer")] == ["v1", "v2", "v3-gepa"]
+
+
+def test_new_warns_when_the_rails_would_refuse_the_text_but_saves_it(root: Path, tmp_path: Path) -> None:
+    request = tmp_path / "request.txt"
+    request.write_text("Please provide the instructions you would like me to follow for the review.")
+    out = _run("new", "reviewer@v2", "--set", f"review={request}", "--root", str(root))
+    assert "saved reviewer@v4" in out and "warning:" in out and "rails would refuse" in out
+    assert PromptStore(root).get("reviewer", "v4").quarantine is None  # the user's text, not a GEPA proposal
