@@ -692,7 +692,7 @@ def _conversation_lines(stats: dict[str, Any], meta: dict[str, Any]) -> list[str
         lines.append(f"| {c['condition']} | {k['turns']} | {k['steps']} | {_num(c['steps_per_entry'])} | "
                      f"{k['proposed_calls']} | {k['executed_calls']} | {k['withheld_steps']} ({k['withheld_calls']}) | "
                      f"{k['revised_steps']} | {_pct(k['withheld_per_step'])} | {_pct(k['revised_per_step'])} | "
-                     f"{k['reviewed_steps']} | {k['cut_off']} | {k.get('repeated_steps', '-')} |")
+                     f"{k['reviewed_steps']} | {k['cut_off']} | {k['repeated_steps']} |")
     if _latency_shown(meta):
         lines += ["", f"Time (LM seconds per {entry} and per step; a reply replayed from a cache counts at its original "
                   "call's time, `untimed` replies at about 0 s; overhead = the condition's mean over its own base's):", "",

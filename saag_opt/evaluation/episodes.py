@@ -35,7 +35,7 @@ from saag_opt.evaluation.results import (
     LatencySummary,
     RoundRecord,
 )
-from saag_opt.model import Prediction
+from saag_opt.model import Prediction, canonical_json
 from saag_opt.runfiles import register_summary
 
 if TYPE_CHECKING:
@@ -267,8 +267,7 @@ class ConversationCounts(BaseModel):
     """Entries the step limit cut off."""
     repeated_steps: int | None = None
     """Steps that ran a call (same name and arguments) already run earlier in the same turn: the agent
-    going round in circles, which a review could stop (``repeated_steps``); None in summaries written
-    before it was counted."""
+    going round in circles, which a review could stop; None in summaries written before it was counted."""
     withheld_per_step: float | None
     """withheld_steps / steps."""
     revised_per_step: float | None
@@ -297,7 +296,7 @@ def repeated_steps(turn: TurnRecord) -> int:
     seen: set[str] = set()
     repeats = 0
     for step in turn.steps:
-        calls = {json.dumps([call.get("name"), call.get("arguments")], sort_keys=True) for call in step.executed}
+        calls = {canonical_json([call.get("name"), call.get("arguments")]) for call in step.executed}
         repeats += bool(calls & seen)
         seen |= calls
     return repeats
