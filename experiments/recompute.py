@@ -908,6 +908,8 @@ def restore_base_predictions(name: str, shelf: Path | None = None) -> tuple[int,
 
     Returns ``(written, already there)``; an entry the cache holds is never overwritten.
     """
+    if not (RESULTS / name).is_dir():
+        raise SystemExit(f"no experiment {name!r} under {_shown(RESULTS)}")
     target = JsonShelf(shelf or base_predictions_dir())
     written = present = 0
     for bundle in sorted((RESULTS / name).rglob(BASE_BUNDLE)):

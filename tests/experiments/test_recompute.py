@@ -160,3 +160,5 @@ def test_collect_bundles_the_base_proposals_a_run_wrote_and_restore_puts_them_ba
     assert replayed is not None and replayed.cached
     assert replayed.prediction == proposal.prediction and replayed.seconds == 2.5 and replayed.tokens == 40
     assert recompute.restore_base_predictions("t", new_machine) == (0, 1)  # never overwritten
+    with pytest.raises(SystemExit, match="no experiment 'tt'"):
+        recompute.restore_base_predictions("tt", new_machine)
