@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import functools
 import json
 import logging
 import re
@@ -37,9 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-import dspy.clients.capabilities as capabilities
-import dspy.clients.costs as costs
-import dspy.clients.model_metadata as metadata
 from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
 from dspy.utils.usage_tracker import UsageTracker
 
@@ -54,6 +49,7 @@ from saag_opt.lm.accounting import (
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend, parse_model_spec
 from saag_opt.lm.batch_api import BatchClient
 from saag_opt.lm.batching import BatchFallback, BatchRounds, BatchRoute, batch_failure
+from saag_opt.lm.dspy_call_path import lighten_dspy_call_path
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.retry import (
@@ -426,37 +422,6 @@ def _guard_reasoning(spec: ModelSpec, temperature: float | None, max_tokens: int
     return temperature, max(max_tokens or 0, REASONING_MIN_TOKENS)
 
 
-@functools.cache
-def _memoize_model_info() -> None:
-    """Make dspy's price/capability lookup O(1) after the first call per model (applied once).
-
-    Why: dspy calls ``model_metadata.model_info`` twice per LM call, and for a model name that
-    is not in its bundled map (every compatible, local or fake server) it scans the whole map:
-    ~4.5 ms of CPU per call, the largest client-side cost measured by experiments/bench/
-    concurrency.py. The result depends only on the arguments and the static bundled snapshot
-    (we set ``LITELLM_LOCAL_MODEL_COST_MAP``), and callers get a deep copy as before. A miss is
-    looked up once: 16 workers' first calls used to scan the map side by side.
-    """
-    original = metadata.model_info
-    found: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}
-    lock = threading.Lock()
-
-    def lookup(provider: str, model: str, namespaces: tuple[str, ...] | None) -> dict[str, Any]:
-        key = (provider, model, namespaces)
-        if key not in found:
-            with lock:
-                if key not in found:
-                    found[key] = original(provider, model, namespaces=namespaces)
-        return found[key]
-
-    def model_info(provider: str, model: str, *, namespaces: Any = None) -> dict[str, Any]:
-        return copy.deepcopy(lookup(provider, model, None if namespaces is None else tuple(namespaces)))
-
-    for module in (metadata, costs, capabilities):
-        if getattr(module, "model_info", None) is original:
-            module.model_info = model_info  # type: ignore[attr-defined]
-
-
 def open_lm(
     spec: ModelSpec | str,
     *,
@@ -486,7 +451,7 @@ def open_lm(
     if batch is not None and parsed.serial:
         raise ConfigError(f"--batch: {parsed.text} answers one request at a time and has no Batch API; "
                           "drop --batch")
-    _memoize_model_info()
+    lighten_dspy_call_path()
     endpoint = get_backend(parsed.kind).endpoint(parsed)
     temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
     policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)

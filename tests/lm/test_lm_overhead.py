@@ -7,17 +7,22 @@ key and our time-store key byte for byte (a cached run must still find the cache
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import dspy
 import dspy.clients.model_metadata as metadata
 import pytest
+from dspy._vendor.lm15.transports._proxy import proxy_route_for
+from dspy._vendor.lm15.transports._url import parse_url
 
 from saag_opt.lm import SaagLM, chat_completion, open_lm
 from saag_opt.lm import client as client_module
+from saag_opt.lm.dspy_call_path import environment_proxies, lighten_dspy_call_path
 from saag_opt.lm.latency import TIME_LOG_DIR
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 
@@ -81,7 +86,7 @@ def test_a_cache_hit_is_hashed_once_too(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_workers_asking_the_price_map_at_once_scan_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """16 workers' first calls used to scan dspy's whole price map side by side (lru_cache is not single-flight)."""
-    client_module._memoize_model_info()
+    lighten_dspy_call_path()
     scans: list[int] = []
     real_load = metadata._load
 
@@ -107,3 +112,40 @@ def test_workers_asking_the_price_map_at_once_scan_it_once(monkeypatch: pytest.M
     assert len(scans) == 1 and len(found) == 8 and all(f == found[0] for f in found)
     found[0]["mutated"] = True  # callers still get their own copy
     assert "mutated" not in metadata.model_info("openai", model)
+
+
+PROXY_ENVIRONMENTS = [
+    {},
+    {"HTTPS_PROXY": "http://upper:1"},
+    {"https_proxy": "http://lower:1", "HTTPS_PROXY": "http://upper:1"},
+    {"HTTPS_PROXY": "http://upper:1", "https_proxy": ""},  # an empty lowercase one removes the scheme
+    {"HTTP_PROXY": "http://header:1", "REQUEST_METHOD": "GET"},  # a CGI script ignores HTTP_PROXY
+    {"http_proxy": "http://lower:1", "REQUEST_METHOD": "GET"},
+    {"ALL_PROXY": "http://all:1", "NO_PROXY": "localhost", "Ftp_Proxy": "http://mixed:1", "PROXY": "x"},
+    {"HTTP_PROXY": "", "no_proxy": "*"},
+]
+
+
+@pytest.mark.parametrize("variables", PROXY_ENVIRONMENTS)
+def test_the_proxies_read_per_call_are_urllibs(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy") or name == "REQUEST_METHOD":
+            monkeypatch.delenv(name)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxies() == urllib.request.getproxies()
+
+
+def test_dspys_transport_still_reads_the_proxy_on_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed, the faster lookup changes no route: a proxy set (or removed) mid-run is honoured."""
+    lighten_dspy_call_path()
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    target = parse_url("http://api.example.test/v1/chat/completions")
+    assert proxy_route_for(target, proxy=None, trust_env=True) is None
+    monkeypatch.setenv("http_proxy", "http://user:pw@proxy.example.test:3128")
+    route = proxy_route_for(target, proxy=None, trust_env=True)
+    assert route is not None and (route.host, route.port) == ("proxy.example.test", 3128) and route.basic_auth
+    monkeypatch.setenv("no_proxy", "api.example.test")
+    assert proxy_route_for(target, proxy=None, trust_env=True) is None
