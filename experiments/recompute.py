@@ -61,7 +61,7 @@ from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
 from saag_opt.paths import base_predictions_dir  # noqa: E402
-from saag_opt.runfiles import JsonShelf, Run, read_costs, read_header, read_run  # noqa: E402
+from saag_opt.runfiles import JsonShelf, Run, RunHeader, read_costs, read_header, read_run  # noqa: E402
 
 R = TypeVar("R", bound=ExampleRecord)
 
@@ -457,7 +457,7 @@ def load_results(runs: dict[Path, Run]) -> dict[str, dict[str, list[ExampleRecor
 
 
 def run_provenance(runs: dict[Path, Run]) -> list[dict[str, Any]]:
-    """Per run: command arguments, commit, wall seconds (from run.json).
+    """Per run: command arguments, commit, wall seconds (from run.json: its attempts' spans, summed).
 
     A conversation run adds its entries and wall seconds per entry; a run whose ``costs.json`` was
     collected, its spend by role.
@@ -465,8 +465,7 @@ def run_provenance(runs: dict[Path, Run]) -> list[dict[str, Any]]:
     out = []
     for rel, run in runs.items():
         header = run.header
-        wall = ((datetime.fromisoformat(header.finished) - datetime.fromisoformat(header.created)).total_seconds()
-                if header.created and header.finished else None)
+        wall = sum(end - start for start, end in attempt_spans(header)) if header.created and header.finished else None
         row: dict[str, Any] = {"run": str(rel), "verb": header.verb, "status": header.status,
                                "git_revision": header.git_revision, "args": header.args_passed,
                                "created": header.created, "wall_seconds": wall}
@@ -773,8 +772,9 @@ def _run_cost_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
     shown = [r for r in runs if "entries" in r or "dollars" in r]
     if not shown:
         return []
-    lines = ["", "Wall time per entry (run.json's start to end over the entries finished, base and reviewed runs of "
-             "each; a resumed run's pauses included) and spend (costs.json, dollars, every role):", "",
+    lines = ["", "Wall time per entry (run.json's attempts, start to end, over the entries finished, base and reviewed "
+             "runs of each; the pause between a resumed run's attempts is left out when its run.json says when the "
+             "attempt before ended) and spend (costs.json, dollars, every role):", "",
              "| run | entries | wall s/entry | $ |", "|---|---|---|---|"]
     for r in shown:
         dollars = (r.get("dollars") or {}).get("total")
@@ -874,23 +874,40 @@ def _read_bundle(path: Path) -> dict[str, Any]:
         return {row["key"]: row["entry"] for row in map(json.loads, handle) if row}
 
 
+def attempt_spans(header: RunHeader) -> list[tuple[float, float]]:
+    """(start, end) in epoch seconds of each attempt of a run (the first and every resume).
+
+    An attempt ends where the next resume says the one before it ended (``previous_end``); a resume
+    recorded without it (older runs, or an attempt killed before it could write its end) bounds the
+    attempt before by the resume itself, so the time between the sessions is counted in.
+    """
+    def epoch(stamp: str) -> float:
+        return datetime.fromisoformat(stamp).timestamp()
+
+    resumes = [r for r in (header.model_extra or {}).get("resumes") or [] if isinstance(r, dict) and r.get("at")]
+    starts = [epoch(header.created), *(epoch(r["at"]) for r in resumes)]
+    ends = [epoch(r.get("previous_end") or r["at"]) for r in resumes]
+    ends.append(epoch(header.finished) if header.finished else math.inf)
+    return list(zip(starts, ends))
+
+
 def bundle_base_predictions(run: Path, dest: Path, shelf: Path | None = None) -> int:
     """Keep, beside ``dest``'s records, the base-prediction entries ``run`` wrote; the number kept.
 
     Why: a later condition on the same entries (gate+r2 after r2, a tune trial, a resumed run on a new
     machine) replays the base agent's first answers instead of recomputing them, as it would on the
     machine that made them; the cache is keyed by model, prompt and what the agent saw, never gold.
-    An entry is taken when its file was written between the run's start and end (so a run collected
-    again after a resume keeps the earlier sessions' entries too); one that carries a machine path is
-    left out (it would be recomputed), because a committed file may hold none and an edited entry
-    would replay an answer the model never gave.
+    An entry is taken when its file was written while one of the run's attempts ran (a bundle
+    collected before keeps its entries, so a run collected again after a resume on another machine
+    keeps the earlier sessions' too); one that carries a machine path is left out (it would be
+    recomputed), because a committed file may hold none and an edited entry would replay an answer
+    the model never gave.
     """
-    header = read_header(run)
-    start = datetime.fromisoformat(header.created).timestamp() - 1.0
-    end = datetime.fromisoformat(header.finished).timestamp() + 1.0 if header.finished else float("inf")
+    spans = attempt_spans(read_header(run))
     found = _read_bundle(dest / BASE_BUNDLE)
     for path in sorted((shelf or base_predictions_dir()).glob("*/*.json")):
-        if path.stem not in found and start <= path.stat().st_mtime <= end:
+        written = path.stat().st_mtime
+        if path.stem not in found and any(start - 1.0 <= written <= end + 1.0 for start, end in spans):
             text = path.read_text(encoding="utf-8")
             if not any(root in text for root in PRIVATE_ROOTS):
                 try:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import traceback
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -435,6 +435,16 @@ def resume_header(run_dir: Path, verb: str) -> RunHeader:
         raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not {'an' if verb[0] in 'aeiou' else 'a'} "
                        f"{verb} run")
     return header
+
+
+def resumed(header: RunHeader, args_passed: Mapping[str, Any] | None, **extra: Any) -> list[dict[str, Any]]:
+    """``header``'s ``resumes`` with this resume added: when, the options it passed, when the attempt before ended.
+
+    Why ``previous_end``: what a run wrote can then be told from what ran on the machine between two
+    sessions (the base proposals ``experiments/recompute.py`` bundles are picked by time).
+    """
+    entry = {"at": utc_now(), "previous_end": header.finished, "args_passed": dict(args_passed or {}), **extra}
+    return [*(getattr(header, "resumes", None) or []), entry]
 
 
 # -- reading files and runs back -------------------------------------------------------------------

@@ -65,7 +65,7 @@ from saag_opt.runfiles import (
     new_header,
     read_header,
     resume_header,
-    utc_now,
+    resumed,
     write_header,
 )
 
@@ -443,7 +443,7 @@ def _reopen_compare(run_dir: Path, config: CompareConfig, prompts: Mapping[str, 
         if was and was != now["sha256"]:
             raise RunError(f"--resume {run_dir}: {key.upper()} {now['prompt']!r} now resolves to other instructions "
                            f"(sha256 {str(now['sha256'])[:12]}; the run used {was[:12]}); start a new run")
-    resumes = [*(getattr(header, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+    resumes = resumed(header, args_passed)
     header = header.model_copy(update={"status": "started", "finished": None, "error": None, "resumes": resumes,
                                        "config": config.model_dump(mode="json") | {"mode": "prompts"}})
     write_header(run_dir, header)

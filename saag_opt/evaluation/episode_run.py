@@ -48,7 +48,7 @@ from saag_opt.runfiles import (
     read_costs,
     read_header,
     resume_header,
-    utc_now,
+    resumed,
     write_header,
 )
 
@@ -113,7 +113,7 @@ def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
     if recorded and version is not None and version.sha256 != recorded:
         raise RunError(f"--resume {run_dir}: prompt {config.setup.prompt!r} now resolves to other instructions; "
                        "start a new run")
-    resumes = [*(getattr(header, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+    resumes = resumed(header, args_passed)
     return header.model_copy(update={"status": "started", "finished": None, "error": None,
                                      "config": config.model_dump(mode="json"), "resumes": resumes})
 

@@ -58,7 +58,7 @@ from saag_opt.runfiles import (
     guarded_run,
     new_header,
     read_header,
-    utc_now,
+    resumed,
     write_header,
 )
 
@@ -163,8 +163,7 @@ def _reopen(run_dir: Path, config: EvaluateConfig, examples: Sequence[Example],
                        f"(sha256 {str(now)[:12]}; the run used {recorded[:12]}); start a new run")
     kept = finished_records(run_dir / "records.jsonl", config.setup.mechanism.spec, (e.id for e in examples))
     atomic_write_jsonl(run_dir / "records.jsonl", [r.model_dump(mode="json") for r in kept])
-    resumes = [*(getattr(header, "resumes", None) or []),
-               {"at": utc_now(), "args_passed": args_passed or {}, "finished_before": len(kept) // 2}]
+    resumes = resumed(header, args_passed, finished_before=len(kept) // 2)
     header = header.model_copy(update={"status": "started", "finished": None, "error": None,
                                        "config": config.model_dump(mode="json"), "resumes": resumes})
     return header, kept

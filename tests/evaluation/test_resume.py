@@ -103,7 +103,9 @@ def test_resume_redoes_only_unfinished_examples_and_ends_like_an_uninterrupted_r
         (e.id, c) for e in examples for c in ("base", "r1")), "an example is missing or appears twice"
     run = read_run(run_dir)
     assert run.header.status == "success" and run.header.finished is not None
-    assert run.header.model_extra and run.header.model_extra["resumes"][0]["finished_before"] == LIMIT - 2
+    resume = run.header.model_extra and run.header.model_extra["resumes"][0]
+    assert resume and resume["finished_before"] == LIMIT - 2
+    assert resume["previous_end"] is None  # the attempt before was killed: it never wrote its end
     assert run.summary is not None and run.summary.help_harm == full.summary.help_harm
     assert run.summary.reviewed.model_dump(exclude={"mean_seconds"}) == full.summary.reviewed.model_dump(
         exclude={"mean_seconds"}) and run.summary.n_examples == LIMIT  # latency: the redone examples were timed again

@@ -11,6 +11,7 @@ import gzip
 import importlib.util
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from saag_opt.agents.base import BasePredictionCache, Proposal
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.model import Prediction, ToolCall
-from saag_opt.runfiles import JsonShelf
+from saag_opt.runfiles import JsonShelf, RunHeader
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "recompute.py"
@@ -162,3 +163,33 @@ def test_collect_bundles_the_base_proposals_a_run_wrote_and_restore_puts_them_ba
     assert recompute.restore_base_predictions("t", new_machine) == (0, 1)  # never overwritten
     with pytest.raises(SystemExit, match="no experiment 'tt'"):
         recompute.restore_base_predictions("tt", new_machine)
+
+
+def test_a_resumed_run_bundles_what_its_attempts_wrote_not_what_ran_between_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run stopped in one session and resumed days later: another experiment's base answers made on the
+    same machine in between are not this run's (they are bundled with their own run)."""
+    monkeypatch.setattr(recompute, "RESULTS", tmp_path / "results")
+    shelf = JsonShelf(tmp_path / "cache")
+    entry = {"calls": [], "raw": "", "status": "ok", "seconds": 1.0, "tokens": 1, "attempts": 1, "temperature": 0.0}
+    written = {"aa": "2026-01-01T01:00:00+00:00", "bb": "2026-01-02T12:00:00+00:00", "cc": "2026-01-03T01:00:00+00:00"}
+    for key, stamp in written.items():
+        shelf.save(key * 32, entry)
+        moment = datetime.fromisoformat(stamp).timestamp()
+        os.utime(shelf.path(key * 32), (moment, moment))
+    run = tmp_path / "runs" / "m" / "d" / "r2" / "20260101-000000-evaluate"
+    run.mkdir(parents=True)
+    header = {"run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc", "args_passed": {},
+              "created": "2026-01-01T00:00:00+00:00", "finished": "2026-01-03T02:00:00+00:00",
+              "resumes": [{"at": "2026-01-03T00:00:00+00:00", "previous_end": "2026-01-01T02:00:00+00:00"}]}
+    (run / "run.json").write_text(json.dumps(header))
+    (run / "records.jsonl").write_text(json.dumps(_record("e0", "base", True)) + "\n")
+    monkeypatch.setattr(recompute, "base_predictions_dir", lambda: tmp_path / "cache")
+    recompute.collect("t", tmp_path / "runs", {})
+    bundle = tmp_path / "results" / "t" / "m" / "d" / "r2" / recompute.BASE_BUNDLE
+    assert sorted(recompute._read_bundle(bundle)) == ["aa" * 32, "cc" * 32]
+
+    del header["resumes"][0]["previous_end"]  # an older run.json: the gap cannot be told apart
+    assert len(recompute.attempt_spans(RunHeader.model_validate(header))) == 2
+    assert recompute.attempt_spans(RunHeader.model_validate(header))[0][1] > datetime.fromisoformat(
+        "2026-01-02T12:00:00+00:00").timestamp()

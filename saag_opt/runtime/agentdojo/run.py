@@ -41,7 +41,7 @@ from saag_opt.runfiles import (
     new_header,
     read_rows,
     resume_header,
-    utc_now,
+    resumed,
     write_header,
 )
 from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION, require
@@ -190,7 +190,7 @@ def run_security(config: SecurityConfig, *, resume: Path | None = None, args_pas
     else:
         run_dir = resume
         old = resume_header(run_dir, VERB)
-        resumes = [*(getattr(old, "resumes", None) or []), {"at": utc_now(), "args_passed": args_passed or {}}]
+        resumes = resumed(old, args_passed)
         header = old.model_copy(update={"status": "started", "finished": None, "error": None,
                                         "config": config.model_dump(mode="json"), "resumes": resumes})
     write_header(run_dir, header)
