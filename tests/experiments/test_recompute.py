@@ -190,6 +190,5 @@ def test_a_resumed_run_bundles_what_its_attempts_wrote_not_what_ran_between_them
     assert sorted(recompute._read_bundle(bundle)) == ["aa" * 32, "cc" * 32]
 
     del header["resumes"][0]["previous_end"]  # an older run.json: the gap cannot be told apart
-    assert len(recompute.attempt_spans(RunHeader.model_validate(header))) == 2
-    assert recompute.attempt_spans(RunHeader.model_validate(header))[0][1] > datetime.fromisoformat(
-        "2026-01-02T12:00:00+00:00").timestamp()
+    spans = recompute.attempt_spans(RunHeader.model_validate(header))
+    assert len(spans) == 2 and spans[0][1] > datetime.fromisoformat("2026-01-02T12:00:00+00:00").timestamp()

@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 import dspy.clients.model_metadata as metadata
 import pytest
+from dspy._vendor.lm15.transports import _proxy as lm15_proxy
 from dspy._vendor.lm15.transports._proxy import proxy_route_for
 from dspy._vendor.lm15.transports._url import parse_url
 
@@ -139,6 +140,7 @@ def test_the_proxies_read_per_call_are_urllibs(monkeypatch: pytest.MonkeyPatch, 
 def test_dspys_transport_still_reads_the_proxy_on_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed, the faster lookup changes no route: a proxy set (or removed) mid-run is honoured."""
     lighten_dspy_call_path()
+    assert lm15_proxy.getproxies is environment_proxies  # what dspy's transport asks is ours
     for name in list(os.environ):
         if name.lower().endswith("_proxy"):
             monkeypatch.delenv(name)
