@@ -868,10 +868,26 @@ BASE_BUNDLE = "base-predictions.jsonl.gz"
 
 
 def _read_bundle(path: Path) -> dict[str, Any]:
+    """A bundle's entries by key; a damaged bundle ends the command with its file:line, not a traceback."""
     if not path.is_file():
         return {}
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return {row["key"]: row["entry"] for row in map(json.loads, handle) if row}
+    found: dict[str, Any] = {}
+    line = 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for text in handle:
+                line += 1  # read in the handlers below
+                if text.strip():
+                    row = json.loads(text)
+                    found[row["key"]] = row["entry"]
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # not gzip, or cut short
+        raise SystemExit(f"{_shown(path)}:{line + 1}: unreadable ({exc or type(exc).__name__}); "
+                         "restore the file from git") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        reason = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise SystemExit(f"{_shown(path)}:{line}: not a base-prediction row ({reason}); "
+                         "restore the file from git") from None
+    return found
 
 
 def attempt_spans(header: RunHeader) -> list[tuple[float, float]]:

@@ -11,6 +11,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,29 @@ def test_collect_bundles_the_base_proposals_a_run_wrote_and_restore_puts_them_ba
     assert recompute.restore_base_predictions("t", new_machine) == (0, 1)  # never overwritten
     with pytest.raises(SystemExit, match="no experiment 'tt'"):
         recompute.restore_base_predictions("tt", new_machine)
+
+
+def test_a_damaged_bundle_is_named_with_its_line_and_nothing_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad merge or a truncated download ends --restore-base-cache with file:line, before any write."""
+    results = tmp_path / "results"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    bundle = results / "t" / "m" / recompute.BASE_BUNDLE
+    bundle.parent.mkdir(parents=True)
+    good = json.dumps({"key": "ab" * 32, "entry": {"calls": []}})
+    cache = tmp_path / "cache"
+    for body, where in ((good + "\n{not json\n", ":2: not a base-prediction row"),
+                        (good + "\n" + json.dumps({"entry": {}}) + "\n", ":2: not a base-prediction row (no 'key')")):
+        bundle.write_bytes(recompute._gzip_bytes(body))
+        with pytest.raises(SystemExit, match=re.escape(f"{recompute.BASE_BUNDLE}{where}")):
+            recompute.restore_base_predictions("t", cache)
+    bundle.write_bytes(recompute._gzip_bytes(good + "\n")[:-6])  # cut short
+    with pytest.raises(SystemExit, match="unreadable"):
+        recompute.restore_base_predictions("t", cache)
+    bundle.write_text(good + "\n")  # not gzip
+    with pytest.raises(SystemExit, match=re.escape(f"{recompute.BASE_BUNDLE}:1: unreadable")):
+        recompute.restore_base_predictions("t", cache)
+    assert not cache.exists() or not any(cache.rglob("*.json"))
 
 
 def test_a_resumed_run_bundles_what_its_attempts_wrote_not_what_ran_between_them(
