@@ -98,9 +98,14 @@ _CONTEXT_RE = re.compile(
     re.I)
 """Material only the reflection LM saw (its examples and feedback); a reviewer has none 'above'."""
 _DECISION_RE = re.compile(
-    r"\b(?:errors?|erroneous|approv\w*|reject\w*|accept\w*|flag\w*|verdicts?|wrong|incorrect|mistakes?|invalid|true|false|"
-    r"scores?|rate|rating|grades?|index|choose|select|pick|rank\w*|decide|decision)\b", re.I)
-"""What a reviewer predictor outputs: a verdict (error, approve/reject), a choice (index) or a grade."""
+    r"\b(?:errors?|erroneous|approv\w*|reject\w*|accept\w*|flag\w*|verdicts?|wrong|correct\w*|incorrect|mistakes?|"
+    r"problems?|defects?|invalid|true|false|scores?|rate|rating|grades?|index|choose|select|pick|rank\w*|decide|decision)\b",
+    re.I)
+"""What a reviewer predictor outputs: a verdict (error, approve/reject, correct, a problem), a choice (index) or a grade.
+
+"correct" and "problem" since experiment 5: GEPA's "assess whether the calls fulfill the criteria: ...
+tool-call correctness ...; if any criterion is not met, say which call or parameter has a problem" is a
+decision rule, and was quarantined for lacking the word "error"."""
 
 
 def not_instructions(text: str) -> Finding | None:
