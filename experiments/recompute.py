@@ -833,11 +833,16 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
     """Copy the newest finished run of every folder under ``source`` into ``experiments/results/<name>/``.
 
     ``partial`` also takes runs that were stopped before the end (their status stays in the Runs
-    table; only the examples they finished are in the records).
+    table; only the examples they finished are in the records). A run inside another run (optimize's
+    and tune's test comparisons) is part of it: its records are the outer run's, so it is not taken.
     """
     found: dict[Path, Path] = {}
-    for header in sorted(source.rglob("run.json")):
+    headers = sorted(source.rglob("run.json"))
+    runs = {header.parent for header in headers}
+    for header in headers:
         run = header.parent
+        if any(outer in runs for outer in run.parents):
+            continue
         status = read_header(run).status
         if (status == "success" or partial) and (run / "records.jsonl").is_file() and run.parent != source:
             found[run.parent.relative_to(source)] = run  # sorted: the newest timestamp wins

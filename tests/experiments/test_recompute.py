@@ -117,6 +117,23 @@ def test_collect_strips_paths_and_recomputes(tmp_path: Path, monkeypatch: pytest
     assert (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes() == first
 
 
+def test_a_run_inside_another_run_is_part_of_it_not_a_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize's test comparison (OUT/m/d/gepa/<optimize>/test/<compare>/a/<evaluate>) repeats its records."""
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    outer = runs / "m" / "d" / "gepa" / "20260101-000000-optimize"
+    inner = outer / "test" / "20260101-000100-compare" / "a" / "20260101-000101-evaluate"
+    for run in (outer, inner):
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({
+            "run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc",
+            "created": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:40+00:00", "args_passed": {}}))
+        (run / "records.jsonl").write_text(json.dumps(_record("e0", "base", True)) + "\n")
+    recompute.collect("t", runs, {})
+    collected = sorted(p.parent.relative_to(results / "t") for p in (results / "t").rglob("run.json"))
+    assert collected == [Path("m/d/gepa")]
+
+
 def test_strip_paths_masks_machine_paths_but_leaves_urls_in_model_output_alone() -> None:
     """A collected record keeps what the model wrote: an URL argument is data, not a path of this machine
     (exp5's first collect turned ``https://date.nager.at/api`` into ``https:/<path>/api``)."""
