@@ -68,3 +68,14 @@ def test_no_shipped_alias_points_at_a_quarantined_or_degenerate_text() -> None:
             for predictor, text in version.instructions.items():
                 assert check_instruction(text, text) == [], f"{program}@{alias} ({name}) {predictor}"
     assert all(v.quarantine is None for v in seeds.list())
+
+
+def test_no_alias_in_a_committed_experiment_store_points_at_a_quarantined_text() -> None:
+    """Experiment stores (GEPA's lineage, quarantined proposals included) are committed as evidence."""
+    stores = sorted(p.parent for p in (Path(__file__).parents[2] / "experiments" / "results").rglob("aliases.json"))
+    assert stores, "experiment 5's GEPA store is committed"
+    for root in stores:
+        store = PromptStore(root)
+        for program, table in store.aliases().items():
+            for alias, name in table.items():
+                assert store.get(program, name).quarantine is None, f"{root.name}: {program}@{alias}"
