@@ -886,7 +886,7 @@ def _read_bundle(path: Path) -> dict[str, Any]:
                     row = json.loads(text)
                     found[row["key"]] = row["entry"]
     except (OSError, EOFError, UnicodeDecodeError) as exc:  # not gzip, or cut short
-        raise SystemExit(f"{_shown(path)}:{line + 1}: unreadable ({exc or type(exc).__name__}); "
+        raise SystemExit(f"{_shown(path)}:{line + 1}: unreadable ({str(exc) or type(exc).__name__}); "
                          "restore the file from git") from None
     except (ValueError, KeyError, TypeError) as exc:
         reason = f"no {exc}" if isinstance(exc, KeyError) else str(exc)

@@ -72,7 +72,7 @@ def test_no_shipped_alias_points_at_a_quarantined_or_degenerate_text() -> None:
 
 def test_no_alias_in_a_committed_experiment_store_points_at_a_quarantined_text() -> None:
     """Experiment stores (GEPA's lineage, quarantined proposals included) are committed as evidence."""
-    stores = sorted(p.parent for p in (Path(__file__).parents[2] / "experiments" / "results").rglob("aliases.json"))
+    stores = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "experiments" / "results").rglob("aliases.json"))
     assert stores, "experiment 5's GEPA store is committed"
     for root in stores:
         store = PromptStore(root)

@@ -28,25 +28,37 @@ EXP3 = [
 ]
 EXP3_FINISHED = [text.removesuffix("...") + "." for text in EXP3]
 
-# Experiment 5's GEPA proposals (reflection by the 1.5B, from v2; runs/exp5's store, quoted whole).
-EXP5_V4 = (  # the one GEPA accepted (+1 of 20 val examples, under the best margin)
-    "Review a tool-calling assistant's tentative response before it is executed. You see the conversation, the "
-    "tool documentation, and the proposed tool call(s). Your task is to assess whether the calls fulfill the "
-    "criteria: request fulfillment, tool-call correctness, argument fidelity, relevance. If any criterion is not "
-    "met, provide feedback on which call or parameter has a problem. Make sure your feedback is clear, concise, "
-    "and specific.")
-EXP5_DEGENERATE = [
-    "Create a new instruction that reviews an assistant's tentative response based on the conversation, tool "
-    "documentation, and proposed tool call(s). " + EXP5_V4.split(". ", 2)[2],
-    "I am unable to accurately review the provided tentative calls without more information about the assistant's "
-    "previous interactions and its capabilities.",
-    "I will need you to write a new instruction for the assistant. The instructions I provided are:\n1. Review a "
-    "tool-calling assistant's tentative response before it is executed.\n2. You see the conversation, the tool "
-    "documentation, and the proposed tool call(s).\n3. " + EXP5_V4.split(". ", 2)[2],
-    "Please revise the existing instruction to address the specific criteria of request fulfillment, tool-call "
-    "correctness, argument fidelity, and relevance. Ensure that the new instruction is general enough for the "
-    "assistant to understand and follow while still being clear and concise. Consider providing examples or case "
-    "scenarios to illustrate how the revised instruction can be applied in different contexts.",
+# Experiment 5's GEPA proposals (reflection by the 1.5B, from v2), quoted whole from
+# experiments/results/exp5/gepa-prompt-store.
+EXP5_V8 = (  # v4-gepa without its last sentence; quarantined in the run for lacking the word "error"
+    "Review a tool-calling assistant's tentative response before it is executed. You see the "
+    "conversation, the tool documentation, and the proposed tool call(s). Your task is to assess whether "
+    "the calls fulfill the criteria: request fulfillment, tool-call correctness, argument fidelity, "
+    "relevance. If any criterion is not met, provide feedback on which call or parameter has a problem. "
+    "Make sure your feedback is clear, concise, and specific.")
+EXP5_V4 = EXP5_V8 + " The feedback should help the assistant fix the errors in the tentative response."
+"""The one GEPA accepted (+1 of 20 val examples, under the best margin)."""
+EXP5_DEGENERATE = [  # v5, v6, v7, v9: three requests for instructions and a refusal
+    "Create a new instruction that reviews an assistant's tentative response based on the conversation, "
+    "tool documentation, and proposed tool call(s). The instruction should assess whether the calls "
+    "fulfill the criteria: request fulfillment, tool-call correctness, argument fidelity, relevance. If "
+    "any criterion is not met, provide feedback on which call or parameter has a problem. Make sure your "
+    "feedback is clear, concise, and specific. The feedback should help the assistant fix the errors in "
+    "the tentative response.",
+    "I am unable to accurately review the provided tentative calls without more information about the "
+    "assistant's previous interactions and its capabilities.",
+    "I will need you to write a new instruction for the assistant. The instructions I provided are:\n1. "
+    "Review a tool-calling assistant's tentative response before it is executed.\n2. You see the "
+    "conversation, the tool documentation, and the proposed tool call(s).\n3. Your task is to assess "
+    "whether the calls fulfill the criteria: request fulfillment, tool-call correctness, argument "
+    "fidelity, relevance. If any criterion is not met, provide feedback on which call or parameter has a "
+    "problem. Make sure your feedback is clear, concise, and specific.\n4. The feedback should help the "
+    "assistant fix the errors in the tentative response.",
+    "Please revise the existing instruction to address the specific criteria of request fulfillment, "
+    "tool-call correctness, argument fidelity, and relevance. Ensure that the new instruction is general "
+    "enough for the assistant to understand and follow while still being clear and concise. Consider "
+    "providing examples or case scenarios to illustrate how the revised instruction can be applied in "
+    "different contexts.",
 ]
 
 REQUESTS = [  # requests for instructions, or questions, of the length a rewrite of v2 may have
@@ -149,10 +161,9 @@ def test_experiment_5_requests_and_refusals_are_not_instructions(text: str) -> N
     assert rails.not_instructions(text) is not None
 
 
-@pytest.mark.parametrize("text", [EXP5_V4, EXP5_V4 + " The feedback should help the assistant fix the errors in "
-                                  "the tentative response."])
+@pytest.mark.parametrize("text", [EXP5_V8, EXP5_V4])
 def test_a_decision_stated_as_correctness_and_problems_is_instructions(text: str) -> None:
-    """Experiment 5's v8 (this text) was quarantined for lacking the word "error"; v4 only added it."""
+    """Experiment 5's v8 was quarantined for lacking the word "error"; v4, which passed, only added it."""
     assert check_instruction(text, V2, SHIPPED) == []
 
 
