@@ -9,6 +9,8 @@
 #                   asymmetric pair (0.5B base, 1.5B reviewer) with r2
 #            tune   optuna over experiments/spaces/exp5-offline.toml on val; its front re-evaluated on test
 #            gepa   GEPA (rails on) on train/val from reviewer@v2, seed vs best on test
+#            abstain  saag+abstain with the 1.5B base on test --limit 640 (ABSTAIN_LIMIT): pre-registered in
+#                   docs/design.md §25, examples 321-640 confirm (1-320 suggested it: exploratory)
 #     OUT    default runs/exp5
 #   env SAAG_OPT (the command), LOCK (flock file held per run), LIMIT (test examples, default 320),
 #       EXTRA (more flags, e.g. --max-cost 5 with an OpenAI model, --dry-run for the plan), MODEL / SMALL
@@ -19,7 +21,7 @@
 # On a new machine, first: python experiments/recompute.py exp5 --restore-base-cache (the base agent's
 #   first answers the collected runs computed, so an added condition or a resumed run replays them).
 set -euo pipefail
-STAGE=${1:?usage: exp5_powered.sh fixed|tune|gepa [OUT]}
+STAGE=${1:?usage: exp5_powered.sh fixed|tune|gepa|abstain [OUT]}
 OUT=${2:-runs/exp5}
 SAAG=${SAAG_OPT:-saag-opt}
 MODEL=${MODEL:-local}
@@ -46,5 +48,7 @@ case "$STAGE" in
       --prompt reviewer@v2 --mechanism r2 --dataset "$DATASET" --train-limit "${TRAIN:-40}" --val-limit "${VAL:-20}" \
       --test-limit "$LIMIT" --max-metric-calls "${CALLS:-80}" --accept equal --store "$OUT/prompt-store" ${EXTRA:-} \
       --runs-dir "$OUT/$(tag "$MODEL" "$MODEL")/${DATASET//[:\/@]/_}/gepa" ;;
-  *) echo "unknown stage $STAGE (fixed, tune or gepa)" >&2; exit 2 ;;
+  abstain)
+    LIMIT=${ABSTAIN_LIMIT:-640} run "$MODEL" "$MODEL" saag+abstain --mechanism saag+abstain ;;
+  *) echo "unknown stage $STAGE (fixed, tune, gepa or abstain)" >&2; exit 2 ;;
 esac

@@ -88,6 +88,21 @@ def test_the_abstention_contract_catches_a_mechanism_that_always_calls() -> None
         check_abstention(Stubborn(), weather_example(), GOOD)  # the cascade vouches for it: a gate would pass it
 
 
+def test_the_abstention_contract_catches_a_call_dropped_without_a_ruling() -> None:
+    @dataclass(frozen=True)
+    class Dropper(MechanismFacts):
+        """Drops every call silently (what saag+abstain does, minus the block ruling that says why)."""
+
+        spec: str = "dropper"
+
+        def run(self, example, agent, reviewer, *, ctx: MechanismContext) -> MechanismOutcome:  # noqa: ANN001
+            base = ctx.propose_initial(agent, example)
+            return MechanismOutcome(self.spec, base, Prediction((), status="empty"))
+
+    with pytest.raises(AssertionError, match="no block ruling saying why"):
+        check_abstention(Dropper(), weather_example(), UNGROUNDED)
+
+
 def test_the_mechanism_contract_catches_a_gold_reader() -> None:
     @dataclass(frozen=True)
     class Cheater(MechanismFacts):

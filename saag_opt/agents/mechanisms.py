@@ -119,7 +119,7 @@ class MechanismOutcome:
     notes: tuple[str, ...] = ()
     reviewer_unusable: int = 0
     ruling: Ruling | None = None
-    """``guard+r<N>`` only: allow / revise / block and why (a block's ``final`` makes no call)."""
+    """``guard+r<N>`` and ``saag+abstain``: allow / revise / block and why (a block's ``final`` makes no call)."""
 
 
 

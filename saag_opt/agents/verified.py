@@ -1,4 +1,4 @@
-"""``saag+s<N>``: SAAG-verified best-of-N (experimental; docs/design.md §25).
+"""``saag+s<N>`` (SAAG-verified best-of-N) and ``saag+abstain`` (its no-LLM limit); docs/design.md §25.
 
 N round-0 candidates are sampled exactly as ``s<N>`` samples them (temperatures over 0.3-1.0,
 through the base-prediction cache, so ``s<N>`` and ``saag+s<N>`` on one dataset share them). Each
@@ -19,6 +19,13 @@ is "first", not "best": the LLM reviewer is only asked when the cascade cannot d
 
 An unusable selector reply (after its retry) falls back to the first candidate, noted and counted
 in ``reviewer_unusable``, as in ``s<N>``. ``Candidate.passed`` records which candidates passed.
+
+``saag+abstain`` asks no LLM at all: the base call stands when the cascade verifies it (the same
+``verified`` test) and is withheld, a block ruling with the cascade's reason, when it does not. Why:
+a call to a function that fits nothing (BFCL irrelevance) is one no value of the request anchors.
+The price is every right call the cascade cannot verify (a value it does not find in the request),
+so its help and its harm are two numbers to read per category. In a conversation the block ends the
+step as the runtime guard's does (tau2's agent is told why and may propose again).
 """
 
 from __future__ import annotations
@@ -33,14 +40,17 @@ from saag_opt.agents.mechanisms import (
     MechanismContext,
     MechanismFacts,
     MechanismOutcome,
+    ReviewRound,
     options_with_no_call,
     register_mechanism,
     sample_candidates,
 )
-from saag_opt.agents.reviewer import Reviewer, blind_cascade
+from saag_opt.agents.reviewer import UNANCHORED_NOTE, Reviewer, blind_cascade
+from saag_opt.agents.rules import Ruling
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example
+from saag_opt.saag import correction_for
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
@@ -122,15 +132,51 @@ def verified(report: PredictionReport) -> bool:
     return report.passed is True and report.anchored
 
 
+@dataclass(frozen=True)
+class VerifiedOrAbstain(MechanismFacts):
+    """``saag+abstain``: the base call if the cascade verifies it, else no call (module docstring)."""
+
+    spec: str = "saag+abstain"
+    experimental = True
+
+    def run(self, example: Example, agent: BaseAgent, reviewer: Reviewer | None, *,
+            ctx: MechanismContext) -> MechanismOutcome:
+        """Verify the base call; withhold it with the cascade's reason when it is not verified."""
+        base = ctx.propose_initial(agent, example)
+        if not base.prediction.calls:  # an abstention or an unreadable reply: nothing to verify or withhold
+            return MechanismOutcome(self.spec, base, base.prediction, seconds=base.seconds)
+        report = blind_cascade(base.prediction, example, ctx.grounding)
+        if verified(report):
+            return MechanismOutcome(self.spec, base, base.prediction,
+                                    (ReviewRound(0, base.prediction, "saag_pass", "saag"),), seconds=base.seconds)
+        reason, feedback = withheld_because(report)
+        return MechanismOutcome(self.spec, base, NO_CALL,
+                                (ReviewRound(0, base.prediction, "saag_fail", "saag", feedback),),
+                                seconds=base.seconds, notes=(f"withheld: {reason}",),
+                                ruling=Ruling("block", reason, feedback=feedback))
+
+
+def withheld_because(report: PredictionReport) -> tuple[str, str]:
+    """(reason, feedback for the agent) for a call the cascade does not verify; never names gold."""
+    if report.passed is not True:
+        failed = sorted({str(c.stage_reached) for c in report.calls if c.passed is not True})
+        return (f"failed SAAG stage {'/'.join(failed)}",
+                correction_for(report) or "The call does not pass the automatic checks.")
+    return "no value of the request is in its arguments", f"The call: {UNANCHORED_NOTE}."
+
+
 def _verified(n: int, max_repairs: int | None) -> Mechanism:
     return VerifiedSelection(n)
 
 
 register_mechanism("saag+s", _verified, "SAAG-verified best-of-N: the first candidate the cascade passes; "
                    "the selector only when it cannot decide (experimental)", numbered=True)
+register_mechanism("saag+abstain", lambda max_repairs: VerifiedOrAbstain(),
+                   "the base call if the SAAG cascade verifies it, else no call; no LLM reviewer (experimental)")
 
 
 if TYPE_CHECKING:
     _v: Mechanism = VerifiedSelection(3)
+    _w: Mechanism = VerifiedOrAbstain()
 
-__all__ = ["NO_CALL_OPTION", "VerifiedSelection"]
+__all__ = ["NO_CALL_OPTION", "VerifiedOrAbstain", "VerifiedSelection", "verified", "withheld_because"]

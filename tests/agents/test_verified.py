@@ -6,9 +6,10 @@ import pytest
 
 from saag_opt.agents import MechanismContext, mechanism_names, parse_mechanism
 from saag_opt.agents.mechanisms import spread_temperatures
+from saag_opt.agents.reviewer import blind_cascade
 from saag_opt.errors import ConfigError
-from saag_opt.model import Prediction
-from tests.agents.agent_fakes import BAD_NAME, GOOD, FakeAgent, FakeReviewer, weather_example
+from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec
+from tests.agents.agent_fakes import BAD_NAME, GOOD, UNGROUNDED, FakeAgent, FakeReviewer, call, weather_example
 
 ABSTAIN = Prediction((), raw="No function applies.", status="empty")
 
@@ -62,3 +63,59 @@ def test_when_no_candidate_calls_the_first_real_abstention_is_final_not_an_unrea
     out = parse_mechanism("saag+s2").run(weather_example(), _by_temperature(unreadable, ABSTAIN), reviewer,
                                          ctx=MechanismContext())
     assert out.final == ABSTAIN and out.selected == 1 and reviewer.selections == 0
+
+
+# -- saag+abstain ------------------------------------------------------------------------------------
+
+
+def test_abstain_is_registered_without_a_reviewer_and_cannot_be_gated() -> None:
+    mech = parse_mechanism("saag+abstain")
+    assert mech.spec == "saag+abstain" and mech.components == () and not mech.needs_reviewer and mech.experimental
+    assert "saag+abstain" in mechanism_names() and "gate+saag+abstain" not in mechanism_names()
+    with pytest.raises(ConfigError, match="gate"):
+        parse_mechanism("gate+saag+abstain")
+
+
+def test_a_verified_call_stands_with_one_agent_call_and_no_reviewer() -> None:
+    agent = _by_temperature(GOOD)
+    out = parse_mechanism("saag+abstain").run(weather_example(), agent, None, ctx=MechanismContext())
+    assert out.final == GOOD and out.ruling is None and out.reviewer_calls == 0 and len(agent.log) == 1
+    assert [(r.verdict, r.reviewer) for r in out.rounds] == [("saag_pass", "saag")]
+
+
+@pytest.mark.parametrize(("proposal", "reason"), [
+    (UNGROUNDED, "failed SAAG stage 3"),  # "Paris" is not in the request
+    (BAD_NAME, "failed SAAG stage 1"),  # no such function
+    (call(unit="celsius"), "failed SAAG stage 2"),  # the required city is missing
+])
+def test_a_call_the_cascade_does_not_verify_is_withheld_with_its_reason(proposal: Prediction, reason: str) -> None:
+    out = parse_mechanism("saag+abstain").run(weather_example(), _by_temperature(proposal), None,
+                                              ctx=MechanismContext())
+    assert not out.final.calls and out.base.prediction == proposal
+    assert out.ruling is not None and out.ruling.action == "block" and out.ruling.reason == reason
+    assert out.ruling.feedback and "Boston" not in out.ruling.feedback  # what the agent may be told: no gold
+    assert out.rounds[0].verdict == "saag_fail" and out.notes == (f"withheld: {reason}",)
+
+
+def test_a_passing_call_no_value_of_the_request_anchors_is_withheld() -> None:
+    """BFCL irrelevance's shape: the call passes every stage on assumptions alone (a small number, an enum)."""
+    circle = ToolSpec.from_dict({"name": "draw_circle", "description": "Draw a circle.", "parameters": {
+        "type": "object", "properties": {"radius": {"type": "integer"}, "unit": {"type": "string", "enum": ["cm", "m"]}},
+        "required": ["radius"]}})
+    example = Example(id="i1", category="irrelevance", messages=({"role": "user", "content": "Tell me a joke about cats."},),
+                      registry=Registry([circle]), gold=None, expect="no_call")
+    assumed = Prediction((ToolCall("draw_circle", {"radius": 3, "unit": "m"}),), raw=None, status="ok")
+    report = blind_cascade(assumed, example)
+    assert report.passed and not report.anchored  # the shape this test is about
+    out = parse_mechanism("saag+abstain").run(example, _by_temperature(assumed), None, ctx=MechanismContext())
+    assert not out.final.calls
+    assert out.ruling is not None and out.ruling.reason == "no value of the request is in its arguments"
+    assert "no call" in (out.ruling.feedback or "")
+
+
+def test_an_abstention_or_an_unreadable_reply_is_kept_as_it_is() -> None:
+    unreadable = Prediction((), raw="<garbled>", status="unparsable")
+    for proposal in (ABSTAIN, unreadable):
+        out = parse_mechanism("saag+abstain").run(weather_example(), _by_temperature(proposal), None,
+                                                  ctx=MechanismContext())
+        assert out.final == proposal and out.ruling is None and out.rounds == ()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from saag_opt.agents.base import REVISION_INSTRUCTION
+from saag_opt.agents.verified import verified
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 DATASET, SPLIT, LIMIT = "shipped:bfcl", "test", 16
 NO_FIT = "No available function fits the request; do not call any function."
-MECHANISMS = ("saag", "binary", "r1", "r2", "s2", "g2", "guard+r1", "guard+r2", "saag+s2", "gate+r1", "gate+g2")
+MECHANISMS = ("saag", "binary", "r1", "r2", "s2", "g2", "guard+r1", "guard+r2", "saag+s2", "saag+abstain", "gate+r1",
+              "gate+g2")
 
 
 def invented_arguments(example: Example) -> dict[str, Any]:
@@ -116,13 +118,25 @@ def test_every_mechanism_turns_the_call_into_a_correct_abstention(runs: Runs, me
         assert not final.final.calls and final.correct, (mechanism, example.id, final.notes)
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("mechanism", [m for m in MECHANISMS if m != "saag+abstain"])
 def test_no_relevant_example_is_broken(runs: Runs, mechanism: str) -> None:
     records = runs.records[mechanism]
     relevant = [key for key in records["base"] if key not in {ex.id for ex in _irrelevant()}]
     assert len(relevant) >= 8
     assert all(records[mechanism][key].correct == records["base"][key].correct for key in relevant)
     assert all(records[mechanism][key].final.calls for key in relevant)
+
+
+def test_abstain_breaks_exactly_the_right_calls_the_cascade_cannot_verify(runs: Runs) -> None:
+    """Its price, counted as harm: a right call with a value not written as the request writes it is withheld."""
+    records = runs.records["saag+abstain"]
+    relevant = [ex for ex in load_dataset(DATASET, split=SPLIT, limit=LIMIT) if ex.expect != "no_call"]
+    unverified = {ex.id for ex in relevant if not verified(check_calls(
+        records["base"][ex.id].final.calls, ex.registry, ex.query, grounding=INTERVENTION_GROUNDING))}
+    assert unverified  # this sample holds one (parallel_multiple_55: "homemade_spaghetti" for "healthy spaghetti")
+    broken = {ex.id for ex in relevant if records["base"][ex.id].correct and not records["saag+abstain"][ex.id].correct}
+    assert broken == unverified
+    assert all(not records["saag+abstain"][key].final.calls for key in broken)
 
 
 def test_the_loops_stop_at_the_abstention(runs: Runs) -> None:
@@ -133,4 +147,6 @@ def test_the_loops_stop_at_the_abstention(runs: Runs) -> None:
         assert final["r2"].reviewer_calls == 2  # the abstaining revision is reviewed and approved
         assert final["g2"].reviewer_calls == 3  # two candidates and the no-call option
         assert final["s2"].selected is None and "chose no call" in final["s2"].notes[0]
+        assert final["saag+abstain"].reviewer_calls == final["saag+abstain"].agent_calls == 0
+        assert list(final["saag+abstain"].notes) == ["withheld: failed SAAG stage 3"]  # "zzz-invented" is in no request
     assert runs.revisions and all(json.dumps(REVISION_INSTRUCTION)[1:-1] in body for body in runs.revisions)

@@ -185,8 +185,9 @@ def check_abstention(mechanism: Mechanism, example: Example, call: Prediction) -
     1. An agent that never calls: the final makes no call (a mechanism never writes a call of its own).
     2. Reviewer mechanisms: an agent that proposes ``call`` until it gets feedback and then makes no call,
        with ``NoFitReviewer``: the final makes no call, unless a gate passed the call unreviewed.
-    3. An agent that always proposes ``call``, with ``ContentReviewer``: the final is ``call`` (no
-       abstention out of nowhere).
+    3. An agent that always proposes ``call``, with ``ContentReviewer``: the final is ``call``, or no
+       call under a block ruling that says why (``saag+abstain`` withholds what the cascade does not
+       verify); never an abstention out of nowhere.
 
     ``call`` must pass SAAG stages 1-2 (a guard never runs a call that fails them) and not be
     vouched for by stage 3 (it fails grounding, or none of its values is found in the request), so
@@ -209,7 +210,10 @@ def check_abstention(mechanism: Mechanism, example: Example, call: Prediction) -
             f"{mechanism.spec}: the reviewer found that no function fits and the agent agreed, "
             f"yet the final makes a call: {talked.final.calls}")
     kept = _run(mechanism, blind, ScriptedAgent(call, call), ContentReviewer())
-    assert kept.final == call, f"{mechanism.spec}: the reviewer approved the call, yet the final is {kept.final}"
+    withheld = kept.ruling is not None and kept.ruling.action == "block" and bool(kept.ruling.reason)
+    assert kept.final == call or (withheld and not kept.final.calls), (
+        f"{mechanism.spec}: the reviewer approved the call, yet the final is {kept.final} with no block ruling "
+        "saying why")
 
 
 __all__ = ["ContentReviewer", "GoldRead", "NoFitReviewer", "ScriptedAgent", "UnusableReviewer", "check_abstention",
