@@ -60,14 +60,17 @@ def refuse_changes(recorded: C, passed: Mapping[str, Any], *, where: str, clashe
     model = type(recorded)
     before = recorded.model_dump(mode="json")
     options = run_options(model)
-    given = {k: v for k, v in passed.items() if k in before and k not in IGNORED}
+    # A field the dump leaves out at its default (``OMITTED_AT_DEFAULT``) is still the run's setting.
+    defaults = {k: info.default for k, info in model.model_fields.items()}
+    given = {k: v for k, v in passed.items() if (k in before or k in defaults) and k not in IGNORED}
     fixed = {k: v for k, v in given.items() if k not in options}
+    had = defaults | before
     try:
-        asked = model.model_validate(before | fixed).model_dump(mode="json")
-        differs = [k for k in fixed if asked[k] != before[k]]
+        asked = defaults | model.model_validate(before | fixed).model_dump(mode="json")
+        differs = [k for k in fixed if asked[k] != had[k]]
     except ValueError:
-        differs = [k for k, v in fixed.items() if v != before[k]]
-    found = [*clashes, *(f"{flag(k)} {fixed[k]!r} (the run has {before[k]!r})" for k in differs)]
+        differs = [k for k, v in fixed.items() if v != had[k]]
+    found = [*clashes, *(f"{flag(k)} {fixed[k]!r} (the run has {had[k]!r})" for k in differs)]
     if found:
         raise ConfigError(f"{where}: {'; '.join(found)}: a resumed run keeps its recorded configuration; drop "
                           f"{'these options' if len(found) > 1 else 'that option'} or start a new run "

@@ -58,6 +58,9 @@ SplitOpt = Annotated[str, typer.Option(
     "train and selects on val.")]
 LimitOpt = Annotated[Optional[int], typer.Option(
     "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
+SkipOpt = Annotated[int, typer.Option(
+    "--skip", min=0, help="Leave out the first N of that round-robin order first: fresh examples after a run "
+    "of --limit N was looked at (a confirmatory sample).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
 

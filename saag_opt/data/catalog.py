@@ -257,7 +257,7 @@ _LOADED: Memo[tuple[Example, ...]] = Memo(size=8)
 """``load_dataset`` results of this process, keyed by spec, split, limit, loaders and file stamps."""
 
 
-def load_dataset(spec: str, *, split: str | None = None, limit: int | None = None,
+def load_dataset(spec: str, *, split: str | None = None, limit: int | None = None, skip: int = 0,
                  errors: list[DatasetError] | None = None) -> list[Example]:
     """Examples of a dataset spec (see the module docstring), each tagged with its split.
 
@@ -270,19 +270,18 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
         split: keep only ``train`` | ``val`` | ``test``.
         limit: keep N examples (after the split filter), taken round-robin across categories so a
             small limit still covers every category; deterministic.
+        skip: leave out the first N of that round-robin order first (``stratified_slice``): fresh
+            examples after a run with ``limit=N`` was looked at.
         errors: when given, bad rows are appended here and skipped; otherwise the first one raises.
 
     Raises:
-        ConfigError: unknown dataset name, bad ``split`` or ``limit``.
+        ConfigError: unknown dataset name, bad ``split``, ``limit`` or ``skip``.
         DatasetError: missing data or a bad row (``path:line``).
     """
-    if split is not None and split not in SPLITS:
-        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if limit is not None and limit < 0:
-        raise ConfigError(f"limit must be >= 0, got {limit}")
+    _check_selection(split, limit, skip)
     read, files = _resolve(spec)
     stamps = file_stamps(files())
-    key = (spec, split, limit, tuple(_LOADERS.values()), stamps) if stamps is not None else None
+    key = (spec, split, limit, skip, tuple(_LOADERS.values()), stamps) if stamps is not None else None
     cached = _LOADED.get(key) if key is not None else None
     if cached is not None:
         return list(cached)
@@ -299,7 +298,7 @@ def load_dataset(spec: str, *, split: str | None = None, limit: int | None = Non
     examples = assign_splits(examples)
     if split is not None:
         examples = [ex for ex in examples if ex.split == split]
-    examples = examples if limit is None else stratified_head(examples, limit)
+    examples = stratified_slice(examples, skip, limit)
     if key is not None and not bad:
         _LOADED.put(key, tuple(examples))
     return examples
@@ -333,25 +332,22 @@ def simulated_user_refusal(verb: str, spec: str) -> str | None:
             f"prompt versions on it (`saag-opt evaluate --dataset {spec}`, `saag-opt compare A B --dataset {spec}`)")
 
 
-def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None) -> list[Episode]:
+def load_episodes(spec: str, *, split: str | None = None, limit: int | None = None, skip: int = 0) -> list[Episode]:
     """The episodes of a multi-turn spec, each tagged with its split, like ``load_dataset``'s examples.
 
     Loading registers the episodes' environment (``bfcl``). ``limit`` keeps N episodes round-robin
-    across the categories (``stratified_head``). ``tau2:<domain>``: tau2's tasks, tagged with tau2's
-    own splits (``data/tau2.py``).
+    across the categories after leaving out the first ``skip`` (``stratified_slice``).
+    ``tau2:<domain>``: tau2's tasks, tagged with tau2's own splits (``data/tau2.py``).
 
     Raises:
-        ConfigError: not a multi-turn spec (the message lists them), bad ``split`` or ``limit``.
+        ConfigError: not a multi-turn spec (the message lists them), bad ``split``, ``limit`` or ``skip``.
         DatasetError: missing data or package (says how to install it), or a bad row (path:line).
     """
     if not is_multi_turn_dataset(spec):
         names = ", ".join([f"bfcl:{c}" for c in (*_multi_turn_categories(), MULTI_TURN_GROUP)]
                           + [f"tau2:{d}" for d in TAU2_DOMAINS])
         raise ConfigError(f"{spec!r} is not a multi-turn dataset; multi-turn datasets: {names}")
-    if split is not None and split not in SPLITS:
-        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if limit is not None and limit < 0:
-        raise ConfigError(f"limit must be >= 0, got {limit}")
+    _check_selection(split, limit, skip)
     prefix, _, rest = spec.partition(":")
     if prefix == "tau2":
         episodes = load_tau2(rest)
@@ -360,7 +356,16 @@ def load_episodes(spec: str, *, split: str | None = None, limit: int | None = No
         episodes = [episode for category in categories for episode in load_bfcl_multi_turn(category)]
     if split is not None:
         episodes = [e for e in episodes if e.split == split]
-    return episodes if limit is None else stratified_head(episodes, limit)
+    return stratified_slice(episodes, skip, limit)
+
+
+def _check_selection(split: str | None, limit: int | None, skip: int) -> None:
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if limit is not None and limit < 0:
+        raise ConfigError(f"limit must be >= 0, got {limit}")
+    if skip < 0:
+        raise ConfigError(f"skip must be >= 0, got {skip}")
 
 
 class _Categorised(Protocol):
@@ -400,6 +405,20 @@ def stratified_head(examples: list[_Item], limit: int) -> list[_Item]:
         return list(examples)
     chosen = sorted(_round_robin_indices([e.category for e in examples])[:limit])
     return [examples[i] for i in chosen]
+
+
+def stratified_slice(examples: list[_Item], skip: int, limit: int | None) -> list[_Item]:
+    """Positions ``skip`` to ``skip + limit`` of ``round_robin(examples)``, back in file order.
+
+    ``skip=0`` is ``stratified_head``. Why: the order is stable when the limit grows, so after a run
+    of ``limit=N`` was looked at, ``skip=N`` takes the next examples of the same stratified order,
+    none of them seen: a confirmatory sample for a hypothesis the first N suggested.
+    """
+    if skip == 0:
+        return list(examples) if limit is None else stratified_head(examples, limit)
+    order = _round_robin_indices([e.category for e in examples])
+    chosen = order[skip:] if limit is None else order[skip:skip + limit]
+    return [examples[i] for i in sorted(chosen)]
 
 
 # --------------------------------------------------------------------------------------- listing

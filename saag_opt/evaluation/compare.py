@@ -472,7 +472,7 @@ def preflight_compare(config: CompareConfig) -> Estimate:
         return Estimate("compare", 0, assumptions=[f"{count} finished runs: no LM call"])
     if is_multi_turn_dataset(settings.dataset):
         return preflight_compare_episodes(settings, [str(side) for side in sides])
-    examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit)
+    examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit, skip=settings.skip)
     setup = settings.setup
     total = estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(
         mechanism="none").mechanism, command="compare")

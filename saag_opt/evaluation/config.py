@@ -23,7 +23,7 @@ class EvaluateConfig(SetupConfig):
     """
 
     model_config = ConfigDict(extra="forbid")
-    OMITTED_AT_DEFAULT = frozenset({"user_model", "user_reminder", "trials", "max_steps", "batch"})  # tau2's options; --batch
+    OMITTED_AT_DEFAULT = frozenset({"user_model", "user_reminder", "trials", "max_steps", "batch", "skip"})
 
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
@@ -31,6 +31,9 @@ class EvaluateConfig(SetupConfig):
     """Keep only this split (train | val | test)."""
     limit: int | None = Field(default=None, ge=1)
     """Keep N examples (after the split filter), spread round-robin over the categories."""
+    skip: int = Field(default=0, ge=0)
+    """Leave out the first N of that round-robin order before ``limit`` (fresh examples after a run of
+    ``limit=N`` was looked at; ``catalog.stratified_slice``)."""
     workers: Annotated[int | None, RUN_OPTION] = Field(default=None, ge=1, le=64)
     """Examples evaluated concurrently (threads); None = 4, or 1 with an embedded model. No effect under
     ``batch`` (see there)."""

@@ -98,8 +98,8 @@ def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
                                "args": {"max_repairs": setup.max_repairs, "grounding": setup.grounding}},
                  "reviewer": {"prompt": setup.prompt, "sha256": version.sha256 if version is not None else None},
                  "environments": sorted({e.environment for e in episodes})},
-        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(episodes),
-                 "ids_hash": _ids_hash(episodes)})
+        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
+                 **({"skip": config.skip} if config.skip else {}), "n": len(episodes), "ids_hash": _ids_hash(episodes)})
 
 
 def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
@@ -157,7 +157,7 @@ def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
     """
-    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     setup = config.setup
@@ -187,7 +187,7 @@ def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
     if config.batch:
         raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
                           "the one before it, so a round would hold one step per entry); drop --batch")
-    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit)
+    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
     if config.dataset.startswith("tau2:"):
         episodes = with_trials(episodes, config.trials)
     if not episodes:
@@ -225,7 +225,7 @@ def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) ->
     Raises:
         ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
     """
-    episodes = load_episodes(settings.dataset, split=settings.split, limit=settings.limit)
+    episodes = load_episodes(settings.dataset, split=settings.split, limit=settings.limit, skip=settings.skip)
     setup = settings.setup
     if settings.dataset.startswith("tau2:"):
         return _compare_tau2(settings, refs, task_sizes(with_trials(episodes, settings.trials)))

@@ -136,7 +136,8 @@ def _header(config: EvaluateConfig, run_dir: Path, examples: Sequence[Example],
                  "reviewer": {"class": "SaagInformedReviewer" if setup.saag_informed else "Reviewer",
                               "prompt": setup.prompt, "sha256": _prompt_sha(config, quiet=True),
                               "experimental": setup.saag_informed}},
-        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit, "n": len(examples),
+        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
+                 **({"skip": config.skip} if config.skip else {}), "n": len(examples),
                  "ids_hash": _ids_hash(examples), "split_hash": split_hash(examples)})
 
 
@@ -188,7 +189,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         RunError: the run directory cannot be written or resumed, or the error rate exceeds ``fail_on_error``.
         RunFailed: every example failed (``run.json`` says ``error``, the records are kept).
     """
-    examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
+    examples = load_dataset(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
     if not examples:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no examples")
     configure_lm_cache()
@@ -229,7 +230,7 @@ def preflight(config: EvaluateConfig) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
     """
-    examples = load_dataset(config.dataset, split=config.split, limit=config.limit)
+    examples = load_dataset(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
     setup = config.setup
     version = setup.prompt_version()
     return estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,

@@ -95,6 +95,8 @@ def test_bad_split_or_limit_is_a_config_error() -> None:
         load_dataset("shipped:bfcl", split="dev")
     with pytest.raises(ConfigError, match=r"limit must be >= 0"):
         load_dataset("shipped:bfcl", limit=-1)
+    with pytest.raises(ConfigError, match=r"skip must be >= 0"):
+        load_dataset("shipped:bfcl", skip=-1)
 
 
 @pytest.mark.parametrize(("spec", "suggestion"), [
@@ -235,6 +237,19 @@ def test_limit_spreads_over_categories_round_robin_and_keeps_file_order() -> Non
     # growing the limit only adds examples
     assert set(e.id for e in head) <= set(e.id for e in load_dataset("shipped:bfcl", limit=11))
     assert stratified_head(examples, 1000) == examples
+
+
+def test_skip_takes_the_next_examples_of_the_same_stratified_order_none_seen_before() -> None:
+    """A confirmatory sample: after ``limit=N`` was looked at, ``skip=N`` gives fresh examples, in file order."""
+    examples = load_dataset("shipped:bfcl")
+    seen = load_dataset("shipped:bfcl", limit=12)
+    fresh = load_dataset("shipped:bfcl", limit=9, skip=12)
+    assert len(fresh) == 9 and not {e.id for e in seen} & {e.id for e in fresh}
+    assert {e.id for e in seen} | {e.id for e in fresh} == {e.id for e in load_dataset("shipped:bfcl", limit=21)}
+    assert [e.id for e in fresh] == [e.id for e in examples if e in fresh]  # file order
+    assert {e.id for e in load_dataset("shipped:bfcl", skip=12)} == {e.id for e in examples} - {e.id for e in seen}
+    assert load_dataset("shipped:bfcl", skip=len(examples)) == []
+    assert load_dataset("shipped:bfcl", limit=5, skip=0) == load_dataset("shipped:bfcl", limit=5)
 
 
 def test_round_robin_takes_categories_in_turn_and_a_prefix_is_the_stratified_head() -> None:

@@ -198,3 +198,27 @@ def test_resume_tries_again_the_examples_that_ended_in_an_error(world, tmp_path:
     assert sorted((r.example_id, r.condition) for r in records) == sorted(
         (e.id, c) for e in examples for c in ("base", "r1")), "an example is missing or appears twice"
     assert resumed.summary.errors == 0
+
+
+def test_skip_runs_fresh_examples_records_it_and_a_resume_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--skip N``: the next examples of the stratified order; run.json says so; a default run's run.json is unchanged."""
+    known = load_dataset(DATASET, split=SPLIT, limit=2 * LIMIT)
+    seen, fresh = (load_dataset(DATASET, split=SPLIT, limit=LIMIT),
+                   load_dataset(DATASET, split=SPLIT, limit=LIMIT, skip=LIMIT))
+    with ScriptedOpenAIServer(World(known)) as server:
+        plain = run_evaluation(_config(server, tmp_path))
+        skipped = run_evaluation(_config(server, tmp_path, skip=LIMIT))
+        header = json.loads((skipped.run_dir / "run.json").read_text())
+        assert header["config"]["skip"] == LIMIT and header["dataset"]["skip"] == LIMIT
+        assert {r.example_id for r in read_run(skipped.run_dir).records} == {e.id for e in fresh}
+        assert not {e.id for e in seen} & {e.id for e in fresh}
+        untouched = json.loads((plain.run_dir / "run.json").read_text())
+        assert "skip" not in untouched["config"] and "skip" not in untouched["dataset"]
+        assert resume_config(skipped.run_dir).skip == LIMIT
+        for run_dir, other in ((skipped.run_dir, "0"), (plain.run_dir, "3")):  # nor which examples a run holds,
+            with pytest.raises(SystemExit) as exit_info:  # even from a run whose run.json leaves skip out
+                main(["evaluate", "--resume", str(run_dir), "--skip", other])
+            assert exit_info.value.code == 2
+        with pytest.raises(ConfigError, match=r"--skip 3 \(the run has 0\)"):
+            resume_config(plain.run_dir, {"skip": 3})
