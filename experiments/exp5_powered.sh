@@ -9,8 +9,9 @@
 #                   asymmetric pair (0.5B base, 1.5B reviewer) with r2
 #            tune   optuna over experiments/spaces/exp5-offline.toml on val; its front re-evaluated on test
 #            gepa   GEPA (rails on) on train/val from reviewer@v2, seed vs best on test
-#            abstain  saag+abstain with the 1.5B base on test --limit 640 (ABSTAIN_LIMIT): pre-registered in
-#                   docs/design.md §25, examples 321-640 confirm (1-320 suggested it: exploratory)
+#            abstain  saag+abstain with the 1.5B base, pre-registered in docs/design.md §25: on the 320 test
+#                   examples that suggested it (exploratory), then on the next 320 of the same stratified
+#                   order (--skip 320, FRESH examples; OUT/<pair>/bfcl_single_turn-fresh): the confirmation
 #     OUT    default runs/exp5
 #   env SAAG_OPT (the command), LOCK (flock file held per run), LIMIT (test examples, default 320),
 #       EXTRA (more flags, e.g. --max-cost 5 with an OpenAI model, --dry-run for the plan), MODEL / SMALL
@@ -49,6 +50,9 @@ case "$STAGE" in
       --test-limit "$LIMIT" --max-metric-calls "${CALLS:-80}" --accept equal --store "$OUT/prompt-store" ${EXTRA:-} \
       --runs-dir "$OUT/$(tag "$MODEL" "$MODEL")/${DATASET//[:\/@]/_}/gepa" ;;
   abstain)
-    LIMIT=${ABSTAIN_LIMIT:-640} run "$MODEL" "$MODEL" saag+abstain --mechanism saag+abstain ;;
+    run "$MODEL" "$MODEL" saag+abstain --mechanism saag+abstain
+    ${LOCK:+flock "$LOCK"} $SAAG evaluate --base "$MODEL" --reviewer "$MODEL" --dataset "$DATASET" --split test \
+      --skip "$LIMIT" --limit "${FRESH:-320}" --mechanism saag+abstain ${EXTRA:-} \
+      --runs-dir "$OUT/$(tag "$MODEL" "$MODEL")/${DATASET//[:\/@]/_}-fresh/saag+abstain" ;;
   *) echo "unknown stage $STAGE (fixed, tune, gepa or abstain)" >&2; exit 2 ;;
 esac

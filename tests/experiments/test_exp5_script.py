@@ -17,7 +17,7 @@ SCRIPT = ROOT / "experiments" / "exp5_powered.sh"
 
 
 @requires(None if bfcl_available() else "bfcl-eval data not installed (pip install --no-deps bfcl-eval)")
-@pytest.mark.parametrize(("stage", "plans"), [("fixed", 4), ("tune", 1), ("gepa", 1), ("abstain", 1)])
+@pytest.mark.parametrize(("stage", "plans"), [("fixed", 4), ("tune", 1), ("gepa", 1), ("abstain", 2)])
 def test_each_stage_plans_its_runs_on_the_powered_split_and_runs_nothing(tmp_path: Path, stage: str,
                                                                          plans: int) -> None:
     env = {**os.environ, "SAAG_OPT": f"{sys.executable} -m saag_opt.cli", "EXTRA": "--dry-run", "COLUMNS": "200"}
@@ -25,7 +25,7 @@ def test_each_stage_plans_its_runs_on_the_powered_split_and_runs_nothing(tmp_pat
                          capture_output=True, text=True, timeout=600, check=True).stdout
     assert out.count("Pre-flight estimate") == plans
     assert "320 examples" in out or stage != "fixed"  # test n = 320, stratified
-    assert "640 examples" in out or stage != "abstain"  # experiment 5's 320, then 320 no run had read
+    assert out.count("320 examples") == 2 or stage != "abstain"  # experiment 5's 320, then 320 no run had read
     assert not (tmp_path / "out").exists()  # a dry run writes no run directory
 
 
