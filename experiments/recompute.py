@@ -495,9 +495,10 @@ def recompute(name: str) -> dict[str, Any]:
             members.setdefault(key, set()).add(group)
             for variant, records in runs.items():
                 pools.setdefault(key, {}).setdefault(variant, []).extend(records)
-    pools = {k: v for k, v in pools.items() if len(members[k]) > 1}
     meta_path = RESULTS / name / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    pooled = str(meta.get("pooled", "true")).lower() != "false"  # groups of different samples: not one table
+    pools = {k: v for k, v in pools.items() if len(members[k]) > 1 and pooled}
     stats = {g: stats_of(g, r) for g, r in {**groups, **pools}.items()}
     out = {"experiment": name, "meta": meta, "runs": run_provenance(collected), "groups": stats}
     models = {str(rel).split("/", 1)[0]: dict(run.header.models) for rel, run in collected.items()}
@@ -977,7 +978,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--collect", type=Path, help="import the finished runs under this folder first")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="provenance to store in meta.json (title, summary, command, load, wall, scaled_down, "
-                             "notes; latency_meaningful=false hides the latency table of a shared-CPU run)")
+                             "notes; latency_meaningful=false hides the latency table of a shared-CPU run; pooled=false "
+                             "keeps a model's groups apart when they hold different samples)")
     parser.add_argument("--partial", action="store_true", help="--collect also takes runs stopped before the end")
     parser.add_argument("--check", action="store_true", help="compare with the committed JSON; write nothing")
     parser.add_argument("--restore-base-cache", action="store_true",

@@ -117,6 +117,25 @@ def test_collect_strips_paths_and_recomputes(tmp_path: Path, monkeypatch: pytest
     assert (results / "t" / "m" / "registry-5" / "saag" / "records.jsonl.gz").read_bytes() == first
 
 
+def test_a_models_groups_are_pooled_unless_meta_says_pooled_false(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two samples of one model (experiment 5's 320 and its fresh 320) are two tables, not one pool."""
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    for dataset, examples in (("d", ("e0", "e1")), ("d-fresh", ("e2", "e3"))):
+        run = runs / "m" / dataset / "saag" / "20260101-000000-evaluate"
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({
+            "run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc",
+            "created": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:40+00:00", "args_passed": {}}))
+        rows = [_record(e, c, c == "saag") for e in examples for c in ("base", "saag")]
+        (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recompute.collect("t", runs, {})
+    assert set(recompute.recompute("t")["groups"]) == {"m/d", "m/d-fresh", "m/pooled"}
+    recompute.collect("t", runs, {"pooled": "false"})
+    assert set(recompute.recompute("t")["groups"]) == {"m/d", "m/d-fresh"}
+
+
 def test_a_run_inside_another_run_is_part_of_it_not_a_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """optimize's test comparison (OUT/m/d/gepa/<optimize>/test/<compare>/a/<evaluate>) repeats its records."""
     results, runs = tmp_path / "results", tmp_path / "runs"
