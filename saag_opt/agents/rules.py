@@ -43,10 +43,10 @@ def hard_failure(report: PredictionReport) -> bool:
     return any(call.stage_reached in (1, 2) for call in report.calls)
 
 
-def stage_summary(report: PredictionReport) -> str:
-    """``failed SAAG stage 1/2``: the stages that keep a call from running, for reasons."""
-    stages = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in (1, 2)})
-    return f"failed SAAG stage {'/'.join(stages)}"
+def stage_summary(report: PredictionReport, stages: Sequence[int] = (1, 2)) -> str:
+    """``failed SAAG stage 1/2``: the failed ``stages`` (by default those that keep a call from running), for reasons."""
+    failed = sorted({str(c.stage_reached) for c in report.calls if c.stage_reached in stages})
+    return f"failed SAAG stage {'/'.join(failed)}"
 
 
 def describe_error(exc: BaseException) -> str:

@@ -46,7 +46,7 @@ from saag_opt.agents.mechanisms import (
     sample_candidates,
 )
 from saag_opt.agents.reviewer import UNANCHORED_NOTE, Reviewer, blind_cascade
-from saag_opt.agents.rules import Ruling
+from saag_opt.agents.rules import Ruling, stage_summary
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example
@@ -159,9 +159,7 @@ class VerifiedOrAbstain(MechanismFacts):
 def withheld_because(report: PredictionReport) -> tuple[str, str]:
     """(reason, feedback for the agent) for a call the cascade does not verify; never names gold."""
     if report.passed is not True:
-        failed = sorted({str(c.stage_reached) for c in report.calls if c.passed is not True})
-        return (f"failed SAAG stage {'/'.join(failed)}",
-                correction_for(report) or "The call does not pass the automatic checks.")
+        return stage_summary(report, (1, 2, 3)), correction_for(report) or "The call does not pass the automatic checks."
     return "no value of the request is in its arguments", f"The call: {UNANCHORED_NOTE}."
 
 
