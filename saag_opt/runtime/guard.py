@@ -29,6 +29,9 @@ call by call):
    which value came from where and why. Without tool results nothing changes.
 6. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no
    exception reaches the agent loop.
+7. ``mechanism="saag+abstain"`` (experimental, no LLM): a call set the cascade verifies (passed, a
+   value from the request or a tool result in each call; ``agents/verified.py``) runs, any other is
+   blocked with the cascade's reason and feedback, as ``evaluate --mechanism saag+abstain`` scores it.
 
 ``timeout`` bounds the LM part of one decision (reviews and revisions together); the work runs on
 a small thread pool so that the caller gets its decision on time even if a request hangs.
@@ -95,7 +98,7 @@ class Guard:
                  gate: bool = True, on_error: OnError = "allow", timeout: float | None = 20.0,
                  revise: bool = True, grounding: str | None = None, cache: ReviewCache | None = None,
                  models: dict[str, Any] | None = None, labels: tuple[str | None, str | None] = (None, None),
-                 injection: bool = True) -> None:
+                 injection: bool = True, abstain: bool = False) -> None:
         if on_error not in ("allow", "block"):
             raise ConfigError(f"on_error must be 'allow' or 'block', got {on_error!r}")
         if timeout is not None and timeout <= 0:
@@ -110,6 +113,9 @@ class Guard:
         self.models = dict(models or {})
         self.reviewer_label, self.reviser_label = labels
         self.injection = injection
+        self.abstain = abstain
+        if abstain and (reviewer is not None or self.reviser is not None):
+            raise ConfigError("abstain (saag+abstain) is a guard without reviewer or reviser: the cascade decides")
         self._cascade_options = _cascade_options(grounding)
         self._pool: ThreadPoolExecutor | None = None
         self.registries = RegistryMemo()
@@ -131,7 +137,9 @@ class Guard:
             reviewer: model spec (``gpt-5-mini``, ``local``, ``openai/<m>@URL``) or a ``dspy.LM``;
                 None = a cascade-only guard (mechanism ``none``).
             mechanism: ``r<N>`` or ``guard+r<N>`` (the guard's loop, at most N reviews), ``gate+r<N>`` /
-                ``gate+guard+r<N>`` (same, gate on), or ``none``. Either spelling runs ``guard+r<N>``.
+                ``gate+guard+r<N>`` (same, gate on), ``none``, or ``saag+abstain`` (no LLM: an unverified
+                call set is blocked; ``reviewer`` and ``reviser`` are not used). Either spelling runs
+                ``guard+r<N>``.
             gate: skip the LLM when the cascade vouches for the calls (``PredictionReport.vouched``).
             on_error: ``allow`` or ``block`` on a reviewer timeout, dead server or unusable reply.
             timeout: seconds for the LM part of one decision (None = no bound).
@@ -149,16 +157,20 @@ class Guard:
             ModelUnavailableError: a missing key or model runtime (checked here, not per review).
         """
         from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+        from saag_opt.agents.verified import VerifiedOrAbstain  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         parsed = parse_mechanism(mechanism)
+        abstain = isinstance(parsed, VerifiedOrAbstain)
         if isinstance(parsed, Gate) and isinstance(parsed.inner, (Progressive, GuardedReview)):
             gate, reviews = True, parsed.inner.n
         elif isinstance(parsed, (Progressive, GuardedReview)):
             reviews = parsed.n
-        elif isinstance(parsed, NoReview):
+        elif isinstance(parsed, NoReview) or abstain:
             reviews, reviewer = 1, None
+            if abstain:
+                reviser, revise = None, False
         else:
-            raise ConfigError(f"mechanism {mechanism!r}: a runtime guard runs r<N>, gate+r<N> or none "
+            raise ConfigError(f"mechanism {mechanism!r}: a runtime guard runs r<N>, gate+r<N>, none or saag+abstain "
                               "(guard+r<N> and gate+guard+r<N> name the same loops)")
         _cascade_options(grounding)  # fail here, not per review
         ledger_models: dict[str, Any] = {}
@@ -186,7 +198,7 @@ class Guard:
                    prompt_sha256=loaded.sha256 if loaded else None, prompt_label=loaded.label if loaded else None,
                    reviews=reviews, gate=gate, on_error=on_error, timeout=timeout, revise=revise,
                    grounding=grounding, cache=_cache(cache), models=ledger_models, labels=(labels[0], labels[1]),
-                   injection=injection)
+                   injection=injection, abstain=abstain)
 
     def __enter__(self) -> Guard:
         return self
@@ -205,7 +217,8 @@ class Guard:
         """What decides a review besides its input (part of every cache key); no secrets."""
         return {"prompt": self.prompt_sha256, "reviewer": self.reviewer_label, "reviser": self.reviser_label,
                 "reviews": self.reviews, "gate": self.gate, "grounding": self.grounding,
-                "saag_informed": bool(getattr(self.reviewer, "experimental", False))}
+                "saag_informed": bool(getattr(self.reviewer, "experimental", False))} | (
+                    {"abstain": True} if self.abstain else {})  # earlier guards' cache keys unchanged
 
     @cached_property
     def mechanism(self) -> GuardedReview:
@@ -216,7 +229,9 @@ class Guard:
 
     @property
     def spec(self) -> str:
-        """What ``evaluate --mechanism`` runs to measure this guard: ``guard+r<N>``, ``gate+`` with the gate."""
+        """What ``evaluate --mechanism`` measures this guard with: ``[gate+]guard+r<N>``, or ``saag+abstain``."""
+        if self.abstain:
+            return "saag+abstain"
         return ("gate+" if self.gate else "") + self.mechanism.spec
 
     # -- reviewing ---------------------------------------------------------------------------------
@@ -282,6 +297,9 @@ class Guard:
             def psi_and_report() -> tuple[str | None, dict[str, Any]]:
                 return correction_for(report), report.to_dict()
 
+            if self.abstain:
+                return self._verified_or_blocked(inp, report, clock)
+
             if not hard_failure(report):
                 return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
                                          "passed SAAG stages 1-2 (no LLM reviewer; any notes in feedback)",
@@ -298,6 +316,18 @@ class Guard:
             except (TypeError, ValueError):
                 pass  # an entry from another version: review again
         return inp, report, key
+
+    def _verified_or_blocked(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision:
+        """``saag+abstain``: allow a call set the cascade verifies, block any other with its reason."""
+        from saag_opt.agents.verified import verified, withheld_because  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+
+        if verified(report):
+            return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
+                                     "saag+abstain: the SAAG cascade verified the calls",
+                                     lambda: (None, report.to_dict()), latency_s=clock.seconds)
+        reason, feedback = withheld_because(report)
+        return Decision.deferred("block", None, f"saag+abstain: {reason}", lambda: (feedback, report.to_dict()),
+                                 latency_s=clock.seconds)
 
     def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
         """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""

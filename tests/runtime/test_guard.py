@@ -300,7 +300,7 @@ def test_prompt_and_mechanism_errors_are_clear(tmp_path: Path) -> None:
         Guard.load(md, reviewer="fake")
     with pytest.raises(ArtifactError, match="reviewer@nope"):
         Guard.load("reviewer@nope", reviewer="fake")
-    with pytest.raises(ConfigError, match="r<N>, gate\\+r<N> or none"):
+    with pytest.raises(ConfigError, match="r<N>, gate\\+r<N>, none or saag\\+abstain"):
         Guard.load(reviewer="fake", mechanism="s3")
     with pytest.raises(ConfigError, match="on_error"):
         Guard.load(reviewer=None, mechanism="none", on_error="maybe")  # type: ignore[arg-type]

@@ -121,3 +121,24 @@ def test_plain_r2_executes_the_stage_two_failure_the_guard_never_runs(tmp_path: 
             dataset=str(_dataset(tmp_path / "weather.jsonl")), runs_dir=tmp_path / "runs", cache_dir=tmp_path / "c"))
     finals = {r.example_id: _calls(r.final.calls) for r in result.records if r.condition == "r2"}
     assert finals["paris"] == [("get_weather", {"citty": "Paris"})]  # r<N> has no stage 1-2 rule
+
+
+def test_the_saag_abstain_guard_decides_as_evaluate_scores_it_with_no_llm_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    with ScriptedOpenAIServer(_reply) as server:
+        result = run_evaluation(EvaluateConfig(
+            base=f"fake@{server.url}", mechanism="saag+abstain", retries=0, workers=1,
+            dataset=str(_dataset(tmp_path / "weather.jsonl")), runs_dir=tmp_path / "runs", cache_dir=tmp_path / "c"))
+        assert {_kind(r.body or {}) for r in server.chat_requests} == {"base"}
+    finals = {r.example_id: _calls(r.final.calls) for r in result.records if r.condition == "saag+abstain"}
+
+    guard = Guard.load(mechanism="saag+abstain", reviewer="gpt-5-mini", cache=False)  # never opened: no LLM
+    assert guard.spec == "saag+abstain" and guard.reviewer is None and guard.reviser is None
+    decisions = {city.lower(): guard.review(_messages(city), TOOLS, [openai_call(**PROPOSED[city])])
+                 for city in PROPOSED}
+    assert finals == {example: _calls(d.calls) for example, d in decisions.items()}
+    assert {example: d.action for example, d in decisions.items()} == {
+        "paris": "block", "rome": "block", "oslo": "block", "lima": "allow"}
+    assert decisions["rome"].reason == "saag+abstain: failed SAAG stage 3" and "London" in decisions["rome"].feedback
+    assert decisions["oslo"].reason == "saag+abstain: failed SAAG stage 1"
