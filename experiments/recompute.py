@@ -836,7 +836,7 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
     ``partial`` also takes runs that were stopped before the end (their status stays in the Runs
     table; only the examples they finished are in the records). A run inside another run (optimize's
     test comparison) is part of it: its records are the outer run's, so it is not taken. A tune run
-    has no records of its own: its test re-evaluations are taken instead (``tune_test_runs``).
+    has no records of its own: its trials and test re-evaluations are taken instead (``tune_runs``).
     """
     found: dict[Path, Path] = {}
     headers = sorted(source.rglob("run.json"))
@@ -846,7 +846,7 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
         if any(outer in runs for outer in run.parents):
             continue
         if read_header(run).verb == "tune":
-            found.update({run.parent.relative_to(source) / rel: test for rel, test in tune_test_runs(run, partial).items()})
+            found.update({run.parent.relative_to(source) / rel: sub for rel, sub in tune_runs(run, partial).items()})
             continue
         if _collectable(run, partial) and run.parent != source:
             found[run.parent.relative_to(source)] = run  # sorted: the newest timestamp wins
@@ -877,23 +877,26 @@ TUNE_FIXED_KEYS = frozenset({"runs_dir", "cache_dir", "split", "limit", "skip", 
 """Config fields of a tune's test runs that say where and how much, not which set-up."""
 
 
-def tune_test_runs(tune: Path, partial: bool) -> dict[Path, Path]:
-    """A tune run's test re-evaluations (``test/<evaluate>``), each at ``<base>+<reviewer>/<dataset>/<set-up>``.
+def tune_runs(tune: Path, partial: bool) -> dict[Path, Path]:
+    """A tune run's trials and test re-evaluations, each at ``<split>/<base>+<reviewer>/<dataset>/<set-up>``.
 
-    Its Pareto configurations differ in base model too, and a group pairs every condition with one
-    base, so they are grouped by model pair and dataset, like the experiment scripts' own runs; the
-    variant names what else the configurations differ in (``mechanism=r2``, ...). A resumed tune
-    re-evaluates the front again: the newest run of each configuration wins.
+    Its configurations differ in base model too, and a group pairs every condition with one base, so
+    they are grouped by split (the trials' val, the front's test), model pair and dataset, like the
+    experiment scripts' own runs; the variant names what else the configurations differ in
+    (``mechanism=r2``, ...). A resumed tune re-evaluates the front again: the newest run of each
+    configuration wins.
     """
-    tests = [run for run in sorted(tune.glob("test/*/")) if (run / "run.json").is_file() and _collectable(run, partial)]
-    configs = {run: read_header(run).config for run in tests}
+    runs = [run for phase in ("trials", "test") for run in sorted(tune.glob(f"{phase}/*/"))
+            if (run / "run.json").is_file() and _collectable(run, partial)]
+    configs = {run: read_header(run).config for run in runs}
     keys = sorted({k for config in configs.values() for k in config} - TUNE_FIXED_KEYS - {"base", "reviewer", "dataset"})
     varying = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs.values()}) > 1]
     out: dict[Path, Path] = {}
     for run, config in configs.items():
         pair = "+".join(re.sub(r"[:/@]", "_", str(config.get(role))) for role in ("base", "reviewer"))
         variant = ",".join(f"{k}={config.get(k)}" for k in varying) or str(config.get("mechanism"))
-        out[Path(pair) / re.sub(r"[:/@]", "_", str(config.get("dataset"))) / variant.replace("/", "_")] = run
+        dataset = re.sub(r"[:/@]", "_", str(config.get("dataset")))
+        out[Path(str(config.get("split"))) / pair / dataset / variant.replace("/", "_")] = run
     return out
 
 

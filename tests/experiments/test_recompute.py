@@ -136,9 +136,9 @@ def test_a_models_groups_are_pooled_unless_meta_says_pooled_false(tmp_path: Path
     assert set(recompute.recompute("t")["groups"]) == {"m/d", "m/d-fresh"}
 
 
-def test_a_tunes_test_reevaluations_are_collected_by_model_pair_and_set_up(tmp_path: Path,
+def test_a_tunes_trials_and_test_runs_are_collected_by_split_model_pair_and_set_up(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tune run has no records of its own; its front's test runs are the numbers, newest per set-up."""
+    """A tune run has no records of its own: its trials (val) and its front's test runs, newest per set-up."""
     results, runs = tmp_path / "results", tmp_path / "runs"
     monkeypatch.setattr(recompute, "RESULTS", results)
     tune = runs / "tune" / "20260101-000000-tune"
@@ -148,24 +148,23 @@ def test_a_tunes_test_reevaluations_are_collected_by_model_pair_and_set_up(tmp_p
     setups = [("000100", "local:small", "r2"), ("000200", "local", "r2"), ("000300", "local", "gate+r2"),
               ("000400", "local", "r2")]  # a resumed tune: the front's r2 on local again
     for stamp, base, mechanism in setups:
-        for where in ("test", "trials"):
+        for where, split in (("test", "test"), ("trials", "val")):
             run = tune / where / f"20260101-{stamp}-evaluate"
             run.mkdir(parents=True)
             (run / "run.json").write_text(json.dumps({
                 "run_id": run.name, "verb": "evaluate", "status": "success", "git_revision": "abc",
                 "created": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:40+00:00", "args_passed": {},
                 "config": {"base": base, "reviewer": "local", "mechanism": mechanism, "dataset": "bfcl:single_turn",
-                           "split": where, "limit": 40, "runs_dir": str(run.parent), "prompt": "reviewer@v2"}}))
+                           "split": split, "limit": 40, "runs_dir": str(run.parent), "prompt": "reviewer@v2"}}))
             rows = [_record("e0", c, True) for c in ("base", mechanism)]
             (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     recompute.collect("t", runs, {})
     collected = {p.parent.relative_to(results / "t"): json.loads(p.read_text())["run_id"]
                  for p in (results / "t").rglob("run.json")}
     assert collected == {
-        Path("tune/local_small+local/bfcl_single_turn/mechanism=r2"): "20260101-000100-evaluate",
-        Path("tune/local+local/bfcl_single_turn/mechanism=gate+r2"): "20260101-000300-evaluate",
-        Path("tune/local+local/bfcl_single_turn/mechanism=r2"): "20260101-000400-evaluate",
-    }
+        Path(f"tune/{split}/{pair}/bfcl_single_turn/mechanism={mechanism}"): f"20260101-{stamp}-evaluate"
+        for split in ("test", "val") for stamp, pair, mechanism in (
+            ("000100", "local_small+local", "r2"), ("000300", "local+local", "gate+r2"), ("000400", "local+local", "r2"))}
 
 
 def test_a_run_inside_another_run_is_part_of_it_not_a_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
