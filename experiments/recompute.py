@@ -870,7 +870,12 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
 
 
 def _collectable(run: Path, partial: bool) -> bool:
-    return (read_header(run).status == "success" or partial) and (run / "records.jsonl").is_file()
+    """Finished (or, with ``partial``, stopped) with at least one record: a run stopped before its first has no numbers."""
+    records = run / "records.jsonl"
+    if not (read_header(run).status == "success" or partial) or not records.is_file():
+        return False
+    with records.open(encoding="utf-8") as rows:
+        return any(line.strip() for line in rows)
 
 
 TUNE_FIXED_KEYS = frozenset({"runs_dir", "cache_dir", "split", "limit", "skip", "workers", "max_cost", "seed"})

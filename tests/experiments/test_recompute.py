@@ -158,7 +158,15 @@ def test_a_tunes_trials_and_test_runs_are_collected_by_split_model_pair_and_set_
                            "split": split, "limit": 40, "runs_dir": str(run.parent), "prompt": "reviewer@v2"}}))
             rows = [_record("e0", c, True) for c in ("base", mechanism)]
             (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    recompute.collect("t", runs, {})
+    empty = tune / "test" / "20260101-000500-evaluate"  # stopped before its first example: no numbers to take
+    empty.mkdir()
+    (empty / "run.json").write_text(json.dumps({"run_id": empty.name, "verb": "evaluate", "status": "interrupted",
+                                                "created": "2026-01-01T00:00:00+00:00",
+                                                "config": {"base": "local:small", "reviewer": "local",
+                                                           "mechanism": "saag+s3", "dataset": "bfcl:single_turn",
+                                                           "split": "test"}}))
+    (empty / "records.jsonl").write_text("")
+    recompute.collect("t", runs, {}, partial=True)
     collected = {p.parent.relative_to(results / "t"): json.loads(p.read_text())["run_id"]
                  for p in (results / "t").rglob("run.json")}
     assert collected == {
