@@ -896,12 +896,14 @@ def tune_runs(tune: Path, partial: bool) -> dict[Path, Path]:
     configs = {run: read_header(run).config for run in runs}
     keys = sorted({k for config in configs.values() for k in config} - TUNE_FIXED_KEYS - {"base", "reviewer", "dataset"})
     varying = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs.values()}) > 1]
+    def folder(value: Any) -> str:  # exp*_*.sh's tag(): a spec as one path component
+        return re.sub(r"[:/@]", "_", str(value))
+
     out: dict[Path, Path] = {}
     for run, config in configs.items():
-        pair = "+".join(re.sub(r"[:/@]", "_", str(config.get(role))) for role in ("base", "reviewer"))
+        pair = "+".join(folder(config.get(role)) for role in ("base", "reviewer"))
         variant = ",".join(f"{k}={config.get(k)}" for k in varying) or str(config.get("mechanism"))
-        dataset = re.sub(r"[:/@]", "_", str(config.get("dataset")))
-        out[Path(str(config.get("split"))) / pair / dataset / variant.replace("/", "_")] = run
+        out[Path(str(config.get("split"))) / pair / folder(config.get("dataset")) / variant.replace("/", "_")] = run
     return out
 
 

@@ -401,10 +401,7 @@ def stratified_head(examples: list[_Item], limit: int) -> list[_Item]:
     ``simple_python`` examples and a quick run would say nothing about the other categories.
     The result keeps file order, so it is stable when ``limit`` grows.
     """
-    if limit >= len(examples):
-        return list(examples)
-    chosen = sorted(_round_robin_indices([e.category for e in examples])[:limit])
-    return [examples[i] for i in chosen]
+    return stratified_slice(examples, 0, limit)
 
 
 def stratified_slice(examples: list[_Item], skip: int, limit: int | None) -> list[_Item]:
@@ -414,8 +411,8 @@ def stratified_slice(examples: list[_Item], skip: int, limit: int | None) -> lis
     of ``limit=N`` was looked at, ``skip=N`` takes the next examples of the same stratified order,
     none of them seen: a confirmatory sample for a hypothesis the first N suggested.
     """
-    if skip == 0:
-        return list(examples) if limit is None else stratified_head(examples, limit)
+    if skip == 0 and (limit is None or limit >= len(examples)):
+        return list(examples)
     order = _round_robin_indices([e.category for e in examples])
     chosen = order[skip:] if limit is None else order[skip:skip + limit]
     return [examples[i] for i in sorted(chosen)]

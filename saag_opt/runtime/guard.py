@@ -292,13 +292,12 @@ class Guard:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
                                      "gate: the SAAG cascade passed cleanly, values from the request",
                                      lambda: (None, report.to_dict()), latency_s=clock.seconds)
+        if self.abstain:  # saag+abstain: the cascade alone decides, no reviser
+            return self._verified_or_blocked(inp, report, clock)
         if self.reviewer is None:  # cascade-only: stage 1-2 failures are revised or blocked, the rest runs
 
             def psi_and_report() -> tuple[str | None, dict[str, Any]]:
                 return correction_for(report), report.to_dict()
-
-            if self.abstain:
-                return self._verified_or_blocked(inp, report, clock)
 
             if not hard_failure(report):
                 return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
