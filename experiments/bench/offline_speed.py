@@ -10,10 +10,17 @@ prompt decoding, generation, sampling, prompt-cache copies and the rest of the s
 client's wait beyond the server time. Also: server CPU seconds, the peak RSS over the model file
 (goal <= 3), and whether both servers gave the same records (calls, verdicts, correctness).
 
+A multi-turn dataset (``bfcl:multi_turn_*``, ``tau2:<domain>``) runs its entries the same way
+(``evaluate``'s conversation path; tau2's user simulator on the same model, ``--max-steps``), and
+the breakdown adds the seconds per step. Its prompts (tool docs, tau2's policy, the history) are
+5-8k tokens, so it measures what the prompt cache keeps across the agent, reviewer and user roles.
+
 The last line is ``ratio=<examples per hour, tuned / legacy>`` (goal >= 2 on the 1.5B).
 
 Run (one llama server at a time):
   python experiments/bench/offline_speed.py [--model qwen2.5-coder-1.5b] [--limit 6] [--block 2]
+  SAAG_OPT_LOCAL_CTX=16384 python experiments/bench/offline_speed.py --model qwen2.5-coder-1.5b \
+      --dataset tau2:airline --limit 1 --block 1
 """
 
 from __future__ import annotations
@@ -35,13 +42,17 @@ os.environ.setdefault("SAAG_OPT_PROMPTS", str(ROOT / "prompts"))
 sys.path.insert(0, str(ROOT))
 
 from saag_opt.data import load_dataset  # noqa: E402
+from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
+from saag_opt.evaluation.episode_run import run_multi_turn  # noqa: E402
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
 from saag_opt.lm import stop_embedded_servers  # noqa: E402
 from saag_opt.lm.embedded import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers, ensure_model_file  # noqa: E402
 
 PATHS = ("legacy", "tuned")
-BASE_HEAD = "You are a function-calling assistant"
+ROLE_HEADS = {"You are a function-calling assistant": "base", "<instructions>": "base",
+              "# User Simulation": "user"}
+"""How a trace line's prompt starts -> its role (the single-call and tau2 agents are ``base``); else reviewer."""
 SERVER_PARTS = ("prompt_seconds", "generate_seconds", "sample_seconds", "cache_seconds")
 VOLATILE = {"seconds", "run_id", "tokens", "cached", "untimed_replays", "latency"}
 """Record keys that differ between identical answers (time, tokens counted by the client, run ids)."""
@@ -65,20 +76,37 @@ def _answer(value: Any) -> Any:
     return value
 
 
-def run_block(path: str, model: str, block: int, data: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One evaluate run of one block on a fresh server of ``path``; its wall time, trace and records."""
+def run_block(path: str, model: str, block: int, data: Path | tuple[int, int], args: argparse.Namespace) -> dict[str, Any]:
+    """One evaluate run of one block on a fresh server of ``path``; its wall time, trace and records.
+
+    ``data``: the block's examples as a JSONL file, or (skip, limit) of a multi-turn dataset's entries.
+    """
     where = WORK / f"{block:02d}-{path}"
     where.mkdir(parents=True)
     os.environ[SPEED_ENV] = path
     os.environ[TRACE_ENV] = str(where / "trace.jsonl")
     os.environ["DSPY_CACHEDIR"] = str(where / "dspy-cache")  # empty: every LM call is real
-    config = EvaluateConfig(base=f"local:{model}", reviewer=f"local:{model}", prompt=args.prompt,
-                            mechanism=args.mechanism, dataset=str(data), workers=1, runs_dir=where / "runs",
-                            cache_dir=where / "base-cache")
+    common = {"base": f"local:{model}", "reviewer": f"local:{model}", "prompt": args.prompt, "workers": 1,
+              "mechanism": args.mechanism, "runs_dir": where / "runs", "cache_dir": where / "base-cache"}
+    if isinstance(data, tuple):
+        tau2 = args.dataset.startswith("tau2:")
+        config = EvaluateConfig(**common, dataset=args.dataset, split=args.split, skip=data[0], limit=data[1],
+                                **({"max_steps": args.max_steps} if tau2 else {}))
+    else:
+        config = EvaluateConfig(**common, dataset=str(data))
     load = os.getloadavg()[0]
     started = time.perf_counter()
     try:
-        result = run_evaluation(config)
+        if isinstance(data, tuple):
+            episodes = run_multi_turn(config)
+            result: Any = episodes
+            n, errors = episodes.summary.n_episodes, episodes.summary.errors
+            costs = json.loads((episodes.run_dir / "costs.json").read_text())
+            steps = sum(len(turn.steps) for r in episodes.records for turn in r.turns)
+        else:
+            single = run_evaluation(config)
+            result, n, errors, costs, steps = single, single.summary.n_examples, single.summary.errors, \
+                single.summary.costs, 0
         wall = time.perf_counter() - started
         server = embedded_servers()[model]
         cpu, peak = _proc(server.process.pid) if server.process is not None else (0.0, 0)
@@ -86,15 +114,14 @@ def run_block(path: str, model: str, block: int, data: Path, args: argparse.Name
     finally:
         stop_embedded_servers()
     trace = [json.loads(line) for line in (where / "trace.jsonl").read_text().splitlines()]
-    roles = result.summary.costs["roles"]
     return {"path": path, "block": block, "wall": wall - startup, "startup": startup, "cpu": cpu, "peak": peak,
-            "load": (load + os.getloadavg()[0]) / 2, "trace": trace, "client": roles,
+            "load": (load + os.getloadavg()[0]) / 2, "trace": trace, "client": costs["roles"],
             "answers": {r.example_id + "/" + r.condition: _answer(r.model_dump(mode="json")) for r in result.records},
-            "n": result.summary.n_examples, "errors": result.summary.errors}
+            "n": n, "errors": errors, "steps": steps}
 
 
 def _role(line: dict[str, Any]) -> str:
-    return "base" if line["head"].startswith(BASE_HEAD) else "reviewer"
+    return next((role for head, role in ROLE_HEADS.items() if line["head"].startswith(head)), "reviewer")
 
 
 def breakdown(runs: list[dict[str, Any]], model_size: int) -> None:
@@ -107,6 +134,8 @@ def breakdown(runs: list[dict[str, Any]], model_size: int) -> None:
         print(f"{path}: {n} examples ({sum(r['errors'] for r in mine)} errors) in {wall:.1f} s "
               f"= {3600 * n / wall:.1f} examples/hour; server CPU {cpu:.1f} s; peak RSS {peak / 2**20:,.0f} MiB "
               f"= {peak / model_size:.2f} x model file; load average per block {loads}")
+        if steps := sum(r["steps"] for r in mine):
+            print(f"  {steps} agent steps (base and reviewed runs): {wall / steps:.1f} s per step")
         per_role: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for run in mine:
             for line in run["trace"]:
@@ -114,7 +143,7 @@ def breakdown(runs: list[dict[str, Any]], model_size: int) -> None:
                 row["calls"] += 1
                 for key in ("prompt_tokens", "reused_tokens", "sampled_tokens", "seconds", *SERVER_PARTS):
                     row[key] += line[key]
-            for role in ("base", "reviewer"):
+            for role in ("base", "reviewer", "user"):
                 per_role[role]["client_seconds"] += float(run["client"].get(role, {}).get("seconds", 0.0))
         for role, row in sorted(per_role.items()):
             other = row["seconds"] - sum(row[k] for k in SERVER_PARTS)
@@ -136,18 +165,21 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--mechanism", default="r2")
     parser.add_argument("--prompt", default="reviewer@v2")
+    parser.add_argument("--max-steps", type=int, default=30, help="tau2 datasets: tau2's max_steps per run")
     args = parser.parse_args()
     assert set(PATHS) <= set(SPEEDS)
     model = args.model.removeprefix("local:")
     size = ensure_model_file(model).stat().st_size
-    examples = load_dataset(args.dataset, split=args.split, limit=args.limit)
+    multi_turn = is_multi_turn_dataset(args.dataset)
+    examples: list[Any] = (load_episodes if multi_turn else load_dataset)(args.dataset, split=args.split, limit=args.limit)
     print(f"model local:{model} ({size:,} B), {len(examples)} examples of {args.dataset} ({args.split}), "
           f"mechanism {args.mechanism}, blocks of {args.block}, work dir {WORK}; load average "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     runs = []
     for block, start in enumerate(range(0, len(examples), args.block)):
-        data = WORK / f"block-{block:02d}.jsonl"
-        write_examples(data, examples[start:start + args.block])
+        data: Path | tuple[int, int] = (start, args.block) if multi_turn else WORK / f"block-{block:02d}.jsonl"
+        if isinstance(data, Path):
+            write_examples(data, examples[start:start + args.block])
         for path in PATHS if block % 2 == 0 else PATHS[::-1]:
             run = run_block(path, model, block, data, args)
             runs.append(run)

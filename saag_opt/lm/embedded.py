@@ -278,7 +278,8 @@ class EmbeddedServer:
         log_dir: where the server's stdout/stderr go (tail shown on failure).
         prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
-        speed: ``tuned`` (short barrier spins, grammar-first greedy sampling; same replies) or
+        speed: ``tuned`` (short barrier spins, grammar-first greedy sampling, a prompt cache that keeps
+            one state per conversation instead of its every turn; same replies) or
             ``legacy`` (the settings before them); default ``$SAAG_OPT_LOCAL_SPEED`` or ``tuned``.
         compute_lock: the file the server holds while it computes (``compute_lock``); default
             ``<cache dir>/compute.lock``, shared by every server of that cache dir.
@@ -334,7 +335,7 @@ class EmbeddedServer:
             "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
             "--parent-pid", str(os.getpid()), "--compute-lock", str(self.compute_lock),
             *(["--trace", trace] if (trace := os.environ.get(TRACE_ENV)) else []),
-            *(["--grammar-first"] if self.speed == "tuned" else []),
+            *(["--grammar-first", "--supersede"] if self.speed == "tuned" else []),
         ]
 
     def environment(self) -> dict[str, str]:

@@ -40,6 +40,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--grammar-first", action="store_true",
                         help="greedy grammar decoding checks the plain argmax before scanning the vocabulary")
+    parser.add_argument("--supersede", action="store_true",
+                        help="a cached prompt state replaces the cached states it can stand in for (within one batch)")
     parser.add_argument("--trace", default=None, help="append one JSON line of timings per completion to this file")
     parser.add_argument("--compute-lock", default=None,
                         help="a lock file: the servers given the same one run their completions one at a time")
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     proxy = server_app._llama_proxy  # set by create_app
     if proxy is None:
         raise RuntimeError("llama_cpp.server.app.create_app did not load the model")
-    llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first)
+    llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first,
+                    supersede=args.supersede)
     if args.trace:
         install_trace(llama, args.trace)
     served = take_turns(app, ComputeLock(args.compute_lock)) if args.compute_lock else app

@@ -44,6 +44,54 @@ def test_cache_evicts_least_recently_used_to_stay_under_its_capacity() -> None:
     assert cache.cache_size == 2 * one
 
 
+def test_a_conversations_next_state_supersedes_its_last_so_three_roles_keep_one_each() -> None:
+    """Three roles taking turns keep one state each, so none decodes its whole prompt again."""
+    one = entry_bytes((1,) * 30, _state(30, 10_000))
+    cache = BoundedPromptCache(capacity_bytes=int(3.5 * one), supersede_within=4)
+    agent, reviewer, user = (1,) * 10, (2,) * 10, (3,) * 10
+    for turn in range(1, 4):  # each role's prompt grows by its last reply, turn after turn
+        for role in (agent, reviewer, user):
+            cache[role * turn] = _state(10 * turn, 10_000)
+            assert cache.cache_size <= cache.capacity_bytes
+    assert sorted(cache.cache_state) == [agent * 3, reviewer * 3, user * 3]
+    assert cache[agent * 4].n_tokens == 30  # the agent's next turn finds its longest state
+    cache[reviewer * 2 + (2,) * 7 + (8, 8, 8)] = _state(30, 10_000)  # a second round: the proposal at the end differs
+    assert reviewer * 3 not in cache.cache_state and len(cache.cache_state) == 3
+    cache[(1,) * 5 + (9,)] = _state(6, 10_000)  # shares a short prefix only: both kept, LRU drops the user's
+    assert agent * 3 in cache.cache_state and user * 3 not in cache.cache_state
+
+
+@pytest.mark.parametrize(("old_key", "old_clean", "new_key", "new_clean", "superseded"), [
+    ((1,) * 20, 16, (1,) * 30, 24, True),            # extends it
+    ((1,) * 20, 16, (1,) * 14 + (2,) * 16, 28, True),  # diverges inside the old state's last batch
+    ((1,) * 20, 16, (1,) * 11 + (2,) * 19, 28, False),  # diverges earlier: the old one still gives more
+    ((1,) * 20, 16, (1,) * 30, 8, False),            # the new one was not decoded cleanly that far
+])
+def test_a_state_is_superseded_only_when_the_new_one_gives_back_all_but_one_batch(
+        old_key: tuple[int, ...], old_clean: int, new_key: tuple[int, ...], new_clean: int, superseded: bool) -> None:
+    old, new = _state(len(old_key), 100), _state(len(new_key), 100)
+    old.clean_tokens, new.clean_tokens = old_clean, new_clean  # type: ignore[attr-defined]
+    cache = BoundedPromptCache(capacity_bytes=10**6, supersede_within=4)
+    assert cache.supersedes(new_key, new, old_key, old) is superseded
+    assert BoundedPromptCache(capacity_bytes=10**6).supersedes(new_key, new, old_key, old) is False  # upstream's rule
+
+
+def test_without_superseding_a_growing_conversation_evicts_the_other_roles() -> None:
+    """Upstream's rule keeps every turn's state: with the agent's long prompt, LRU drops it first."""
+    big, small = 20_000, 2_000
+    caches = [BoundedPromptCache(capacity_bytes=big * 2 + small * 4, supersede_within=within) for within in (None, 4)]
+    agent, user = (1,) * 10, (3,) * 10
+    for cache in caches:
+        for turn in range(1, 4):  # agent and user simulator take turns; their states pile up
+            cache[agent * turn] = _state(10 * turn, big)
+            cache[user * turn] = _state(10 * turn, small)
+        cache[(2,) * 10] = _state(10, big)  # the reviewer's first round
+        cache[(2,) * 8 + (5, 5)] = _state(10, big)  # its second: the revised proposal at the end
+    upstream, superseding = caches
+    assert not [k for k in upstream.cache_state if k[0] == 1]  # no agent state left: its next turn starts cold
+    assert agent * 3 in superseding.cache_state
+
+
 def test_an_entry_larger_than_the_cap_is_not_stored_and_the_upstream_scores_copy_counts() -> None:
     cache = BoundedPromptCache(capacity_bytes=100_000)
     cache[(1, 2, 3)] = _state(3, 1000, score_rows=512)  # upstream's 2 MB scores copy here
