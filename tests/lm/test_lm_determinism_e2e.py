@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from saag_opt.agents.base import BaseAgent, registry_json_schema
 from saag_opt.data import load_dataset
-from saag_opt.lm.embedded import EmbeddedServer, ensure_model_file, get_local_model
+from saag_opt.lm.embedded import TRACE_ENV, EmbeddedServer, ensure_model_file, get_local_model
 
 pytestmark = pytest.mark.e2e
 
@@ -80,3 +81,33 @@ def test_tuned_server_gives_the_legacy_servers_greedy_replies(local_spec: str) -
             server.stop()
     assert json.loads(replies["legacy"][0])["calls"], "a reply without a call proves little"
     assert replies["tuned"] == replies["legacy"]
+
+
+def test_a_conversations_next_turn_restores_its_state_after_another_role_and_replies_as_cold(
+        local_spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Superseded states (tuned): turn 2 finds turn 1's prefix after another prompt, and replies as a cold server."""
+    name = local_spec.split(":", 1)[1]
+    model, path = get_local_model(name), ensure_model_file(name)
+    monkeypatch.delenv(TRACE_ENV, raising=False)
+    first = EmbeddedServer(model, path, speed="tuned").start()
+    try:
+        turn2 = PROMPT + _reply(first, PROMPT) + "\nUser: now the tool for 'serial', and why. Answer:"
+    finally:
+        first.stop()
+    cold = EmbeddedServer(model, path, speed="tuned").start()
+    try:
+        cold_reply = _reply(cold, turn2)
+    finally:
+        cold.stop()
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    warm = EmbeddedServer(model, path, speed="tuned").start()
+    try:
+        _reply(warm, PROMPT)  # turn 1
+        _reply(warm, "Reviewer: is this call right? " + OTHER)  # another role replaces the live context
+        warm_reply = _reply(warm, turn2)
+    finally:
+        warm.stop()
+    last = json.loads(trace.read_text().splitlines()[-1])
+    assert cold_reply.strip() and warm_reply == cold_reply
+    assert last["cache_loaded"] and last["reused_tokens"] >= 512, last  # turn 1's state came back from the cache

@@ -57,7 +57,7 @@ def test_a_conversations_next_state_supersedes_its_last_so_three_roles_keep_one_
     assert cache[agent * 4].n_tokens == 30  # the agent's next turn finds its longest state
     cache[reviewer * 2 + (2,) * 7 + (8, 8, 8)] = _state(30, 10_000)  # a second round: the proposal at the end differs
     assert reviewer * 3 not in cache.cache_state and len(cache.cache_state) == 3
-    cache[(1,) * 5 + (9,)] = _state(6, 10_000)  # shares a short prefix only: both kept, LRU drops the user's
+    cache[(1,) * 2 + (9,) * 8] = _state(10, 10_000)  # shares a short prefix only: both kept, LRU drops the user's
     assert agent * 3 in cache.cache_state and user * 3 not in cache.cache_state
 
 
@@ -90,6 +90,25 @@ def test_without_superseding_a_growing_conversation_evicts_the_other_roles() -> 
     upstream, superseding = caches
     assert not [k for k in upstream.cache_state if k[0] == 1]  # no agent state left: its next turn starts cold
     assert agent * 3 in superseding.cache_state
+
+
+def test_over_capacity_a_state_another_mostly_holds_goes_before_the_least_recently_used() -> None:
+    """tau2 with r2: the agent's main line and revision branch share most tokens; the reviewer's state is unique."""
+    size = 10_000
+    cache = BoundedPromptCache(capacity_bytes=3 * entry_bytes((1,) * 40, _state(40, size)) + 2_000,
+                               supersede_within=2)
+    reviewer = (2,) * 40
+    main_line, branch = (1,) * 36 + (3,) * 4, (1,) * 36 + (4,) * 4  # the revision ends differently
+    cache[reviewer] = _state(40, size)
+    cache[branch] = _state(40, size)
+    cache[main_line] = _state(40, size)
+    assert cache.lost_tokens(reviewer) == 40 and cache.lost_tokens(branch) == 4
+    cache[(5,) * 10] = _state(10, size)  # the user simulator's turn: over capacity
+    assert reviewer in cache.cache_state and branch not in cache.cache_state  # LRU would have dropped the reviewer's
+    upstream = BoundedPromptCache(capacity_bytes=cache.capacity_bytes)
+    for key in (reviewer, branch, main_line, (5,) * 10):
+        upstream[key] = _state(len(key), size)
+    assert reviewer not in upstream.cache_state
 
 
 def test_an_entry_larger_than_the_cap_is_not_stored_and_the_upstream_scores_copy_counts() -> None:
