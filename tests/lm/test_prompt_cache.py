@@ -111,6 +111,26 @@ def test_over_capacity_a_state_another_mostly_holds_goes_before_the_least_recent
     assert reviewer not in upstream.cache_state
 
 
+def test_room_is_made_before_a_state_is_copied_superseded_entries_first() -> None:
+    """The copy exists before the cache can evict, so the cap must leave room for it beforehand."""
+    one = entry_bytes((1,) * 20, _state(20, 10_000))
+    cache = BoundedPromptCache(capacity_bytes=int(2.5 * one), supersede_within=4)
+    first, other = (1,) * 20, (2,) * 20
+    cache[first] = _state(20, 10_000)
+    cache[other] = _state(20, 10_000)
+    cache.make_room(first + (1,) * 10, clean_tokens=28, size=one)  # the next turn of `first`
+    assert list(cache.cache_state) == [other] and cache.cache_size + one <= cache.capacity_bytes
+    cache[(3,) * 20] = _state(20, 10_000)
+    cache.make_room((4,) * 20, clean_tokens=16, size=one)  # nothing superseded: LRU makes the room
+    assert list(cache.cache_state) == [(3,) * 20]
+    cache.make_room((4,) * 20, clean_tokens=16, size=10 * one)  # a state too big to store evicts nothing
+    assert list(cache.cache_state) == [(3,) * 20]
+    legacy = BoundedPromptCache(capacity_bytes=int(1.5 * one))
+    legacy[first] = _state(20, 10_000)
+    legacy.make_room(first + (1,) * 10, clean_tokens=28, size=one)  # upstream's rule: untouched
+    assert list(legacy.cache_state) == [first]
+
+
 def test_an_entry_larger_than_the_cap_is_not_stored_and_the_upstream_scores_copy_counts() -> None:
     cache = BoundedPromptCache(capacity_bytes=100_000)
     cache[(1, 2, 3)] = _state(3, 1000, score_rows=512)  # upstream's 2 MB scores copy here
