@@ -52,13 +52,6 @@ def reach(key: Sequence[int], state: LlamaState) -> int:
     return min(len(key), int(getattr(state, "clean_tokens", len(key))))
 
 
-class _Clean:
-    """What ``reach`` reads of a state that is about to be copied."""
-
-    def __init__(self, clean_tokens: int) -> None:
-        self.clean_tokens = clean_tokens
-
-
 class BoundedPromptCache(LlamaRAMCache):
     """``LlamaRAMCache`` (longest-prefix lookup, LRU order) whose capacity covers the whole entry.
 
@@ -90,27 +83,24 @@ class BoundedPromptCache(LlamaRAMCache):
         """Bytes held, as ``entry_bytes`` counts them."""
         return self._bytes
 
-    def supersedes(self, key: tuple[int, ...], state: LlamaState, old_key: tuple[int, ...], old: LlamaState) -> bool:
-        """Whether the entry (``key``, ``state``) makes (``old_key``, ``old``) redundant (see the class)."""
+    def supersedes(self, key: tuple[int, ...], key_reach: int, old_key: tuple[int, ...], old: LlamaState) -> bool:
+        """Whether an entry for ``key`` that can give back ``key_reach`` tokens makes (``old_key``, ``old``) redundant."""
         if key == old_key:
             return True
         if self.supersede_within is None:
             return False
         floor = reach(old_key, old) - self.supersede_within
-        return reach(key, state) >= floor and Llama.longest_token_prefix(old_key, key) >= floor
+        return key_reach >= floor and Llama.longest_token_prefix(old_key, key) >= floor
 
     def __setitem__(self, key: Sequence[int], value: LlamaState) -> None:
         key = tuple(key)
         size = entry_bytes(key, value)
         if size > self.capacity_bytes:
             return  # one entry over the cap is never stored
-        for old_key in [k for k, old in self.cache_state.items() if self.supersedes(key, value, k, old)]:
-            self._bytes -= entry_bytes(old_key, self.cache_state.pop(old_key))
+        self._drop_superseded(key, reach(key, value))
         self.cache_state[key] = value
         self._bytes += size
-        while self._bytes > self.capacity_bytes:
-            old_key = self._victim()
-            self._bytes -= entry_bytes(old_key, self.cache_state.pop(old_key))
+        self._evict_until(room=0)
 
     def make_room(self, key: tuple[int, ...], clean_tokens: int, size: int) -> None:
         """Before a ``size``-byte state for ``key`` is copied: drop what it supersedes, then evict until it fits.
@@ -122,12 +112,20 @@ class BoundedPromptCache(LlamaRAMCache):
         """
         if self.supersede_within is None or size > self.capacity_bytes:
             return
-        coming: Any = _Clean(clean_tokens)
-        for old_key in [k for k, old in self.cache_state.items() if self.supersedes(key, coming, k, old)]:
-            self._bytes -= entry_bytes(old_key, self.cache_state.pop(old_key))
-        while self.cache_state and self._bytes + size > self.capacity_bytes:
-            old_key = self._victim()
-            self._bytes -= entry_bytes(old_key, self.cache_state.pop(old_key))
+        self._drop_superseded(key, min(len(key), clean_tokens))
+        self._evict_until(room=size)
+
+    def _drop_superseded(self, key: tuple[int, ...], key_reach: int) -> None:
+        for old_key in [k for k, old in self.cache_state.items() if self.supersedes(key, key_reach, k, old)]:
+            self._pop(old_key)
+
+    def _evict_until(self, room: int) -> None:
+        """Evict (``_victim``) until ``room`` more bytes fit under the cap."""
+        while self.cache_state and self._bytes + room > self.capacity_bytes:
+            self._pop(self._victim())
+
+    def _pop(self, key: tuple[int, ...]) -> None:
+        self._bytes -= entry_bytes(key, self.cache_state.pop(key))
 
     def lost_tokens(self, key: tuple[int, ...]) -> int:
         """Tokens of ``key``'s prefix no other entry could give back if it were evicted."""

@@ -15,7 +15,7 @@ pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed
 if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
     from llama_cpp.llama import LlamaState
 
-    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes
+    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes, reach
 
 N_CTX, N_VOCAB = 64, 1000
 
@@ -72,8 +72,9 @@ def test_a_state_is_superseded_only_when_the_new_one_gives_back_all_but_one_batc
     old, new = _state(len(old_key), 100), _state(len(new_key), 100)
     old.clean_tokens, new.clean_tokens = old_clean, new_clean  # type: ignore[attr-defined]
     cache = BoundedPromptCache(capacity_bytes=10**6, supersede_within=4)
-    assert cache.supersedes(new_key, new, old_key, old) is superseded
-    assert BoundedPromptCache(capacity_bytes=10**6).supersedes(new_key, new, old_key, old) is False  # upstream's rule
+    assert cache.supersedes(new_key, reach(new_key, new), old_key, old) is superseded
+    upstream = BoundedPromptCache(capacity_bytes=10**6)
+    assert upstream.supersedes(new_key, reach(new_key, new), old_key, old) is False  # upstream's rule
 
 
 def test_without_superseding_a_growing_conversation_evicts_the_other_roles() -> None:
