@@ -696,7 +696,7 @@ def _conversation_lines(stats: dict[str, Any], meta: dict[str, Any]) -> list[str
     if _latency_shown(meta):
         lines += ["", f"Time (LM seconds per {entry} and per step; a reply replayed from a cache counts at its original "
                   "call's time, `untimed` replies at about 0 s; overhead = the condition's mean over its own base's):", "",
-                  f"| condition | s/{entry} | s/step | base s/{entry} | overhead x | gated share (no LLM review) | untimed |",
+                  f"| condition | s/{entry} | s/step | base s/{entry} | overhead x | gated steps (no LLM review) | untimed |",
                   "|---|---|---|---|---|---|---|"]
         for c in conditions:
             hh = stats["vs_base"].get(c["condition"])

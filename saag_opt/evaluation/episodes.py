@@ -369,7 +369,7 @@ class EpisodeSummary(BaseModel):
     agent_calls_per_item: float | None
     """Mean extra base-agent calls per entry."""
     gated_share: float | None = None
-    """gate+: share of entries whose every step the gate passed."""
+    """gate+: share of the reviewed steps the SAAG gate passed without an LLM review (``gated_step_share``)."""
     leaderboard: dict[str, float | None] = Field(default_factory=dict)
     """Per condition, the share valid by ``multi_turn_checker`` alone (BFCL's own leaderboard number)."""
     conversation: dict[str, ConversationCounts] = Field(default_factory=dict)
@@ -400,6 +400,17 @@ def leaderboard_share(records: Sequence[EpisodeRecord]) -> float | None:
                for r in records if r.judgement is not None) / len(records)
 
 
+def gated_step_share(pairs: Sequence[tuple[EpisodeRecord, EpisodeRecord]]) -> float | None:
+    """The share of the reviewed condition's steps that the gate passed, over the entries with no error.
+
+    Per step, not per entry: a gate that passes 4 of an entry's 10 steps saves 4 reviews, while the
+    entry-level share (every step passed) would count that entry as reviewed. None without steps.
+    """
+    steps = [step for base, reviewed in pairs if base.error is None and reviewed.error is None
+             for turn in reviewed.turns for step in turn.steps]
+    return sum(step.gated for step in steps) / len(steps) if steps else None
+
+
 def summarise_episodes(run_id: str, mechanism: str, pairs: Sequence[tuple[EpisodeRecord, EpisodeRecord]], *,
                        experimental: bool, gated: bool, seed: int = 0, stopped: str | None = None) -> EpisodeSummary:
     """The summary of ``(base record, reviewed record)`` per entry."""
@@ -410,7 +421,8 @@ def summarise_episodes(run_id: str, mechanism: str, pairs: Sequence[tuple[Episod
         run_id=run_id, mechanism=mechanism, experimental=experimental, n_episodes=len(pairs), errors=paired.errors,
         base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm, latency=paired.latency,
         reviewer_calls_per_item=paired.reviewer_calls_per_item, agent_calls_per_item=paired.agent_calls_per_item,
-        gated_share=paired.gated_share, leaderboard={"base": leaderboard_share(bases), mechanism: leaderboard_share(finals)},
+        gated_share=gated_step_share(pairs) if gated else None,
+        leaderboard={"base": leaderboard_share(bases), mechanism: leaderboard_share(finals)},
         conversation={"base": conversation_counts(bases), mechanism: conversation_counts(finals)},
         abstention_help_harm=HelpHarm.from_pairs(abstention, seed=seed) if abstention else None, stopped=stopped)
 
@@ -422,4 +434,5 @@ register_summary(VERB, EpisodeSummary, records=EpisodeRecord)
 
 __all__ = ["VERB", "ConversationCounts", "EpisodeRecord", "EpisodeSummary", "JudgementRecord", "StepRecord", "ToolResultRecord",
            "TurnCounts", "TurnRecord", "abstention_pairs", "conversation_counts", "episode_record",
-           "failed_episode_record", "judgement_record", "leaderboard_share", "step_record", "summarise_episodes"]
+           "failed_episode_record", "gated_step_share", "judgement_record", "leaderboard_share", "step_record",
+           "summarise_episodes"]

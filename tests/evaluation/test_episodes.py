@@ -11,7 +11,14 @@ from saag_opt import stopping
 from saag_opt.agents import BasePredictionCache, MechanismContext, Verdict, parse_mechanism
 from saag_opt.errors import ModelUnavailableError
 from saag_opt.evaluation.episode_runner import evaluate_episodes
-from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary, StepRecord, TurnRecord, repeated_steps
+from saag_opt.evaluation.episodes import (
+    EpisodeRecord,
+    EpisodeSummary,
+    StepRecord,
+    TurnRecord,
+    repeated_steps,
+    summarise_episodes,
+)
 from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Prediction, ToolCall
 from saag_opt.report.episode_tables import conversation_table
@@ -175,3 +182,20 @@ def test_a_summary_written_before_repeats_were_counted_reads_back_and_shows_a_da
     console.print(conversation_table(EpisodeSummary.model_validate(data)))
     row = next(line for line in console.export_text().splitlines() if "repeating a call" in line)
     assert [cell.strip() for cell in row.split("│")[2:4]] == ["-", "-"]
+
+
+def _entry(entry: str, condition: str, *gated: bool, error: str | None = None) -> EpisodeRecord:
+    steps = [_step(0, i).model_copy(update={"gated": g}) for i, g in enumerate(gated)]
+    return EpisodeRecord(run_id="t", example_id=entry, category="toy", condition=condition, error=error,
+                         turns=[TurnRecord(index=0, steps=steps)])
+
+
+def test_the_gated_share_of_a_conversation_run_counts_steps_not_entries() -> None:
+    """A gate that passes 2 of 4 steps saved 2 reviews, though no entry went without one; errors are left out."""
+    pairs = [(_entry("e1", "base", False, False, False), _entry("e1", "gate+r2", True, False, True)),
+             (_entry("e2", "base", False), _entry("e2", "gate+r2", False)),
+             (_entry("e3", "base", False), _entry("e3", "gate+r2", True, True, error="boom"))]
+    assert summarise_episodes("t", "gate+r2", pairs, experimental=True, gated=True).gated_share == 0.5
+    assert summarise_episodes("t", "r2", pairs, experimental=False, gated=False).gated_share is None
+    no_steps = [(_entry("e1", "base"), _entry("e1", "gate+r2"))]
+    assert summarise_episodes("t", "gate+r2", no_steps, experimental=True, gated=True).gated_share is None
