@@ -34,14 +34,41 @@ def restore_dspy_cache():
     dspy.cache = before
 
 
-def test_an_empty_cache_makes_no_shard_until_a_reply_is_stored(tmp_path: Path, restore_dspy_cache) -> None:
+def test_a_lookup_in_an_empty_cache_makes_no_shard_and_a_store_makes_only_its_own(tmp_path: Path) -> None:
+    cache = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
+    key = dspy.cache.cache_key(_request(1))
+    assert cache.get(key) is None
+    assert cache.get(key, default="d", expire_time=True) == ("d", None)
+    assert cache.get(key, expire_time=True, tag=True) == (None, None, None)
+    assert key not in cache
+    with pytest.raises(KeyError):
+        cache[key]
+    assert _shard_folders(tmp_path) == []  # hashing a key opens no shard either
+    cache.set(key, {"answer": 1})
+    assert len(_shard_folders(tmp_path)) == 1
+    assert cache.get(key) == {"answer": 1} and cache[key] == {"answer": 1} and key in cache
+
+
+def test_installing_on_an_empty_cache_makes_its_shards_in_the_background(tmp_path: Path, restore_dspy_cache) -> None:
     install_disk_cache(str(tmp_path), DISK_CACHE_LIMIT)
-    assert _shard_folders(tmp_path) == []
-    assert dspy.cache.get(_request(1)) is None
+    disk = dspy.cache.disk_cache
+    assert disk.get(dspy.cache.cache_key(_request(1))) is None  # answered while the shards are being made
+    disk._maker.join(timeout=30)
+    assert _shard_folders(tmp_path) == [f"{n:03d}" for n in range(16)]
+    assert not disk._maker.is_alive()
     dspy.cache.put(_request(1), {"answer": 1})
-    assert len(_shard_folders(tmp_path)) in (1, 2)  # the key's shard, and shard 0 (it reads the hash function)
     dspy.cache.reset_memory_cache()
     assert dspy.cache.get(_request(1)) == {"answer": 1}
+
+
+def test_a_shard_another_process_made_after_opening_is_read(tmp_path: Path) -> None:
+    """A miss is only claimed for a shard whose database does not exist: one made since is opened and read."""
+    ours = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
+    key = dspy.cache.cache_key(_request(5))
+    assert ours.get(key) is None
+    theirs = _dspy_own(tmp_path)  # another process: every shard made up front
+    theirs.put(_request(5), {"from": "theirs"})
+    assert ours.get(key) == {"from": "theirs"}
 
 
 def test_its_shards_settings_and_key_placement_are_dspys(tmp_path: Path) -> None:
@@ -89,6 +116,7 @@ def test_workers_storing_at_once_on_an_empty_cache_lose_nothing(tmp_path: Path, 
     for t in threads:
         t.join()
     assert errors == []
+    dspy.cache.disk_cache._maker.join(timeout=30)  # it made the shards the stores had not
     theirs = _dspy_own(tmp_path)
     assert all(theirs.get(_request(100 * n + k)) == {"n": n, "k": k} for n in range(16) for k in range(8))
     assert len(theirs.disk_cache) == 128
@@ -98,6 +126,17 @@ def test_closing_makes_no_shard(tmp_path: Path) -> None:
     cache = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
     cache.close()
     assert _shard_folders(tmp_path) == []
+
+
+def test_closing_stops_the_background_maker(tmp_path: Path) -> None:
+    cache = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
+    cache.make_missing_shards()
+    cache.close()
+    assert not cache._maker.is_alive()
+    made = _shard_folders(tmp_path)
+    assert len(made) <= 16
+    cache.make_missing_shards()  # once per cache: a closed one does not start again
+    assert _shard_folders(tmp_path) == made
 
 
 def test_configure_lm_cache_installs_it_and_a_re_run_finds_the_replies(tmp_path: Path, restore_dspy_cache,

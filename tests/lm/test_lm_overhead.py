@@ -8,6 +8,7 @@ key and our time-store key byte for byte (a cached run must still find the cache
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import urllib.request
@@ -23,7 +24,12 @@ from dspy._vendor.lm15.transports._url import parse_url
 
 from saag_opt.lm import SaagLM, chat_completion, open_lm
 from saag_opt.lm import client as client_module
-from saag_opt.lm.dspy_call_path import environment_proxies, lighten_dspy_call_path
+from saag_opt.lm.dspy_call_path import (
+    FIRST_CALL_MODULES,
+    do_first_call_work,
+    environment_proxies,
+    lighten_dspy_call_path,
+)
 from saag_opt.lm.latency import TIME_LOG_DIR
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 
@@ -113,6 +119,14 @@ def test_workers_asking_the_price_map_at_once_scan_it_once(monkeypatch: pytest.M
     assert len(scans) == 1 and len(found) == 8 and all(f == found[0] for f in found)
     found[0]["mutated"] = True  # callers still get their own copy
     assert "mutated" not in metadata.model_info("openai", model)
+
+
+def test_opening_an_lm_loads_the_price_map_and_the_first_call_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers' first calls then queue behind neither (the map is 30-70 ms of JSON under the GIL)."""
+    monkeypatch.setattr(metadata, "_data", None)  # as in a process that has made no call yet
+    do_first_call_work()
+    assert metadata._data is not None
+    assert set(FIRST_CALL_MODULES) <= set(sys.modules)
 
 
 PROXY_ENVIRONMENTS = [
