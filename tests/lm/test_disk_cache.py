@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -149,3 +150,17 @@ def test_configure_lm_cache_installs_it_and_a_re_run_finds_the_replies(tmp_path:
     dspy.cache = DspyCache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None)  # another run
     configure_lm_cache()
     assert dspy.cache.get(_request(3)) == {"answer": 3}
+
+
+def test_a_shard_left_half_made_is_completed_when_opened(tmp_path: Path) -> None:
+    """The background maker is a daemon thread: a process may end while it makes a shard."""
+    folder = tmp_path / "003"
+    folder.mkdir()
+    with sqlite3.connect(folder / "cache.db") as con:  # only the first of diskcache's set-up statements ran
+        con.execute("CREATE TABLE IF NOT EXISTS Settings (key TEXT NOT NULL UNIQUE, value)")
+    con.close()
+    cache = OnDemandFanoutCache(str(tmp_path), size_limit=DISK_CACHE_LIMIT)
+    for n in range(64):  # some land in shard 3
+        cache.set(f"key-{n}", n)
+    assert all(cache.get(f"key-{n}") == n for n in range(64))
+    assert cache._shards.existing(3) is not None and len(cache._shards.existing(3)) > 0
