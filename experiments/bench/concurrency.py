@@ -14,6 +14,10 @@ order evaluate submits them, each sending as many requests as it did in the run 
 revised), from as many threads of a bare `http.client` as evaluate had workers. What it cannot beat: the last examples' tail
 (workers idle while others finish, ~4.7% here) and the scripted server's own time.
 
+`first_wave=`: what the first `workers` examples cost the wall beyond the later examples' median
+overhead per example (the measured job sizes replayed through a queue of `workers`): one-time work
+done in the first wave's threads (cache shards, connections, dspy's first-call loading) shows here.
+
 Run: .venv/bin/python experiments/bench/concurrency.py [--n 200] [--workers 16] [--latency 0.2]
      [--profile]   (cProfile of the run, top functions by cumulative time, printed before the ratio)
      [--counts]    (per LM call: sha256, sqlite statements, file opens, fsyncs, ... in the worker threads;
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import heapq
 import http.client
 import json
 import multiprocessing
@@ -31,6 +36,7 @@ import os
 import pstats
 import queue
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -148,6 +154,10 @@ def _print_counts(profiles: list[Any], calls: int) -> None:
     print("per LM call (worker threads): " + " ".join(f"{k}={v / max(calls, 1):.2f}" for k, v in totals.items()))
 
 
+EXAMPLE_SPANS: list[tuple[float, float, str]] = []
+"""(start, end, example id) of every example evaluate ran, in perf_counter seconds (``_time_start_up``)."""
+
+
 def _time_start_up() -> dict[str, float]:
     """When the first example started, and how long opening the (new, empty) LM cache took, in perf_counter s.
 
@@ -158,8 +168,12 @@ def _time_start_up() -> dict[str, float]:
     inner, configure = runner._evaluate_example, runner.configure_lm_cache
 
     def first(*args: Any, **kwargs: Any) -> Any:
-        marks.setdefault("first_example", time.perf_counter())
-        return inner(*args, **kwargs)
+        started = time.perf_counter()
+        marks.setdefault("first_example", started)
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            EXAMPLE_SPANS.append((started, time.perf_counter(), args[1].id))
 
     def timed_configure() -> Any:
         started = time.perf_counter()
@@ -171,6 +185,39 @@ def _time_start_up() -> dict[str, float]:
     runner._evaluate_example = first  # type: ignore[assignment]
     runner.configure_lm_cache = timed_configure  # type: ignore[assignment]
     return marks
+
+
+def makespan(durations: list[float], workers: int) -> float:
+    """Wall time of jobs of these durations taken in order by ``workers`` workers (evaluate's pool)."""
+    free = [0.0] * workers
+    end = 0.0
+    for duration in durations:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + duration)
+        end = max(end, start + duration)
+    return end
+
+
+def where_the_wall_goes(spans: list[tuple[float, float, str]], calls: dict[str, int], latency: float,
+                        workers: int) -> str:
+    """The first wave's and the steady per-example overhead, by replaying the measured job sizes.
+
+    Overhead = an example's wall time minus its LM calls x latency. Replayed through a queue of
+    ``workers``: the makespan as measured, and with the first ``workers`` examples at the later
+    examples' median overhead; the difference is what the first wave cost the wall.
+    """
+    spans = sorted(spans)
+    durations = [end - start for start, end, _ in spans]
+    floors = [calls[example] * latency for *_, example in spans]
+    overheads = [d - f for d, f in zip(durations, floors)]
+    if len(spans) <= 2 * workers:
+        return "where the wall goes: too few examples to tell the first wave from the rest"
+    steady = statistics.median(overheads[2 * workers:])
+    first = statistics.mean(overheads[:workers])
+    steady_first = [f + steady for f in floors[:workers]] + durations[workers:]
+    cost = makespan(durations, workers) - makespan(steady_first, workers)
+    return (f"first_wave=+{cost:.2f}s (its {workers} examples: {1000 * first:.0f} ms over calls x latency each; "
+            f"later examples: {1000 * steady:.0f} ms, median)")
 
 
 def bare_client_wall(url: str, calls_per_example: list[int], workers: int) -> float:
@@ -203,10 +250,15 @@ def bare_client_wall(url: str, calls_per_example: list[int], workers: int) -> fl
     return time.perf_counter() - start
 
 
+def _calls_by_example(records: list[Any]) -> dict[str, int]:
+    """LM calls per example id (the base proposal first, then the reviewer's and the revisions')."""
+    return {record.example_id: 1 + record.agent_calls + record.reviewer_calls
+            for record in records if record.condition != "base"}
+
+
 def _calls_per_example(items: list[Any], records: list[Any]) -> list[int]:
     """LM calls per example in the order evaluate submitted them (round-robin across categories)."""
-    calls = {record.example_id: 1 + record.agent_calls + record.reviewer_calls  # the base proposal first
-             for record in records if record.condition != "base"}
+    calls = _calls_by_example(records)
     return [calls[ex.id] for ex in round_robin(items)]
 
 
@@ -240,6 +292,7 @@ def run(args: argparse.Namespace) -> tuple[float, int, float]:
     print(f"process_cpu={cpu:.2f}s ({1000 * cpu / max(calls, 1):.1f} ms per LM call, {where})")
     print(f"start_up={marks.get('first_example', start) - start:.2f}s to the first example "
           f"(of which lm_cache_open={marks.get('lm_cache_open', 0.0):.2f}s: a new dspy cache)")
+    print(where_the_wall_goes(EXAMPLE_SPANS, _calls_by_example(result.records), args.latency, args.workers))
     if sum(jobs) != calls:
         print(f"note: the records count {sum(jobs)} LM calls, the server saw {calls} (the floor sends the former)")
     return wall, calls, floor
