@@ -161,6 +161,8 @@ EXAMPLE_SPANS: list[tuple[float, float, str]] = []
 def _time_start_up() -> dict[str, float]:
     """When the first example started, and how long opening the (new, empty) LM cache took, in perf_counter s.
 
+    Also records every example's span in ``EXAMPLE_SPANS`` (for ``where_the_wall_goes``).
+
     Why: opening a new dspy cache makes 16 sqlite files (0.1-0.7 s, more under disk load); it is part
     of the wall time but not of the per-call overhead, so it is printed apart.
     """

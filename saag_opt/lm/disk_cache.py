@@ -118,7 +118,7 @@ class OnDemandFanoutCache(FanoutCache):
     def get(self, key: Any, default: Any = None, read: bool = False, expire_time: bool = False, tag: bool = False,
             retry: bool = False) -> Any:
         """FanoutCache.get; a key whose shard does not exist yet is a miss (the shard is not made)."""
-        shard = self._shards.existing(self._hash(key) % self._count)  # type: ignore[attr-defined]
+        shard = self._existing_shard(key)
         if shard is None:
             return (default, None, None) if expire_time and tag else (default, None) if expire_time or tag else default
         try:
@@ -133,8 +133,12 @@ class OnDemandFanoutCache(FanoutCache):
         return value
 
     def __contains__(self, key: Any) -> bool:
-        shard = self._shards.existing(self._hash(key) % self._count)  # type: ignore[attr-defined]
+        shard = self._existing_shard(key)
         return shard is not None and key in shard
+
+    def _existing_shard(self, key: Any) -> Cache | None:
+        """The key's shard if its database exists, else None (a lookup makes no shard)."""
+        return self._shards.existing(self._hash(key) % self._count)  # type: ignore[attr-defined,no-any-return]
 
     def make_missing_shards(self) -> None:
         """Make the shards that do not exist yet, in a daemon thread (started once; a failure is left to the stores)."""
@@ -171,6 +175,8 @@ _MISSING = object()
 
 def install_disk_cache(where: str, size_limit: int) -> None:
     """Make dspy's active cache a memory tier over an ``OnDemandFanoutCache`` in ``where``.
+
+    Its missing shards are then made in the background (``make_missing_shards``).
 
     Raises what opening an existing shard raises (``sqlite3.DatabaseError`` for a damaged one, ``OSError``).
     """
