@@ -16,8 +16,9 @@ before), and the proxies are still read from the environment on every request (a
 honoured), but only the ``*_proxy`` variables are decoded.
 
 The one-time work: dspy's first call imports its execution modules and loads the price map (a gzip of
-JSON, 30-70 ms holding the GIL). Done there, it ran while 16 workers' first requests queued behind it
-(the bench's first wave of examples paid ~0.2 s more than later ones); done here, it runs once, alone.
+JSON: ~22 ms alone, 19 of them parsing under the GIL; ~70 ms amid the first wave). Done there, it ran
+while 16 workers' first requests queued behind it (the bench's first wave of examples paid ~0.2 s
+more than later ones); done here, it runs once, alone.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_workers_asking_the_price_map_at_once_scan_it_once(monkeypatch: pytest.M
 
 
 def test_opening_an_lm_loads_the_price_map_and_the_first_call_modules(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers' first calls then queue behind neither (the map is 30-70 ms of JSON under the GIL)."""
+    """Workers' first calls then queue behind neither (the map is ~19 ms of JSON parsing under the GIL)."""
     monkeypatch.setattr(metadata, "_data", None)  # as in a process that has made no call yet
     do_first_call_work()
     assert metadata._data is not None
