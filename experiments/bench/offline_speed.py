@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -65,6 +66,20 @@ def _proc(pid: int) -> tuple[float, int]:
     peak = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                 if line.startswith("VmHWM:"))
     return cpu, peak
+
+
+def llama_build() -> str:
+    """The llama.cpp library the servers load and the CPU features it was compiled for.
+
+    Why: prompt decoding speed depends on the build (on an AVX-512 machine, pip's native build decodes
+    prompts ~1.3x faster than ``.ci/run``'s portable AVX2 one), and greedy replies may differ across builds.
+    """
+    import llama_cpp  # noqa: PLC0415 - the local extra; the bench needs it anyway
+
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    features = " ".join(re.findall(r"(\w+) = 1", info)) or info.strip()
+    where = os.environ.get("LLAMA_CPP_LIB_PATH") or "the installed package"
+    return f"llama-cpp-python {llama_cpp.__version__} (library from {where}), built for {features}"
 
 
 def _answer(value: Any) -> Any:
@@ -175,6 +190,7 @@ def main() -> None:
     print(f"model local:{model} ({size:,} B), {len(examples)} examples of {args.dataset} ({args.split}), "
           f"mechanism {args.mechanism}, blocks of {args.block}, work dir {WORK}; load average "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    print(llama_build(), flush=True)
     runs = []
     for block, start in enumerate(range(0, len(examples), args.block)):
         data: Path | tuple[int, int] = (start, args.block) if multi_turn else WORK / f"block-{block:02d}.jsonl"

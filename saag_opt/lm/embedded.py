@@ -55,6 +55,8 @@ other processes share the 2 cores, the default spin keeps a core busy while its 
 scheduled: measured on the 0.5B with load average 7-8, a base call took 125-189 s with the default
 and 43-54 s with 10,000 spins or ``OMP_WAIT_POLICY=PASSIVE`` (one thread: 51-54 s). Same tokens:
 the wait policy does not touch the arithmetic."""
+REUSE_GRID_RECORD = "reuse-grids.json"
+"""In the cache dir: the finest exact prefix reuse measured per llama.cpp build and model (``reuse_grid``)."""
 COMPUTE_LOCK_FILE = "compute.lock"
 """The lock file, in the cache dir, that the embedded servers hold while computing (``compute_lock``)."""
 TRACE_ENV = "SAAG_OPT_SERVER_TRACE"
@@ -279,7 +281,8 @@ class EmbeddedServer:
         prompt_cache_mb: RAM for cached prompt states (0 = none); default half the model file, which
             keeps the server's peak RSS under ~3x the model file (experiments/bench/server_memory.py).
         speed: ``tuned`` (short barrier spins, grammar-first greedy sampling, a prompt cache that keeps
-            one state per conversation instead of its every turn; same replies) or
+            one state per conversation instead of its every turn, prefix reuse on the finest grid measured
+            exact; same replies) or
             ``legacy`` (the settings before them); default ``$SAAG_OPT_LOCAL_SPEED`` or ``tuned``.
         compute_lock: the file the server holds while it computes (``compute_lock``); default
             ``<cache dir>/compute.lock``, shared by every server of that cache dir.
@@ -335,7 +338,8 @@ class EmbeddedServer:
             "--n-threads", str(self.n_threads), "--prompt-cache-mb", str(self.prompt_cache_mb),
             "--parent-pid", str(os.getpid()), "--compute-lock", str(self.compute_lock),
             *(["--trace", trace] if (trace := os.environ.get(TRACE_ENV)) else []),
-            *(["--grammar-first", "--supersede"] if self.speed == "tuned" else []),
+            *(["--grammar-first", "--supersede", "--fine-reuse", "--reuse-grid-record",
+               str(default_cache_dir() / REUSE_GRID_RECORD)] if self.speed == "tuned" else []),
         ]
 
     def environment(self) -> dict[str, str]:
@@ -497,6 +501,7 @@ __all__ = [
     "EmbeddedServer",
     "LocalModel",
     "default_cache_dir",
+    "REUSE_GRID_RECORD",
     "embedded_servers",
     "ensure_model_file",
     "find_part_files",

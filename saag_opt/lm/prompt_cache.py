@@ -15,6 +15,9 @@ on the 0.5B model (see README, Models):
   ``prefix, prefix + n_batch, ...`` on a warm server but at ``0, n_batch, ...`` on a cold one, and a
   greedy reply can flip. Reusing only prefixes that end on an ``n_batch`` boundary *and* were decoded
   in whole batches from position 0 makes every prompt decode in the same batches, cold or warm.
+  Finer reuse is exact too where it is measured to be (``reuse_grid``: on this project's builds, a
+  prefix ending on a multiple of 4 tokens decoded in batches of at least 8): a warm decode then
+  starts there and cuts its batches where a cold one does (``n_batch`` multiples), so no logit moves.
 
 ``install`` upgrades the server's ``Llama`` in place with both fixes and a cache whose byte count is
 honest, so resident memory stays under model + KV + compute buffers + ``capacity_bytes``.
@@ -32,6 +35,8 @@ import llama_cpp
 import numpy as np
 from llama_cpp.llama import Llama, LlamaState
 from llama_cpp.llama_cache import LlamaRAMCache
+
+from saag_opt.lm.reuse_grid import ReuseGrid, whole_batches
 
 _KEY_BYTES_PER_TOKEN = 36
 """A cache key is a tuple of Python ints: 8 bytes a slot + a 28-byte int object (above 256)."""
@@ -144,13 +149,16 @@ class BoundedPromptCache(LlamaRAMCache):
 
 
 class ReproducibleLlama(Llama):
-    """``Llama`` that saves lean states and reuses only whole-batch prefixes (see the module docstring).
+    """``Llama`` that saves lean states and reuses only reproducible prefixes (see the module docstring).
 
     Never constructed directly: ``install`` re-classes the instance llama-cpp-python's server built.
     """
 
     _clean_tokens = 0
-    """Leading tokens of ``input_ids`` whose KV was decoded in whole batches starting at 0."""
+    """Leading tokens of ``input_ids`` whose KV a cold decode of the same tokens would compute bit for bit."""
+
+    reuse_grid: ReuseGrid | None = None
+    """Where a kept prefix may end (``reuse_grid.measure``); None: whole batches from 0, the rule without a measurement."""
 
     grammar_first = False
     """Greedy + grammar: try the unconstrained argmax first (``install(..., grammar_first=True)``)."""
@@ -158,14 +166,19 @@ class ReproducibleLlama(Llama):
     def _reusable_prefix(self, tokens: Sequence[int]) -> int:
         """Tokens of the live context the next decode may keep.
 
-        Matching, clean, batch-aligned, and short of the whole prompt (the last prompt token is
-        always decoded, as in a cold run).
+        Matching, clean, on the grid, and short of the whole prompt (the last prompt token is always
+        decoded, as in a cold run); and the warm decode's first batch (to the next ``n_batch``
+        multiple, where a cold decode cuts) is not shorter than the grid's ``min_batch``.
         """
         limit = min(self._clean_tokens, self.n_tokens, len(tokens) - 1)
         common = 0
         while common < limit and self.input_ids[common] == tokens[common]:
             common += 1
-        return common - common % self.n_batch
+        granule, min_batch = grid_of(self)
+        keep = common - common % granule
+        while keep % self.n_batch and min(keep - keep % self.n_batch + self.n_batch, len(tokens)) - keep < min_batch:
+            keep -= granule
+        return keep
 
     def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
         """Upstream's generator, after cutting the live context back to the reusable prefix."""
@@ -238,12 +251,20 @@ class ReproducibleLlama(Llama):
         return window[1]
 
     def eval(self, tokens: Sequence[int]) -> None:
-        """Upstream's decode; then track how far the context is decoded in whole batches from 0."""
+        """Upstream's decode in batches cut where a cold decode cuts them; then track how far the context is clean.
+
+        A warm decode may start off an ``n_batch`` multiple (``reuse_grid``): its first batch runs to the
+        next multiple, so every later batch is the cold decode's. A batch keeps its tokens clean when it
+        starts clean and on the grid and is at least ``min_batch`` long: all of them but the leftover
+        after the last whole granule (single generated tokens never are).
+        """
         start = self.n_tokens
         clean = min(self._clean_tokens, start)
-        super().eval(tokens)
-        if clean == start and start % self.n_batch == 0:
-            clean = start + len(tokens) - len(tokens) % self.n_batch
+        granule, min_batch = grid_of(self)
+        for begin, end in decode_batches(start, len(tokens), self.n_batch):
+            super().eval(tokens[begin - start:end - start])
+            if clean == begin and begin % granule == 0 and end - begin >= min_batch:
+                clean = end - (end - begin) % granule
         self._clean_tokens = clean
 
     def reset(self) -> None:
@@ -291,20 +312,34 @@ class ReproducibleLlama(Llama):
         self._clean_tokens = getattr(state, "clean_tokens", 0)
 
 
-def install(llama: Llama, capacity_bytes: int, *, grammar_first: bool = False, supersede: bool = False) -> Llama:
+def decode_batches(start: int, count: int, n_batch: int) -> list[tuple[int, int]]:
+    """``count`` tokens from position ``start`` cut into batches at the multiples of ``n_batch`` (a cold decode's cuts)."""
+    cuts = [start, *range(start - start % n_batch + n_batch, start + count, n_batch), start + count]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def grid_of(llama: Any) -> ReuseGrid:
+    """The model's reuse grid: the measured one, else whole batches."""
+    return getattr(llama, "reuse_grid", None) or whole_batches(llama.n_batch)
+
+
+def install(llama: Llama, capacity_bytes: int, *, grammar_first: bool = False, supersede: bool = False,
+            reuse_grid: ReuseGrid | None = None) -> Llama:
     """Upgrade the server's model in place; ``capacity_bytes`` 0 means no prompt cache at all.
 
     ``grammar_first``: greedy grammar decoding checks the plain argmax first (same tokens, see ``sample``).
     ``supersede``: a cached state replaces the states it supersedes within one batch (``BoundedPromptCache``).
+    ``reuse_grid``: keep prefixes that end on it (``reuse_grid.load_or_measure``); None: whole batches.
 
     The server builds its ``Llama`` itself (``LlamaProxy``), so the subclass, which adds methods only,
     is swapped onto the instance rather than constructed.
     """
     llama.__class__ = ReproducibleLlama
     llama.grammar_first = grammar_first  # type: ignore[attr-defined]
+    llama.reuse_grid = reuse_grid  # type: ignore[attr-defined]
     within = llama.n_batch if supersede else None
     llama.set_cache(BoundedPromptCache(capacity_bytes, supersede_within=within) if capacity_bytes > 0 else None)
     return llama
 
 
-__all__ = ["BoundedPromptCache", "ReproducibleLlama", "entry_bytes", "install", "reach"]
+__all__ = ["BoundedPromptCache", "ReproducibleLlama", "decode_batches", "entry_bytes", "grid_of", "install", "reach"]

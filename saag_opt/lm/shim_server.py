@@ -14,6 +14,7 @@ import argparse
 import os
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 
 from saag_opt.lm.compute_lock import ComputeLock, take_turns
@@ -42,6 +43,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="greedy grammar decoding checks the plain argmax before scanning the vocabulary")
     parser.add_argument("--supersede", action="store_true",
                         help="a cached prompt state replaces the cached states it can stand in for (within one batch)")
+    parser.add_argument("--fine-reuse", action="store_true",
+                        help="reuse prefixes on the finest grid measured to leave every logit as a cold decode's")
+    parser.add_argument("--reuse-grid-record", default=None,
+                        help="JSON file keeping the measured grid per llama.cpp build and model (else measured at start)")
     parser.add_argument("--trace", default=None, help="append one JSON line of timings per completion to this file")
     parser.add_argument("--compute-lock", default=None,
                         help="a lock file: the servers given the same one run their completions one at a time")
@@ -99,11 +104,24 @@ def main(argv: list[str] | None = None) -> None:
     proxy = server_app._llama_proxy  # set by create_app
     if proxy is None:
         raise RuntimeError("llama_cpp.server.app.create_app did not load the model")
-    llama = install(proxy(), args.prompt_cache_mb << 20, grammar_first=args.grammar_first,
-                    supersede=args.supersede)
+    lock = ComputeLock(args.compute_lock) if args.compute_lock else None
+    llama = proxy()
+    grid = None
+    if args.fine_reuse:
+        from saag_opt.lm.reuse_grid import load_or_measure  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
+
+        if lock is not None:
+            lock.acquire()  # a first start measures the grid by decoding: take turns like a completion
+        try:
+            grid = load_or_measure(llama, args.model, Path(args.reuse_grid_record) if args.reuse_grid_record else None)
+        finally:
+            if lock is not None:
+                lock.release()
+    llama = install(llama, args.prompt_cache_mb << 20, grammar_first=args.grammar_first,
+                    supersede=args.supersede, reuse_grid=grid)
     if args.trace:
         install_trace(llama, args.trace)
-    served = take_turns(app, ComputeLock(args.compute_lock)) if args.compute_lock else app
+    served = take_turns(app, lock) if lock is not None else app
     serve(json_schema_shim(served), args.host, args.port)
 
 

@@ -4,7 +4,8 @@ Upstream llama-cpp-python reuses any matching prefix, so a warm server decodes a
 batches than a cold one and the logits differ in the last bits. On this prompt pair that flipped the
 greedy reply of the old server (measured with the 0.5B: cold " tool_12\\nExplanation: ...", warm after
 OTHER " tool_10(arg3: int) returns v19"). ``saag_opt.lm.prompt_cache`` reuses only whole-batch
-prefixes, which makes the decode identical.
+prefixes, which makes the decode identical: whole batches, or (tuned) the finer grid measured to
+leave every logit as it was (``saag_opt.lm.reuse_grid``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ import pytest
 
 from saag_opt.agents.base import BaseAgent, registry_json_schema
 from saag_opt.data import load_dataset
-from saag_opt.lm.embedded import TRACE_ENV, EmbeddedServer, ensure_model_file, get_local_model
+from saag_opt.lm.embedded import (
+    REUSE_GRID_RECORD,
+    TRACE_ENV,
+    EmbeddedServer,
+    default_cache_dir,
+    ensure_model_file,
+    get_local_model,
+)
 
 pytestmark = pytest.mark.e2e
 
 SHARED = "Tools: " + " ".join(f"tool_{i}(arg{i % 7}: int) returns v{i * 31 % 97}" for i in range(90))
 PROMPT = SHARED + "\nUser: call the tool whose index is the number of letters in 'parallel' and explain why. Answer:"
 OTHER = SHARED + "\nOther user: something else entirely, list three tools. Answer:"
+SERIAL = PROMPT.replace("'parallel'", "'serial'")
 
 
 def _reply(server: EmbeddedServer, prompt: str) -> str:
@@ -34,24 +43,38 @@ def _reply(server: EmbeddedServer, prompt: str) -> str:
         return str(json.loads(resp.read())["choices"][0]["text"])
 
 
-def test_same_prompt_same_reply_on_a_cold_and_a_warm_server(local_spec: str) -> None:
+def _cold_reply(model: object, path: Path, prompt: str) -> str:
+    server = EmbeddedServer(model, path).start()  # type: ignore[arg-type]
+    try:
+        return _reply(server, prompt)
+    finally:
+        server.stop()
+
+
+def test_same_prompt_same_reply_on_a_cold_and_a_warm_server(local_spec: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the reuse grid measured for this build (tuned): a kept prefix off the batch boundaries too."""
     name = local_spec.split(":", 1)[1]
     model, path = get_local_model(name), ensure_model_file(name)
-    cold = EmbeddedServer(model, path).start()
-    try:
-        cold_reply = _reply(cold, PROMPT)
-    finally:
-        cold.stop()
+    cold_reply, cold_serial = _cold_reply(model, path, PROMPT), _cold_reply(model, path, SERIAL)
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(TRACE_ENV, str(trace))
     warm = EmbeddedServer(model, path).start()
     try:
         _reply(warm, OTHER)  # the live context and the prompt cache now hold a long prefix of PROMPT
         warm_reply = _reply(warm, PROMPT)
+        warm_serial = _reply(warm, SERIAL)  # keeps PROMPT's prefix up to its last word
         again = _reply(warm, PROMPT)
     finally:
         warm.stop()
-    assert cold_reply.strip(), "an empty reply proves nothing"
-    assert warm_reply == cold_reply
-    assert again == cold_reply
+    assert cold_reply.strip() and cold_serial.strip(), "an empty reply proves nothing"
+    assert (warm_reply, warm_serial, again) == (cold_reply, cold_serial, cold_reply)
+    reused = [json.loads(line)["reused_tokens"] for line in trace.read_text().splitlines()]
+    grids = json.loads((default_cache_dir() / REUSE_GRID_RECORD).read_text())
+    granule = next(grid for key, grid in grids.items() if path.name in key)[0]
+    assert all(n % granule == 0 for n in reused) and reused[1] > 0 and reused[2] > reused[1], reused
+    if granule < 128:  # the measured grid is finer than a batch: SERIAL kept a prefix off the boundaries
+        assert reused[2] % 128, reused
 
 
 def _post(server: EmbeddedServer, path: str, body: dict) -> dict:

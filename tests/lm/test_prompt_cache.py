@@ -15,7 +15,8 @@ pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed
 if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
     from llama_cpp.llama import LlamaState
 
-    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, entry_bytes, reach
+    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, decode_batches, entry_bytes, reach
+    from saag_opt.lm.reuse_grid import ReuseGrid
 
 N_CTX, N_VOCAB = 64, 1000
 
@@ -155,10 +156,15 @@ def test_reuse_is_the_matching_clean_prefix_rounded_down_to_a_batch(clean: int, 
     assert ReproducibleLlama._reusable_prefix(live, prompt) == expected  # type: ignore[arg-type]
 
 
-def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+def _unloaded(monkeypatch: pytest.MonkeyPatch, n_batch: int,
+              grid: ReuseGrid | None = None) -> tuple[ReproducibleLlama, list[int]]:
+    """A ``ReproducibleLlama`` without a model whose upstream decode records each batch's size."""
     from llama_cpp.llama import Llama  # noqa: PLC0415 - optional: the local extra (llama-cpp-python)
 
+    decoded: list[int] = []
+
     def fake_decode(self: ReproducibleLlama, tokens: list[int]) -> None:  # upstream eval without llama.cpp
+        decoded.append(len(tokens))
         self.n_tokens += len(tokens)
 
     class Unloaded(ReproducibleLlama):
@@ -167,7 +173,12 @@ def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(
 
     monkeypatch.setattr(Llama, "eval", fake_decode)
     llm = Unloaded.__new__(Unloaded)
-    llm.n_tokens, llm.n_batch = 0, 256
+    llm.n_tokens, llm.n_batch, llm.reuse_grid = 0, n_batch, grid
+    return llm, decoded
+
+
+def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    llm, _ = _unloaded(monkeypatch, 256)
     steps = [(0, 1100, 1024),     # a cold prompt: four whole batches
              (None, 1, 1024),     # generated tokens, one at a time
              (1024, 300, 1280),   # a warm prompt decoded from the clean boundary
@@ -177,3 +188,41 @@ def test_clean_prefix_grows_only_by_whole_batches_decoded_from_a_clean_boundary(
             llm.n_tokens = start
         ReproducibleLlama.eval(llm, [7] * n)
         assert llm._clean_tokens == clean
+
+
+def test_batches_are_cut_at_the_multiples_of_n_batch_wherever_a_decode_starts() -> None:
+    assert decode_batches(0, 300, 128) == [(0, 128), (128, 256), (256, 300)]
+    assert decode_batches(100, 300, 128) == [(100, 128), (128, 256), (256, 384), (384, 400)]
+    assert decode_batches(128, 5, 128) == [(128, 133)]
+    assert decode_batches(1000, 1, 128) == [(1000, 1001)]
+    assert decode_batches(7, 0, 128) == []
+
+
+def test_on_a_fine_grid_a_warm_decode_cuts_where_a_cold_one_does_and_keeps_tokens_of_long_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    llm, decoded = _unloaded(monkeypatch, 128, ReuseGrid(4, 8))
+    steps = [(0, 301, [128, 128, 45], 300),     # cold: the last batch's leftover token is not kept
+             (None, 1, [1], 300),               # a generated token never is
+             (248, 70, [8, 62], 316),           # warm from 248: first batch to 256, as cold cuts there
+             (252, 70, [4, 66], 252),           # a first batch of 4 (< min_batch): nothing past it is kept
+             (140, 6, [6], 140)]                # a short batch at the end of a prompt: not kept
+    for start, n, batches, clean in steps:
+        if start is not None:
+            llm.n_tokens = start
+        decoded.clear()
+        ReproducibleLlama.eval(llm, [7] * n)
+        assert (decoded, llm._clean_tokens) == (batches, clean), (start, n)
+
+
+@pytest.mark.parametrize(("common", "length", "expected"), [
+    (250, 400, 248),   # back to the granule; the warm batch [248, 256) has min_batch tokens
+    (253, 400, 248),   # 252 would start with a 4-token batch [252, 256): one granule further back
+    (130, 400, 128),   # a batch boundary: the warm decode cuts exactly as a cold one
+    (300, 252, 244),   # the prompt ends at 252: [248, 252) is too short, [244, 252) is not
+])
+def test_on_a_fine_grid_the_kept_prefix_ends_on_the_granule_before_a_long_enough_batch(
+        common: int, length: int, expected: int) -> None:
+    prompt = list(range(common)) + [-1] * max(0, length - common)
+    live = SimpleNamespace(_clean_tokens=400, n_tokens=400, n_batch=128, reuse_grid=ReuseGrid(4, 8),
+                           input_ids=np.arange(2048, dtype=np.intc))
+    assert ReproducibleLlama._reusable_prefix(live, prompt[:length]) == expected  # type: ignore[arg-type]
