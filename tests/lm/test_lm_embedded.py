@@ -194,13 +194,15 @@ def test_prompt_cache_gets_half_the_model_file_and_at_least_256_mib(tmp_path: Pa
     assert command[command.index("--prompt-cache-mb") + 1] == "532"
 
 
-def test_tuned_speed_is_the_default_and_adds_grammar_first_and_a_short_spin(tmp_path: Path,
+def test_tuned_speed_is_the_default_and_adds_grammar_first_fine_reuse_and_a_short_spin(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (embedded.SPEED_ENV, "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
         monkeypatch.delenv(name, raising=False)
     tuned = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
     tuned.port = 1234
-    assert tuned.speed == "tuned" and {"--grammar-first", "--supersede"} <= set(tuned.command())
+    assert tuned.speed == "tuned" and {"--grammar-first", "--supersede", "--fine-reuse"} <= set(tuned.command())
+    record = tuned.command()[tuned.command().index("--reuse-grid-record") + 1]
+    assert record == str(embedded.default_cache_dir() / embedded.REUSE_GRID_RECORD)  # one record per cache dir
     assert tuned.environment()["GOMP_SPINCOUNT"] == embedded.SPIN_COUNT
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's own OpenMP setting wins
     assert "GOMP_SPINCOUNT" not in tuned.environment()
@@ -208,7 +210,7 @@ def test_tuned_speed_is_the_default_and_adds_grammar_first_and_a_short_spin(tmp_
     legacy = EmbeddedServer(_tiny(), tmp_path / "tiny.gguf")
     legacy.port = 1234
     monkeypatch.delenv("OMP_WAIT_POLICY")
-    assert legacy.speed == "legacy" and not {"--grammar-first", "--supersede"} & set(legacy.command())
+    assert legacy.speed == "legacy" and not {"--grammar-first", "--supersede", "--fine-reuse"} & set(legacy.command())
     assert "GOMP_SPINCOUNT" not in legacy.environment()
 
 
