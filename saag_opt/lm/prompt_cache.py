@@ -261,6 +261,8 @@ class ReproducibleLlama(Llama):
         start = self.n_tokens
         clean = min(self._clean_tokens, start)
         granule, min_batch = grid_of(self)
+        if not len(tokens):
+            super().eval(tokens)  # upstream still drops the KV past n_tokens
         for begin, end in decode_batches(start, len(tokens), self.n_batch):
             super().eval(tokens[begin - start:end - start])
             if clean == begin and begin % granule == 0 and end - begin >= min_batch:
