@@ -67,7 +67,7 @@ class BoundedPromptCache(LlamaRAMCache):
     state only takes room. Without this, a conversation's states pile up turn after turn and LRU
     evicts another role's (the agent's, the reviewer's, the user simulator's), which then decodes its
     whole prompt again: on a tau2 airline task (1.5B) a 5.8k-token agent prompt took 100 s instead of 5.
-    Reuse is whole batches anyway, so ``n_batch`` costs at most one batch of decoding, and never a
+    Reuse is on the grid anyway, so ``n_batch`` costs at most one batch of decoding, and never a
     different reply (``ReproducibleLlama``).
 
     With ``supersede_within`` set, eviction also looks at what a state adds: over capacity, the least

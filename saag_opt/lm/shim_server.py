@@ -1,7 +1,7 @@
 """Entry point of the embedded server subprocess: ``python -m saag_opt.lm.shim_server --model ...``.
 
 Builds llama-cpp-python's OpenAI-compatible app (``logits_all=False``: half the RSS, faster cold
-prompts), upgrades its model with a bounded prompt cache and batch-aligned prefix reuse
+prompts), upgrades its model with a bounded prompt cache and reproducible prefix reuse
 (``prompt_cache.install``), wraps it in the json_schema shim and, with ``--compute-lock``, in
 ``compute_lock.take_turns`` (the embedded servers sharing that file compute one at a time), and serves
 it with uvicorn on 127.0.0.1. A watchdog thread exits when the parent process dies, so a killed
@@ -35,7 +35,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--n-threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--n-batch", type=int, default=DEFAULT_N_BATCH,
-                        help="decode batch; prefixes are reused in whole batches (reproducible replies)")
+                        help="decode batch; every decode is cut at its multiples (reproducible replies)")
     parser.add_argument("--prompt-cache-mb", type=int, default=512,
                         help="RAM for cached prompt states, every byte counted; 0 disables the cache")
     parser.add_argument("--parent-pid", type=int, default=None)
