@@ -249,15 +249,21 @@ class Objective:
         _silence_trial_failure_log()
 
     def _earlier_result(self, trial: Any, key: str) -> Any | None:
-        """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING."""
+        """A COMPLETE trial with the same configuration; waits while an earlier one is RUNNING.
+
+        An earlier RUNNING trial that has not stored its configuration yet (another worker between
+        ``ask`` and ``KEY_ATTR``) is waited for too: it may be this one's, and running both would
+        evaluate the configuration twice.
+        """
         from optuna.trial import TrialState  # noqa: PLC0415 - heavy: optuna; the report imports this module
 
         while True:
             running = False
             for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-                if other.number == trial.number or other.user_attrs.get(KEY_ATTR) != key:
+                other_key = other.user_attrs.get(KEY_ATTR)
+                if other.number == trial.number or other_key not in (key, None):
                     continue
-                if other.state == TrialState.COMPLETE and DUPLICATE_ATTR not in other.user_attrs:
+                if other.state == TrialState.COMPLETE and other_key == key and DUPLICATE_ATTR not in other.user_attrs:
                     return other
                 if other.state == TrialState.RUNNING and other.number < trial.number:
                     running = True

@@ -172,3 +172,32 @@ def test_a_trial_failing_on_a_user_error_is_logged_without_a_traceback(
         _run(tmp_path, Refusing(TABLE), sampler="grid", no_test=True)
     failed = [r for r in caplog.records if "failed" in r.getMessage() and "not with this reviewer" in r.getMessage()]
     assert failed and all(r.exc_info is None and r.exc_text is None for r in failed)
+
+
+def test_a_trial_waits_for_an_earlier_running_one_that_has_not_stored_its_configuration_yet() -> None:
+    """Two workers on one grid point: the later must not run it while the earlier is between ask and its key."""
+    import threading  # noqa: PLC0415 - only this test races
+
+    import optuna  # noqa: PLC0415 - heavy: optuna
+
+    from saag_opt.tune import study as study_module  # noqa: PLC0415 - the module under test
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize"])
+    earlier, later = study.ask(), study.ask()  # both RUNNING; the earlier has no key yet
+
+    def earlier_finishes() -> None:
+        earlier.set_user_attr(study_module.KEY_ATTR, "same")
+        study.tell(earlier, [0.5])
+
+    timer = threading.Timer(0.3, earlier_finishes)
+    timer.start()
+    try:
+        objective = study_module.Objective.__new__(study_module.Objective)
+        objective.storage_kind = "inmemory"
+        found = objective._earlier_result(later, "same")
+    finally:
+        timer.join()
+    assert found is not None and found.number == earlier.number  # waited, then repeats its result
+    later.set_user_attr(study_module.KEY_ATTR, "same")  # the later one now runs its repeat
+    assert objective._earlier_result(study.ask(), "other") is None  # another configuration runs at once
