@@ -176,7 +176,7 @@ class ReproducibleLlama(Llama):
             common += 1
         granule, min_batch = grid_of(self)
         keep = common - common % granule
-        while keep % self.n_batch and min(keep - keep % self.n_batch + self.n_batch, len(tokens)) - keep < min_batch:
+        while keep % self.n_batch and _first_batch(keep, len(tokens), self.n_batch) < min_batch:
             keep -= granule
         return keep
 
@@ -318,6 +318,12 @@ def decode_batches(start: int, count: int, n_batch: int) -> list[tuple[int, int]
     """``count`` tokens from position ``start`` cut into batches at the multiples of ``n_batch`` (a cold decode's cuts)."""
     cuts = [start, *range(start - start % n_batch + n_batch, start + count, n_batch), start + count]
     return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _first_batch(start: int, end: int, n_batch: int) -> int:
+    """Tokens in the first batch of a decode of positions ``start:end`` (``decode_batches``' cuts)."""
+    begin, stop = decode_batches(start, end - start, n_batch)[0]
+    return stop - begin
 
 
 def grid_of(llama: Any) -> ReuseGrid:

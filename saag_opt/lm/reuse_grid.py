@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import llama_cpp
 import numpy as np
 
+from saag_opt.runfiles import atomic_write_json
+
 if TYPE_CHECKING:
     from llama_cpp.llama import Llama
 
@@ -131,9 +133,7 @@ def load_or_measure(llama: Llama, model_path: str, record: Path | None) -> Reuse
     grid = measure(llama)
     if record is not None:
         try:
-            from saag_opt.runfiles import atomic_write_json  # noqa: PLC0415 - keeps the import light for tests
-
-            atomic_write_json(record, {**_read(record), key: list(grid)})
+            atomic_write_json(record, {**known, key: list(grid)})  # read under the same compute lock
         except OSError as exc:
             print(f"saag-opt server: could not record the reuse grid in {record}: {exc}", file=sys.stderr)
     return grid
