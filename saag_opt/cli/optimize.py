@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from saag_opt.choices import AcceptName, BudgetName
+from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.cli.common import (
     DEFAULT_BASE,
     DEFAULT_DATASET,
@@ -89,6 +89,10 @@ def optimize(
         "reviewers). Degenerate proposals are quarantined either way; best leaves the seed only with 2 more val "
         "examples right and 5 points.")]
     = "strict",
+    proposer: Annotated[ProposerName, typer.Option(
+        "--proposer", help="edit: the reflection LM writes one rule edit (add, replace or delete a rule) as "
+        "schema-constrained JSON, applied deterministically; rewrite: it writes a whole new instruction (dspy's "
+        "proposer). Small reflection models can write an edit where a rewrite degenerates.")] = "edit",
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,

@@ -36,12 +36,21 @@ class QuarantineKeeper(Protocol):
         """Why this exact text was quarantined before in the run (a resumed run included), or None."""
 
 
+class RefusalMemory(Protocol):
+    """Where refused proposals are remembered per parent text (``edit_proposer.EditMemory``)."""
+
+    def refuse(self, component: str, parent: str, child: str, reason: str) -> None:
+        """Remember that ``child``, proposed from ``parent``, was refused."""
+
+
 class ReviewerAcceptance:
     """A gepa ``AcceptanceCriterion`` (``should_accept`` + ``reject_reason``); see the module docstring."""
 
-    def __init__(self, accept: AcceptName = "strict", keeper: QuarantineKeeper | None = None) -> None:
+    def __init__(self, accept: AcceptName = "strict", keeper: QuarantineKeeper | None = None,
+                 memory: RefusalMemory | None = None) -> None:
         self.accept = accept
         self.keeper = keeper
+        self.memory = memory
         self._reasons: dict[int, str] = {}
         self._quarantined: dict[tuple[tuple[str, str], ...], str] = {}
 
@@ -51,6 +60,11 @@ class ReviewerAcceptance:
         if reason is None:
             return True
         self._reasons[id(proposal)] = reason
+        if self.memory is not None:  # the edit proposer will not propose it again from this parent
+            parent = _parent_text(state, (proposal.parent_program_ids or [None])[0])
+            for component, text in dict(proposal.candidate).items():
+                if component in parent and text != parent[component]:
+                    self.memory.refuse(component, parent[component], text, reason)
         return False
 
     def reject_reason(self, proposal: Any, state: Any) -> str:
@@ -142,4 +156,4 @@ def outcome_classes(evaluation: Any) -> list[str | None]:
     return classes
 
 
-__all__ = ["QuarantineKeeper", "ReviewerAcceptance", "outcome_classes"]
+__all__ = ["QuarantineKeeper", "RefusalMemory", "ReviewerAcceptance", "outcome_classes"]

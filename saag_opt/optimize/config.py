@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.mechanisms import Mechanism, mechanism_names
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
-from saag_opt.choices import AcceptName, BudgetName
+from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
 from saag_opt.lm import default_workers
 from saag_opt.resuming import RUN_OPTION
@@ -72,6 +72,9 @@ class OptimizeConfig(SetupConfig):
     (``strict``, GEPA's default) or may tie it (``equal``: GEPA's ``improvement_or_equal``). Ties
     still get a full val evaluation, and ``best`` moves only with ``rails.pick_best``'s margin; ``equal`` lets a
     weak (local) reviewer's run explore when small minibatches rarely show a strict gain."""
+    proposer: ProposerName = "edit"
+    """How a proposal is written: ``edit`` asks the reflection LM for one rule edit as schema-constrained JSON
+    (``optimize.edit_proposer``), ``rewrite`` for a whole new instruction (dspy's InstructionProposer)."""
     max_chars: int = Field(default=4000, ge=200)
     """Hard cap on a proposed instruction's length (InstructionProposer max_chars)."""
     reflection_max_tokens: int = Field(default=16000, ge=1000)

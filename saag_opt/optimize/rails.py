@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saag_opt.model import Example
+from saag_opt.optimize.edits import read_rules
 
 LENGTH_RATIO = (0.25, 5.0)
 """Allowed proposal/parent length (characters). Under a quarter of its parent a rewrite has dropped most
@@ -143,6 +144,49 @@ def not_instructions(text: str) -> Finding | None:
     if strong or len(moderate) >= 2:
         return Finding("not_instructions", "; ".join(strong + moderate))
     return None
+
+
+# -- one rule (an edit) -----------------------------------------------------------------------------
+
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I am|I'll|my|me)\b|\bas an (?:ai|assistant|language model)\b")
+"""The reflection LM speaking for itself ("I am unable to accurately review ..."): no reviewer rule does."""
+
+
+def not_a_rule(text: str) -> Finding | None:
+    """A rule an edit wrote that is not a rule for the reviewer.
+
+    Stricter than ``not_instructions``, which weighs a sentence by where it sits in a long text: one
+    rule has nowhere to hide, so any one signal suffices: a request for instructions, a question, an
+    address to the reader, the writer speaking as itself, or material only the reflection LM saw.
+    """
+    signals = []
+    for match in _REQUEST_RE.finditer(text):
+        if not _NOT_THE_OBJECT_RE.search(match.group(1)):
+            signals.append(f"asks for instructions ({_quote(match.group(0))})")
+            break
+    if text.rstrip().endswith("?"):
+        signals.append(f"is a question ({_quote(text)})")
+    if (address := _ADDRESS_RE.search(text)) is not None:
+        signals.append(f"addresses the reader ({_quote(address.group(0).strip(' .,;:'))})")
+    if (person := _FIRST_PERSON_RE.search(text)) is not None:
+        signals.append(f"speaks as the writer ({_quote(person.group(0))})")
+    if (context := _CONTEXT_RE.search(text)) is not None:
+        signals.append(f"refers to the reflection's own material ({_quote(context.group(0))})")
+    return Finding("not_a_rule", "; ".join(signals)) if signals else None
+
+
+def check_rule(text: str, parent: str = "", examples: Sequence[Example] = ()) -> list[Finding]:
+    """Every rule that fires on one rule an edit adds or rewrites (empty list = it passes).
+
+    ``parent``/``examples``: the instruction it joins and the reflected examples, for the copy
+    checks (skipped without examples).
+    """
+    checks = [not_a_rule(text)]
+    if len(_WORD_RE.findall(text)) < 3:
+        checks.append(Finding("truncated", f"a rule of {len(_WORD_RE.findall(text))} word(s) states no decision"))
+    if examples:
+        checks += [copies_values(text, parent, examples), copies_ngrams(text, parent, examples)]
+    return [f for f in checks if f is not None]
 
 
 # -- truncated -------------------------------------------------------------------------------------
@@ -395,10 +439,26 @@ def quarantine_reason(candidate: Mapping[str, str], parent: Mapping[str, str],
         before = parent.get(name, "")
         if text == before:
             continue
-        findings = check_instruction(text, before, examples)
+        findings = check_instruction(text, before, examples) + _edited_rules(text, before)
         if findings:
             reasons.append(f"{name.removeprefix('reviewer.')}: " + "; ".join(map(str, findings)))
     return " | ".join(reasons) or None
+
+
+EDIT_SIZE = 2
+"""At most this many rules added or rewritten is an edit, whose new rules are also checked one by one."""
+
+
+def _edited_rules(text: str, parent: str) -> list[Finding]:
+    """``check_rule`` on each new rule of an edit-sized change (a rewrite is judged as a whole text)."""
+    old = {r.text for r in read_rules(parent)}
+    new = [r.text for r in read_rules(text) if r.text not in old]
+    if not new or len(new) > EDIT_SIZE:
+        return []
+    found: list[Finding] = []
+    for rule in new:
+        found += [f for f in check_rule(rule) if f.rule == "not_a_rule"]
+    return found
 
 
 # -- minibatch collapse ----------------------------------------------------------------------------
@@ -464,6 +524,6 @@ def pick_best(seed: str, seed_score: float | None, scores: Mapping[str, float], 
                      f"({(clearing[version] - seed_score) * 100:+.1f} points) over the seed {seed}; {margin}")
 
 
-__all__ = ["BEST_MARGIN_EXAMPLES", "BEST_MARGIN_POINTS", "LENGTH_RATIO", "MIN_WORDS", "NGRAM_N", "Finding",
-           "check_instruction", "copies_ngrams", "copies_values", "length_ratio", "minibatch_collapse",
-           "not_instructions", "pick_best", "quarantine_reason", "truncated"]
+__all__ = ["BEST_MARGIN_EXAMPLES", "BEST_MARGIN_POINTS", "EDIT_SIZE", "LENGTH_RATIO", "MIN_WORDS", "NGRAM_N", "Finding",
+           "check_instruction", "check_rule", "copies_ngrams", "copies_values", "length_ratio", "minibatch_collapse",
+           "not_a_rule", "not_instructions", "pick_best", "quarantine_reason", "truncated"]

@@ -12,9 +12,12 @@ from typing import Any
 import dspy
 from dspy.teleprompt.gepa import InstructionProposer
 
-from saag_opt.choices import AcceptName
+from saag_opt.choices import AcceptName, ProposerName
 from saag_opt.errors import RunError
+from saag_opt.events import EventSink
 from saag_opt.optimize.acceptance import ReviewerAcceptance
+from saag_opt.optimize.edit_proposer import EditMemory, EditProposer
+from saag_opt.optimize.sampler import FailureFirstSampler
 
 
 @dataclass
@@ -33,6 +36,10 @@ class GepaSettings:
     callbacks: list[Any] = field(default_factory=list)
     quarantine: Any = None
     """Keeps the proposals the rails refuse (``acceptance.QuarantineKeeper``; the run's ArtifactWriter)."""
+    proposer: ProposerName = "edit"
+    memory: EditMemory | None = None
+    """Edits refused per parent (the edit proposer reads it, the acceptance criterion fills it); None = in memory."""
+    sink: EventSink | None = None
 
 
 ADDITIONAL_INSTRUCTIONS = (
@@ -43,16 +50,28 @@ ADDITIONAL_INSTRUCTIONS = (
 )
 
 
+def build_proposer(settings: GepaSettings, memory: EditMemory) -> Any:
+    """The instruction proposer ``settings.proposer`` names: one rule edit, or dspy's whole rewrite."""
+    if settings.proposer == "edit":
+        return EditProposer(settings.reflection_lm, memory, sink=settings.sink)
+    return InstructionProposer(additional_instructions=ADDITIONAL_INSTRUCTIONS, max_chars=settings.max_chars)
+
+
 def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
-    """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each)."""
-    return dspy.GEPA(
+    """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each).
+
+    Minibatches come from ``FailureFirstSampler`` (known failures in every minibatch), which also
+    listens to gepa's evaluations as a callback.
+    """
+    memory = settings.memory if settings.memory is not None else EditMemory()
+    sampler = FailureFirstSampler(settings.minibatch, settings.seed)
+    gepa = dspy.GEPA(
         metric=metric,
         max_metric_calls=settings.max_metric_calls,
         reflection_minibatch_size=settings.minibatch,
         candidate_selection_strategy="pareto",
         reflection_lm=settings.reflection_lm,
-        instruction_proposer=InstructionProposer(additional_instructions=ADDITIONAL_INSTRUCTIONS,
-                                                 max_chars=settings.max_chars),
+        instruction_proposer=build_proposer(settings, memory),
         use_merge=False,
         num_threads=settings.workers,
         log_dir=str(settings.log_dir),
@@ -60,9 +79,14 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
         warn_on_score_mismatch=False,
         seed=settings.seed,
         gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
-                     "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine),
-                     "stop_callbacks": list(settings.stoppers), "callbacks": list(settings.callbacks)},
+                     "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine, memory),
+                     "batch_sampler": sampler,
+                     "stop_callbacks": list(settings.stoppers), "callbacks": [*settings.callbacks, sampler]},
     )
+    # gepa takes a minibatch size only with its own sampler (ours carries it); dspy reads the field only to
+    # tell minibatch evaluations from full ones in its logging callbacks.
+    gepa.reflection_minibatch_size = None
+    return gepa
 
 
 STATE_FILE = "gepa_state.bin"
@@ -105,5 +129,5 @@ def compile_gepa(gepa: dspy.GEPA, student: dspy.Module, trainset: Sequence[dspy.
 
 
 
-__all__ = ["ADDITIONAL_INSTRUCTIONS", "STATE_FILE", "GepaSettings", "build_gepa", "compile_gepa",
+__all__ = ["ADDITIONAL_INSTRUCTIONS", "STATE_FILE", "GepaSettings", "build_gepa", "build_proposer", "compile_gepa",
            "set_aside_unreadable_state"]

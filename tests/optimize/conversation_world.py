@@ -24,7 +24,7 @@ from saag_opt.data.bfcl_environment import gold_calls
 from saag_opt.data.catalog import load_episodes
 from saag_opt.model import ToolCall
 from saag_opt.testing.scripted_server import Reply
-from tests.optimize.optimize_world import KEYWORD, PROPOSED_INSTRUCTION, SEED_INSTRUCTION
+from tests.optimize.optimize_world import KEYWORD, PROPOSED_INSTRUCTION, SEED_INSTRUCTION, is_edit_request
 from tests.runtime.world import verdict
 
 DATASET = "bfcl:multi_turn_base"
@@ -68,6 +68,9 @@ class ConversationWorld:
         system = _text(messages[0].get("content")) if messages else ""
         if request.get("tools"):
             return self._agent(messages)
+        if is_edit_request(request):
+            self.reflections += 1
+            return Reply(text=json.dumps({"op": "add", "rule": 0, "text": self.proposal}))
         if "new_instruction" in system:
             self.reflections += 1
             return Reply(text=json.dumps({"new_instruction": self.proposal}))

@@ -58,13 +58,33 @@ def _asked_city(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+def is_edit_request(request: dict) -> bool:
+    """The edit proposer's request: a json_schema response format named ``rule_edit``."""
+    fmt = request.get("response_format") or {}
+    return isinstance(fmt, dict) and (fmt.get("json_schema") or {}).get("name") == "rule_edit" \
+        or (isinstance(fmt, dict) and "schema" in fmt and "op" in json.dumps(fmt.get("schema")))
+
+
+def is_reflection(request: dict) -> bool:
+    """A reflection request of either proposer (dspy's rewrite or the edit proposer)."""
+    messages = request.get("messages") or []
+    return is_edit_request(request) or bool(messages) and "new_instruction" in _text(messages[0].get("content"))
+
+
+def edit_reply(text: str) -> Reply:
+    """The edit proposer's answer that adds ``text`` as a rule."""
+    return Reply(text=json.dumps({"op": "add", "rule": 0, "text": text}))
+
+
 def handler(request: dict) -> Reply:
-    """Route by request shape: tools -> base agent; JSON proposer -> reflection; else reviewer."""
+    """Route by request shape: tools -> base agent; reflection (edit or rewrite); else reviewer."""
     messages = request.get("messages") or []
     system = _text(messages[0].get("content")) if messages else ""
     user = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
     if request.get("tools"):
         return _base(messages)
+    if is_edit_request(request):
+        return edit_reply(PROPOSED_INSTRUCTION)
     if "new_instruction" in system:
         return Reply(text=json.dumps({"new_instruction": PROPOSED_INSTRUCTION}))
     return _review(system, user)

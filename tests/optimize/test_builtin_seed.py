@@ -23,6 +23,8 @@ def _extends_the_seed(request: dict) -> object:
     Why: the world's one-line proposal in place of v2's 1661 characters is what the rails quarantine
     (optimize/rails.py LENGTH_RATIO); a real rewrite of v2 keeps its criteria.
     """
+    if world.is_edit_request(request):  # the edit proposer adds the keyword as one rule of v2
+        return world.edit_reply(world.PROPOSED_INSTRUCTION)
     messages = request.get("messages") or []
     if messages and "new_instruction" in str(messages[0].get("content")):
         v2 = load_version_file(shipped("prompts") / "reviewer" / "v2.json").instructions["review"]

@@ -19,12 +19,13 @@ from saag_opt.data import catalog
 from saag_opt.episodes import Episode
 from saag_opt.evaluation.episodes import EpisodeRecord
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
+from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.feedback import GOLD_LABEL
 from saag_opt.runfiles import read_header, read_rows
 from saag_opt.testing.scripted_server import RecordedRequest, ScriptedOpenAIServer
 from tests.episodes.world import needs_bfcl
 from tests.optimize import conversation_world as cw
-from tests.optimize.optimize_world import KEYWORD
+from tests.optimize.optimize_world import KEYWORD, is_reflection
 
 pytestmark = [pytest.mark.integration, needs_bfcl]
 
@@ -56,7 +57,7 @@ def _config(tmp_path: Path, server: ScriptedOpenAIServer, **extra: Any) -> Optim
 
 
 def _is_reflection(request: RecordedRequest) -> bool:
-    return "new_instruction" in json.dumps((request.body or {}).get("messages", [])[:1])
+    return is_reflection(request.body or {})
 
 
 def _reflected(requests: list[RecordedRequest]) -> list[dict[str, Any]]:
@@ -99,7 +100,7 @@ def test_optimize_on_conversations_finds_the_better_reviewer_and_compares_it_on_
 
 def test_the_reflection_reads_the_failing_turn_and_the_reviewer_inputs_of_that_step(
         tmp_path: Path, server: ScriptedOpenAIServer) -> None:
-    run_optimize(_config(tmp_path, server, evaluate_test=False))
+    run_optimize(_config(tmp_path, server, evaluate_test=False, proposer="rewrite"))  # dspy's JSON of the items
     reflected = _reflected(server.chat_requests)
     missed = next(r for r in reflected if r["Feedback"].startswith("Outcome: missed error."))
     feedback = missed["Feedback"]
@@ -142,7 +143,8 @@ def test_the_rails_quarantine_a_proposal_that_copies_an_entrys_gold_value(tmp_pa
         result = run_optimize(_config(tmp_path, server, evaluate_test=False))
     store = PromptStore(tmp_path / "prompts")
     (kept,) = [v for v in store.list("reviewer") if v.quarantine is not None]
-    assert kept.instructions["review"] == copying and "copies_values" in kept.quarantine
+    assert rule_changes(cw.SEED_INSTRUCTION, kept.instructions["review"]) == [f"added as rule 2: {copying}"]
+    assert "copies_values" in kept.quarantine
     assert result.best_version == "v2" and result.versions == {0: "v2"}  # never in the pool, though it would win
     assert json.loads((result.run_dir / "quarantine.json").read_text())["quarantined"][0]["version"] == kept.version
 

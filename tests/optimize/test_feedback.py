@@ -102,8 +102,8 @@ def test_gold_never_reaches_the_reviewer_inputs(tmp_path, monkeypatch) -> None:
         run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts, mechanism="r1",
                                     runs_dir=str(tmp_path / "runs"), max_metric_calls=30, workers=2))
         requests = [r.body for r in server.chat_requests]
-    reviewer_requests = [b for b in requests if not b.get("tools") and "new_instruction" not in json.dumps(b)]
-    reflection_requests = [b for b in requests if "new_instruction" in json.dumps(b)]
+    reviewer_requests = [b for b in requests if not b.get("tools") and not world.is_reflection(b)]
+    reflection_requests = [b for b in requests if world.is_reflection(b)]
     assert reviewer_requests and reflection_requests
     assert not any(secret in json.dumps(b) for b in reviewer_requests)
     assert not any(secret in json.dumps(b) for b in requests if b.get("tools"))  # nor the base agent's

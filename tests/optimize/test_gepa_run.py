@@ -11,6 +11,7 @@ import pytest
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
 from saag_opt.optimize import OptimizeConfig, run_optimize
+from saag_opt.optimize.edits import rule_changes
 from saag_opt.testing.scripted_server import Fault, Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
@@ -138,6 +139,8 @@ NEUTRAL_INSTRUCTION = "Review the tentative calls carefully and approve them whe
 
 def _neutral_reflection(request: dict) -> object:
     """The world, except that reflection proposes an instruction that changes no verdict (a tie)."""
+    if world.is_edit_request(request):
+        return world.edit_reply(NEUTRAL_INSTRUCTION)
     messages = request.get("messages") or []
     if messages and "new_instruction" in str(messages[0].get("content")):
         return Reply(text=json.dumps({"new_instruction": NEUTRAL_INSTRUCTION}))
@@ -153,7 +156,9 @@ def test_a_tie_enters_the_pool_only_with_accept_equal(tmp_path: Path, accept: st
     if new_version:
         assert "v3-gepa" in versions
         tied = store.get("reviewer", "v3-gepa")
-        assert tied.instructions["review"] == NEUTRAL_INSTRUCTION and tied.parents == ["v2"]
+        # one edit of the seed: the neutral rule added, every seed rule kept
+        assert rule_changes(world.SEED_INSTRUCTION, tied.instructions["review"]) == [
+            f"added as rule 2: {NEUTRAL_INSTRUCTION}"] and tied.parents == ["v2"]
         # best needs the val margin (optimize/rails.py pick_best); a tie never displaces the seed
         assert result.best_version == "v2"
     else:

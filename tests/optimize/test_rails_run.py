@@ -159,6 +159,7 @@ def degenerate_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[t
         dataset, prompts = world.write_world(tmp_path)
         spec = f"fake@{srv.url}"
         config = OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts, accept="equal",
+                                proposer="rewrite",
                                 runs_dir=str(tmp_path / "runs"), max_metric_calls=20, workers=2, mechanism="r1",
                                 evaluate_test=False)
         yield run_optimize(config, on_event=events.append), events, text, rule

@@ -34,7 +34,7 @@ def _private_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _is_reflection(request: RecordedRequest) -> bool:
-    return "new_instruction" in json.dumps((request.body or {}).get("messages", [])[:1])
+    return world.is_reflection(request.body or {})
 
 
 def _reviewer(requests: list[RecordedRequest]) -> list[RecordedRequest]:
@@ -44,7 +44,7 @@ def _reviewer(requests: list[RecordedRequest]) -> list[RecordedRequest]:
 def _failing_reviews(request: dict) -> Reply | Fault:
     """The world, but a review of a FAILING city gets a 500 every time (the base agent and reflection answer)."""
     messages = json.dumps(request.get("messages") or [])
-    if not request.get("tools") and "new_instruction" not in messages[:2000] and any(c in messages for c in FAILING):
+    if not request.get("tools") and not world.is_reflection(request) and any(c in messages for c in FAILING):
         return Fault(500)
     return world.handler(request)
 

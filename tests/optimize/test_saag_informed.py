@@ -19,6 +19,7 @@ from saag_opt.errors import ConfigError
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.events import RunEvent
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
+from saag_opt.optimize.edit_proposer import REPORT_LABEL
 from saag_opt.runfiles import read_header
 from saag_opt.testing.scripted_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
@@ -43,7 +44,7 @@ def _messages(request: RecordedRequest) -> str:
 
 
 def _is_reflection(request: RecordedRequest) -> bool:
-    return "new_instruction" in json.dumps((request.body or {}).get("messages", [])[:1])
+    return world.is_reflection(request.body or {})
 
 
 def _reviewer(requests: list[RecordedRequest]) -> list[RecordedRequest]:
@@ -80,7 +81,7 @@ def test_every_reviewer_request_shows_the_report_only_with_the_flag(tmp_path: Pa
     with_report = [r for r in gepa + test_phase if REPORT in _messages(r)]
     assert len(with_report) == (len(gepa) + len(test_phase) if informed else 0)
     # The reflection LM reads the reviewer's inputs: the report it saw, when it saw one.
-    assert any("saag_report" in _messages(r) for r in reflection) is informed
+    assert any(REPORT_LABEL in _messages(r) or "saag_report" in _messages(r) for r in reflection) is informed
 
     run_dir = result.run_dir
     header = read_header(run_dir)

@@ -43,7 +43,7 @@ def _mentions(requests: list[RecordedRequest], cities: set[str]) -> set[str]:
 
 
 def _is_reflection(request: RecordedRequest) -> bool:
-    return "new_instruction" in json.dumps((request.body or {}).get("messages", [])[:1])
+    return world.is_reflection(request.body or {})
 
 
 def test_gepa_rollouts_and_reflection_never_see_a_test_example(tmp_path: Path) -> None:

@@ -27,9 +27,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _garbling(request: dict) -> Reply:
     messages = request.get("messages") or []
-    system = world._text(messages[0].get("content")) if messages else ""
     user = "\n".join(world._text(m.get("content")) for m in messages if m.get("role") == "user")
-    if not request.get("tools") and "new_instruction" not in system and world._asked_city(user) in GARBLED:
+    if not request.get("tools") and not world.is_reflection(request) and world._asked_city(user) in GARBLED:
         return Reply(text="I would rather not say.")
     return world.handler(request)
 

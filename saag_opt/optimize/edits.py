@@ -1,0 +1,275 @@
+"""One-rule edits of a reviewer instruction: read the text as numbered rules, parse an edit, apply it.
+
+Why edits: a small reflection model cannot rewrite a 1,661-character instruction (it shortens,
+asks for instructions, or refuses), but it can write one rule. An edit is ``add`` a rule,
+``replace`` rule N or ``delete`` rule N; this module reads the instruction as rules, parses the
+reflection LM's JSON edit and applies it deterministically, so the rest of the text stays byte for
+byte what it was. Pure: no LM, no I/O.
+
+How a text is read as rules: blank lines split it into paragraphs; inside a paragraph a line that
+starts a list item (``1.``, ``-``, ``*``) starts a new rule and other lines continue the one
+before; a line of its own ending with ``:`` ("Criteria:") is a heading, not a rule. Every other
+paragraph or list item is a rule, numbered from 1 in reading order. ``add`` appends to the last
+list (in its style: the next number, or its bullet), or, in a text without a list, appends a
+``Rules:`` list after the last paragraph.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+EditOp = Literal["add", "replace", "delete"]
+
+MAX_EDIT_WORDS = 40
+"""Longest rule an edit may write: one rule a reviewer can apply, not a rewrite in disguise."""
+
+EDIT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "op": {"type": "string", "enum": ["add", "replace", "delete"]},
+        "rule": {"type": "integer"},
+        "text": {"type": "string"},
+    },
+    "required": ["op", "rule", "text"],
+    "additionalProperties": False,
+}
+"""The JSON the reflection LM must return (sent as a json_schema response_format; a grammar on the
+embedded server). ``rule`` is 0 for ``add``; ``text`` is empty for ``delete``."""
+
+_ITEM_RE = re.compile(r"^(\s*)(\d+[.)]|[-*•])\s+")
+_HEADING_RE = re.compile(r"^[^\n]{1,60}:$")
+
+
+class EditError(ValueError):
+    """An edit that cannot be parsed or applied (a bad op, a rule number out of range, no text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule of an instruction: its 1-based number, its text (marker removed) and where it sits."""
+
+    number: int
+    text: str
+    start: int
+    """Index of its first line in the instruction's lines."""
+    end: int
+    """Index after its last line."""
+    marker: str | None
+    """``1.``/``-``/``*`` for a list item, None for a paragraph."""
+    indent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One edit: ``add`` (``rule`` 0), ``replace`` or ``delete`` rule ``rule``; ``text`` the new rule."""
+
+    op: EditOp
+    rule: int = 0
+    text: str = ""
+
+    def key(self) -> str:
+        """A canonical form, to remember the edit (``delete`` ignores its text, ``add`` its number)."""
+        text = "" if self.op == "delete" else " ".join(self.text.split()).lower()
+        return json.dumps([self.op, 0 if self.op == "add" else self.rule, text])
+
+    def describe(self) -> str:
+        """One line for a log, a diff header or a reflection prompt."""
+        if self.op == "add":
+            return f"add a rule: {self.text}"
+        if self.op == "delete":
+            return f"delete rule {self.rule}"
+        return f"replace rule {self.rule} with: {self.text}"
+
+
+def read_rules(text: str) -> list[Rule]:
+    """The instruction's rules in reading order (see the module docstring)."""
+    lines = text.split("\n")
+    rules: list[Rule] = []
+    current: dict[str, Any] | None = None
+
+    def close(end: int) -> None:
+        nonlocal current
+        if current is not None:
+            body = " ".join(" ".join(lines[i].split()) for i in range(current["start"], end))
+            if current["marker"] is not None:
+                body = _ITEM_RE.sub("", body, count=1)
+            rules.append(Rule(len(rules) + 1, body.strip(), current["start"], end, current["marker"], current["indent"]))
+        current = None
+
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        item = _ITEM_RE.match(line)
+        if not stripped:
+            close(i)
+        elif item is not None:
+            close(i)
+            current = {"start": i, "marker": item.group(2), "indent": item.group(1)}
+        elif current is None and _HEADING_RE.match(stripped) and _next_is_item(lines, i):
+            continue
+        elif current is None:
+            current = {"start": i, "marker": None, "indent": ""}
+    close(len(lines))
+    return rules
+
+
+def _next_is_item(lines: list[str], i: int) -> bool:
+    for line in lines[i + 1:]:
+        if line.strip():
+            return _ITEM_RE.match(line) is not None
+    return False
+
+
+def numbered(text: str) -> str:
+    """The rules as ``[N] text`` lines: what the reflection LM edits."""
+    return "\n".join(f"[{r.number}] {r.text}" for r in read_rules(text))
+
+
+def parse_edit(reply: str | dict[str, Any], n_rules: int) -> Edit:
+    """The edit in a reflection reply (a JSON object, possibly inside prose or a code fence).
+
+    Raises:
+        EditError: no JSON object, an unknown op, a rule number out of ``1..n_rules``, or a missing,
+            multi-rule or overlong text.
+    """
+    data = reply if isinstance(reply, dict) else _json_object(reply)
+    op = str(data.get("op", "")).strip().lower()
+    if op not in ("add", "replace", "delete"):
+        raise EditError(f"op must be add, replace or delete, got {data.get('op')!r}")
+    text = " ".join(str(data.get("text") or "").split())
+    text = _ITEM_RE.sub("", text, count=1).strip()
+    if op == "add":
+        rule = 0
+    else:
+        try:
+            rule = int(data.get("rule"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise EditError(f"{op} needs a rule number, got {data.get('rule')!r}") from None
+        if not 1 <= rule <= n_rules:
+            raise EditError(f"rule {rule} does not exist (the instruction has rules 1-{n_rules})")
+    if op == "delete":
+        return Edit("delete", rule)
+    if not text:
+        raise EditError(f"{op} needs the new rule's text")
+    words = len(text.split())
+    if words > MAX_EDIT_WORDS:
+        raise EditError(f"the new rule has {words} words; an edit writes one rule of at most {MAX_EDIT_WORDS}")
+    return Edit(op, rule, text)  # type: ignore[arg-type]
+
+
+def _json_object(reply: str) -> dict[str, Any]:
+    start = reply.find("{")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(reply[start:])
+        except json.JSONDecodeError:
+            start = reply.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
+        start = reply.find("{", start + 1)
+    raise EditError(f"no JSON object in the reply ({' '.join(reply.split())[:120]!r})")
+
+
+def apply_edit(text: str, edit: Edit) -> str:
+    """``text`` with ``edit`` applied; every line the edit does not touch is kept as it was.
+
+    Raises:
+        EditError: the rule does not exist, or the edit changes nothing (the same text again).
+    """
+    lines = text.split("\n")
+    rules = read_rules(text)
+    if edit.op == "add":
+        new = _add(lines, rules, edit.text)
+    else:
+        if not 1 <= edit.rule <= len(rules):
+            raise EditError(f"rule {edit.rule} does not exist (the instruction has rules 1-{len(rules)})")
+        target = rules[edit.rule - 1]
+        if edit.op == "delete":
+            new = _delete(lines, rules, target)
+        else:
+            if " ".join(edit.text.split()) == target.text:
+                raise EditError(f"replace rule {edit.rule} with the same text changes nothing")
+            new = lines[:target.start] + [_render(target.marker, target.indent, edit.text)] + lines[target.end:]
+    result = "\n".join(new)
+    if result == text:
+        raise EditError("the edit changes nothing")
+    return result
+
+
+def _render(marker: str | None, indent: str, text: str) -> str:
+    return f"{indent}{marker} {text}" if marker else text
+
+
+def _add(lines: list[str], rules: list[Rule], text: str) -> list[str]:
+    if any(" ".join(text.split()).lower() == r.text.lower() for r in rules):
+        raise EditError("add a rule the instruction already has changes nothing")
+    items = [r for r in rules if r.marker is not None]
+    if not items:
+        body = list(lines)
+        while body and not body[-1].strip():
+            body.pop()
+        return [*body, "", "Rules:", f"- {text}"]
+    last = items[-1]
+    marker = last.marker or "-"
+    number = re.match(r"(\d+)([.)])", marker)
+    if number is not None:
+        marker = f"{int(number.group(1)) + 1}{number.group(2)}"
+    return lines[:last.end] + [_render(marker, last.indent, text)] + lines[last.end:]
+
+
+def _delete(lines: list[str], rules: list[Rule], target: Rule) -> list[str]:
+    kept = lines[:target.start] + lines[target.end:]
+    if target.marker is None:  # a paragraph: drop one of the blank lines around it
+        at = target.start
+        if at < len(kept) and not kept[at].strip() and (at == 0 or not kept[at - 1].strip()):
+            del kept[at]
+        elif at == len(kept) and at > 0 and not kept[at - 1].strip():
+            del kept[at - 1]
+        return kept
+    if re.match(r"\d+[.)]", target.marker):  # renumber the rest of its list
+        shift, previous_end = target.end - target.start, target.end
+        for rule in rules[target.number:]:
+            if rule.marker is None or not re.match(r"\d+[.)]", rule.marker) or rule.indent != target.indent \
+                    or _gap(lines, previous_end, rule.start):
+                break
+            at = rule.start - shift
+            old = re.match(r"(\s*)(\d+)([.)])", kept[at])
+            if old is not None:
+                kept[at] = f"{old.group(1)}{int(old.group(2)) - 1}{old.group(3)}{kept[at][old.end():]}"
+            previous_end = rule.end
+    return kept
+
+
+def rule_changes(parent: str, child: str) -> list[str]:
+    """The rule-level difference between two instructions, one line per change (``[]`` = same rules).
+
+    Why: a candidate made by one edit reads best as that edit ("added: ...", "rule 4 replaced: ...");
+    the report and the terminal show it without keeping a log of what the proposer did. A rewrite
+    shows up as many changes.
+    """
+    before = [r.text for r in read_rules(parent)]
+    after = [r.text for r in read_rules(child)]
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            out += [f"rule {i + 1} replaced: {after[j]}" for i, j in zip(range(i1, i2), range(j1, j2), strict=True)]
+            continue
+        out += [f"rule {i + 1} deleted: {before[i]}" for i in range(i1, i2)]
+        out += [f"added as rule {j + 1}: {after[j]}" for j in range(j1, j2)]
+    return out
+
+
+def _gap(lines: list[str], start: int, end: int) -> bool:
+    """A blank line between two list items ends the list."""
+    return any(not lines[i].strip() for i in range(start, end))
+
+
+__all__ = ["EDIT_SCHEMA", "MAX_EDIT_WORDS", "Edit", "EditError", "EditOp", "Rule", "apply_edit", "numbered",
+           "parse_edit", "read_rules", "rule_changes"]

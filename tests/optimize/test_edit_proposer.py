@@ -1,0 +1,140 @@
+"""The edit proposer against the scripted server: the schema it sends, retries, memory; the failure-first sampler."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import dspy
+import pytest
+
+from saag_opt.lm import open_lm, parse_model_spec
+from saag_opt.optimize.acceptance import ReviewerAcceptance
+from saag_opt.optimize.edit_proposer import EditMemory, EditProposer, pick_cases
+from saag_opt.optimize.feedback import GOLD_LABEL
+from saag_opt.optimize.sampler import FailureFirstSampler
+from saag_opt.testing.scripted_server import Reply, ScriptedOpenAIServer
+
+PARENT = "You review tool calls and reject a wrong one.\n\nGuidelines:\n- Defaults are fine.\n- Do not be pedantic."
+COMPONENT = "reviewer.review"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+
+
+def _item(outcome: str, gold: str = "get_weather(city=['Paris'])") -> dict[str, Any]:
+    feedback = (f"Outcome: {outcome}. Advice.\nBase call: get_weather(city=\"Atlantis\")\n"
+                f"Expected (gold, {GOLD_LABEL}): {gold}")
+    return {"Inputs": {"conversation": "user: weather in Paris?", "tool_docs": json.dumps([{"name": "get_weather",
+            "description": "Weather for a city. Returns JSON."}]), "tentative_calls": '[{"get_weather": {}}]'},
+            "Generated Outputs": {"error": False, "feedback": ""}, "Feedback": feedback}
+
+
+def _proposer(server: ScriptedOpenAIServer, memory: EditMemory | None = None) -> EditProposer:
+    lm = open_lm(parse_model_spec(f"fake@{server.url}"), role="reflection")
+    return EditProposer(lm, memory)
+
+
+def _replies(*texts: str) -> Any:
+    queue = list(texts)
+    return lambda request: Reply(text=queue.pop(0) if len(queue) > 1 else queue[0])
+
+
+def test_the_request_carries_the_rules_the_failures_and_the_edit_schema() -> None:
+    edit = {"op": "add", "rule": 0, "text": "Reject a value the request does not contain."}
+    with ScriptedOpenAIServer(_replies(json.dumps(edit))) as server:
+        out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("kept right"), _item("missed error")]},
+                                [COMPONENT])
+        (request,) = server.chat_requests
+    assert out == {COMPONENT: PARENT + "\n- Reject a value the request does not contain."}
+    body = request.body
+    assert body["response_format"]["json_schema"]["name"] == "rule_edit"
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add", "replace", "delete"]
+    user = body["messages"][-1]["content"]
+    assert "[2] Defaults are fine." in user and "[3] Do not be pedantic." in user
+    assert user.index("Outcome: missed error") < user.index("Outcome: kept right")  # failures first
+    gold_lines = [line for line in user.splitlines() if "Paris']" in line]
+    assert gold_lines and all(GOLD_LABEL in line for line in gold_lines)
+
+
+def test_an_unusable_reply_is_asked_again_and_two_give_no_proposal() -> None:
+    good = json.dumps({"op": "replace", "rule": 2, "text": "Defaults for unstated optional parameters are fine."})
+    with ScriptedOpenAIServer(_replies("Please provide instructions.", good)) as server:
+        out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
+        assert len(server.chat_requests) == 2
+    assert out[COMPONENT].splitlines()[3] == "- Defaults for unstated optional parameters are fine."
+    with ScriptedOpenAIServer(_replies('{"op": "replace", "rule": 99, "text": "x y z"}')) as server:
+        assert _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT]) == {}
+
+
+def test_a_refused_edit_is_remembered_shown_and_not_proposed_again(tmp_path: Path) -> None:
+    memory = EditMemory(tmp_path / "edit_memory.json")
+    same = json.dumps({"op": "delete", "rule": 3, "text": ""})
+    other = json.dumps({"op": "add", "rule": 0, "text": "Approve restated values."})
+    with ScriptedOpenAIServer(_replies(same)) as server:
+        first = _proposer(server, memory)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
+    # the acceptance criterion refuses it (here: not better on the minibatch) and tells the memory
+    proposal = SimpleNamespace(candidate=first, parent_program_ids=[0], subsample_scores_before=[1.0],
+                               subsample_scores_after=[0.0], eval_before=None, eval_after=None)
+    state = SimpleNamespace(program_candidates=[{COMPONENT: PARENT}], i=0)
+    assert not ReviewerAcceptance("strict", None, memory).should_accept(proposal, state)
+    reloaded = EditMemory(tmp_path / "edit_memory.json")  # a resumed run remembers it
+    assert [r.changes for r in reloaded.refused(COMPONENT, PARENT)] == [["rule 3 deleted: Do not be pedantic."]]
+    with ScriptedOpenAIServer(_replies(same, other)) as server:
+        second = _proposer(server, reloaded)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
+        prompts = [r.body["messages"][-1]["content"] for r in server.chat_requests]
+    assert second == {COMPONENT: PARENT + "\n- Approve restated values."}
+    assert "rule 3 deleted: Do not be pedantic. (refused: New subsample score" in prompts[0]
+
+
+def test_a_degenerate_rule_is_asked_again_then_handed_on_for_the_quarantine() -> None:
+    bad = json.dumps({"op": "add", "rule": 0, "text": "Please provide more detailed instructions for the reviewer."})
+    with ScriptedOpenAIServer(_replies(bad)) as server:
+        out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
+        prompts = [r.body["messages"][-1]["content"] for r in server.chat_requests]
+    assert len(prompts) == 2 and "not_a_rule" in prompts[1]  # the second request says why the first was refused
+    assert out == {COMPONENT: PARENT + "\n- Please provide more detailed instructions for the reviewer."}
+
+
+def test_cases_put_failures_first_and_keep_at_most_four() -> None:
+    items = [_item("kept right"), _item("fixed"), _item("broken"), _item("false alarm"), _item("kept right"),
+             _item("missed error")]
+    assert [c["Feedback"].split(".")[0] for c in pick_cases(items)] == [
+        "Outcome: broken", "Outcome: false alarm", "Outcome: missed error", "Outcome: kept right"]
+
+
+class _Loader:
+    def __init__(self, n: int) -> None:
+        self.examples = [dspy.Example(item=SimpleNamespace(id=f"t{i}")).with_inputs("item") for i in range(n)]
+
+    def all_ids(self) -> list[int]:
+        return list(range(len(self.examples)))
+
+    def fetch(self, ids: list[int]) -> list[Any]:
+        return [self.examples[i] for i in ids]
+
+
+def _evaluated(loader: _Loader, classes: dict[int, str]) -> dict[str, Any]:
+    return {"candidate_idx": 0, "trajectories": [
+        {"example": loader.examples[i], "score": dspy.Prediction(score=0.0, outcome_class=cls)}
+        for i, cls in classes.items()]}
+
+
+def test_the_sampler_puts_known_failures_in_every_minibatch_least_recently_shown_first() -> None:
+    loader, sampler = _Loader(10), FailureFirstSampler(minibatch_size=4, seed=0)
+    state = SimpleNamespace(i=0)
+    first = sampler.next_minibatch_ids(loader, state)
+    assert len(set(first)) == 4
+    sampler.on_evaluation_end(_evaluated(loader, {first[0]: "broken", first[1]: "kept right", first[2]: "missed error"}))
+    assert set(sampler.failing) == {first[0], first[2]}
+    second = sampler.next_minibatch_ids(loader, state)
+    assert set(second[:2]) == {first[0], first[2]} and len(set(second)) == 4
+    sampler.on_evaluation_end(_evaluated(loader, {first[0]: "fixed"}))  # a later review got it right
+    sampler.on_evaluation_end({**_evaluated(loader, {first[1]: "broken"}), "candidate_idx": None})  # a proposal's
+    assert set(sampler.failing) == {first[2]}
+    again = FailureFirstSampler(minibatch_size=4, seed=0)
+    assert again.next_minibatch_ids(loader, state) == first  # deterministic for a seed

@@ -1,0 +1,106 @@
+"""One-rule edits: reading an instruction as rules, parsing the reflection's JSON, applying it byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+
+from saag_opt.artifacts.version import load_version_file
+from saag_opt.optimize import rails
+from saag_opt.optimize.edits import Edit, EditError, apply_edit, numbered, parse_edit, read_rules, rule_changes
+from saag_opt.paths import shipped
+
+TEXT = """You review tool calls.
+
+Criteria:
+1. The function fits the request.
+2. Every required parameter is present,
+   with exact names.
+3. Values come from the request.
+
+Guidelines:
+- Defaults are fine.
+- Do not be pedantic.
+
+Output: error is true only for a concrete problem."""
+
+
+def v2() -> str:
+    return load_version_file(shipped("prompts") / "reviewer" / "v2.json").instructions["review"]
+
+
+def test_rules_are_paragraphs_and_list_items_in_reading_order_without_headings() -> None:
+    rules = read_rules(TEXT)
+    assert [r.text for r in rules] == [
+        "You review tool calls.", "The function fits the request.",
+        "Every required parameter is present, with exact names.", "Values come from the request.",
+        "Defaults are fine.", "Do not be pedantic.", "Output: error is true only for a concrete problem."]
+    assert numbered(TEXT).splitlines()[2] == "[3] Every required parameter is present, with exact names."
+    assert len(read_rules(v2())) == 11  # the shipped seed: intro, 4 criteria, 5 guidelines, output
+
+
+def test_add_appends_to_the_last_list_in_its_style_and_keeps_every_other_line() -> None:
+    out = apply_edit(TEXT, Edit("add", 0, "Approve restated values."))
+    assert out == TEXT.replace("- Do not be pedantic.", "- Do not be pedantic.\n- Approve restated values.")
+    numbered_list = "Rules:\n1. One rule here.\n2. Two rules here."
+    assert apply_edit(numbered_list, Edit("add", 0, "Three.")).endswith("2. Two rules here.\n3. Three.")
+    prose = "Review the calls and approve correct ones."
+    assert apply_edit(prose, Edit("add", 0, "Reject invented values.")) == f"{prose}\n\nRules:\n- Reject invented values."
+
+
+def test_replace_keeps_the_marker_and_delete_renumbers_its_list() -> None:
+    replaced = apply_edit(TEXT, Edit("replace", 3, "Every required parameter is present."))
+    assert "2. Every required parameter is present.\n3. Values" in replaced and "exact names" not in replaced
+    deleted = apply_edit(TEXT, Edit("delete", 2))
+    assert "1. Every required parameter is present,\n   with exact names.\n2. Values come from the request." in deleted
+    assert apply_edit(TEXT, Edit("delete", 1)).startswith("Criteria:")
+    assert rule_changes(TEXT, deleted) == ["rule 2 deleted: The function fits the request."]
+
+
+@pytest.mark.parametrize(("reply", "edit"), [
+    ('{"op": "add", "rule": 0, "text": "Approve restated values."}', Edit("add", 0, "Approve restated values.")),
+    ('Sure! ```json\n{"op": "REPLACE", "rule": "4", "text": "- Values may be paraphrased."}\n```',
+     Edit("replace", 4, "Values may be paraphrased.")),
+    ('{"op": "delete", "rule": 2, "text": "ignored"}', Edit("delete", 2)),
+])
+def test_parse_reads_the_json_object_wherever_it_is(reply: str, edit: Edit) -> None:
+    assert parse_edit(reply, n_rules=7) == edit
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    ("I cannot help with that.", "no JSON object"),
+    ('{"op": "rewrite", "rule": 1, "text": "x"}', "op must be add, replace or delete"),
+    ('{"op": "replace", "rule": 9, "text": "A rule."}', "rule 9 does not exist"),
+    ('{"op": "delete", "rule": null, "text": ""}', "delete needs a rule number"),
+    ('{"op": "add", "rule": 0, "text": "  "}', "add needs the new rule's text"),
+    ('{"op": "add", "rule": 0, "text": "' + "word " * 41 + '"}', "41 words"),
+])
+def test_an_unusable_edit_is_a_clear_error(reply: str, message: str) -> None:
+    with pytest.raises(EditError, match=message):
+        parse_edit(reply, n_rules=7)
+
+
+def test_an_edit_that_changes_nothing_is_refused() -> None:
+    with pytest.raises(EditError, match="changes nothing"):
+        apply_edit(TEXT, Edit("replace", 5, "Defaults are fine."))
+    with pytest.raises(EditError, match="already has"):
+        apply_edit(TEXT, Edit("add", 0, "do not be pedantic."))
+
+
+@pytest.mark.parametrize("rule", [
+    "Please provide clear instructions for the reviewer.",
+    "I am unable to accurately review the calls without more context.",
+    "Should the reviewer reject calls with missing values?",
+    "Based on the provided examples, approve calls.",
+])
+def test_a_degenerate_edit_is_quarantined_by_the_rails(rule: str) -> None:
+    parent = v2()
+    child = apply_edit(parent, Edit("add", 0, rule))
+    reason = rails.quarantine_reason({"reviewer.review": child}, {"reviewer.review": parent})
+    assert reason is not None and "not_a_rule" in reason
+
+
+def test_a_real_rule_passes_the_rails() -> None:
+    parent = v2()
+    child = apply_edit(parent, Edit("add", 0, "Approve a call whose values restate the request in other words, "
+                                               "even when the automatic check flags them."))
+    assert rails.quarantine_reason({"reviewer.review": child}, {"reviewer.review": parent}) is None
