@@ -11,8 +11,9 @@ from typing import Any
 from saag_opt.artifacts.store import content_hash
 from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit
+from saag_opt.optimize.candidates import from_state
 from saag_opt.optimize.rails import pick_best
-from saag_opt.optimize.summary import CandidateMap, QuarantineLog
+from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, QuarantineLog
 from saag_opt.runfiles import atomic_write_json, read_model
 
 
@@ -25,7 +26,14 @@ class ArtifactWriter:
     candidates found before the crash; ``PromptStore.save_new(dedupe=True)`` makes re-accepting an
     identical candidate after a crash return the saved version instead of a duplicate. Beside the
     map it keeps each candidate's per-example val scores (``val_scores``), from which the HTML
-    report marks GEPA's Pareto front.
+    report marks GEPA's val-instance frontier, and its help/harm on val (``candidates``).
+
+    Help/harm come from gepa's state (``optimize.candidates``). A new candidate's counts are there
+    when its ``on_valset_evaluated`` fires (the state seen at ``on_iteration_start`` is the one gepa
+    updates), so its version's ``scores`` carry ``val_fixed`` and ``val_broken``. The seed's counts,
+    and those of candidates a resumed run reloads from gepa's checkpoint, are known only at
+    ``on_iteration_end`` / ``on_optimization_end``, after their versions were saved: saved versions
+    are immutable, so for those ``artifacts.json`` and ``summary.json`` alone carry the counts.
     """
 
     def __init__(self, store: Any, *, seed_version: Any, map_path: Path, metadata: Mapping[str, Any],
@@ -44,6 +52,9 @@ class ArtifactWriter:
         self.errors: list[str] = []
         self.versions: dict[int, str] = {0: seed_version.version}
         self.val_scores: dict[int, dict[str, float]] = {}
+        self.candidates: dict[int, CandidateHelpHarm] = {}
+        """Help/harm on val per saved candidate (read back on resume, refreshed from gepa's state)."""
+        self._state: Any = None
         if map_path.is_file():
             try:
                 saved = read_model(map_path, CandidateMap)
@@ -54,6 +65,7 @@ class ArtifactWriter:
                                "it: start a new run") from exc
             self.versions.update(saved.versions)
             self.val_scores.update(saved.val_scores)
+            self.candidates.update(saved.candidates)
         self.quarantine_path = map_path.with_name(QUARANTINE_FILE)
         self.quarantined: list[dict[str, Any]] = _read_quarantined(self.quarantine_path)
         """Proposals the rails refused, in order: ``{"version", "sha256", "parent", "iteration"}``."""
@@ -62,13 +74,25 @@ class ArtifactWriter:
         """Remember the cumulative rollout count (recorded as the candidate's discovery cost)."""
         self.metric_calls = int(event.get("metric_calls_used", self.metric_calls))
 
+    def on_iteration_start(self, event: Mapping[str, Any]) -> None:
+        """Keep gepa's state: a new candidate's val counts are in it when its ``on_valset_evaluated`` fires."""
+        self._state = event.get("state")
+
+    def on_iteration_end(self, event: Mapping[str, Any]) -> None:
+        """Record the help/harm of every saved candidate (a resumed run's reloaded ones included)."""
+        self.record_state(event.get("state"))
+
+    def on_optimization_end(self, event: Mapping[str, Any]) -> None:
+        """The same, for a run that ended before its first iteration (the seed alone)."""
+        self.record_state(event.get("final_state"))
+
     def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
         """Save a prompt version for a new pool member (never raises: errors are kept for the run)."""
         idx = int(event["candidate_idx"])
         if self.cap is not None and self.cap.reached:  # some rollouts were refused: the score is not real
             self.incomplete.append(idx)
             return
-        with self._lock:  # per-example val scores (persisted with the next version): the report's Pareto marks
+        with self._lock:  # per-example val scores (persisted with the next version): the frontier marks
             self.val_scores[idx] = {str(k): float(v) for k, v in (event.get("scores_by_val_id") or {}).items()}
             self.val_means[idx] = float(event["average_score"])
         if idx == 0:
@@ -78,24 +102,67 @@ class ArtifactWriter:
         except Exception as exc:  # noqa: BLE001 - reported by run_optimize after GEPA returns
             self.errors.append(f"candidate {idx}: {type(exc).__name__}: {exc}")
 
+    def record_state(self, state: Any) -> None:
+        """Help/harm of each saved candidate in gepa's state, persisted when it changed (never raises).
+
+        Only candidates with a version count: one whose val evaluation the cap cut short has no real
+        score (``incomplete``). A failure is a warning: the run and its versions stand without it.
+        """
+        if state is None:
+            return
+        try:
+            with self._lock:
+                found = {}
+                for idx, version in self.versions.items():
+                    counts = None if idx in self.incomplete else from_state(state, idx, version)
+                    if counts is not None:
+                        found[idx] = counts
+                if all(self.candidates.get(idx) == c for idx, c in found.items()):
+                    return
+                self.candidates.update(found)
+                self._write_map()
+        except Exception as exc:  # noqa: BLE001 - a callback must not stop GEPA
+            emit(self._sink, "warning", f"help/harm of the GEPA candidates not recorded: {type(exc).__name__}: "
+                 f"{exc}")
+
+    def candidate_list(self) -> list[CandidateHelpHarm]:
+        """The recorded help/harm in index order (what ``summary.json`` lists)."""
+        return [self.candidates[idx] for idx in sorted(self.candidates)]
+
     def _save(self, idx: int, event: Mapping[str, Any]) -> None:
         parents = [self.versions[p] for p in event.get("parent_ids") or () if p is not None and p in self.versions]
         instructions = dict(self.seed.instructions)
         instructions.update({k.removeprefix("reviewer."): v for k, v in event["candidate"].items()})
+        counts = self._counts_now(idx, event["candidate"])
         scores = {"val_accuracy": round(float(event["average_score"]), 6),
                   "val_examples": int(event.get("num_examples_evaluated", 0)), "gepa_candidate": idx,
                   "gepa_iteration": int(event.get("iteration", 0))}
+        if counts is not None:
+            scores |= {"val_fixed": counts.fixed, "val_broken": counts.broken}
         cost = {"usd_so_far": round(self._spent(), 6), "metric_calls_so_far": self.metric_calls}
         with self._lock:
             version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
                                           source="gepa", scores=scores, cost=cost, **self.metadata)
             self.versions[idx] = version.version
-            saved = CandidateMap(versions=dict(sorted(self.versions.items())),
-                                 val_scores=dict(sorted(self.val_scores.items())))
-            atomic_write_json(self.map_path, saved.model_dump(mode="json"))
+            if counts is not None:
+                self.candidates[idx] = counts.model_copy(update={"version": version.version})
+            self._write_map()
         emit(self._sink, "candidate", f"candidate {idx} -> {version.ref} (val {scores['val_accuracy']:.3f})",
              candidate=idx, version=version.version, parents=parents, val_accuracy=scores["val_accuracy"])
 
+    def _counts_now(self, idx: int, candidate: Mapping[str, str]) -> CandidateHelpHarm | None:
+        """Candidate ``idx``'s help/harm from the state of the running iteration (None when not there)."""
+        state = self._state
+        if state is None or idx >= len(state.program_candidates) or state.program_candidates[idx] != candidate:
+            return None
+        return from_state(state, idx)
+
+    def _write_map(self) -> None:
+        """Persist ``artifacts.json`` (the caller holds the lock)."""
+        saved = CandidateMap(versions=dict(sorted(self.versions.items())),
+                             val_scores=dict(sorted(self.val_scores.items())),
+                             candidates=dict(sorted(self.candidates.items())))
+        atomic_write_json(self.map_path, saved.model_dump(mode="json"))
 
     def quarantine(self, candidate: Mapping[str, str], parent_idx: int | None, reason: str, iteration: int) -> None:
         """Keep a proposal the rails refused as a version marked ``quarantine`` (never raises, as ``_save``).

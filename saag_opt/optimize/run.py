@@ -4,7 +4,8 @@ Flow of ``run_optimize``: open the models and the seed prompt and load TRAIN and
 shown to GEPA), then open (or re-open) ``runs/<ts>-optimize/``; build the student
 (``program.ReviewerProgram``) around the seed prompt; emit a cost estimate; run ``dspy.GEPA`` with
 ``log_dir=<run>/gepa`` and cloudpickle; every candidate that enters GEPA's pool becomes a prompt
-artifact (``reviewer@v3-gepa``...) with its parents and val score; the best is aliased ``best``;
+artifact (``reviewer@v3-gepa``...) with its parents and val score, and its help/harm on val (fixed and
+broken base calls, ``candidates``) goes to ``summary.json``; the best is aliased ``best``;
 then seed and best are compared on TEST with ``compare_prompts`` (``holdout``) and the comparison
 is written to ``summary.json``. A BFCL multi-turn dataset runs the same flow on entries: a rollout
 is one reviewed conversation scored by BFCL's checker (``world`` picks the rollout and the metric).
@@ -168,8 +169,8 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
     status = "stopped" if cap is not None and cap.reached else "success"
     result = OptimizeSummary(run_dir=run_dir, status=status, saag_informed=config.setup.saag_informed,
                              grounding=config.setup.grounding, seed_version=world.seed.version, best_version=best,
-                             versions=writer.versions, val_scores=val_scores, metric_calls=rollouts,
-                             stopped_by=stopped_by, estimate=estimate, costs=costs,
+                             versions=writer.versions, val_scores=val_scores, candidates=writer.candidate_list(),
+                             metric_calls=rollouts, stopped_by=stopped_by, estimate=estimate, costs=costs,
                              test=None if test is None else TestComparison.model_validate(test))
     result.reviewer_unusable = unusable_by_phase(rollout_counts, result.test)
     atomic_write_json(run_dir / "summary.json", result.to_dict())

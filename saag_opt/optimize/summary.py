@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.evaluation.results import ExampleRecord
@@ -56,6 +56,48 @@ class UnusableByPhase(BaseModel):
     """TEST, per prompt: ``{"seed", "best"}``; None when the TEST phase did not run."""
 
 
+class CandidateHelpHarm(BaseModel):
+    """One GEPA candidate's help and harm on val, and the rule-level edit that made it from its parent.
+
+    The one record of these numbers: ``artifacts.json`` keeps it per candidate while GEPA runs,
+    ``summary.json`` lists it at the end, and the terminal tables and the HTML report read it. The
+    counts come from gepa's per-candidate means of the metric's objectives
+    (``optimize.candidates``); ``help`` and ``harm`` are derived from them, so they cannot disagree.
+    """
+
+    candidate: int
+    """GEPA candidate index (0 = the seed)."""
+    version: str | None = None
+    """The prompt version it became (None: not saved)."""
+    parent: int | None = None
+    """The parent candidate's index (None for the seed)."""
+    n_val: int
+    """Val examples it was evaluated on."""
+    base_right: int
+    """Of those, the examples whose base call (before review) was right."""
+    fixed: int
+    """Wrong base calls the review made right."""
+    broken: int
+    """Right base calls the review made wrong."""
+    val_accuracy: float
+    """Final calls right on val (GEPA's val score)."""
+    edit: list[str] = Field(default_factory=list)
+    """``edits.rule_changes`` from the parent, one line per change (empty for the seed)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def help(self) -> float | None:
+        """Share of the wrong base calls the review fixed; None when no base call was wrong."""
+        wrong = self.n_val - self.base_right
+        return self.fixed / wrong if wrong else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def harm(self) -> float | None:
+        """Share of the right base calls the review broke; None when no base call was right."""
+        return self.broken / self.base_right if self.base_right else None
+
+
 class OptimizeSummary(BaseModel):
     """``summary.json`` of an optimize run, and what ``run_optimize`` returns."""
 
@@ -87,6 +129,8 @@ class OptimizeSummary(BaseModel):
     """Seed vs best on TEST (None with ``--no-test``, or when the cap was reached during GEPA)."""
     reviewer_unusable: UnusableByPhase | None = None
     """Unreadable reviewer replies per phase (None: a run older than the count)."""
+    candidates: list[CandidateHelpHarm] = Field(default_factory=list)
+    """Help and harm on val of each saved candidate, in index order (empty: a run older than the counts)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (what ``summary.json`` and ``--json`` hold)."""
@@ -94,16 +138,19 @@ class OptimizeSummary(BaseModel):
 
 
 class CandidateMap(BaseModel):
-    """``artifacts.json``: which prompt version each GEPA candidate became, and its val scores per example.
+    """``artifacts.json``: which prompt version each GEPA candidate became, its val scores per example, its help/harm.
 
-    Kept current by ``callbacks.ArtifactWriter``, so a resumed run saves no candidate twice; the
-    HTML report marks GEPA's Pareto front from the per-example scores.
+    Kept current by ``callbacks.ArtifactWriter``, so a resumed run saves no candidate twice and still
+    reports the help/harm of candidates found before it; the HTML report marks GEPA's val-instance
+    frontier from the per-example scores.
     """
 
     versions: dict[int, str] = Field(default_factory=dict)
     """Candidate index -> prompt version."""
     val_scores: dict[int, dict[str, float]] = Field(default_factory=dict)
     """Candidate index -> val example id -> score (missing in runs older than the Pareto marks)."""
+    candidates: dict[int, CandidateHelpHarm] = Field(default_factory=dict)
+    """Candidate index -> help/harm on val (missing in runs older than the counts)."""
 
 
 class QuarantineEntry(BaseModel):
@@ -123,5 +170,5 @@ class QuarantineLog(BaseModel):
 
 register_summary("optimize", OptimizeSummary, records=ExampleRecord)
 
-__all__ = ["CandidateMap", "OptimizeSummary", "QuarantineEntry", "QuarantineLog", "RolloutCounts", "TestComparison",
-           "UnusableByPhase"]
+__all__ = ["CandidateHelpHarm", "CandidateMap", "OptimizeSummary", "QuarantineEntry", "QuarantineLog", "RolloutCounts",
+           "TestComparison", "UnusableByPhase"]

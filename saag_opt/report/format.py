@@ -71,6 +71,15 @@ def cached_reviews(costs: Any) -> str:
     return f"{hits} / {int(account.get('calls', 0))}"
 
 
+def first_change(lines: list[str], limit: int = 60) -> str:
+    """A candidate's edit in one cell: its first change on one line, clipped, then how many more."""
+    if not lines:
+        return "-"
+    text = " ".join(lines[0].split())
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
+
+
 def num(value: Any, fmt: str = ".3f") -> str:
     """A plain number; ``inf`` and ``-`` as above."""
     if value is None:

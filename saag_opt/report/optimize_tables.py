@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,9 +13,10 @@ from rich.table import Table
 
 from saag_opt.evaluation.comparison import CompareSummary
 from saag_opt.optimize.bars import interactive, library_bars_off
+from saag_opt.optimize.candidates import help_harm_front
 from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
-from saag_opt.report.format import num, run_footer
+from saag_opt.report.format import first_change, num, pct, run_footer
 from saag_opt.report.live import start_bar, stop_bar
 
 
@@ -46,15 +48,42 @@ def best_vs_seed_table(test: TestComparison, comparison: CompareSummary) -> Tabl
 
 
 def candidates_table(summary: OptimizeSummary) -> Table:
-    """GEPA pool: candidate index, prompt version, val score."""
-    table = Table(title="GEPA candidates (val accuracy)")
-    for name, justify in (("#", "right"), ("version", "left"), ("val", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    scores = summary.val_scores
-    for idx, version in sorted(summary.versions.items()):
-        mark = " (best)" if version == summary.best_version else ""
-        table.add_row(str(idx), f"{version}{mark}", num(scores[idx]) if idx < len(scores) else "-")
+    """GEPA pool, one row per candidate: version, parent, val accuracy, help and harm on val, the edit.
+
+    ``front`` marks the help-vs-harm front (``candidates.help_harm_front``: no other candidate fixes as
+    many wrong base calls while breaking as few right ones, one strictly); ``(best)`` the version
+    aliased ``best``. A summary older than the counts shows the val accuracy alone.
+    """
+    table = Table(title="GEPA candidates on val: help = fixed / base wrong, harm = broken / base right",
+                  caption="front * = on the help-vs-harm front: no other candidate fixes as many and breaks as "
+                          "few, one strictly. edit = the first rule-level change from the parent.",
+                  box=box.SIMPLE_HEAD, padding=0)  # no frame: ten columns fit 80 characters
+    for name in ("#", "version", "parent", "val", "fixed", "broken", "help %", "harm %", "front"):
+        table.add_column(name, justify="left" if name in ("version", "parent") else "right")
+    table.add_column("edit", min_width=16)
+    for row in candidate_rows(summary):
+        table.add_row(*(escape(cell) for cell in row))
     return table
+
+
+def candidate_rows(summary: OptimizeSummary) -> list[list[str]]:
+    """The cells of ``candidates_table``, one list per candidate in index order."""
+    counted = {c.candidate: c for c in summary.candidates}
+    front = help_harm_front(counted.values())
+    scores = summary.val_scores
+    rows = []
+    for idx in sorted(set(summary.versions) | set(counted)):
+        c = counted.get(idx)
+        version = summary.versions.get(idx) or (c.version if c is not None else None) or "-"
+        mark = " (best)" if version == summary.best_version else ""
+        val = c.val_accuracy if c is not None else (scores[idx] if idx < len(scores) else None)
+        if c is None:
+            rows.append([str(idx), f"{version}{mark}", "-", num(val), "-", "-", "-", "-", "", "-"])
+            continue
+        parent = "-" if c.parent is None else summary.versions.get(c.parent, f"#{c.parent}")
+        rows.append([str(idx), f"{version}{mark}", parent, num(val), str(c.fixed), str(c.broken), pct(c.help),
+                     pct(c.harm), "*" if idx in front else "", first_change(c.edit)])
+    return rows
 
 
 def unusable_table(summary: OptimizeSummary) -> Table | None:
@@ -158,5 +187,5 @@ class OptimizeProgress:
                              status=status)
 
 
-__all__ = ["OptimizeProgress", "best_vs_seed_table", "candidates_table", "cost_table", "help_harm_table", "print_optimize_report",
-           "seed_vs_best_table", "unusable_table"]
+__all__ = ["OptimizeProgress", "best_vs_seed_table", "candidate_rows", "candidates_table", "cost_table", "help_harm_table",
+           "print_optimize_report", "seed_vs_best_table", "unusable_table"]

@@ -141,7 +141,7 @@ def test_a_redirected_optimize_log_has_our_lines_and_no_library_bar_redraws(tmp_
     for log in (stdout, stderr):
         assert "it/s]" not in log and "%|" not in log and "\r" not in log, "a tqdm bar was drawn into the log"
     assert "optimize: run directory" in stderr and "optimize: candidate 1 -> reviewer@v3-gepa" in stderr
-    assert "GEPA candidates (val accuracy)" in stdout
+    assert "GEPA candidates on val" in stdout
 
 
 def test_library_bars_are_silenced_only_inside_the_block() -> None:

@@ -93,15 +93,21 @@ def test_compare_run_shows_base_a_b_and_the_paired_test(eval_runs: dict[str, Pat
 def test_optimize_run_shows_lineage_diffs_and_the_test_table(optimize_run: Path) -> None:
     html = _page(optimize_run)
     check_page(html)
-    assert section_ids(html) == ["run0-lineage", "run0-progress", "run0-prompts", "run0-accuracy-test",
-                                 "run0-helpharm-test", "run0-costs-test", "run0-examples"]
+    assert section_ids(html) == ["run0-lineage", "run0-progress", "run0-candidates", "run0-prompts",
+                                 "run0-accuracy-test", "run0-helpharm-test", "run0-costs-test", "run0-examples"]
     versions = table_rows(html, "Prompt versions")
-    assert versions == [["0", "v2", "-", "0.500", "0", "", "yes"], ["1", "v3-gepa", "v2", "1.000", "13", "yes", "yes"]]
+    assert versions == [["0", "v2", "-", "0.500", "0", "", "yes"], ["1", "v3-gepa", "v2", "1.000", "12", "yes", "yes"]]
     dag = re.search(r'<svg class="dag".*?</svg>', html, re.S).group(0)
     assert dag.count('<g class="node') == 2 and dag.count('class="edge"') == 1
-    assert '<g class="node best pareto">' in dag and "★ v3-gepa" in dag
-    assert f'<span class="d-add">+{escape(optimize_world.PROPOSED_INSTRUCTION)}</span>' in html
-    assert f'<span class="d-del">-{escape(optimize_world.SEED_INSTRUCTION)}</span>' in html
+    assert '<g class="node best frontier">' in dag and "★ v3-gepa" in dag
+    counts = table_rows(html, "Help and harm per candidate (val)")
+    assert [row[:11] for row in counts] == [["0", "v2", "-", "0.500", "2 / 4", "0", "0", "0.0", "0.0", "", ""],
+                                            ["1", "v3-gepa", "v2", "1.000", "2 / 4", "2", "0", "100.0", "0.0", "yes",
+                                             "yes"]]
+    assert counts[0][11] == "-" and optimize_world.KEYWORD in counts[1][11]  # the edit from the parent
+    # one rule edit (the default proposer): the seed's text kept, the new rule added as a list item
+    assert f'<span class="d-add">+- {escape(optimize_world.PROPOSED_INSTRUCTION)}</span>' in html
+    assert f'<span class="d-ctx"> {escape(optimize_world.SEED_INSTRUCTION)}</span>' in html
     assert "TEST split, which GEPA never saw" in html
     accuracy = table_rows(html, "TEST: Truth accuracy per category: base, seed v2, best v3-gepa")
     assert accuracy[-1] == ["all", "4", "50.0", "50.0", "100.0"]
@@ -260,15 +266,15 @@ def test_compare_of_two_finished_runs_renders_the_same_paired_numbers(eval_runs:
     assert "runs" in dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))["mode"]
 
 
-def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_pareto(optimize_run: Path,
-                                                                             tmp_path: Path) -> None:
+def test_an_optimize_run_without_val_scores_says_so_instead_of_marking_the_frontier(optimize_run: Path,
+                                                                                   tmp_path: Path) -> None:
     copy = tmp_path / optimize_run.name
     shutil.copytree(optimize_run, copy)
     artifacts = json.loads((copy / "artifacts.json").read_text())
     (copy / "artifacts.json").write_text(json.dumps({"versions": artifacts["versions"]}))
     html = render_report([copy])
     check_page(html)
-    assert "Pareto membership not recorded by this run" in html and "node best pareto" not in html
+    assert "GEPA&#39;s val-instance frontier not recorded by this run" in html and "node best frontier" not in html
 
 
 def test_tune_rows_as_tune_writes_them_show_repeats_and_cost() -> None:

@@ -5,7 +5,8 @@ output and returns the sections that run has data for; ``templates/report.html.j
 Nothing here writes HTML or touches an LM. Numbers come from the run's own files (summary.json
 for the headline statistics, records.jsonl for per-example views), so the report and the terminal
 tables never disagree; the few numbers computed here (per-call SAAG distributions, bootstrap CIs
-of the help and harm rates, GEPA's Pareto membership) say in the page how they were computed.
+of the help and harm rates, GEPA's val-instance frontier, the candidates' help-vs-harm front) say in the
+page how they were computed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Optimize runs: GEPA lineage, val score against metric calls, prompt diffs, seed vs best on TEST."""
+"""Optimize runs: GEPA lineage, val score against metric calls, help/harm per candidate, prompt diffs, TEST.
+
+Two different fronts appear here and are named apart: GEPA's val-instance frontier (a candidate with
+the top score on at least one val example, which GEPA samples parents from) in the lineage, and the
+help-vs-harm front (no other candidate fixes as many wrong base calls while breaking as few right
+ones, ``candidates.help_harm_front``) in the help/harm section.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,10 @@ from typing import Any
 
 from saag_opt.artifacts import PromptStore, diff_versions
 from saag_opt.errors import SaagOptError
-from saag_opt.optimize.summary import CandidateMap, OptimizeSummary, QuarantineLog
+from saag_opt.optimize.candidates import help_harm_front
+from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, OptimizeSummary, QuarantineLog
 from saag_opt.report import charts
+from saag_opt.report.format import first_change, pct
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, table
 from saag_opt.report.pages.browser import browser_section, load_queries
 from saag_opt.report.pages.sections import compare_sections, reviewed_conditions
@@ -32,11 +40,14 @@ def optimize_part(run: Run, index: int) -> Part:
     versions.setdefault(0, seed_name)
     store = PromptStore(header.config.get("prompts_dir"))
     loaded = _load_versions(store, versions, part)
-    pareto = _pareto_members(artifacts.val_scores)
-    nodes = _lineage_nodes(loaded, summary, pareto)
+    frontier = _frontier_members(artifacts.val_scores)
+    nodes = _lineage_nodes(loaded, summary, frontier)
     if nodes:
-        part.sections.append(_lineage_section(nodes, part, pareto_known=bool(pareto)))
+        part.sections.append(_lineage_section(nodes, part, frontier_known=bool(frontier)))
         append(part, _progress_section(nodes, summary.metric_calls if summary else None, part))
+    append(part, _helpharm_section(_candidates(summary, artifacts), versions,
+                                   summary.best_version if summary else None, part))
+    if nodes:
         part.sections.append(_prompts_section(loaded, part, diff_versions))
     append(part, _quarantine_section(run, store, part))
     test = summary.test if summary else None
@@ -64,8 +75,8 @@ def _load_versions(store: Any, versions: Mapping[int, str], part: Part) -> dict[
     return loaded
 
 
-def _lineage_nodes(loaded: Mapping[int, Any], summary: OptimizeSummary | None, pareto: set[int]) -> list[dict]:
-    """One node per saved candidate: its val score, parents, best and Pareto marks, metric calls when found."""
+def _lineage_nodes(loaded: Mapping[int, Any], summary: OptimizeSummary | None, frontier: set[int]) -> list[dict]:
+    """One node per saved candidate: its val score, parents, best and frontier marks, metric calls when found."""
     val_scores = summary.val_scores if summary else []
     best = summary.best_version if summary else None
     names = {v.version for v in loaded.values()}
@@ -75,25 +86,27 @@ def _lineage_nodes(loaded: Mapping[int, Any], summary: OptimizeSummary | None, p
         if score is None and idx < len(val_scores):
             score = val_scores[idx]
         nodes.append({"id": version.version, "parents": [p for p in version.parents if p in names],
-                      "idx": idx, "val": score, "best": version.version == best, "pareto": idx in pareto,
+                      "idx": idx, "val": score, "best": version.version == best, "frontier": idx in frontier,
                       "calls": (version.cost or {}).get("metric_calls_so_far", 0 if idx == 0 else None)})
     return nodes
 
 
-def _lineage_section(nodes: Sequence[Mapping[str, Any]], part: Part, *, pareto_known: bool) -> dict[str, Any]:
-    note = ("Pareto = best val score on at least one val example (GEPA's per-example frontier)"
-            if pareto_known else "Pareto membership not recorded by this run (artifacts.json has no val_scores)")
+def _lineage_section(nodes: Sequence[Mapping[str, Any]], part: Part, *, frontier_known: bool) -> dict[str, Any]:
+    note = ("V = on GEPA's val-instance frontier: the top val score on at least one val example (where GEPA "
+            "samples parents from; not the help-vs-harm front, which the help/harm section marks)"
+            if frontier_known else "GEPA's val-instance frontier not recorded by this run (artifacts.json has no "
+                                   "val_scores)")
     return {
         "id": f"{part.anchor}-lineage", "title": "GEPA lineage",
         "intro": "Each box is a prompt version GEPA added to its pool, with its val score; arrows go from "
                  "parent to child. ★ = best (the seed unless a candidate cleared the val margin of "
-                 f"optimize/rails.py); P = Pareto member. {note}.",
+                 f"optimize/rails.py); {note}.",
         "charts": [dict(charts.layered_dag(nodes), kind="dag", title="Lineage of prompt versions")],
         "tables": [table("Prompt versions", ["candidate", "version", "parents", "val score", "metric calls",
-                                              "best", "Pareto"],
+                                              "best", "GEPA val-instance frontier"],
                           [[n["idx"], n["id"], ", ".join(n["parents"]) or "-", num(n["val"]),
                             "-" if n["calls"] is None else n["calls"], "yes" if n["best"] else "",
-                            "yes" if n["pareto"] else ""] for n in nodes], numeric=[0, 3, 4])]}
+                            "yes" if n["frontier"] else ""] for n in nodes], numeric=[0, 3, 4])]}
 
 
 def _progress_section(nodes: Sequence[Mapping[str, Any]], total: int | None, part: Part) -> dict[str, Any] | None:
@@ -156,8 +169,8 @@ def _browser(part: Part, records: Sequence[Any], dataset: str | None) -> None:
         append(part, browser_section(records, [("base", "base")] + [(c, c) for c in reviewed], pair, queries, part))
 
 
-def _pareto_members(scores: Mapping[int, Mapping[str, float]]) -> set[int]:
-    """Candidates with the top score on at least one val example (ties: all of them)."""
+def _frontier_members(scores: Mapping[int, Mapping[str, float]]) -> set[int]:
+    """GEPA's val-instance frontier: candidates with the top score on at least one val example (ties: all)."""
     members: set[int] = set()
     by_example: dict[str, list[tuple[float, int]]] = {}
     for idx, per_example in scores.items():
@@ -167,6 +180,68 @@ def _pareto_members(scores: Mapping[int, Mapping[str, float]]) -> set[int]:
         top = max(v for v, _ in cells)
         members.update(i for v, i in cells if v == top)
     return members
+
+
+def _candidates(summary: OptimizeSummary | None, artifacts: CandidateMap) -> list[CandidateHelpHarm]:
+    """Help/harm per candidate: the summary's, else (a run still going or cut short) artifacts.json's."""
+    if summary is not None and summary.candidates:
+        return list(summary.candidates)
+    return [artifacts.candidates[idx] for idx in sorted(artifacts.candidates)]
+
+
+def _helpharm_section(candidates: Sequence[CandidateHelpHarm], versions: Mapping[int, str], best: str | None,
+                      part: Part) -> dict[str, Any] | None:
+    """Per candidate on val: fixed and broken base calls, help and harm, the edit; a help-vs-harm scatter."""
+    if not candidates:
+        return None
+    front = help_harm_front(candidates)
+    rows = []
+    for c in candidates:
+        version = c.version or versions.get(c.candidate, "-")
+        parent = "-" if c.parent is None else versions.get(c.parent, f"#{c.parent}")
+        rows.append([c.candidate, version, parent, num(c.val_accuracy), f"{c.base_right} / {c.n_val}", c.fixed,
+                     c.broken, pct(c.help), pct(c.harm), "yes" if c.candidate in front else "",
+                     "yes" if version == best else "", first_change(c.edit, 120)])
+    section: dict[str, Any] = {
+        "id": f"{part.anchor}-candidates", "title": "Help and harm of each candidate on val",
+        "intro": "Each candidate GEPA added to its pool, against the base agent alone on the val split: fixed = "
+                 "wrong base calls the review made right, broken = right base calls it made wrong; help % = fixed / "
+                 "base wrong, harm % = broken / base right. On the front = no other candidate fixes at least as "
+                 "many while breaking at most as many, one strictly (not GEPA's val-instance frontier of the "
+                 "lineage). The edit is the first rule-level change from the parent. Val picked the best, so "
+                 "these numbers are optimistic: TEST below is the unbiased comparison.",
+        "tables": [table("Help and harm per candidate (val)",
+                         ["candidate", "version", "parent", "val accuracy", "base right / n", "fixed", "broken",
+                          "help %", "harm %", "help/harm front", "best", "edit from parent"],
+                         rows, numeric=[0, 3, 5, 6, 7, 8])]}
+    scatter = _helpharm_scatter(candidates, versions, front, best)
+    if scatter is not None:
+        section["charts"] = [scatter]
+    return section
+
+
+def _helpharm_scatter(candidates: Sequence[CandidateHelpHarm], versions: Mapping[int, str], front: set[int],
+                      best: str | None) -> dict[str, Any] | None:
+    """Harm (x) against help (y), one point per candidate with both rates; the front joined by a dashed line."""
+    placed = [c for c in candidates if c.help is not None and c.harm is not None]
+    if not placed:
+        return None
+    dots: list[dict[str, Any]] = []
+    for c in placed:
+        version = c.version or versions.get(c.candidate, f"#{c.candidate}")
+        marks = ("; on the help/harm front" if c.candidate in front else "") + ("; best" if version == best else "")
+        dots.append({"x": c.harm, "y": c.help, "shape": "pareto" if c.candidate in front else "dot",
+                     "label": ("★ " if version == best else "") + version,
+                     "title": f"{version} (candidate {c.candidate}): fixed {c.fixed} of {c.n_val - c.base_right} "
+                              f"wrong base calls (help {pct(c.help)}%), broken {c.broken} of {c.base_right} right "
+                              f"ones (harm {pct(c.harm)}%){marks}"})
+    line = sorted({(p["x"], p["y"]) for p in dots if p["shape"] == "pareto"})
+    return dict(charts.scatter(dots, x_label="harm: right base calls broken (lower is better)",
+                               y_label="help: wrong base calls fixed (higher is better)",
+                               x_range=(0.0, max(0.1, *(float(p["x"]) for p in dots))), y_range=(0.0, 1.0),
+                               lines=[line] if len(line) > 1 else [], x_fmt="{:.0%}", y_fmt="{:.0%}",
+                               legend=[("pareto", "on the front"), ("dot", "dominated")]),
+                kind="scatter", title="Help vs harm of each candidate on val")
 
 
 def _prompts_section(loaded: Mapping[int, Any], part: Part, diff_versions: Any) -> dict[str, Any]:

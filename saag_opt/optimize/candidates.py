@@ -1,0 +1,89 @@
+"""Help and harm of each GEPA candidate on val, read from gepa's state: no rollout runs again.
+
+Why from the state: the metric (``feedback.metric``) gives every val example two objective scores
+besides its score (final call right): ``help`` (1 = the review fixed a wrong base call) and
+``no_harm`` (0 = it broke a right one). gepa keeps, per candidate, their means over the val
+examples it evaluated (``prog_candidate_objective_scores``) and the mean score
+(``program_full_scores_val_set``), so over ``n`` examples the counts follow exactly:
+``fixed = help * n``, ``broken = (1 - no_harm) * n`` and, since final right = base right + fixed -
+broken, ``base_right = score * n - fixed + broken``. A rollout that failed, or whose reviewer reply
+could not be read, is neither fixed nor broken for the metric, so its base call counts as right
+exactly when its final call is.
+
+Pure: no gepa import (the state is read by attribute), no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from saag_opt.optimize.edits import rule_changes
+from saag_opt.optimize.summary import CandidateHelpHarm
+
+COMPONENT_PREFIX = "reviewer."
+"""GEPA's candidate keys are ``reviewer.<predictor>`` (``program.ReviewerProgram.named_predictors``)."""
+
+
+def count_help_harm(candidate: int, *, score: float, help_mean: float, no_harm_mean: float, n_val: int,
+                    parent: int | None = None, version: str | None = None,
+                    edit: Sequence[str] = ()) -> CandidateHelpHarm:
+    """The counts behind a candidate's val means (see the module docstring for the arithmetic)."""
+    fixed = round(help_mean * n_val)
+    broken = round((1.0 - no_harm_mean) * n_val)
+    return CandidateHelpHarm(candidate=candidate, version=version, parent=parent, n_val=n_val,
+                             base_right=round(score * n_val) - fixed + broken, fixed=fixed, broken=broken,
+                             val_accuracy=round(score, 6), edit=list(edit))
+
+
+def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -> list[str]:
+    """Rule-level changes from ``parent`` over the predictors whose text changed (``[]`` for the seed).
+
+    With several predictors each line names its predictor; a change that moves no rule (only
+    whitespace) still shows as one line, so a changed candidate never reads as unchanged.
+    """
+    if parent is None:
+        return []
+    lines: list[str] = []
+    for key in sorted(child):
+        before, after = parent.get(key, ""), child[key]
+        if before == after:
+            continue
+        prefix = f"{key.removeprefix(COMPONENT_PREFIX)}: " if len(child) > 1 else ""
+        changes = rule_changes(before, after) or ["same rules, layout changed"]
+        lines += [prefix + line for line in changes]
+    return lines
+
+
+def from_state(state: Any, idx: int, version: str | None = None) -> CandidateHelpHarm | None:
+    """Candidate ``idx``'s counts and edit from a gepa state; None when gepa kept no objective means for it."""
+    if idx >= len(state.program_candidates):
+        return None
+    means = state.prog_candidate_objective_scores[idx] or {}
+    n_val = len(state.prog_candidate_val_subscores[idx])
+    if not n_val or "help" not in means or "no_harm" not in means:
+        return None
+    parent = next((p for p in state.parent_program_for_candidate[idx] if p is not None), None)
+    edit = candidate_edit(state.program_candidates[parent] if parent is not None else None,
+                          state.program_candidates[idx])
+    return count_help_harm(idx, score=float(state.program_full_scores_val_set[idx]),
+                           help_mean=float(means["help"]), no_harm_mean=float(means["no_harm"]), n_val=n_val,
+                           parent=parent, version=version, edit=edit)
+
+
+def dominates(a: CandidateHelpHarm, b: CandidateHelpHarm) -> bool:
+    """``a`` fixes at least as many wrong base calls and breaks at most as many right ones, one strictly."""
+    return a.fixed >= b.fixed and a.broken <= b.broken and (a.fixed > b.fixed or a.broken < b.broken)
+
+
+def help_harm_front(candidates: Iterable[CandidateHelpHarm]) -> set[int]:
+    """Indices of the candidates no other candidate dominates (``dominates``): the help-vs-harm front.
+
+    Counts, not rates: every candidate is evaluated on the same val examples behind the same base
+    agent, so the counts order them as the rates do and stay defined when a denominator is 0.
+    """
+    pool = list(candidates)
+    return {c.candidate for c in pool if not any(dominates(other, c) for other in pool)}
+
+
+__all__ = ["COMPONENT_PREFIX", "candidate_edit", "count_help_harm", "dominates", "from_state", "help_harm_front"]
