@@ -36,6 +36,14 @@ _R = TypeVar("_R", bound="Reviewer")
 PREDICTOR_NAMES = ("review", "select", "grade")
 """Predictor names, as ``named_predictors()`` and prompt artifacts spell them."""
 
+REPORT_NOTE = "report"
+"""The informed reviewer's note on the SAAG report, kept in a prompt artifact beside the predictors' texts.
+
+Why a component of its own: the small informed reviewer obeys the report rather than weighing it,
+so what it is *shown* (how far to trust which finding, in what words) is a lever that its
+instructions are not. GEPA edits it like an instruction; a plain reviewer ignores it; empty (the
+default) shows the report exactly as before."""
+
 
 # -- signatures ------------------------------------------------------------------------------------
 
@@ -60,6 +68,38 @@ class SaagReviewSignature(ReviewSignature):
     """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     saag_report: str = dspy.InputField(desc="automatic SAAG cascade diagnostics of the tentative calls")
+
+
+EMPTY_NOTE = "(no note)"
+"""The default report note, which shows nothing: dspy replaces an empty instruction with a generated one,
+so "no note" needs a text of its own. A prompt version never stores it (``version_instructions``)."""
+
+
+def note_of(instructions: str) -> str:
+    """The note a report-note text stands for ("" for the default)."""
+    return "" if instructions.strip() in ("", EMPTY_NOTE) else instructions.strip()
+
+
+def version_instructions(base: Mapping[str, str], candidate: Mapping[str, str]) -> dict[str, str]:
+    """``base`` updated with a GEPA candidate's texts (keys ``reviewer.<name>``), as a prompt version stores them.
+
+    The default report note is left out, so a version that never had a note gets none and keeps its hash.
+    """
+    out = dict(base)
+    for key, text in candidate.items():
+        name = key.removeprefix("reviewer.")
+        if name == REPORT_NOTE and not note_of(text):
+            out.pop(name, None)
+        else:
+            out[name] = text
+    return out
+
+
+class ReportNoteSignature(dspy.Signature):
+    """Never sent to an LM: its instructions are the note shown above the SAAG report (``REPORT_NOTE``)."""
+
+    checks: str = dspy.InputField(desc="the SAAG report of the tentative calls")
+    shown: str = dspy.OutputField(desc="the report as the reviewer sees it, after the note")
 
 
 class SelectSignature(dspy.Signature):
@@ -238,13 +278,15 @@ class Reviewer(dspy.Module):
             ArtifactError: the artifact names a predictor this reviewer does not have.
         """
         instructions = version if isinstance(version, Mapping) else version.instructions
-        unknown = sorted(set(instructions) - set(PREDICTOR_NAMES))
+        unknown = sorted(set(instructions) - set(PREDICTOR_NAMES) - {REPORT_NOTE})
         if unknown:
             raise ArtifactError(f"prompt has instructions for unknown predictor(s) {unknown}; "
-                                f"a reviewer has {list(PREDICTOR_NAMES)}")
+                                f"a reviewer has {[*PREDICTOR_NAMES, REPORT_NOTE]}")
         reviewer = cls()
         for name, text in instructions.items():
-            predictor = getattr(reviewer, name)
+            predictor = getattr(reviewer, name, None)
+            if predictor is None:  # the report note, on a reviewer that shows no report
+                continue
             predictor.signature = predictor.signature.with_instructions(text)
         if not isinstance(version, Mapping):
             reviewer.prompt_version, reviewer.prompt_sha256 = version.ref, version.sha256
@@ -333,6 +375,10 @@ class SaagInformedReviewer(Reviewer):
     grounding: GroundingMode = INTERVENTION_GROUNDING
     """Stage-3 mode of the report it shows (the evaluate config sets it per run)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.report = dspy.Predict(ReportNoteSignature.with_instructions(EMPTY_NOTE))
+
     def forward(self, conversation: str, tool_docs: str, tentative_calls: str,
                 saag_report: str | None = None) -> dspy.Prediction:
         """The review predictor with the SAAG report as an extra input."""
@@ -342,9 +388,20 @@ class SaagInformedReviewer(Reviewer):
     def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
         """Base inputs + ``saag_report`` of a blind cascade over the tentative calls (``NO_CALL_REPORT`` for none)."""
         inputs = super().review_inputs(example, prediction)
-        inputs["saag_report"] = (NO_CALL_REPORT if prediction.declined
-                                 else render_saag_report(blind_cascade(prediction, example, self.grounding)))
+        report = (NO_CALL_REPORT if prediction.declined
+                  else render_saag_report(blind_cascade(prediction, example, self.grounding)))
+        inputs["saag_report"] = with_note(note_of(self.report.signature.instructions), report)
+        if dspy.settings.trace is not None:
+            # GEPA reflects on a component through its trace (as dspy's own predictors record theirs): the
+            # note's "call" is this rendering, so GEPA can write the first note where there is none
+            dspy.settings.trace.append((self.report, {"checks": report},
+                                        dspy.Prediction(shown=inputs["saag_report"])))
         return inputs
+
+
+def with_note(note: str, report: str) -> str:
+    """The report as the informed reviewer sees it: the note (if any) above it."""
+    return f"{note.strip()}\n\n{report}" if note.strip() else report
 
 
 def make_reviewer(prompt: PromptVersion | Mapping[str, str], *, saag_informed: bool = False,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from saag_opt.agents.reviewer import version_instructions
 from saag_opt.artifacts.store import content_hash
 from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit
@@ -131,8 +132,7 @@ class ArtifactWriter:
 
     def _save(self, idx: int, event: Mapping[str, Any]) -> None:
         parents = [self.versions[p] for p in event.get("parent_ids") or () if p is not None and p in self.versions]
-        instructions = dict(self.seed.instructions)
-        instructions.update({k.removeprefix("reviewer."): v for k, v in event["candidate"].items()})
+        instructions = version_instructions(self.seed.instructions, event["candidate"])
         counts = self._counts_now(idx, event["candidate"])
         scores = {"val_accuracy": round(float(event["average_score"]), 6),
                   "val_examples": int(event.get("num_examples_evaluated", 0)), "gepa_candidate": idx,
@@ -172,8 +172,7 @@ class ArtifactWriter:
         """
         try:
             parent = self.versions.get(parent_idx, self.seed.version) if parent_idx is not None else self.seed.version
-            instructions = dict(self.seed.instructions)
-            instructions.update({k.removeprefix("reviewer."): v for k, v in candidate.items()})
+            instructions = version_instructions(self.seed.instructions, candidate)
             with self._lock:
                 version = self.store.save_new(self.seed.program, instructions, parents=[parent], source="gepa",
                                               quarantine=reason, scores={"gepa_iteration": iteration},
@@ -191,8 +190,7 @@ class ArtifactWriter:
 
     def quarantined_reason(self, candidate: Mapping[str, str]) -> str | None:
         """Why this exact text was quarantined earlier in the run (a resumed run included), or None."""
-        instructions = dict(self.seed.instructions)
-        instructions.update({k.removeprefix("reviewer."): v for k, v in candidate.items()})
+        instructions = version_instructions(self.seed.instructions, candidate)
         sha = content_hash(self.seed.program, instructions)
         for entry in self.quarantined:
             if entry.get("sha256") == sha:

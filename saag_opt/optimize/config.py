@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.mechanisms import Mechanism, mechanism_names
+from saag_opt.agents.reviewer import REPORT_NOTE
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
@@ -109,6 +110,18 @@ class OptimizeConfig(SetupConfig):
     def conversations(self) -> bool:
         """The dataset is BFCL multi-turn entries (episodes), not single-call examples."""
         return is_multi_turn_dataset(self.dataset)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """What GEPA evolves: the reviewer predictors the mechanism calls, and the report note with ``--saag-informed``.
+
+        Why the note: the informed reviewer follows the report it is shown, so how the report is framed
+        is a lever beside its instructions (``agents.reviewer.REPORT_NOTE``).
+        """
+        components = self.setup.mechanism.components
+        if self.setup.saag_informed and "review" in components:
+            return (*components, REPORT_NOTE)
+        return components
 
     @property
     def reviewer_spec(self) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from saag_opt.agents.reviewer import EMPTY_NOTE, REPORT_NOTE, note_of
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
@@ -72,6 +73,15 @@ SYSTEM_PROMPT = (
     "before it runs: it answers error=true with feedback (the assistant then revises) or error=false (the call runs). "
     "Approving a wrong call and rejecting a right one are equally bad. You change the rules with exactly one edit."
 )
+
+NOTE_PROMPT = (
+    "You maintain the numbered rules of a NOTE shown to a REVIEWER above an automatic check report. The reviewer "
+    "checks a tool-calling assistant's proposed call before it runs and answers error=true (reject) or error=false "
+    "(approve). The report's findings are heuristics: some are real errors, some are false alarms (a value restated "
+    "in other words, a sensible default). The note tells the reviewer how far to trust which kind of finding. "
+    "Approving a wrong call and rejecting a right one are equally bad. You change the note with exactly one edit."
+)
+"""The system prompt for the report note (``agents.reviewer.REPORT_NOTE``), which frames what the reviewer sees."""
 
 
 def _sha(text: str) -> str:
@@ -198,15 +208,18 @@ def pick_cases(items: Sequence[Mapping[str, Any]], limit: int = MAX_CASES) -> li
     return (failures + [i for i in items if not _is_failure(i)])[:limit]
 
 
-def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit]) -> str:
-    """The user message of one edit request."""
-    parts = ["The reviewer's current rules:", numbered(parent), "",
+def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit], *,
+                note: bool = False) -> str:
+    """The user message of one edit request (``note``: the report note's, whose rules may be none yet)."""
+    whose = "note's" if note else "reviewer's"
+    parts = [f"The {whose} current rules:", numbered(parent) or "(none yet: the report is shown without a note; "
+             "add the first rule)", "",
              "How the reviewer did on some cases (the expected answers are for you only; the reviewer never sees them):"]
     parts += [render_case(i, c) for i, c in enumerate(cases, start=1)]
     if refused:
         parts += ["", "Edits already tried from these rules and refused (do not propose them again):"]
         parts += [f"- {'; '.join(r.changes)} (refused: {r.reason})" for r in refused[-REMEMBERED_PER_PARENT:]]
-    parts += ["", "Write ONE edit of the rules that would make the reviewer decide cases like these correctly. "
+    parts += ["", f"Write ONE edit of the {whose} rules that would make the reviewer decide cases like these correctly. "
               "Keep it general: no function names, values or names from the cases. Prefer adding or replacing "
               "a rule to deleting one, and never break what the reviewer already gets right. "
               f"Reply with JSON only: {{\"op\": \"add\" or \"replace\" or \"delete\", \"rule\": the rule number "
@@ -242,15 +255,21 @@ class EditProposer:
     def propose(self, component: str, parent: str, items: Sequence[Mapping[str, Any]]) -> str | None:
         """One edited text of ``parent``, or None when no attempt gave an applicable edit."""
         cases = pick_cases(items)
+        note = component.removeprefix("reviewer.") == REPORT_NOTE
+        text = note_of(parent) if note else parent
         last: str | None = None
+        just_now: list[RefusedEdit] = []
         for attempt in range(self.attempts):
             self.tried += 1
-            reply = self._ask(parent, cases, self.memory.refused(component, parent), attempt)
+            reply = self._ask(component, text, cases, [*self.memory.refused(component, parent), *just_now], attempt)
             try:
-                edit = parse_edit(reply, len(read_rules(parent)))
-                child = apply_edit(parent, edit)
+                edit = parse_edit(reply, len(read_rules(text)))
+                child = apply_edit(text, edit)
+                if note and not child.strip():  # the note's last rule deleted: back to no note
+                    child = EMPTY_NOTE
             except EditError as exc:
                 self._note(component, f"unusable edit ({exc})")
+                just_now.append(RefusedEdit(child="", changes=[clip_text(reply, 160)], reason=str(exc)))
                 continue
             earlier = self.memory.was_refused(component, parent, child)
             if earlier is not None:
@@ -266,9 +285,11 @@ class EditProposer:
             self.memory.refuse(component, parent, child, "; ".join(map(str, findings)))
         return last
 
-    def _ask(self, parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit], attempt: int) -> str:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": edit_prompt(parent, cases, refused)}]
+    def _ask(self, component: str, parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit],
+             attempt: int) -> str:
+        note = component.removeprefix("reviewer.") == REPORT_NOTE
+        messages = [{"role": "system", "content": NOTE_PROMPT if note else SYSTEM_PROMPT},
+                    {"role": "user", "content": edit_prompt(parent, cases, refused, note=note)}]
         result = chat_completion(self.lm, messages, temperature=0.0 if attempt == 0 else 0.7, max_tokens=200,
                                  response_format={"type": "json_schema",
                                                   "json_schema": {"name": "rule_edit", "schema": EDIT_SCHEMA,
@@ -280,5 +301,6 @@ class EditProposer:
         emit(self.sink, "proposal", f"{component}: {why}", component=component, reason=why)
 
 
-__all__ = ["EDIT_MEMORY_FILE", "FAILURE_OUTCOMES", "MAX_CASES", "REPORT_LABEL", "SYSTEM_PROMPT", "EditMemory",
+__all__ = ["EDIT_MEMORY_FILE", "FAILURE_OUTCOMES", "MAX_CASES", "NOTE_PROMPT", "REPORT_LABEL", "SYSTEM_PROMPT",
+           "EditMemory",
            "EditMemoryFile", "EditProposer", "RefusedEdit", "edit_prompt", "pick_cases", "render_case"]

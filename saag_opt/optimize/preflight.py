@@ -22,7 +22,7 @@ def preflight_optimize(config: OptimizeConfig) -> Estimate:
     seed = PromptStore(setup.prompts_dir).resolve(setup.prompt)
     train, val = load_splits(config)
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
-                                 n_components=len(setup.mechanism.components), n_val=len(val),
+                                 n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
     gepa = estimate_run(config, seed.instructions, train + val, calls)
     models = {"reviewer": config.reviewer_spec, "base": setup.base, "reflection": config.reflection_spec}

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from saag_opt.agents.reviewer import REPORT_NOTE, note_of
 from saag_opt.model import Example
 from saag_opt.optimize.edits import read_rules
 
@@ -439,11 +440,31 @@ def quarantine_reason(candidate: Mapping[str, str], parent: Mapping[str, str],
         before = parent.get(name, "")
         if text == before:
             continue
-        findings = check_instruction(text, before, examples) + _edited_rules(text, before)
+        if name.removeprefix("reviewer.") == REPORT_NOTE:
+            findings = check_note(text, before, examples)
+        else:
+            findings = check_instruction(text, before, examples) + _edited_rules(text, before)
         if findings:
             reasons.append(f"{name.removeprefix('reviewer.')}: " + "; ".join(map(str, findings)))
     return " | ".join(reasons) or None
 
+
+def check_note(text: str, parent: str, examples: Sequence[Example] = ()) -> list[Finding]:
+    """The report note's rails: each new rule is a rule (``check_rule``), and the note stays short.
+
+    The whole-text rules of an instruction do not apply: the note starts empty and holds a few
+    sentences on how far to trust the report, with no decision of its own to state.
+    """
+    old = {r.text for r in read_rules(note_of(parent))}
+    found = [f for rule in read_rules(note_of(text)) if rule.text not in old for f in check_rule(rule.text, parent, examples)]
+    words = len(_WORD_RE.findall(text))
+    if words > MAX_NOTE_WORDS:
+        found.append(Finding("length", f"the note has {words} words; a note on the report keeps to {MAX_NOTE_WORDS}"))
+    return found
+
+
+MAX_NOTE_WORDS = 150
+"""Longest report note: a few rules on the report, not a second instruction."""
 
 EDIT_SIZE = 2
 """At most this many rules added or rewritten is an edit, whose new rules are also checked one by one."""
@@ -524,6 +545,7 @@ def pick_best(seed: str, seed_score: float | None, scores: Mapping[str, float], 
                      f"({(clearing[version] - seed_score) * 100:+.1f} points) over the seed {seed}; {margin}")
 
 
-__all__ = ["BEST_MARGIN_EXAMPLES", "BEST_MARGIN_POINTS", "EDIT_SIZE", "LENGTH_RATIO", "MIN_WORDS", "NGRAM_N", "Finding",
-           "check_instruction", "check_rule", "copies_ngrams", "copies_values", "length_ratio", "minibatch_collapse",
-           "not_a_rule", "not_instructions", "pick_best", "quarantine_reason", "truncated"]
+__all__ = ["BEST_MARGIN_EXAMPLES", "BEST_MARGIN_POINTS", "EDIT_SIZE", "LENGTH_RATIO", "MAX_NOTE_WORDS", "MIN_WORDS",
+           "NGRAM_N", "Finding", "check_instruction", "check_note", "check_rule", "copies_ngrams", "copies_values",
+           "length_ratio", "minibatch_collapse", "not_a_rule", "not_instructions", "pick_best", "quarantine_reason",
+           "truncated"]

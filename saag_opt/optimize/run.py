@@ -30,9 +30,11 @@ from saag_opt.lm.spendcap import SpendCap
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
 from saag_opt.optimize.config import OptimizeConfig
+from saag_opt.optimize.edit_proposer import EDIT_MEMORY_FILE, EditMemory
 from saag_opt.optimize.holdout import evaluate_test
 from saag_opt.optimize.program import ReviewerProgram, to_dspy_examples
 from saag_opt.optimize.progress import GepaProgress
+from saag_opt.optimize.reflections import ReflectionRecorder
 from saag_opt.optimize.spend import CostSaver, open_ledger, save_costs
 from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.optimize.unusable import RolloutCountSaver, restore_counts, save_counts, unusable_by_phase
@@ -144,7 +146,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
     cap = world.ledger.cap
     _pin_seed_and_splits(config, header, world, train + val, run_dir, (len(train), len(val)))
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
-                                 n_components=len(world.condition.mechanism.components), n_val=len(val),
+                                 n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
     estimate = estimate_run(config, world.seed.instructions, train + val, calls)
     emit(sink, "estimate", f"about {estimate.lm_calls} LM calls and ${estimate.dollars:.2f} for {calls} rollouts "
@@ -153,7 +155,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
                             metadata=_artifact_metadata(config, header.dataset["split_hash"]),
                             spent=world.ledger.total_dollars, sink=sink, cap=cap)
     settings = _gepa_settings(config, world, run_dir, calls, writer, sink)
-    details = _compile(world, settings, train, val, run_dir, sink)
+    details = _compile(world, settings, config.components, train, val, run_dir, sink)
     rollout_counts = save_counts(run_dir, world.context)
     if world.context.fatal is not None:
         raise world.context.fatal
@@ -200,19 +202,19 @@ def _gepa_settings(config: OptimizeConfig, world: World, run_dir: Path, calls: i
     return GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
                         minibatch=config.minibatch, max_chars=config.max_chars, workers=config.workers or 1,
                         seed=config.seed, accept=config.accept, stoppers=stoppers, quarantine=writer,
+                        proposer=config.proposer, memory=EditMemory(run_dir / EDIT_MEMORY_FILE), sink=sink,
                         callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
-                                   RolloutCountSaver(run_dir, world.context)])
+                                   RolloutCountSaver(run_dir, world.context), ReflectionRecorder(run_dir)])
 
 
-def _compile(world: World, settings: GepaSettings, train: list[Any], val: list[Any], run_dir: Path,
-             sink: EventSink | None) -> Any:
+def _compile(world: World, settings: GepaSettings, components: tuple[str, ...], train: list[Any], val: list[Any],
+             run_dir: Path, sink: EventSink | None) -> Any:
     """Run dspy.GEPA on the student (the seed's reviewer); None when the spend cap stopped the reflection LM."""
     aside = set_aside_unreadable_state(settings.log_dir)
     if aside is not None:
         emit(sink, "warning", f"GEPA's checkpoint could not be read and was moved to {aside}; GEPA starts again "
              "from the seed (finished LM calls replay from the cache)", moved_to=str(aside))
-    student = ReviewerProgram(world.condition.reviewer_for(world.seed.instructions), world.context,
-                              world.condition.mechanism.components)
+    student = ReviewerProgram(world.condition.reviewer_for(world.seed.instructions), world.context, components)
     cap = world.ledger.cap
     try:
         return compile_gepa(build_gepa(world.metric, settings), student, to_dspy_examples(train),

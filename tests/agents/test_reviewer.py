@@ -135,6 +135,24 @@ def test_saag_informed_review_sees_the_report() -> None:
     assert "saag_report" in sent and "failed at stage 1" in sent
 
 
+def test_the_report_note_is_shown_above_the_report_and_traced_for_gepa() -> None:
+    note = "- Findings about restated values are often false alarms."
+    plain_inputs = SaagInformedReviewer().review_inputs(weather_example(), BAD_NAME)
+    reviewer = SaagInformedReviewer.from_prompt({"review": "Review.", "report": note})
+    with dspy.context(trace=[]):
+        inputs = reviewer.review_inputs(weather_example(), BAD_NAME)
+        (entry,) = dspy.settings.trace
+    assert inputs["saag_report"] == f"{note}\n\n{plain_inputs['saag_report']}"
+    assert entry[0] is reviewer.report and entry[1] == {"checks": plain_inputs["saag_report"]}
+    assert entry[2].shown == inputs["saag_report"]
+    # no note (the default): the report byte for byte as before (traced all the same: GEPA writes the first note)
+    with dspy.context(trace=[]):
+        assert SaagInformedReviewer().review_inputs(weather_example(), BAD_NAME) == plain_inputs
+        assert [e[2].shown for e in dspy.settings.trace] == [plain_inputs["saag_report"]]
+    # a plain reviewer shows no report, so it ignores the note (a transfer experiment still runs)
+    assert "report" not in dict(Reviewer.from_prompt({"report": note}).named_predictors())
+
+
 def test_an_unreadable_reply_is_asked_once_more_and_the_retry_is_used() -> None:
     reviewer = Reviewer()
     lm = DummyLM([{"wrong_field": "x"}, {"wrong_field": "x"}, {"error": "True", "feedback": "Fix the city."}])

@@ -66,6 +66,8 @@ def test_an_unusable_reply_is_asked_again_and_two_give_no_proposal() -> None:
     with ScriptedOpenAIServer(_replies("Please provide instructions.", good)) as server:
         out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
         assert len(server.chat_requests) == 2
+        retry = server.chat_requests[1].body["messages"][-1]["content"]
+        assert "- Please provide instructions. (refused: no JSON object in the reply" in retry
     assert out[COMPONENT].splitlines()[3] == "- Defaults for unstated optional parameters are fine."
     with ScriptedOpenAIServer(_replies('{"op": "replace", "rule": 99, "text": "x y z"}')) as server:
         assert _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT]) == {}
@@ -138,3 +140,21 @@ def test_the_sampler_puts_known_failures_in_every_minibatch_least_recently_shown
     assert set(sampler.failing) == {first[2]}
     again = FailureFirstSampler(minibatch_size=4, seed=0)
     assert again.next_minibatch_ids(loader, state) == first  # deterministic for a seed
+
+
+@pytest.mark.e2e
+def test_the_embedded_model_answers_an_edit_request_with_a_schema_valid_edit(local_spec: str) -> None:
+    """The grammar holds on the real server: whatever the 0.5B writes parses as an edit of the schema."""
+    from saag_opt.optimize.edits import EDIT_SCHEMA  # noqa: PLC0415 - only this test needs it
+
+    lm = open_lm(parse_model_spec(local_spec), role="reflection", cache=False)
+    proposer = EditProposer(lm, attempts=1)
+    items = [_item("missed error"), _item("broken")]
+    replies: list[str] = []
+    ask = proposer._ask
+    proposer._ask = lambda *args: replies.append(ask(*args)) or replies[-1]  # type: ignore[method-assign]
+    proposer({COMPONENT: PARENT}, {COMPONENT: items}, [COMPONENT])
+    (reply,) = replies
+    data = json.loads(reply)
+    assert set(data) == set(EDIT_SCHEMA["required"]) and data["op"] in ("add", "replace", "delete")
+    assert isinstance(data["rule"], int) and isinstance(data["text"], str)

@@ -82,6 +82,8 @@ def test_an_unusable_edit_is_a_clear_error(reply: str, message: str) -> None:
 def test_an_edit_that_changes_nothing_is_refused() -> None:
     with pytest.raises(EditError, match="changes nothing"):
         apply_edit(TEXT, Edit("replace", 5, "Defaults are fine."))
+    with pytest.raises(EditError, match="nearly the same text"):
+        apply_edit(TEXT, Edit("replace", 5, "[CRITICAL] Defaults are fine!"))
     with pytest.raises(EditError, match="already has"):
         apply_edit(TEXT, Edit("add", 0, "do not be pedantic."))
 
@@ -104,3 +106,14 @@ def test_a_real_rule_passes_the_rails() -> None:
     child = apply_edit(parent, Edit("add", 0, "Approve a call whose values restate the request in other words, "
                                                "even when the automatic check flags them."))
     assert rails.quarantine_reason({"reviewer.review": child}, {"reviewer.review": parent}) is None
+
+
+def test_the_report_note_starts_empty_and_is_checked_rule_by_rule() -> None:
+    first = apply_edit("", Edit("add", 0, "Findings about restated values are often false alarms."))
+    assert first == "- Findings about restated values are often false alarms."
+    assert rails.quarantine_reason({"reviewer.report": first}, {"reviewer.report": ""}) is None
+    bad = apply_edit(first, Edit("add", 0, "Please provide the report in more detail."))
+    reason = rails.quarantine_reason({"reviewer.report": bad}, {"reviewer.report": first})
+    assert reason is not None and reason.startswith("report: not_a_rule")
+    long_note = "\n".join(f"- Rule {i} says the report may be wrong about restated values here." for i in range(14))
+    assert "length" in str(rails.quarantine_reason({"reviewer.report": long_note}, {"reviewer.report": ""}))

@@ -19,7 +19,7 @@ from saag_opt.errors import ConfigError
 from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.events import RunEvent
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
-from saag_opt.optimize.edit_proposer import REPORT_LABEL
+from saag_opt.optimize.edit_proposer import NOTE_PROMPT, REPORT_LABEL
 from saag_opt.runfiles import read_header
 from saag_opt.testing.scripted_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
@@ -245,3 +245,32 @@ def test_evaluate_warns_when_a_gepa_prompt_meets_another_reviewer(tmp_path: Path
     assert ("WARNING: reviewer@v3-gepa was tuned for a reviewer that sees the SAAG report (--saag-informed --grounding "
             "calibrated); this reviewer does not see it") in printed[False][0]
     assert printed[False][1]["reviewer_mismatch"].startswith("tuned for a reviewer that sees the SAAG report")
+
+
+def _noting(request: dict) -> object:
+    """The world, except that an edit of the report note writes the keyword into the note, and the reviewer
+    acts on the keyword wherever it reads it (its instruction or the note above the report)."""
+    if world.is_edit_request(request) and request["messages"][0]["content"] == NOTE_PROMPT:
+        return world.edit_reply(world.PROPOSED_INSTRUCTION)
+    if world.is_edit_request(request):
+        return world.edit_reply("Approve a call that answers the request with the documented function.")
+    messages = request.get("messages") or []
+    if not request.get("tools") and world.KEYWORD in json.dumps(messages[1:]):
+        user = "\n".join(world._text(m.get("content")) for m in messages if m.get("role") == "user")
+        return world._review(world.KEYWORD, user)
+    return world.handler(request)
+
+
+def test_the_informed_reviewers_report_note_is_a_component_gepa_edits_and_the_reviewer_then_reads(
+        tmp_path: Path) -> None:
+    dataset, prompts = world.write_world(tmp_path)
+    with ScriptedOpenAIServer(_noting) as server:
+        result, _ = _optimize(tmp_path, dataset, prompts, server, saag_informed=True, evaluate_test=False)
+        log = server.chat_requests
+    notes = [r for r in log if _is_reflection(r) and (r.body or {})["messages"][0]["content"] == NOTE_PROMPT]
+    assert notes and "(none yet: the report is shown without a note" in _messages(notes[0])
+    best = PromptStore(prompts).get("reviewer", result.best_version)
+    assert best.instructions["report"] == f"- {world.PROPOSED_INSTRUCTION}"  # the note, not the instruction, won
+    assert best.instructions["review"] == world.SEED_INSTRUCTION
+    shown = [r for r in _reviewer(log) if f"- {world.PROPOSED_INSTRUCTION}\\n\\ncall 0" in _messages(r)]
+    assert shown  # the reviewer read the note above the report
