@@ -121,6 +121,11 @@ def cost_table(costs: Mapping[str, Any]) -> Table:
     return table
 
 
+SEED_STAYS = ("[bold]best is the seed[/] ({seed}): no candidate cleared the val margin, so TEST measures the seed "
+              "against the base agent only; best and seed are the same prompt, and there is no best-vs-seed result.")
+"""Said instead of a best-vs-seed table that would compare a prompt with itself."""
+
+
 def print_optimize_report(console: Console, summary: OptimizeSummary | Mapping[str, Any]) -> None:
     """The whole end-of-run report from ``run_optimize``'s summary (or its ``to_dict()``, as ``--json`` writes it)."""
     if not isinstance(summary, OptimizeSummary):
@@ -130,7 +135,10 @@ def print_optimize_report(console: Console, summary: OptimizeSummary | Mapping[s
     if test is not None and test.comparison is not None:
         console.print(seed_vs_best_table(test, test.comparison))
         console.print(help_harm_table(test, test.comparison))
-        console.print(best_vs_seed_table(test, test.comparison))
+        if test.best == test.seed:
+            console.print(SEED_STAYS.format(seed=escape(test.seed)))
+        else:
+            console.print(best_vs_seed_table(test, test.comparison))
         console.print(f"test comparison run: {test.compare_run}")
     if test is not None and test.stopped:
         console.print(f"[yellow]test comparison incomplete:[/] {escape(test.stopped)}")

@@ -206,6 +206,7 @@ def test_the_terminal_table_has_a_row_per_candidate_with_help_harm_front_and_edi
     assert "v4-gepa (best)" in text and "rule 2 replaced: Reject unknown values." in text
 
 
+
 def test_an_older_summary_prints_its_val_scores_without_counts(tmp_path: Path) -> None:
     data = _summary(tmp_path).to_dict()
     del data["candidates"]

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.edits import rule_changes
+from saag_opt.report.optimize_tables import print_optimize_report
 from saag_opt.testing.scripted_server import Fault, Reply, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
@@ -163,3 +165,14 @@ def test_a_tie_enters_the_pool_only_with_accept_equal(tmp_path: Path, accept: st
         assert result.best_version == "v2"
     else:
         assert versions == ["v2"] and result.best_version == "v2"
+
+
+def test_a_run_that_kept_the_seed_says_so_instead_of_comparing_it_with_itself(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer(_neutral_reflection) as srv:
+        result = run_optimize(_config(tmp_path, srv, accept="strict"))
+    assert result.best_version == "v2" and result.test is not None and result.test.comparison is not None
+    console = Console(width=220, record=True)
+    print_optimize_report(console, result)
+    text = console.export_text()
+    assert "best is the seed (v2): no candidate cleared the val margin" in text
+    assert "best (v2) vs seed (v2)" not in text and "TEST: help / harm vs the base agent alone" in text
