@@ -140,10 +140,6 @@ def _describe_candidates(outcome: Any) -> str:
     return f"selected {chosen} of: " + "; ".join(parts)
 
 
-def _truth(calls: Sequence[ToolCall], example: Example) -> bool:
-    return check_truth(calls, example).correct
-
-
 def _example_of(gold: Any) -> Example:
     item = gold.get("item") if hasattr(gold, "get") else None
     if not isinstance(item, Example):
@@ -169,22 +165,29 @@ def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None
         reason = view.error if view is not None else "the program produced no outcome"
         return dspy.Prediction(score=0.0, feedback=f"The rollout failed: {reason}.",
                                objective_scores={"help": 0.0, "no_harm": 1.0}, outcome_class="error")
-    base_ok = _truth(view.base_calls, example)
-    final_ok = base_ok if view.final_calls == view.base_calls else _truth(view.final_calls, example)
+    base = check_truth(view.base_calls, example)
+    final = base if view.final_calls == view.base_calls else check_truth(view.final_calls, example)
+    base_ok, final_ok = base.correct, final.correct
     cls = classify_outcome(base_ok, final_ok, view.objected, view.unusable > 0)
     objectives = {"help": 1.0 if cls == "fixed" else 0.0, "no_harm": 0.0 if cls == "broken" else 1.0}
     if pred_name is None:
         feedback = f"Outcome: {cls}."
     else:
-        feedback = build_feedback(example, view, cls, final_ok)
+        feedback = build_feedback(example, view, cls, final_ok, errors=(base.reason, final.reason))
     return dspy.Prediction(score=1.0 if final_ok else 0.0, feedback=feedback,
                            objective_scores=objectives, outcome_class=cls)
 
 
-def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final_ok: bool) -> str:
-    """The reflection text: SAAG diagnosis of the base call, each verdict, the revision, the outcome."""
+def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final_ok: bool,
+                   errors: tuple[str, str] | None = None) -> str:
+    """The reflection text: SAAG diagnosis of the base call, each verdict, the revision, the outcome.
+
+    ``errors``: BFCL's error type of the base and the final call (``TruthResult.reason``: ``value:city``,
+    ``wrong_func_name``...), named on their lines; parameter and function names only, never a gold value.
+    """
+    base_error, final_error = errors if errors is not None else (None, None)
     lines = [f"Outcome: {cls}. {OUTCOME_ADVICE[cls]}"]
-    lines.append(f"Base call: {render_calls(view.base_calls)}")
+    lines.append(f"Base call: {render_calls(view.base_calls)}" + _error_note(base_error))
     lines.extend(describe_saag(view.base_calls, example))
     for i, step in enumerate(view.steps, start=1):
         verdict = "REJECTED (error=true)" if step.error else "APPROVED (error=false)"
@@ -203,9 +206,14 @@ def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final
     if view.unusable and not any(step.unusable for step in view.steps):
         lines.append(f"{view.unusable} reviewer repl{'y' if view.unusable == 1 else 'ies'} (selection or grades) "
                      "could not be read and fell back to the default candidate or rank.")
-    lines.append(f"Final call: {render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}.")
+    lines.append(f"Final call: {render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}"
+                 f"{_error_note(final_error)}.")
     lines.append(f"Expected (gold, {GOLD_LABEL}): {render_gold(example)}")
     return "\n".join(lines)
+
+
+def _error_note(reason: str | None) -> str:
+    return "" if reason in (None, "ok") else f" (BFCL error type: {reason})"
 
 
 def _prev(view: RolloutView, i: int) -> tuple[ToolCall, ...]:

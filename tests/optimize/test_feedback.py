@@ -54,11 +54,14 @@ def test_broken_example_has_zero_no_harm() -> None:
     out = _run(_outcome(RIGHT, rounds, WRONG_VALUE))
     assert out.score == 0.0 and out.objective_scores == {"help": 0.0, "no_harm": 0.0}
     assert "Outcome: broken." in out.feedback and "PASSED all three stages" in out.feedback
+    # BFCL's error type of the final call, by parameter name: the gold value stays on the gold line
+    assert "-> incorrect (BFCL error type: value:city)." in out.feedback
+    assert [line for line in out.feedback.splitlines() if "BFCL error type" in line][0].startswith("Final call:")
 
 
 def test_missed_wrong_name_names_stage_one_and_nearest_registered_name() -> None:
     out = _run(_outcome(WRONG_NAME, (ReviewRound(0, WRONG_NAME, "approve", "llm"),), WRONG_NAME))
-    assert "Outcome: missed error." in out.feedback
+    assert "Outcome: missed error." in out.feedback and "(BFCL error type: wrong_func_name)" in out.feedback
     assert "failed at stage 1 (registry" in out.feedback and "nearest registered name `get_weather`" in out.feedback
 
 
