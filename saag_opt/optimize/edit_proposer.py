@@ -38,10 +38,10 @@ from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
 from saag_opt.optimize.edits import (
-    EDIT_SCHEMA,
     MAX_EDIT_WORDS,
     EditError,
     apply_edit,
+    edit_schema,
     numbered,
     parse_edit,
     read_rules,
@@ -292,7 +292,8 @@ class EditProposer:
                     {"role": "user", "content": edit_prompt(parent, cases, refused, note=note)}]
         result = chat_completion(self.lm, messages, temperature=0.0 if attempt == 0 else 0.7, max_tokens=200,
                                  response_format={"type": "json_schema",
-                                                  "json_schema": {"name": "rule_edit", "schema": EDIT_SCHEMA,
+                                                  "json_schema": {"name": "rule_edit",
+                                                                  "schema": edit_schema(len(read_rules(parent))),
                                                                   "strict": True}},
                                  role="reflection")
         return result.text

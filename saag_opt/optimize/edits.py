@@ -46,6 +46,18 @@ EDIT_SCHEMA: dict[str, Any] = {
 """The JSON the reflection LM must return (sent as a json_schema response_format; a grammar on the
 embedded server). ``rule`` is 0 for ``add``; ``text`` is empty for ``delete``."""
 
+def edit_schema(n_rules: int) -> dict[str, Any]:
+    """``EDIT_SCHEMA`` for a text of ``n_rules`` rules: with none (an empty report note) only ``add`` is possible.
+
+    Why in the schema: a small model asked to edit an empty note answered "replace rule 0"; the grammar
+    makes the only applicable edit the only one it can write.
+    """
+    if n_rules:
+        return EDIT_SCHEMA
+    properties = {**EDIT_SCHEMA["properties"], "op": {"type": "string", "enum": ["add"]}}
+    return {**EDIT_SCHEMA, "properties": properties}
+
+
 _ITEM_RE = re.compile(r"^(\s*)(\d+[.)]|[-*•])\s+")
 _HEADING_RE = re.compile(r"^[^\n]{1,60}:$")
 
@@ -287,5 +299,5 @@ def _gap(lines: list[str], start: int, end: int) -> bool:
     return any(not lines[i].strip() for i in range(start, end))
 
 
-__all__ = ["EDIT_SCHEMA", "MAX_EDIT_WORDS", "Edit", "EditError", "EditOp", "Rule", "apply_edit", "numbered",
+__all__ = ["EDIT_SCHEMA", "edit_schema", "MAX_EDIT_WORDS", "Edit", "EditError", "EditOp", "Rule", "apply_edit", "numbered",
            "parse_edit", "read_rules", "rule_changes"]

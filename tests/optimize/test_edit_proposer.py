@@ -158,3 +158,15 @@ def test_the_embedded_model_answers_an_edit_request_with_a_schema_valid_edit(loc
     data = json.loads(reply)
     assert set(data) == set(EDIT_SCHEMA["required"]) and data["op"] in ("add", "replace", "delete")
     assert isinstance(data["rule"], int) and isinstance(data["text"], str)
+
+
+def test_an_empty_report_note_can_only_get_a_rule_added() -> None:
+    edit = {"op": "add", "rule": 0, "text": "Findings about restated values are often false alarms."}
+    with ScriptedOpenAIServer(_replies(json.dumps(edit))) as server:
+        out = _proposer(server)({"reviewer.report": "(no note)"}, {"reviewer.report": [_item("broken")]},
+                                ["reviewer.report"])
+        (request,) = server.chat_requests
+    assert out == {"reviewer.report": f"- {edit['text']}"}
+    assert request.body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add"]
+    assert request.body["messages"][0]["content"].startswith("You maintain the numbered rules of a NOTE")
+    assert "(none yet: the report is shown without a note" in request.body["messages"][-1]["content"]
