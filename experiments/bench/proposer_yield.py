@@ -36,6 +36,7 @@ import dspy  # noqa: E402
 from saag_opt.lm import CostLedger, open_lm, parse_model_spec  # noqa: E402
 from saag_opt.lm.disk_cache import configure_lm_cache  # noqa: E402
 from saag_opt.optimize import rails  # noqa: E402
+from saag_opt.optimize.candidates import candidate_edit  # noqa: E402
 from saag_opt.optimize.edit_proposer import EditMemory, EditProposer  # noqa: E402
 from saag_opt.optimize.reflections import REFLECTIONS_FILE, read_reflections  # noqa: E402
 from saag_opt.optimize.wiring import GepaSettings, build_proposer  # noqa: E402
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="an optimize run directory with reflections.jsonl")
     parser.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="the reflection model")
     parser.add_argument("--limit", type=int, default=8, help="replay at most this many reflections")
+    parser.add_argument("--only", choices=("edit", "rewrite"), help="run one proposer (no ratio): for quick iteration")
     args = parser.parse_args()
     rows = list(read_reflections(args.run / REFLECTIONS_FILE))[: args.limit]
     if not rows:
@@ -61,6 +63,8 @@ def main() -> None:
     for n, row in enumerate(rows, start=1):
         parent, dataset, components = row["parent"], row["dataset"], row["components"]
         for name, proposer in (("rewrite", rewrite), ("edit", edit)):
+            if args.only not in (None, name):
+                continue
             started = time.monotonic()
             try:
                 with dspy.context(lm=lm):
@@ -74,11 +78,17 @@ def main() -> None:
             ok = bool(texts) and why is None
             usable[name] += ok
             lengths = ", ".join(f"{len(t)} chars" for t in texts.values()) or "-"
+            change = "; ".join(candidate_edit(dict(parent), {**parent, **texts})[:2])
             print(f"[{n}/{len(rows)}] {name:7s} {'usable' if ok else 'refused'} ({lengths}; "
                   f"{time.monotonic() - started:.1f} s){'' if ok else ': ' + str(why)[:160]}", flush=True)
+            if texts and name == "edit":
+                print(f"    {change[:300]}", flush=True)
     total = len(rows)
     fraction = {k: v / total for k, v in usable.items()}
     ratio = fraction["edit"] / fraction["rewrite"] if fraction["rewrite"] else float("inf")
+    if args.only:
+        print(f"usable_{args.only}={fraction[args.only]:.2f} (--only {args.only}: no ratio)")
+        return
     print(f"model={args.model} reflections={total} seconds_edit={seconds['edit']:.1f} "
           f"seconds_rewrite={seconds['rewrite']:.1f} edit_requests={edit.tried}")
     print(f"usable_edit={fraction['edit']:.2f} usable_rewrite={fraction['rewrite']:.2f} ratio={ratio:.2f}")

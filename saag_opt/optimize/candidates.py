@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from saag_opt.agents.reviewer import REPORT_NOTE, note_of
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.summary import CandidateHelpHarm
 
@@ -47,6 +48,8 @@ def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -
     lines: list[str] = []
     for key in sorted(child):
         before, after = parent.get(key, ""), child[key]
+        if key.removeprefix(COMPONENT_PREFIX) == REPORT_NOTE:  # "(no note)" is no rule
+            before, after = note_of(before), note_of(after)
         if before == after:
             continue
         prefix = f"{key.removeprefix(COMPONENT_PREFIX)}: " if len(child) > 1 else ""

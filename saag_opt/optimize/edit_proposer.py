@@ -142,15 +142,33 @@ class EditMemory:
         return next((e.reason for e in self.refused(component, parent) if e.child == sha), None)
 
 
+DIAGNOSES: dict[str, str] = {
+    "broken": "the reviewer REJECTED a RIGHT call, and the revision made it wrong",
+    "false alarm": "the reviewer REJECTED a RIGHT call (the revision happened to stay right)",
+    "missed error": "the reviewer APPROVED a WRONG call",
+    "kept wrong after review": "the reviewer rightly rejected a wrong call, but its feedback did not get it fixed",
+    "reviewer error": "the reviewer's answer could not be read",
+    "fixed": "the reviewer rightly rejected a wrong call and the revision fixed it",
+    "kept right": "the reviewer rightly approved a right call",
+}
+"""One line per outcome class, said first: a small model reads the verdict's direction before the details."""
+
+
+def _outcome(item: Mapping[str, Any]) -> str:
+    feedback = str(item.get("Feedback") or "")
+    return next((cls for cls in DIAGNOSES if feedback.startswith(f"Outcome: {cls}.")), "")
+
+
 def render_case(index: int, item: Mapping[str, Any]) -> str:
-    """One reflective example as the proposer shows it: the request, the call, the report, the verdict, the feedback.
+    """One reflective example: what went wrong first, then the request, the call, the report, the verdict, the feedback.
 
     The tool documentation is cut to function names and first sentences: the rules must be general,
     and a small model copies what it reads at length.
     """
     inputs = item.get("Inputs") or {}
     outputs = item.get("Generated Outputs") or {}
-    lines = [f"Case {index}:"]
+    diagnosis = DIAGNOSES.get(_outcome(item), "the rollout failed")
+    lines = [f"Case {index}: {diagnosis}."]
     if isinstance(inputs, Mapping):
         if inputs.get("conversation"):
             lines.append(f"Request: {clip_text(str(inputs['conversation']), 400)}")
@@ -165,7 +183,7 @@ def render_case(index: int, item: Mapping[str, Any]) -> str:
     else:
         verdict = clip_text(str(outputs), 300)
     lines.append(f"Reviewer answered: {verdict}")
-    lines.append("What happened:")
+    lines.append("Details:")
     lines += _feedback_lines(str(item.get("Feedback") or ""))
     return "\n".join(lines)
 
@@ -210,20 +228,33 @@ def pick_cases(items: Sequence[Mapping[str, Any]], limit: int = MAX_CASES) -> li
 
 def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit], *,
                 note: bool = False) -> str:
-    """The user message of one edit request (``note``: the report note's, whose rules may be none yet)."""
-    whose = "note's" if note else "reviewer's"
-    parts = [f"The {whose} current rules:", numbered(parent) or "(none yet: the report is shown without a note; "
-             "add the first rule)", "",
-             "How the reviewer did on some cases (the expected answers are for you only; the reviewer never sees them):"]
-    parts += [render_case(i, c) for i, c in enumerate(cases, start=1)]
+    """The user message of one edit request (``note``: the report note's, whose rules may be none yet).
+
+    Cases come first and the rules last, next to the task, and the task asks for a new rule unless an
+    existing one causes the mistakes: a 1.5B model shown the rules first kept "replacing" the rule it
+    had just read with the same text.
+    """
+    whose = "note" if note else "reviewer"
+    wrong = [c for c in cases if _outcome(c) not in ("fixed", "kept right")]
+    right = [c for c in cases if c not in wrong]
+    parts = [f"A reviewer checks a tool-calling assistant's call before it runs. It got {len(wrong)} of these "
+             f"{len(cases)} cases wrong (the right answers are for you only; the reviewer never sees them).", ""]
+    parts += [render_case(i, c) + "\n" for i, c in enumerate(wrong + right, start=1)]
+    parts += [f"The {whose}'s rules now:", numbered(parent) or "(none yet: the report is shown without a note)", ""]
     if refused:
-        parts += ["", "Edits already tried from these rules and refused (do not propose them again):"]
+        parts += ["Edits already tried and refused (do not propose them again):"]
         parts += [f"- {'; '.join(r.changes)} (refused: {r.reason})" for r in refused[-REMEMBERED_PER_PARENT:]]
-    parts += ["", f"Write ONE edit of the {whose} rules that would make the reviewer decide cases like these correctly. "
-              "Keep it general: no function names, values or names from the cases. Prefer adding or replacing "
-              "a rule to deleting one, and never break what the reviewer already gets right. "
-              f"Reply with JSON only: {{\"op\": \"add\" or \"replace\" or \"delete\", \"rule\": the rule number "
-              f"(0 for add), \"text\": the new rule in at most {MAX_EDIT_WORDS} words (empty for delete)}}."]
+        parts += [""]
+    task = ("Write ONE new rule for the note, at most {n} words, that tells the reviewer how far to trust the "
+            "report's findings so that it decides the wrong cases correctly and keeps the right ones.") if note else (
+            "Write ONE new rule for the reviewer, at most {n} words, that would have made it decide the wrong cases "
+            "correctly and keep the right ones.")
+    parts += [task.format(n=MAX_EDIT_WORDS) + " Say it in general terms: no function names, values or names from "
+              "the cases. Only if an existing rule causes the mistakes, replace or delete that rule instead (give its "
+              "number)." + ("" if numbered(parent) else " There is no rule yet, so add one."),
+              'Reply with JSON only, for example {"op": "add", "rule": 0, "text": "<the new rule>"} '
+              'or {"op": "replace", "rule": <number>, "text": "<the rule rewritten>"} '
+              'or {"op": "delete", "rule": <number>, "text": ""}.']
     return "\n".join(parts)
 
 
