@@ -19,8 +19,9 @@ OnUnusable = Literal["approve", "reject"]
 AcceptName = Literal["strict", "equal"]
 """GEPA's acceptance of a proposal on its minibatch: a strict gain, or a tie too."""
 
-ProposerName = Literal["edit", "rewrite"]
-"""How GEPA's reflection LM changes the reviewer's instruction: one rule edit, or a whole new text."""
+ProposerName = Literal["edit", "add", "rewrite"]
+"""How GEPA's reflection LM changes the reviewer's instruction: one rule edit (add, replace or delete), one rule
+added (nothing else changes), or a whole new text."""
 
 BudgetName = Literal["light", "medium", "heavy"]
 """GEPA's auto budgets (rollouts scale with the candidates each names)."""

@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="the reflection model")
     parser.add_argument("--limit", type=int, default=8, help="replay at most this many reflections")
     parser.add_argument("--only", choices=("edit", "rewrite"), help="run one proposer (no ratio): for quick iteration")
+    parser.add_argument("--add-only", action="store_true", help="the edit proposer as --proposer add")
     args = parser.parse_args()
     rows = list(read_reflections(args.run / REFLECTIONS_FILE))[: args.limit]
     if not rows:
@@ -57,7 +58,7 @@ def main() -> None:
     lm = open_lm(parse_model_spec(args.model), role="reflection", ledger=ledger, temperature=1.0, max_tokens=16000)
     rewrite = build_proposer(GepaSettings(max_metric_calls=1, log_dir=Path(tempfile.mkdtemp()), reflection_lm=lm,
                                           proposer="rewrite"), EditMemory())
-    edit = EditProposer(lm)
+    edit = EditProposer(lm, add_only=args.add_only)
     usable = {"edit": 0, "rewrite": 0}
     seconds = {"edit": 0.0, "rewrite": 0.0}
     for n, row in enumerate(rows, start=1):

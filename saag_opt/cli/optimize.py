@@ -91,8 +91,9 @@ def optimize(
     = "strict",
     proposer: Annotated[ProposerName, typer.Option(
         "--proposer", help="edit: the reflection LM writes one rule edit (add, replace or delete a rule) as "
-        "schema-constrained JSON, applied deterministically; rewrite: it writes a whole new instruction (dspy's "
-        "proposer). Small reflection models can write an edit where a rewrite degenerates.")] = "edit",
+        "schema-constrained JSON, applied deterministically; add: one new rule, the others kept; rewrite: a whole "
+        "new instruction (dspy's proposer). Small reflection models can write an edit where a rewrite "
+        "degenerates; add keeps every rule the seed has (the default).")] = "add",
     no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
     json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,

@@ -73,9 +73,11 @@ class OptimizeConfig(SetupConfig):
     (``strict``, GEPA's default) or may tie it (``equal``: GEPA's ``improvement_or_equal``). Ties
     still get a full val evaluation, and ``best`` moves only with ``rails.pick_best``'s margin; ``equal`` lets a
     weak (local) reviewer's run explore when small minibatches rarely show a strict gain."""
-    proposer: ProposerName = "edit"
-    """How a proposal is written: ``edit`` asks the reflection LM for one rule edit as schema-constrained JSON
-    (``optimize.edit_proposer``), ``rewrite`` for a whole new instruction (dspy's InstructionProposer)."""
+    proposer: ProposerName = "add"
+    """How a proposal is written: ``add`` asks the reflection LM for one new rule as schema-constrained JSON,
+    ``edit`` for one rule added, replaced or deleted (``optimize.edit_proposer``), ``rewrite`` for a whole new
+    instruction (dspy's InstructionProposer). ``add`` by default: given the same reflections, the 1.5B's
+    ``edit`` replaced seed rules with shorter or unrelated ones, ``add`` kept them (docs/design.md §7)."""
     max_chars: int = Field(default=4000, ge=200)
     """Hard cap on a proposed instruction's length (InstructionProposer max_chars)."""
     reflection_max_tokens: int = Field(default=16000, ge=1000)

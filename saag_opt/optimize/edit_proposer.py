@@ -227,7 +227,7 @@ def pick_cases(items: Sequence[Mapping[str, Any]], limit: int = MAX_CASES) -> li
 
 
 def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit], *,
-                note: bool = False) -> str:
+                note: bool = False, add_only: bool = False) -> str:
     """The user message of one edit request (``note``: the report note's, whose rules may be none yet).
 
     Cases come first and the rules last, next to the task, and the task asks for a new rule unless an
@@ -249,21 +249,27 @@ def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequen
             "report's findings so that it decides the wrong cases correctly and keeps the right ones.") if note else (
             "Write ONE new rule for the reviewer, at most {n} words, that would have made it decide the wrong cases "
             "correctly and keep the right ones.")
-    parts += [task.format(n=MAX_EDIT_WORDS) + " Say it in general terms: no function names, values or names from "
-              "the cases. Only if an existing rule causes the mistakes, replace or delete that rule instead (give its "
-              "number)." + ("" if numbered(parent) else " There is no rule yet, so add one."),
-              'Reply with JSON only, for example {"op": "add", "rule": 0, "text": "<the new rule>"} '
-              'or {"op": "replace", "rule": <number>, "text": "<the rule rewritten>"} '
-              'or {"op": "delete", "rule": <number>, "text": ""}.']
+    general = " Say it in general terms: no function names, values or names from the cases."
+    if add_only or not numbered(parent):
+        parts += [task.format(n=MAX_EDIT_WORDS) + general + " The existing rules stay as they are.",
+                  'Reply with JSON only: {"op": "add", "rule": 0, "text": "<the new rule>"}.']
+    else:
+        parts += [task.format(n=MAX_EDIT_WORDS) + general + " Only if an existing rule causes the mistakes, replace or "
+                  "delete that rule instead (give its number).",
+                  'Reply with JSON only, for example {"op": "add", "rule": 0, "text": "<the new rule>"} '
+                  'or {"op": "replace", "rule": <number>, "text": "<the rule rewritten>"} '
+                  'or {"op": "delete", "rule": <number>, "text": ""}.']
     return "\n".join(parts)
 
 
 class EditProposer:
     """dspy.GEPA ``instruction_proposer``: one rule edit per component to update (module docstring)."""
 
-    def __init__(self, lm: Any, memory: EditMemory | None = None, *, attempts: int = 2,
+    def __init__(self, lm: Any, memory: EditMemory | None = None, *, attempts: int = 2, add_only: bool = False,
                  sink: EventSink | None = None) -> None:
         self.lm = lm
+        self.add_only = add_only
+        """Only ``add`` (``--proposer add``): the parent's rules stay as they are, ACE's add-only playbook."""
         self.memory = memory if memory is not None else EditMemory()
         self.attempts = attempts
         self.sink = sink
@@ -320,11 +326,13 @@ class EditProposer:
              attempt: int) -> str:
         note = component.removeprefix("reviewer.") == REPORT_NOTE
         messages = [{"role": "system", "content": NOTE_PROMPT if note else SYSTEM_PROMPT},
-                    {"role": "user", "content": edit_prompt(parent, cases, refused, note=note)}]
+                    {"role": "user", "content": edit_prompt(parent, cases, refused, note=note,
+                                                            add_only=self.add_only)}]
         result = chat_completion(self.lm, messages, temperature=0.0 if attempt == 0 else 0.7, max_tokens=200,
                                  response_format={"type": "json_schema",
                                                   "json_schema": {"name": "rule_edit",
-                                                                  "schema": edit_schema(len(read_rules(parent))),
+                                                                  "schema": edit_schema(len(read_rules(parent)),
+                                                                                        self.add_only),
                                                                   "strict": True}},
                                  role="reflection")
         return result.text

@@ -46,13 +46,13 @@ EDIT_SCHEMA: dict[str, Any] = {
 """The JSON the reflection LM must return (sent as a json_schema response_format; a grammar on the
 embedded server). ``rule`` is 0 for ``add``; ``text`` is empty for ``delete``."""
 
-def edit_schema(n_rules: int) -> dict[str, Any]:
-    """``EDIT_SCHEMA`` for a text of ``n_rules`` rules: with none (an empty report note) only ``add`` is possible.
+def edit_schema(n_rules: int, add_only: bool = False) -> dict[str, Any]:
+    """``EDIT_SCHEMA`` for a text of ``n_rules`` rules; ``add`` alone with none (an empty report note) or ``add_only``.
 
     Why in the schema: a small model asked to edit an empty note answered "replace rule 0"; the grammar
     makes the only applicable edit the only one it can write.
     """
-    if n_rules:
+    if n_rules and not add_only:
         return EDIT_SCHEMA
     properties = {**EDIT_SCHEMA["properties"], "op": {"type": "string", "enum": ["add"]}}
     return {**EDIT_SCHEMA, "properties": properties}

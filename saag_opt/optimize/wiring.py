@@ -36,7 +36,7 @@ class GepaSettings:
     callbacks: list[Any] = field(default_factory=list)
     quarantine: Any = None
     """Keeps the proposals the rails refuse (``acceptance.QuarantineKeeper``; the run's ArtifactWriter)."""
-    proposer: ProposerName = "edit"
+    proposer: ProposerName = "add"
     memory: EditMemory | None = None
     """Edits refused per parent (the edit proposer reads it, the acceptance criterion fills it); None = in memory."""
     sink: EventSink | None = None
@@ -52,8 +52,8 @@ ADDITIONAL_INSTRUCTIONS = (
 
 def build_proposer(settings: GepaSettings, memory: EditMemory) -> Any:
     """The instruction proposer ``settings.proposer`` names: one rule edit, or dspy's whole rewrite."""
-    if settings.proposer == "edit":
-        return EditProposer(settings.reflection_lm, memory, sink=settings.sink)
+    if settings.proposer in ("edit", "add"):
+        return EditProposer(settings.reflection_lm, memory, add_only=settings.proposer == "add", sink=settings.sink)
     return InstructionProposer(additional_instructions=ADDITIONAL_INSTRUCTIONS, max_chars=settings.max_chars)
 
 

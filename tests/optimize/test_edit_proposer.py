@@ -170,3 +170,14 @@ def test_an_empty_report_note_can_only_get_a_rule_added() -> None:
     assert request.body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add"]
     assert request.body["messages"][0]["content"].startswith("You maintain the numbered rules of a NOTE")
     assert "(none yet: the report is shown without a note" in request.body["messages"][-1]["content"]
+
+
+def test_add_only_offers_the_model_nothing_but_a_new_rule() -> None:
+    edit = {"op": "add", "rule": 0, "text": "Reject a call that covers only part of a request for several things."}
+    with ScriptedOpenAIServer(_replies(json.dumps(edit))) as server:
+        lm = open_lm(parse_model_spec(f"fake@{server.url}"), role="reflection")
+        out = EditProposer(lm, add_only=True)({COMPONENT: PARENT}, {COMPONENT: [_item("missed error")]}, [COMPONENT])
+        (request,) = server.chat_requests
+    assert out == {COMPONENT: f"{PARENT}\n- {edit['text']}"}
+    assert request.body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add"]
+    assert "The existing rules stay as they are." in request.body["messages"][-1]["content"]
