@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Experiment 8 (pre-registered in docs/exp8-protocol.md): can GEPA with the edit proposer improve the embedded
-# 1.5B reviewer, plain or SAAG-informed, over its seed and over saag+abstain?
+# 1.5B reviewer, plain or SAAG-informed (--proposer add, with rewrite as the control), over its seed and over saag+abstain?
 #
 #   experiments/exp8_optimizer.sh STAGE [OUT]
 #     STAGE  seeds    base, saag+abstain, plain r2 and informed r2 (reviewer@v2) on the primary test sample
-#            gepa     the four GEPA arms (edit / rewrite proposer x plain / informed), each: optimize on train/val
+#            gepa     the four GEPA arms (add / rewrite proposer x plain / informed), each: optimize on train/val
 #                     from reviewer@v2 with the same budget, then its best evaluated on the primary test sample
 #            whole    the seeds stage on the whole test split (secondary, exploratory)
 #     OUT    default runs/exp8
@@ -49,9 +49,9 @@ case "$STAGE" in
   seeds) seeds primary ;;
   whole) seeds whole ;;
   gepa)
-    gepa edit yes
+    gepa add yes
     gepa rewrite yes
-    gepa edit no
+    gepa add no
     gepa rewrite no ;;
   *) echo "unknown stage $STAGE (seeds, gepa or whole)" >&2; exit 2 ;;
 esac

@@ -89,6 +89,8 @@ def optimize(
         "reviewers). Degenerate proposals are quarantined either way; best leaves the seed only with 2 more val "
         "examples right and 5 points.")]
     = "strict",
+    minibatch: Annotated[int, typer.Option(
+        "--minibatch", min=1, help="Train examples per GEPA reflection (each proposal is scored on them too).")] = 3,
     proposer: Annotated[ProposerName, typer.Option(
         "--proposer", help="edit: the reflection LM writes one rule edit (add, replace or delete a rule) as "
         "schema-constrained JSON, applied deterministically; add: one new rule, the others kept; rewrite: a whole "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,11 +50,15 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
         with pytest.raises(SystemExit) as exit_info:
             main(["optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", "r1",
                   "--max-metric-calls", "30", "--workers", "2", "--runs-dir", str(tmp_path / "runs"),
-                  "--store", prompts, "--json", str(tmp_path / "summary.json")])
+                  "--minibatch", "2", "--proposer", "edit", "--store", prompts,
+                  "--json", str(tmp_path / "summary.json")])
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr()
     assert "TEST accuracy %: base vs seed vs best" in out.out and "best (v3-gepa)" in out.out and "seed (v2)" in out.out
     assert "TEST: help / harm" in out.out
     assert "estimate" in out.err and "LM calls" in out.err
     assert (tmp_path / "summary.json").is_file()
+    run = next((tmp_path / "runs").glob("*-optimize"))
+    config = json.loads((run / "run.json").read_text())["config"]
+    assert config["minibatch"] == 2 and config["proposer"] == "edit"  # the flags reach the run's record
     assert (Path(prompts) / "reviewer" / "v3-gepa.json").is_file()  # --store received the new version

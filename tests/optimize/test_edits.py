@@ -72,7 +72,7 @@ def test_parse_reads_the_json_object_wherever_it_is(reply: str, edit: Edit) -> N
     ('{"op": "replace", "rule": 9, "text": "A rule."}', "rule 9 does not exist"),
     ('{"op": "delete", "rule": null, "text": ""}', "delete needs a rule number"),
     ('{"op": "add", "rule": 0, "text": "  "}', "add needs the new rule's text"),
-    ('{"op": "add", "rule": 0, "text": "' + "word " * 41 + '"}', "41 words"),
+    ('{"op": "add", "rule": 0, "text": "' + "word " * 61 + '"}', "61 words"),
 ])
 def test_an_unusable_edit_is_a_clear_error(reply: str, message: str) -> None:
     with pytest.raises(EditError, match=message):
