@@ -89,6 +89,7 @@ def optimize(
         "reviewers). Degenerate proposals are quarantined either way; best leaves the seed only with 2 more val "
         "examples right and 5 points.")]
     = "strict",
+    seed: Annotated[int, typer.Option("--seed", help="GEPA's random seed (minibatches, candidate selection).")] = 0,
     minibatch: Annotated[int, typer.Option(
         "--minibatch", min=1, help="Train examples per GEPA reflection (each proposal is scored on them too).")] = 3,
     proposer: Annotated[ProposerName, typer.Option(

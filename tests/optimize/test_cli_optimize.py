@@ -50,7 +50,7 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
         with pytest.raises(SystemExit) as exit_info:
             main(["optimize", "--base", spec, "--reviewer", spec, "--dataset", dataset, "--mechanism", "r1",
                   "--max-metric-calls", "30", "--workers", "2", "--runs-dir", str(tmp_path / "runs"),
-                  "--minibatch", "2", "--proposer", "edit", "--store", prompts,
+                  "--minibatch", "2", "--seed", "3", "--proposer", "edit", "--store", prompts,
                   "--json", str(tmp_path / "summary.json")])
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr()
@@ -60,5 +60,5 @@ def test_run_prints_the_seed_vs_best_table(tmp_path: Path, monkeypatch, capsys) 
     assert (tmp_path / "summary.json").is_file()
     run = next((tmp_path / "runs").glob("*-optimize"))
     config = json.loads((run / "run.json").read_text())["config"]
-    assert config["minibatch"] == 2 and config["proposer"] == "edit"  # the flags reach the run's record
+    assert (config["minibatch"], config["seed"], config["proposer"]) == (2, 3, "edit")  # the flags reach the record
     assert (Path(prompts) / "reviewer" / "v3-gepa.json").is_file()  # --store received the new version
