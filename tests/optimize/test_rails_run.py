@@ -185,6 +185,32 @@ def test_a_degenerate_proposal_is_quarantined_not_accepted_and_not_best(degenera
     assert "Quarantined proposals" in html and rule.split(":")[0] in html
 
 
+@pytest.mark.integration
+def test_a_degenerate_rule_from_the_add_proposer_is_quarantined_and_not_proposed_again(tmp_path: Path) -> None:
+    """The small model's classic answer as one rule: asked twice, handed on, quarantined, remembered."""
+    rule = "Please provide more detailed instructions for the reviewer to follow."
+
+    def handler(request: dict) -> object:
+        return world.edit_reply(rule) if world.is_edit_request(request) else world.handler(request)
+
+    with ScriptedOpenAIServer(handler) as srv:
+        dataset, prompts = world.write_world(tmp_path)
+        spec = f"fake@{srv.url}"
+        result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
+                                             accept="equal", runs_dir=str(tmp_path / "runs"), max_metric_calls=20,
+                                             workers=2, mechanism="r1", evaluate_test=False))
+        edit_requests = [r for r in srv.chat_requests if world.is_edit_request(r.body or {})]
+    (kept,) = [v for v in PromptStore(tmp_path / "prompts").list("reviewer") if v.quarantine is not None]
+    assert kept.instructions["review"] == f"{world.SEED_INSTRUCTION}\n\nRules:\n- {rule}"
+    assert "not_a_rule: asks for instructions" in kept.quarantine
+    assert result.versions == {0: "v2"} and result.best_version == "v2"
+    memory = json.loads((result.run_dir / "edit_memory.json").read_text())["refused"]
+    assert [e["changes"] for entries in memory.values() for e in entries] == [[f"added as rule 2: {rule}"]]
+    # every later request from the seed shows the refusal, and a repeat is not evaluated again
+    later = [r for r in edit_requests[2:] if "Edits already tried and refused" in json.dumps(r.body)]
+    assert len(edit_requests) > 2 and len(later) == len(edit_requests) - 2
+
+
 # -- the writer: quarantined versions across a resume, and best with the margin ---------------------------------
 
 
