@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
 from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
+from saag_opt.optimize.edits import EDIT_REPLY_TOKENS
 
 if TYPE_CHECKING:
     from saag_opt.optimize.config import OptimizeConfig
@@ -104,7 +105,8 @@ def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
 
     An iteration spends about ``2 * minibatch`` rollouts (parent and child on the same minibatch),
     so reflection calls are ``rollouts / (2 * minibatch)``, doubled for a possible ``max_chars``
-    compression call. ``base_note``: what the base-agent count assumes (the assumptions line).
+    compression call (a rewrite) or a second request (an edit). ``base_note``: what the base-agent count
+    assumes (the assumptions line).
     """
     reviewer_calls = math.ceil(rollouts * reviews_per_rollout)
     base_calls = math.ceil(rollouts * revisions_per_rollout)
@@ -163,9 +165,12 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
 
     think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer_spec)) else 0
     reflect_in = config.minibatch * (prompt + feedback + 400) + instr + 600
+    # a rewrite may fill max_chars (and its compression retry); an edit is one rule of JSON (and one retry)
+    reflect_out = (config.max_chars / CHARS_PER_TOKEN + 2000 if config.proposer == "rewrite"
+                   else float(EDIT_REPLY_TOKENS))
     return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
                          review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
-                         reflection_tokens=(reflect_in, config.max_chars / CHARS_PER_TOKEN + 2000), minibatch=config.minibatch,
+                         reflection_tokens=(reflect_in, reflect_out), minibatch=config.minibatch,
                          reviewer_price=price(config.reviewer_spec), base_price=price(config.setup.base),
                          reflection_price=price(config.reflection_spec), base_note=base_note)
 

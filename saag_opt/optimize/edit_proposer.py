@@ -38,6 +38,7 @@ from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
 from saag_opt.optimize.edits import (
+    EDIT_REPLY_TOKENS,
     MAX_EDIT_WORDS,
     EditError,
     apply_edit,
@@ -328,7 +329,8 @@ class EditProposer:
         messages = [{"role": "system", "content": NOTE_PROMPT if note else SYSTEM_PROMPT},
                     {"role": "user", "content": edit_prompt(parent, cases, refused, note=note,
                                                             add_only=self.add_only)}]
-        result = chat_completion(self.lm, messages, temperature=0.0 if attempt == 0 else 0.7, max_tokens=200,
+        result = chat_completion(self.lm, messages, temperature=0.0 if attempt == 0 else 0.7,
+                                 max_tokens=EDIT_REPLY_TOKENS,
                                  response_format={"type": "json_schema",
                                                   "json_schema": {"name": "rule_edit",
                                                                   "schema": edit_schema(len(read_rules(parent)),

@@ -33,6 +33,9 @@ on a 1.5B model that answered "replace rule 9" with rule 9 minus its "[CRITICAL]
 MAX_EDIT_WORDS = 40
 """The length of rule the reflection LM is asked for: one rule a reviewer can apply."""
 
+EDIT_REPLY_TOKENS = 200
+"""The reply budget of one edit request: the JSON of one rule of at most ``HARD_EDIT_WORDS`` words fits."""
+
 HARD_EDIT_WORDS = 60
 """The longest rule an edit may write: past it, a rewrite in disguise. Above ``MAX_EDIT_WORDS`` on purpose:
 the 1.5B overshot the 40 it was asked for by 1 to 18 words in half its answers, and a cut rule reads worse."""
@@ -304,5 +307,5 @@ def _gap(lines: list[str], start: int, end: int) -> bool:
     return any(not lines[i].strip() for i in range(start, end))
 
 
-__all__ = ["EDIT_SCHEMA", "HARD_EDIT_WORDS", "MAX_EDIT_WORDS", "Edit", "EditError", "EditOp", "Rule", "apply_edit",
-           "edit_schema", "numbered", "parse_edit", "read_rules", "rule_changes"]
+__all__ = ["EDIT_REPLY_TOKENS", "EDIT_SCHEMA", "HARD_EDIT_WORDS", "MAX_EDIT_WORDS", "Edit", "EditError", "EditOp",
+           "Rule", "apply_edit", "edit_schema", "numbered", "parse_edit", "read_rules", "rule_changes"]

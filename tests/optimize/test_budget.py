@@ -55,3 +55,18 @@ def test_cost_stopper_ends_gepa_once_the_cap_refused_a_call() -> None:
 def test_spend_cap_rejects_non_positive_cap() -> None:
     with pytest.raises(ConfigError, match="max_cost: must be > 0"):
         SpendCap(0)
+
+
+def test_an_edit_proposer_is_estimated_at_one_rule_of_json_a_reply() -> None:
+    from saag_opt.optimize.budget import estimate_run  # noqa: PLC0415
+    from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415
+    from saag_opt.optimize.edits import EDIT_REPLY_TOKENS  # noqa: PLC0415
+    from tests.optimize.optimize_world import make_examples  # noqa: PLC0415
+
+    examples = make_examples(6, "train")
+    per_call = {}
+    for proposer in ("add", "rewrite"):
+        config = OptimizeConfig(base="local", reviewer="local", proposer=proposer, max_metric_calls=12)
+        numbers = estimate_run(config, {"review": "Review the calls."}, examples, 12).roles["reflection"]
+        per_call[proposer] = numbers["completion_tokens"] / numbers["calls"]
+    assert per_call["add"] == EDIT_REPLY_TOKENS and per_call["rewrite"] > 10 * EDIT_REPLY_TOKENS
