@@ -22,7 +22,7 @@ EventKind = Literal[
     "candidate",         # optimize: a GEPA candidate became a prompt version
     "stopped",           # --max-cost stopped a run or its test phase (the message says where and why)
     "progress",          # optimize: data: rollouts, budget, accepted, best_val, spent, iteration (GEPA callbacks)
-    "proposal",          # optimize, --proposer edit: the edit the reflection LM proposed, or why none was usable;
+    "proposal",          # optimize, --proposer add|edit: the edit the reflection LM proposed, or why none was usable;
                          # data: component, edit or reason
     "gepa_done",         # optimize: GEPA returned; data: best, stopped_by
     "evaluating",        # optimize: the seed-vs-best test comparison begins

@@ -8,7 +8,7 @@ additional instructions and ``max_chars``), the edit proposer as optimize runs i
 each at most two schema-constrained requests. A proposal is *usable* when the proposer returned a text
 and GEPA's rails would let it into the pool (``rails.quarantine_reason`` against its parent; the copy
 checks run without the minibatch's examples, which the record does not hold). Every request is real
-(an empty LM cache), one llama server at a time.
+when ``SAAG_OPT_CACHE`` is unset (the bench then uses an empty LM cache of its own); one llama server at a time.
 
 Prints one line per reflection and proposer (with the edit's rule-level change), a line with every
 proposer's usable fraction and seconds, then last ``usable_edit=<fraction> usable_rewrite=<fraction>
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         f"usable_{k}={v:.2f} seconds_{k}={seconds[k]:.1f}" for k, v in fraction.items()))
     if args.only:
         return 0
-    ratio = fraction["add"] / fraction["rewrite"] if fraction["rewrite"] else float("inf")
+    ratio = fraction["add"] / fraction["rewrite"] if fraction["rewrite"] else float("inf" if fraction["add"] else "nan")
     print(f"usable_edit={fraction['add']:.2f} usable_rewrite={fraction['rewrite']:.2f} ratio={ratio:.2f}")
     return 0
 

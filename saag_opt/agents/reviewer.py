@@ -390,13 +390,22 @@ class SaagInformedReviewer(Reviewer):
         inputs = super().review_inputs(example, prediction)
         report = (NO_CALL_REPORT if prediction.declined
                   else render_saag_report(blind_cascade(prediction, example, self.grounding)))
-        inputs["saag_report"] = with_note(note_of(self.report.signature.instructions), report)
-        if dspy.settings.trace is not None:
-            # GEPA reflects on a component through its trace (as dspy's own predictors record theirs): the
-            # note's "call" is this rendering, so GEPA can write the first note where there is none
-            dspy.settings.trace.append((self.report, {"checks": report},
-                                        dspy.Prediction(shown=inputs["saag_report"])))
+        shown = with_note(note_of(self.report.signature.instructions), report)
+        # GEPA reflects on a component through its trace: the note's "call" is this rendering, recorded with
+        # what the review saw besides (so the reflection reads the request, the call and the report)
+        _trace(self.report, {**inputs, "checks": report}, dspy.Prediction(shown=shown))
+        inputs["saag_report"] = shown
         return inputs
+
+
+def _trace(predictor: Any, inputs: dict[str, Any], outputs: dspy.Prediction) -> None:
+    """Append to dspy's trace as its own predictors do (bounded by ``max_trace_size``)."""
+    trace = dspy.settings.trace
+    if trace is None or dspy.settings.max_trace_size <= 0:
+        return
+    if len(trace) >= dspy.settings.max_trace_size:
+        trace.pop(0)
+    trace.append((predictor, inputs, outputs))
 
 
 def with_note(note: str, report: str) -> str:

@@ -77,6 +77,8 @@ class ReviewerAcceptance:
         earlier = self._quarantined.get(key) or (self.keeper.quarantined_reason(candidate) if self.keeper else None)
         if earlier is not None:
             return f"quarantined earlier in this run: {earlier}"
+        if candidate in (getattr(state, "program_candidates", None) or []):
+            return "already in the pool (the same text was proposed and accepted before)"
         parent_idx = (proposal.parent_program_ids or [None])[0]
         parent = _parent_text(state, parent_idx)
         examples = _reflected_examples(proposal.eval_before)

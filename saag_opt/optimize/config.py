@@ -118,10 +118,11 @@ class OptimizeConfig(SetupConfig):
         """What GEPA evolves: the reviewer predictors the mechanism calls, and the report note with ``--saag-informed``.
 
         Why the note: the informed reviewer follows the report it is shown, so how the report is framed
-        is a lever beside its instructions (``agents.reviewer.REPORT_NOTE``).
+        is a lever beside its instructions (``agents.reviewer.REPORT_NOTE``). Only for the edit proposers:
+        dspy's rewrite proposer writes reviewer instructions, not a note.
         """
         components = self.setup.mechanism.components
-        if self.setup.saag_informed and "review" in components:
+        if self.setup.saag_informed and "review" in components and self.proposer != "rewrite":
             return (*components, REPORT_NOTE)
         return components
 

@@ -9,7 +9,7 @@ mutations). Each call of ``EditProposer``:
 2. shows the reflection LM those rules, the minibatch's cases (failures first, each with its
    outcome, the SAAG finding, the verdict and the gold-labelled feedback the metric wrote) and the
    edits already refused from this parent (``EditMemory``), and asks for one edit as JSON
-   constrained by ``edits.EDIT_SCHEMA`` (a json_schema response_format: OpenAI's structured
+   constrained by ``edits.edit_schema`` (a json_schema response_format: OpenAI's structured
    output, a grammar on the embedded server);
 3. applies it deterministically (``edits.apply_edit``) and checks the new rule with the rails
    (``rails.check_rule``); an unreadable, inapplicable, repeated or flagged edit is remembered and
@@ -48,14 +48,11 @@ from saag_opt.optimize.edits import (
     read_rules,
     rule_changes,
 )
-from saag_opt.optimize.feedback import GOLD_LABEL, clip_text
+from saag_opt.optimize.feedback import FAILING, GOLD_LABEL, clip_text, outcome_of
 from saag_opt.runfiles import atomic_write_json, read_model
 
 EDIT_MEMORY_FILE = "edit_memory.json"
 """``<run>/edit_memory.json``: the refused edits a resumed run still remembers."""
-
-FAILURE_OUTCOMES = ("broken", "missed error", "false alarm", "kept wrong after review", "reviewer error", "error")
-"""Outcome classes (``feedback.OutcomeClass``) a rule could change; the proposer shows them first."""
 
 MAX_CASES = 4
 """Cases shown per reflection: a 1.5B model's attention, not its context, is the limit."""
@@ -83,6 +80,11 @@ NOTE_PROMPT = (
     "Approving a wrong call and rejecting a right one are equally bad. You change the note with exactly one edit."
 )
 """The system prompt for the report note (``agents.reviewer.REPORT_NOTE``), which frames what the reviewer sees."""
+
+
+def is_note(component: str) -> bool:
+    """Is this GEPA component (``reviewer.<name>``) the report note?"""
+    return component.removeprefix("reviewer.") == REPORT_NOTE
 
 
 def _sha(text: str) -> str:
@@ -122,7 +124,8 @@ class EditMemory:
         """Remember that ``child`` (proposed from ``parent``) was refused, and why (persisted atomically)."""
         if child == parent:
             return
-        entry = RefusedEdit(child=_sha(child), changes=rule_changes(parent, child)[:3] or ["(no rule-level change)"],
+        before, after = (note_of(parent), note_of(child)) if is_note(component) else (parent, child)
+        entry = RefusedEdit(child=_sha(child), changes=rule_changes(before, after)[:3] or ["(no rule-level change)"],
                             reason=clip_text(reason, 200))
         with self._lock:
             entries = self._refused.setdefault(self._key(component, parent), [])
@@ -156,8 +159,7 @@ DIAGNOSES: dict[str, str] = {
 
 
 def _outcome(item: Mapping[str, Any]) -> str:
-    feedback = str(item.get("Feedback") or "")
-    return next((cls for cls in DIAGNOSES if feedback.startswith(f"Outcome: {cls}.")), "")
+    return outcome_of(str(item.get("Feedback") or "")) or ""
 
 
 def render_case(index: int, item: Mapping[str, Any]) -> str:
@@ -177,13 +179,13 @@ def render_case(index: int, item: Mapping[str, Any]) -> str:
             lines.append(f"Tools: {_tool_summary(str(inputs['tool_docs']))}")
         if inputs.get("tentative_calls"):
             lines.append(f"Proposed call: {clip_text(str(inputs['tentative_calls']), 300)}")
-        if inputs.get("saag_report"):
-            lines.append(f"{REPORT_LABEL}: {clip_text(str(inputs['saag_report']), 300)}")
-    if isinstance(outputs, Mapping):
-        verdict = ", ".join(f"{k}={clip_text(str(v), 200)}" for k, v in outputs.items())
-    else:
-        verdict = clip_text(str(outputs), 300)
-    lines.append(f"Reviewer answered: {verdict}")
+        report = inputs.get("saag_report") or inputs.get("checks")  # the review's input, or the note's
+        if report:
+            lines.append(f"{REPORT_LABEL}: {clip_text(str(report), 300)}")
+    if isinstance(outputs, Mapping) and set(outputs) != {"shown"}:  # the note's "output" is the report itself
+        lines.append("Reviewer answered: " + ", ".join(f"{k}={clip_text(str(v), 200)}" for k, v in outputs.items()))
+    elif not isinstance(outputs, Mapping):
+        lines.append(f"Reviewer answered: {clip_text(str(outputs), 300)}")
     lines.append("Details:")
     lines += _feedback_lines(str(item.get("Feedback") or ""))
     return "\n".join(lines)
@@ -217,8 +219,12 @@ def _tool_summary(docs: str) -> str:
 
 
 def _is_failure(item: Mapping[str, Any]) -> bool:
-    feedback = str(item.get("Feedback") or "")
-    return any(feedback.startswith(f"Outcome: {cls}.") for cls in FAILURE_OUTCOMES) or "rollout failed" in feedback
+    return _outcome(item) in FAILING
+
+
+def _gold_lines(cases: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The gold-labelled feedback lines of the cases: what the reviewer must never be shown."""
+    return [line for c in cases for line in str(c.get("Feedback") or "").splitlines() if GOLD_LABEL in line]
 
 
 def pick_cases(items: Sequence[Mapping[str, Any]], limit: int = MAX_CASES) -> list[Mapping[str, Any]]:
@@ -236,7 +242,7 @@ def edit_prompt(parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequen
     had just read with the same text.
     """
     whose = "note" if note else "reviewer"
-    wrong = [c for c in cases if _outcome(c) not in ("fixed", "kept right")]
+    wrong = [c for c in cases if _is_failure(c)]
     right = [c for c in cases if c not in wrong]
     parts = [f"A reviewer checks a tool-calling assistant's call before it runs. It got {len(wrong)} of these "
              f"{len(cases)} cases wrong (the right answers are for you only; the reviewer never sees them).", ""]
@@ -274,8 +280,6 @@ class EditProposer:
         self.memory = memory if memory is not None else EditMemory()
         self.attempts = attempts
         self.sink = sink
-        self.tried = 0
-        """Edit requests sent (the bench counts usable ones per request)."""
 
     def __call__(self, candidate: dict[str, str], reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
                  components_to_update: list[str]) -> dict[str, str]:
@@ -293,12 +297,11 @@ class EditProposer:
     def propose(self, component: str, parent: str, items: Sequence[Mapping[str, Any]]) -> str | None:
         """One edited text of ``parent``, or None when no attempt gave an applicable edit."""
         cases = pick_cases(items)
-        note = component.removeprefix("reviewer.") == REPORT_NOTE
+        note = is_note(component)
         text = note_of(parent) if note else parent
         last: str | None = None
         just_now: list[RefusedEdit] = []
         for attempt in range(self.attempts):
-            self.tried += 1
             reply = self._ask(component, text, cases, [*self.memory.refused(component, parent), *just_now], attempt)
             try:
                 edit = parse_edit(reply, len(read_rules(text)))
@@ -314,8 +317,10 @@ class EditProposer:
                 self._note(component, f"repeated a refused edit ({edit.describe()})")
                 continue
             last = child
-            # The copy checks need the minibatch's examples: the acceptance criterion runs them on every proposal.
-            findings = rails.check_rule(edit.text) if edit.op != "delete" else []
+            # The rails' copy checks need the minibatch's examples and run at acceptance, after gepa has shown the
+            # child to the reviewer on the minibatch: a value only the gold holds is refused here, before that.
+            copied = rails.copies_gold(edit.text, text, _gold_lines(cases)) if edit.op != "delete" else None
+            findings = [*(rails.check_rule(edit.text) if edit.op != "delete" else []), *([copied] if copied else [])]
             if not findings:
                 emit(self.sink, "proposal", f"{component}: {edit.describe()}", component=component,
                      edit=edit.describe())
@@ -325,7 +330,7 @@ class EditProposer:
 
     def _ask(self, component: str, parent: str, cases: Sequence[Mapping[str, Any]], refused: Sequence[RefusedEdit],
              attempt: int) -> str:
-        note = component.removeprefix("reviewer.") == REPORT_NOTE
+        note = is_note(component)
         messages = [{"role": "system", "content": NOTE_PROMPT if note else SYSTEM_PROMPT},
                     {"role": "user", "content": edit_prompt(parent, cases, refused, note=note,
                                                             add_only=self.add_only)}]
@@ -343,6 +348,6 @@ class EditProposer:
         emit(self.sink, "proposal", f"{component}: {why}", component=component, reason=why)
 
 
-__all__ = ["EDIT_MEMORY_FILE", "FAILURE_OUTCOMES", "MAX_CASES", "NOTE_PROMPT", "REPORT_LABEL", "SYSTEM_PROMPT",
+__all__ = ["EDIT_MEMORY_FILE", "MAX_CASES", "is_note", "NOTE_PROMPT", "REPORT_LABEL", "SYSTEM_PROMPT",
            "EditMemory",
            "EditMemoryFile", "EditProposer", "RefusedEdit", "edit_prompt", "pick_cases", "render_case"]

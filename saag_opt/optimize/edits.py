@@ -96,11 +96,6 @@ class Edit:
     rule: int = 0
     text: str = ""
 
-    def key(self) -> str:
-        """A canonical form, to remember the edit (``delete`` ignores its text, ``add`` its number)."""
-        text = "" if self.op == "delete" else " ".join(self.text.split()).lower()
-        return json.dumps([self.op, 0 if self.op == "add" else self.rule, text])
-
     def describe(self) -> str:
         """One line for a log, a diff header or a reflection prompt."""
         if self.op == "add":
@@ -164,8 +159,10 @@ def parse_edit(reply: str | dict[str, Any], n_rules: int) -> Edit:
     op = str(data.get("op", "")).strip().lower()
     if op not in ("add", "replace", "delete"):
         raise EditError(f"op must be add, replace or delete, got {data.get('op')!r}")
-    text = " ".join(str(data.get("text") or "").split())
-    text = _ITEM_RE.sub("", text, count=1).strip()
+    raw = [line for line in str(data.get("text") or "").splitlines() if line.strip()]
+    if sum(_ITEM_RE.match(line) is not None for line in raw) > 1:
+        raise EditError(f"the text is a list of {len(raw)} lines; an edit writes one rule")
+    text = _ITEM_RE.sub("", " ".join(" ".join(raw).split()), count=1).strip()
     if op == "add":
         rule = 0
     else:
@@ -238,23 +235,30 @@ def _render(marker: str | None, indent: str, text: str) -> str:
     return f"{indent}{marker} {text}" if marker else text
 
 
+ADDED_HEADING = "Additional rules:"
+"""The list ``add`` writes to. Why its own: the last list of a text may be a scale ("1.0: ...") or an order
+of preference, where a new rule would read as one more grade or preference."""
+
+
 def _add(lines: list[str], rules: list[Rule], text: str) -> list[str]:
-    if any(" ".join(text.split()).lower() == r.text.lower() for r in rules):
-        raise EditError("add a rule the instruction already has changes nothing")
-    items = [r for r in rules if r.marker is not None]
+    """``text`` as the last item of the added-rules list (made at the end the first time), or of a text that is one list."""
+    if any(fuzz.ratio(_plain(text), _plain(r.text)) >= NEAR_COPY for r in rules):
+        raise EditError("add a rule the instruction already has (or nearly) changes nothing")
     if not rules:  # an empty text (the report note's default) gets its first rule
         return [f"- {text}"]
-    if not items:
+    heading = next((i for i, line in enumerate(lines) if line.strip() == ADDED_HEADING), None)
+    if heading is None and any(r.marker is None for r in rules) or heading is None and _has_heading(lines):
         body = list(lines)
         while body and not body[-1].strip():
             body.pop()
-        return [*body, "", "Rules:", f"- {text}"]
-    last = items[-1]
-    marker = last.marker or "-"
-    number = re.match(r"(\d+)([.)])", marker)
-    if number is not None:
-        marker = f"{int(number.group(1)) + 1}{number.group(2)}"
-    return lines[:last.end] + [_render(marker, last.indent, text)] + lines[last.end:]
+        return [*body, "", ADDED_HEADING, f"- {text}"]
+    start = 0 if heading is None else heading + 1
+    last = [r for r in rules if r.start >= start and r.marker is not None and not _gap(lines, start, r.start)][-1]
+    return lines[:last.end] + [_render("-", last.indent, text)] + lines[last.end:]
+
+
+def _has_heading(lines: list[str]) -> bool:
+    return any(_HEADING_RE.match(line.strip()) and _next_is_item(lines, i) for i, line in enumerate(lines))
 
 
 def _delete(lines: list[str], rules: list[Rule], target: Rule) -> list[str]:

@@ -35,6 +35,19 @@ OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept r
 GOLD_LABEL = "for your analysis only; never shown to the reviewer"
 """What every feedback line that reads the gold says (it is one line each, so a reader can tell them apart)."""
 
+FAILING: frozenset[str] = frozenset({"broken", "missed error", "false alarm", "kept wrong after review",
+                                     "reviewer error", "error"})
+"""Outcome classes a reviewer rule could change (``error``: the rollout itself failed)."""
+
+
+def outcome_of(feedback: str) -> str | None:
+    """The outcome class a feedback text (``build_feedback``'s, or a failed rollout's) starts with, or None."""
+    if feedback.startswith("The rollout failed"):
+        return "error"
+    head = feedback.removeprefix("Outcome: ").split(".", 1)[0]
+    return head if feedback.startswith("Outcome: ") else None
+
+
 OUTCOME_ADVICE: dict[str, str] = {
     "fixed": "Good: the review caught a real error and the revision corrected it. Keep this behaviour.",
     "broken": "Harmful: the base call was already correct, the reviewer objected anyway and the revision made "
@@ -327,6 +340,6 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.2f}"
 
 
-__all__ = ["GOLD_LABEL", "OUTCOME_ADVICE", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
+__all__ = ["FAILING", "GOLD_LABEL", "OUTCOME_ADVICE", "outcome_of", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
            "classify_outcome", "clip_text", "describe_revision", "describe_saag", "metric", "render_calls",
            "render_gold", "view_outcome"]

@@ -44,6 +44,12 @@ NGRAM_N = 8
 """Copied run length, in words. Generic task phrases are shorter ("the documentation of the available
 tools" is 6); eight words of one example's query or tool doc is that example, not a rule."""
 
+MAX_NOTE_WORDS = 150
+"""Longest report note: a few rules on the report, not a second instruction."""
+
+EDIT_SIZE = 2
+"""At most this many rules added or rewritten is an edit, whose new rules are also checked one by one."""
+
 BEST_MARGIN_EXAMPLES = 2
 """``best`` leaves the seed only when a candidate gets at least this many more val examples right ..."""
 BEST_MARGIN_POINTS = 5.0
@@ -149,7 +155,7 @@ def not_instructions(text: str) -> Finding | None:
 
 # -- one rule (an edit) -----------------------------------------------------------------------------
 
-_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I am|I'll|my|me)\b|\bas an (?:ai|assistant|language model)\b")
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I am|I'll)\b|\b(?i:my|me)\b|(?i:\bas an (?:ai|assistant|language model)\b)")
 """The reflection LM speaking for itself ("I am unable to accurately review ..."): no reviewer rule does."""
 
 
@@ -376,6 +382,29 @@ def copies_values(text: str, parent: str, examples: Sequence[Example]) -> Findin
                                               for kind, items in found.items()))
 
 
+_GOLD_VALUE_RE = re.compile(r'"((?:[^"\\]|\\.){2,80})"|(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w])')
+"""A quoted string or a number in a gold line (``feedback.render_gold`` writes values as canonical JSON)."""
+
+
+def copies_gold(text: str, parent: str, gold_lines: Sequence[str]) -> Finding | None:
+    """Values of the reflected gold (strings, numbers of two or more digits) that ``text`` has and its parent lacks.
+
+    Why before the reviewer sees it: gepa scores a proposal on its minibatch before the acceptance
+    criterion runs the full copy checks, so a rule quoting a gold value would reach the reviewer.
+    """
+    values = set()
+    for line in gold_lines:
+        after = line.split("):", 1)[-1]
+        for match in _GOLD_VALUE_RE.finditer(after):
+            value = (match.group(1) or match.group(2) or "").strip()
+            if match.group(2) is not None and not _specific_number(value):
+                continue
+            if len(value) >= 2 and not value.isspace():
+                values.add(value)
+    copied = sorted(v for v in values if _has(text, v, case=False) and not _has(parent, v, case=False))
+    return Finding("copies_gold", f"gold values: {', '.join(map(repr, copied[:5]))}") if copied else None
+
+
 # -- copies_ngrams ---------------------------------------------------------------------------------
 
 
@@ -463,12 +492,6 @@ def check_note(text: str, parent: str, examples: Sequence[Example] = ()) -> list
     return found
 
 
-MAX_NOTE_WORDS = 150
-"""Longest report note: a few rules on the report, not a second instruction."""
-
-EDIT_SIZE = 2
-"""At most this many rules added or rewritten is an edit, whose new rules are also checked one by one."""
-
 
 def _edited_rules(text: str, parent: str) -> list[Finding]:
     """``check_rule`` on each new rule of an edit-sized change (a rewrite is judged as a whole text)."""
@@ -546,6 +569,6 @@ def pick_best(seed: str, seed_score: float | None, scores: Mapping[str, float], 
 
 
 __all__ = ["BEST_MARGIN_EXAMPLES", "BEST_MARGIN_POINTS", "EDIT_SIZE", "LENGTH_RATIO", "MAX_NOTE_WORDS", "MIN_WORDS",
-           "NGRAM_N", "Finding", "check_instruction", "check_note", "check_rule", "copies_ngrams", "copies_values",
+           "NGRAM_N", "Finding", "check_instruction", "check_note", "check_rule", "copies_gold", "copies_ngrams", "copies_values",
            "length_ratio", "minibatch_collapse", "not_a_rule", "not_instructions", "pick_best", "quarantine_reason",
            "truncated"]

@@ -76,7 +76,8 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
         header = resume_header(run_dir, "optimize")
         if "prompt" in passed and passed["prompt"] == (header.plugins or {}).get("seed_prompt_given"):
             del passed["prompt"]
-        recorded = OptimizeConfig.model_validate(header.config)
+        # a run recorded before --proposer existed wrote whole rewrites (and evolved no report note)
+        recorded = OptimizeConfig.model_validate({"proposer": "rewrite", **header.config})
         effective = refuse_changes(recorded, passed, where=f"--resume {run_dir}").model_copy(
             update={"resume": run_dir})
         header.status, header.finished, header.error = "started", None, None

@@ -2,24 +2,23 @@
 
 Why: a reviewer is right on most examples, so gepa's epoch-shuffled minibatches are often all
 right; gepa then skips the iteration ("All subsample scores perfect") or the reflection LM has
-nothing to learn from. ``FailureFirstSampler`` keeps gepa's shuffled epoch order, but fills up to
-half of each minibatch with train examples whose last review by a pool member went wrong (broken,
-missed, false alarm, reviewer error), least recently shown first. It learns the outcomes as a gepa
-callback (``on_evaluation_end`` of a pool member's minibatch, read from the feedback metric's
-``outcome_class``), so it costs no rollout. Deterministic for a seed; after a resume it learns the
+nothing to learn from. ``FailureFirstSampler`` draws train examples in shuffled epochs, as gepa's
+own sampler does, but fills up to half of each minibatch (every other minibatch of one) with train
+examples whose last review by a pool member went wrong (``feedback.FAILING``), least recently shown
+first. It learns the outcomes as a gepa callback (``on_evaluation_end`` of a pool member's minibatch,
+read from the feedback metric's ``outcome_class``), so it costs no rollout. Deterministic for a seed;
+a resumed run skips the epoch order ahead by the iterations already run (``state.i``), and learns the
 outcomes again as it goes.
 """
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-FAILING = frozenset({"broken", "missed error", "false alarm", "kept wrong after review", "reviewer error"})
-"""Outcome classes a reviewer rule could change (``feedback.OutcomeClass``)."""
+from saag_opt.optimize.feedback import FAILING
 
 
 def _item_key(example: Any) -> str | None:
@@ -51,27 +50,33 @@ class FailureFirstSampler:
         if not ids:
             raise ValueError("Cannot sample a minibatch from an empty loader.")
         with self._lock:
-            if not self._ids_by_key:
+            size = min(self.minibatch_size, len(ids))
+            if not self._ids_by_key:  # the first call of this process
                 for data_id, example in zip(ids, loader.fetch(ids), strict=True):
                     key = _item_key(example)
                     if key is not None:
                         self._ids_by_key[key] = data_id
-            size = min(self.minibatch_size, len(ids))
+                for _ in range(int(getattr(state, "i", 0) or 0) * size):  # a resumed run goes on, not back
+                    self._fresh(ids)
             self._calls += 1
             failing = sorted((i for i in self._failing if i in ids), key=lambda i: (self._last_shown.get(i, -1), str(i)))
-            batch = failing[: math.ceil(size / 2)] if size > 1 else failing[:1]
+            batch = failing[: size // 2 if size > 1 else self._calls % 2]
             while len(batch) < size:
-                if self._pos >= len(self._order) or set(self._order) != set(ids):
-                    self._order = list(ids)
-                    self.rng.shuffle(self._order)
-                    self._pos = 0
-                candidate = self._order[self._pos]
-                self._pos += 1
+                candidate = self._fresh(ids)
                 if candidate not in batch:
                     batch.append(candidate)
             for data_id in batch:
                 self._last_shown[data_id] = self._calls
             return batch
+
+    def _fresh(self, ids: list[Any]) -> Any:
+        """The next id of the shuffled epoch order (a new epoch, shuffled again, when one is used up)."""
+        if self._pos >= len(self._order) or set(self._order) != set(ids):
+            self._order = list(ids)
+            self.rng.shuffle(self._order)
+            self._pos = 0
+        self._pos += 1
+        return self._order[self._pos - 1]
 
     # -- gepa callback -----------------------------------------------------------------------------
 
@@ -101,4 +106,4 @@ class FailureFirstSampler:
             return dict(self._failing)
 
 
-__all__ = ["FAILING", "FailureFirstSampler"]
+__all__ = ["FailureFirstSampler"]

@@ -143,7 +143,8 @@ def test_the_report_note_is_shown_above_the_report_and_traced_for_gepa() -> None
         inputs = reviewer.review_inputs(weather_example(), BAD_NAME)
         (entry,) = dspy.settings.trace
     assert inputs["saag_report"] == f"{note}\n\n{plain_inputs['saag_report']}"
-    assert entry[0] is reviewer.report and entry[1] == {"checks": plain_inputs["saag_report"]}
+    assert entry[0] is reviewer.report and entry[1]["checks"] == plain_inputs["saag_report"]
+    assert entry[1]["tentative_calls"] == plain_inputs["tentative_calls"]  # the reflection reads what the review saw
     assert entry[2].shown == inputs["saag_report"]
     # no note (the default): the report byte for byte as before (traced all the same: GEPA writes the first note)
     with dspy.context(trace=[]):

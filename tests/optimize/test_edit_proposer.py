@@ -26,7 +26,7 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
 
 
-def _item(outcome: str, gold: str = "get_weather(city=['Paris'])") -> dict[str, Any]:
+def _item(outcome: str, gold: str = 'get_weather(city=["Paris"])') -> dict[str, Any]:
     feedback = (f"Outcome: {outcome}. Advice.\nBase call: get_weather(city=\"Atlantis\")\n"
                 f"Expected (gold, {GOLD_LABEL}): {gold}")
     return {"Inputs": {"conversation": "user: weather in Paris?", "tool_docs": json.dumps([{"name": "get_weather",
@@ -50,14 +50,14 @@ def test_the_request_carries_the_rules_the_failures_and_the_edit_schema() -> Non
         out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("kept right"), _item("missed error")]},
                                 [COMPONENT])
         (request,) = server.chat_requests
-    assert out == {COMPONENT: PARENT + "\n- Reject a value the request does not contain."}
+    assert out == {COMPONENT: PARENT + "\n\nAdditional rules:\n- Reject a value the request does not contain."}
     body = request.body
     assert body["response_format"]["json_schema"]["name"] == "rule_edit"
     assert body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add", "replace", "delete"]
     user = body["messages"][-1]["content"]
     assert "[2] Defaults are fine." in user and "[3] Do not be pedantic." in user
     assert user.index("Outcome: missed error") < user.index("Outcome: kept right")  # failures first
-    gold_lines = [line for line in user.splitlines() if "Paris']" in line]
+    gold_lines = [line for line in user.splitlines() if '["Paris"]' in line]
     assert gold_lines and all(GOLD_LABEL in line for line in gold_lines)
 
 
@@ -89,7 +89,7 @@ def test_a_refused_edit_is_remembered_shown_and_not_proposed_again(tmp_path: Pat
     with ScriptedOpenAIServer(_replies(same, other)) as server:
         second = _proposer(server, reloaded)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
         prompts = [r.body["messages"][-1]["content"] for r in server.chat_requests]
-    assert second == {COMPONENT: PARENT + "\n- Approve restated values."}
+    assert second == {COMPONENT: PARENT + "\n\nAdditional rules:\n- Approve restated values."}
     assert "rule 3 deleted: Do not be pedantic. (refused: New subsample score" in prompts[0]
 
 
@@ -99,7 +99,7 @@ def test_a_degenerate_rule_is_asked_again_then_handed_on_for_the_quarantine() ->
         out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("broken")]}, [COMPONENT])
         prompts = [r.body["messages"][-1]["content"] for r in server.chat_requests]
     assert len(prompts) == 2 and "not_a_rule" in prompts[1]  # the second request says why the first was refused
-    assert out == {COMPONENT: PARENT + "\n- Please provide more detailed instructions for the reviewer."}
+    assert out == {COMPONENT: PARENT + "\n\nAdditional rules:\n- Please provide more detailed instructions for the reviewer."}
 
 
 def test_cases_put_failures_first_and_keep_at_most_four() -> None:
@@ -178,6 +178,49 @@ def test_add_only_offers_the_model_nothing_but_a_new_rule() -> None:
         lm = open_lm(parse_model_spec(f"fake@{server.url}"), role="reflection")
         out = EditProposer(lm, add_only=True)({COMPONENT: PARENT}, {COMPONENT: [_item("missed error")]}, [COMPONENT])
         (request,) = server.chat_requests
-    assert out == {COMPONENT: f"{PARENT}\n- {edit['text']}"}
+    assert out == {COMPONENT: f"{PARENT}\n\nAdditional rules:\n- {edit['text']}"}
     assert request.body["response_format"]["json_schema"]["schema"]["properties"]["op"]["enum"] == ["add"]
     assert "The existing rules stay as they are." in request.body["messages"][-1]["content"]
+
+
+def test_a_rule_quoting_a_gold_value_is_refused_before_the_reviewer_could_see_it() -> None:
+    leaking = {"op": "add", "rule": 0, "text": "Reject a city that is not Paris."}
+    with ScriptedOpenAIServer(_replies(json.dumps(leaking))) as server:
+        out = _proposer(server)({COMPONENT: PARENT}, {COMPONENT: [_item("missed error")]}, [COMPONENT])
+        prompts = [r.body["messages"][-1]["content"] for r in server.chat_requests]
+    assert len(prompts) == 2 and "copies_gold: gold values: 'Paris'" in prompts[1]
+    assert "Paris" in out[COMPONENT]  # handed on after the second try: the acceptance criterion quarantines it
+
+
+def test_a_note_case_shows_the_request_the_call_and_the_report_not_a_verdict() -> None:
+    from saag_opt.optimize.edit_proposer import REPORT_LABEL, render_case  # noqa: PLC0415
+
+    item = {"Inputs": {"conversation": "user: weather in Paris?", "tentative_calls": '[{"name": "get_weather"}]',
+                       "checks": "call 0: failed at stage 3"},
+            "Generated Outputs": {"shown": "- Trust it.\n\ncall 0: failed at stage 3"}, "Feedback": "Outcome: broken."}
+    text = render_case(1, item)
+    assert "Request: user: weather in Paris?" in text and "Proposed call:" in text
+    assert f"{REPORT_LABEL}: call 0: failed at stage 3" in text and "Reviewer answered" not in text
+    assert text.startswith("Case 1: the reviewer REJECTED a RIGHT call")
+
+
+def test_a_minibatch_of_one_alternates_a_known_failure_with_a_fresh_example_and_a_resume_goes_on() -> None:
+    loader = _Loader(6)
+    sampler = FailureFirstSampler(minibatch_size=1, seed=0)
+    first = sampler.next_minibatch_ids(loader, SimpleNamespace(i=0))
+    sampler.on_evaluation_end(_evaluated(loader, {first[0]: "broken"}))
+    batches = [sampler.next_minibatch_ids(loader, SimpleNamespace(i=i)) for i in range(1, 5)]
+    assert [b == first for b in batches] == [False, True, False, True]  # every other one: the known failure
+    fresh = FailureFirstSampler(minibatch_size=3, seed=0)
+    order = [fresh.next_minibatch_ids(loader, SimpleNamespace(i=i)) for i in range(2)]
+    resumed = FailureFirstSampler(minibatch_size=3, seed=0)
+    assert resumed.next_minibatch_ids(loader, SimpleNamespace(i=1)) == order[1]  # not the first minibatch again
+
+
+def test_the_acceptance_refuses_a_text_already_in_the_pool() -> None:
+    proposal = SimpleNamespace(candidate={COMPONENT: PARENT}, parent_program_ids=[0], subsample_scores_before=[0.0],
+                               subsample_scores_after=[1.0], eval_before=None, eval_after=None)
+    state = SimpleNamespace(program_candidates=[{COMPONENT: "Other rules."}, {COMPONENT: PARENT}], i=3)
+    acceptance = ReviewerAcceptance("strict")
+    assert not acceptance.should_accept(proposal, state)
+    assert acceptance.reject_reason(proposal, state).startswith("already in the pool")

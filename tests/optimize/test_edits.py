@@ -38,13 +38,23 @@ def test_rules_are_paragraphs_and_list_items_in_reading_order_without_headings()
     assert len(read_rules(v2())) == 11  # the shipped seed: intro, 4 criteria, 5 guidelines, output
 
 
-def test_add_appends_to_the_last_list_in_its_style_and_keeps_every_other_line() -> None:
+def test_add_writes_to_its_own_list_at_the_end_and_keeps_every_other_line() -> None:
     out = apply_edit(TEXT, Edit("add", 0, "Approve restated values."))
-    assert out == TEXT.replace("- Do not be pedantic.", "- Do not be pedantic.\n- Approve restated values.")
-    numbered_list = "Rules:\n1. One rule here.\n2. Two rules here."
-    assert apply_edit(numbered_list, Edit("add", 0, "Three.")).endswith("2. Two rules here.\n3. Three.")
+    assert out == f"{TEXT}\n\nAdditional rules:\n- Approve restated values."
+    again = apply_edit(out, Edit("add", 0, "Reject invented values."))
+    assert again == f"{out}\n- Reject invented values."  # the same list: not a second heading
+    assert rule_changes(TEXT, again) == ["added as rule 8: Approve restated values.",
+                                         "added as rule 9: Reject invented values."]
+    assert apply_edit("- One rule here.", Edit("add", 0, "Two rules here.")) == "- One rule here.\n- Two rules here."
     prose = "Review the calls and approve correct ones."
-    assert apply_edit(prose, Edit("add", 0, "Reject invented values.")) == f"{prose}\n\nRules:\n- Reject invented values."
+    assert apply_edit(prose, Edit("add", 0, "Reject invented values.")) == (
+        f"{prose}\n\nAdditional rules:\n- Reject invented values.")
+
+
+def test_add_never_joins_a_scale_or_an_order_of_preference() -> None:
+    grade = "Scale:\n- 1.0: right.\n- 0.0: wrong.\n\nDo not be pedantic."
+    out = apply_edit(grade, Edit("add", 0, "Treat a restated value as grounded."))
+    assert out.endswith("Do not be pedantic.\n\nAdditional rules:\n- Treat a restated value as grounded.")
 
 
 def test_replace_keeps_the_marker_and_delete_renumbers_its_list() -> None:
@@ -73,6 +83,7 @@ def test_parse_reads_the_json_object_wherever_it_is(reply: str, edit: Edit) -> N
     ('{"op": "delete", "rule": null, "text": ""}', "delete needs a rule number"),
     ('{"op": "add", "rule": 0, "text": "  "}', "add needs the new rule's text"),
     ('{"op": "add", "rule": 0, "text": "' + "word " * 61 + '"}', "61 words"),
+    ('{"op": "add", "rule": 0, "text": "- Reject A.\\n- Approve B."}', "a list of 2 lines"),
 ])
 def test_an_unusable_edit_is_a_clear_error(reply: str, message: str) -> None:
     with pytest.raises(EditError, match=message):
@@ -84,6 +95,8 @@ def test_an_edit_that_changes_nothing_is_refused() -> None:
         apply_edit(TEXT, Edit("replace", 5, "Defaults are fine."))
     with pytest.raises(EditError, match="nearly the same text"):
         apply_edit(TEXT, Edit("replace", 5, "[CRITICAL] Defaults are fine!"))
+    with pytest.raises(EditError, match="already has"):
+        apply_edit(TEXT, Edit("add", 0, "Do not be pedantic!"))
     with pytest.raises(EditError, match="already has"):
         apply_edit(TEXT, Edit("add", 0, "do not be pedantic."))
 

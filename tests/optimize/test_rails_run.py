@@ -201,7 +201,7 @@ def test_a_degenerate_rule_from_the_add_proposer_is_quarantined_and_not_proposed
                                              workers=2, mechanism="r1", evaluate_test=False))
         edit_requests = [r for r in srv.chat_requests if world.is_edit_request(r.body or {})]
     (kept,) = [v for v in PromptStore(tmp_path / "prompts").list("reviewer") if v.quarantine is not None]
-    assert kept.instructions["review"] == f"{world.SEED_INSTRUCTION}\n\nRules:\n- {rule}"
+    assert kept.instructions["review"] == f"{world.SEED_INSTRUCTION}\n\nAdditional rules:\n- {rule}"
     assert "not_a_rule: asks for instructions" in kept.quarantine
     assert result.versions == {0: "v2"} and result.best_version == "v2"
     memory = json.loads((result.run_dir / "edit_memory.json").read_text())["refused"]

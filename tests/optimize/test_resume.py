@@ -64,3 +64,22 @@ def test_sigkill_then_resume_completes_without_duplicate_versions(tmp_path: Path
     gepa_versions = [v.version for v in store.list("reviewer") if v.source == "gepa"]
     assert gepa_versions == ["v3-gepa"]  # the re-accepted candidate was not saved twice
     assert store.aliases("reviewer")["reviewer"]["best"] == "v3-gepa"
+
+
+def test_a_run_recorded_before_the_proposer_option_resumes_as_the_rewrite_run_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saag_opt.optimize import OptimizeConfig, run_optimize  # noqa: PLC0415
+    from saag_opt.runfiles import read_header  # noqa: PLC0415
+
+    monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
+    dataset, prompts = world.write_world(tmp_path)
+    with ScriptedOpenAIServer(world.handler) as server:
+        spec = f"fake@{server.url}"
+        first = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
+                                            mechanism="r1", proposer="rewrite", max_metric_calls=14, workers=2,
+                                            runs_dir=str(tmp_path / "runs"), evaluate_test=False))
+        header = json.loads((first.run_dir / "run.json").read_text())
+        del header["config"]["proposer"]  # what such a run recorded
+        (first.run_dir / "run.json").write_text(json.dumps(header))
+        run_optimize(OptimizeConfig(resume=str(first.run_dir), max_metric_calls=24), overrides={"max_metric_calls"})
+    assert read_header(first.run_dir).config["proposer"] == "rewrite"

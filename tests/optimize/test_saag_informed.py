@@ -274,3 +274,11 @@ def test_the_informed_reviewers_report_note_is_a_component_gepa_edits_and_the_re
     assert best.instructions["review"] == world.SEED_INSTRUCTION
     shown = [r for r in _reviewer(log) if f"- {world.PROPOSED_INSTRUCTION}\\n\\ncall 0" in _messages(r)]
     assert shown  # the reviewer read the note above the report
+
+
+def test_the_note_is_a_component_of_the_edit_proposers_only_and_an_old_run_resumes_as_a_rewrite_run() -> None:
+    base = dict(base="local", reviewer="local", saag_informed=True, mechanism="r2")
+    assert OptimizeConfig.model_validate(base).components == ("review", "report")
+    assert OptimizeConfig.model_validate(base | {"proposer": "edit"}).components == ("review", "report")
+    assert OptimizeConfig.model_validate(base | {"proposer": "rewrite"}).components == ("review",)
+    assert OptimizeConfig.model_validate(base | {"saag_informed": False}).components == ("review",)
