@@ -38,6 +38,7 @@ from saag_opt.optimize.feedback import (
     classify_outcome,
     clip_text,
     describe_revision,
+    help_harm_objectives,
     render_calls,
 )
 
@@ -86,7 +87,7 @@ def episode_metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | Non
                                objective_scores={"help": 0.0, "no_harm": 1.0}, outcome_class="error")
     base_ok, final_ok = rollout.base.correct, rollout.reviewed.correct
     cls = classify_outcome(base_ok, final_ok, objected(rollout.reviewed), rollout.reviewer_unusable > 0)
-    objectives = {"help": 1.0 if cls == "fixed" else 0.0, "no_harm": 0.0 if cls == "broken" else 1.0}
+    objectives = help_harm_objectives(base_ok, final_ok)
     feedback = f"Outcome: {cls}." if pred_name is None else build_episode_feedback(episode, rollout, cls)
     return dspy.Prediction(score=1.0 if final_ok else 0.0, feedback=feedback, objective_scores=objectives,
                            outcome_class=cls)

@@ -182,13 +182,23 @@ def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None
     final = base if view.final_calls == view.base_calls else check_truth(view.final_calls, example)
     base_ok, final_ok = base.correct, final.correct
     cls = classify_outcome(base_ok, final_ok, view.objected, view.unusable > 0)
-    objectives = {"help": 1.0 if cls == "fixed" else 0.0, "no_harm": 0.0 if cls == "broken" else 1.0}
+    objectives = help_harm_objectives(base_ok, final_ok)
     if pred_name is None:
         feedback = f"Outcome: {cls}."
     else:
         feedback = build_feedback(example, view, cls, final_ok, errors=(base.reason, final.reason))
     return dspy.Prediction(score=1.0 if final_ok else 0.0, feedback=feedback,
                            objective_scores=objectives, outcome_class=cls)
+
+
+def help_harm_objectives(base_ok: bool, final_ok: bool) -> dict[str, float]:
+    """GEPA's two objectives from the paired correctness alone (not the outcome class).
+
+    Why not the class: an unreadable reply after a revision is a "reviewer error" for the feedback, but
+    the call was still fixed or broken, and the run's help/harm counts (``candidates``) must add up with
+    the score: final right = base right + fixed - broken.
+    """
+    return {"help": 1.0 if final_ok and not base_ok else 0.0, "no_harm": 0.0 if base_ok and not final_ok else 1.0}
 
 
 def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final_ok: bool,
@@ -340,6 +350,6 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.2f}"
 
 
-__all__ = ["FAILING", "GOLD_LABEL", "OUTCOME_ADVICE", "outcome_of", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
-           "classify_outcome", "clip_text", "describe_revision", "describe_saag", "metric", "render_calls",
-           "render_gold", "view_outcome"]
+__all__ = ["FAILING", "GOLD_LABEL", "OUTCOME_ADVICE", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
+           "classify_outcome", "clip_text", "describe_revision", "describe_saag", "help_harm_objectives", "metric",
+           "outcome_of", "render_calls", "render_gold", "view_outcome"]

@@ -125,3 +125,12 @@ def test_an_unusable_review_is_a_reviewer_error_in_gepa_feedback() -> None:
     assert out.outcome_class == "reviewer error" and out.score == 1.0  # the score stays the final call's
     assert "a rejection" in out.feedback and "Revision 1" in out.feedback
     assert classify_outcome(True, True, False, unusable=True) == "reviewer error"
+
+
+def test_the_objectives_follow_the_paired_correctness_even_when_a_later_reply_was_unreadable() -> None:
+    from saag_opt.optimize.feedback import help_harm_objectives  # noqa: PLC0415
+
+    assert help_harm_objectives(base_ok=False, final_ok=True) == {"help": 1.0, "no_harm": 1.0}
+    assert help_harm_objectives(base_ok=True, final_ok=False) == {"help": 0.0, "no_harm": 0.0}
+    assert help_harm_objectives(base_ok=True, final_ok=True) == help_harm_objectives(False, False) == {
+        "help": 0.0, "no_harm": 1.0}
