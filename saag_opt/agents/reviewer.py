@@ -21,6 +21,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from saag_opt.agents.conversation import StepExample
+from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of, with_note
 from saag_opt.errors import ArtifactError, SaagOptError
 from saag_opt.lm.client import SaagLM
 from saag_opt.model import Example, Prediction
@@ -36,13 +37,7 @@ _R = TypeVar("_R", bound="Reviewer")
 PREDICTOR_NAMES = ("review", "select", "grade")
 """Predictor names, as ``named_predictors()`` and prompt artifacts spell them."""
 
-REPORT_NOTE = "report"
-"""The informed reviewer's note on the SAAG report, kept in a prompt artifact beside the predictors' texts.
 
-Why a component of its own: the small informed reviewer obeys the report rather than weighing it,
-so what it is *shown* (how far to trust which finding, in what words) is a lever that its
-instructions are not. GEPA edits it like an instruction; a plain reviewer ignores it; empty (the
-default) shows the report exactly as before."""
 
 
 # -- signatures ------------------------------------------------------------------------------------
@@ -68,31 +63,6 @@ class SaagReviewSignature(ReviewSignature):
     """  # noqa: D205 - the docstring is the LM instruction; its wording is the prompt
 
     saag_report: str = dspy.InputField(desc="automatic SAAG cascade diagnostics of the tentative calls")
-
-
-EMPTY_NOTE = "(no note)"
-"""The default report note, which shows nothing: dspy replaces an empty instruction with a generated one,
-so "no note" needs a text of its own. A prompt version never stores it (``version_instructions``)."""
-
-
-def note_of(instructions: str) -> str:
-    """The note a report-note text stands for ("" for the default)."""
-    return "" if instructions.strip() in ("", EMPTY_NOTE) else instructions.strip()
-
-
-def version_instructions(base: Mapping[str, str], candidate: Mapping[str, str]) -> dict[str, str]:
-    """``base`` updated with a GEPA candidate's texts (keys ``reviewer.<name>``), as a prompt version stores them.
-
-    The default report note is left out, so a version that never had a note gets none and keeps its hash.
-    """
-    out = dict(base)
-    for key, text in candidate.items():
-        name = key.removeprefix("reviewer.")
-        if name == REPORT_NOTE and not note_of(text):
-            out.pop(name, None)
-        else:
-            out[name] = text
-    return out
 
 
 class ReportNoteSignature(dspy.Signature):
@@ -379,6 +349,12 @@ class SaagInformedReviewer(Reviewer):
         super().__init__()
         self.report = dspy.Predict(ReportNoteSignature.with_instructions(EMPTY_NOTE))
 
+    def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        """Dspy's load, for a saved program without a report note too (exported versions, older saves)."""
+        if REPORT_NOTE not in state:
+            state = {**state, REPORT_NOTE: self.report.dump_state()}
+        return super().load_state(state, *args, **kwargs)
+
     def forward(self, conversation: str, tool_docs: str, tentative_calls: str,
                 saag_report: str | None = None) -> dspy.Prediction:
         """The review predictor with the SAAG report as an extra input."""
@@ -406,11 +382,6 @@ def _trace(predictor: Any, inputs: dict[str, Any], outputs: dspy.Prediction) -> 
     if len(trace) >= dspy.settings.max_trace_size:
         trace.pop(0)
     trace.append((predictor, inputs, outputs))
-
-
-def with_note(note: str, report: str) -> str:
-    """The report as the informed reviewer sees it: the note (if any) above it."""
-    return f"{note.strip()}\n\n{report}" if note.strip() else report
 
 
 def make_reviewer(prompt: PromptVersion | Mapping[str, str], *, saag_informed: bool = False,

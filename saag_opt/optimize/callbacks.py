@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from saag_opt.agents.reviewer import version_instructions
+from saag_opt.agents.report_note import version_instructions
 from saag_opt.artifacts.store import content_hash
 from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit

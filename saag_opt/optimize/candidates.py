@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from saag_opt.agents.reviewer import REPORT_NOTE, note_of
+from saag_opt.agents.report_note import REPORT_NOTE, note_of
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.summary import CandidateHelpHarm
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.mechanisms import Mechanism, mechanism_names
-from saag_opt.agents.reviewer import REPORT_NOTE
+from saag_opt.agents.report_note import REPORT_NOTE
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
@@ -118,7 +118,7 @@ class OptimizeConfig(SetupConfig):
         """What GEPA evolves: the reviewer predictors the mechanism calls, and the report note with ``--saag-informed``.
 
         Why the note: the informed reviewer follows the report it is shown, so how the report is framed
-        is a lever beside its instructions (``agents.reviewer.REPORT_NOTE``). Only for the edit proposers:
+        is a lever beside its instructions (``agents.report_note.REPORT_NOTE``). Only for the edit proposers:
         dspy's rewrite proposer writes reviewer instructions, not a note.
         """
         components = self.setup.mechanism.components

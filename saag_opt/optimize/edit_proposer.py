@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from saag_opt.agents.reviewer import EMPTY_NOTE, REPORT_NOTE, note_of
+from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
@@ -79,7 +79,7 @@ NOTE_PROMPT = (
     "in other words, a sensible default). The note tells the reviewer how far to trust which kind of finding. "
     "Approving a wrong call and rejecting a right one are equally bad. You change the note with exactly one edit."
 )
-"""The system prompt for the report note (``agents.reviewer.REPORT_NOTE``), which frames what the reviewer sees."""
+"""The system prompt for the report note (``agents.report_note.REPORT_NOTE``), which frames what the reviewer sees."""
 
 
 def is_note(component: str) -> bool:

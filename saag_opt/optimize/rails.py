@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saag_opt.agents.reviewer import REPORT_NOTE, note_of
+from saag_opt.agents.report_note import REPORT_NOTE, note_of
 from saag_opt.model import Example
 from saag_opt.optimize.edits import read_rules
 

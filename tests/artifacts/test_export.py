@@ -210,4 +210,7 @@ def test_shipped_prompts_load_into_the_project_reviewers(ref: str, tmp_path: Pat
     for cls in (reviewers.Reviewer, reviewers.SaagInformedReviewer):
         program = cls()
         program.load(str(path))
-        assert {n: p.signature.instructions for n, p in program.named_predictors()} == version.instructions
+        loaded = {n: p.signature.instructions for n, p in program.named_predictors()}
+        assert {n: loaded[n] for n in version.instructions} == version.instructions
+        assert set(loaded) - set(version.instructions) <= {"report"}  # the informed reviewer's note ...
+        assert not reviewers.note_of(loaded.get("report", ""))  # ... which a version without one leaves empty
