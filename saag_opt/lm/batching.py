@@ -302,12 +302,12 @@ class BatchRounds:
             results = job.client.results(status)
             with self._cond:
                 job.results, job.status = results, status.status
+                self._save(job)  # on disk before a worker sees an answer: a run that stops then finds the batch done
                 for cid, entry in job.entries.items():
                     entry.result = results.get(cid) or LineResult(error=f"not answered (batch {status.status})")
                 for cid in job.entries:
                     self._inflight.pop((job.client.where, job.model, cid), None)
                 self._cond.notify_all()
-            self._save(job)
             answered = sum(1 for cid in job.custom_ids if results.get(cid) and results[cid].body is not None)
             emit(self.on_event, "batch", f"batch {job.batch_id} ({job.model}) {status.status}: {answered}/"
                  f"{len(job.custom_ids)} answered" + (f", {len(job.custom_ids) - answered} sent again directly"
