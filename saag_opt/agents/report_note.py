@@ -16,9 +16,17 @@ so what it is *shown* (how far to trust which finding, in what words) is a lever
 instructions are not. GEPA edits it like an instruction; a plain reviewer ignores it; empty (the
 default) shows the report exactly as before."""
 
+COMPONENT_PREFIX = "reviewer."
+"""GEPA's candidate keys are ``reviewer.<predictor>`` (``optimize.program.ReviewerProgram.named_predictors``)."""
+
 EMPTY_NOTE = "(no note)"
 """The default report note, which shows nothing: dspy replaces an empty instruction with a generated one,
 so "no note" needs a text of its own. A prompt version never stores it (``version_instructions``)."""
+
+
+def is_note(component: str) -> bool:
+    """Is this name (a GEPA component, ``reviewer.<name>``, or a bare predictor name) the report note?"""
+    return component.removeprefix(COMPONENT_PREFIX) == REPORT_NOTE
 
 
 def note_of(instructions: str) -> str:
@@ -33,8 +41,8 @@ def version_instructions(base: Mapping[str, str], candidate: Mapping[str, str]) 
     """
     out = dict(base)
     for key, text in candidate.items():
-        name = key.removeprefix("reviewer.")
-        if name == REPORT_NOTE and not note_of(text):
+        name = key.removeprefix(COMPONENT_PREFIX)
+        if is_note(name) and not note_of(text):
             out.pop(name, None)
         else:
             out[name] = text
@@ -46,4 +54,4 @@ def with_note(note: str, report: str) -> str:
     return f"{note.strip()}\n\n{report}" if note.strip() else report
 
 
-__all__ = ["EMPTY_NOTE", "REPORT_NOTE", "note_of", "version_instructions", "with_note"]
+__all__ = ["COMPONENT_PREFIX", "EMPTY_NOTE", "REPORT_NOTE", "is_note", "note_of", "version_instructions", "with_note"]

@@ -18,12 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from saag_opt.agents.report_note import REPORT_NOTE, note_of
+from saag_opt.agents.report_note import COMPONENT_PREFIX, is_note, note_of
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.summary import CandidateHelpHarm
-
-COMPONENT_PREFIX = "reviewer."
-"""GEPA's candidate keys are ``reviewer.<predictor>`` (``program.ReviewerProgram.named_predictors``)."""
 
 
 def count_help_harm(candidate: int, *, score: float, help_mean: float, no_harm_mean: float, n_val: int,
@@ -48,7 +45,7 @@ def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -
     lines: list[str] = []
     for key in sorted(child):
         before, after = parent.get(key, ""), child[key]
-        if key.removeprefix(COMPONENT_PREFIX) == REPORT_NOTE:  # "(no note)" is no rule
+        if is_note(key):  # "(no note)" is no rule
             before, after = note_of(before), note_of(after)
         if before == after:
             continue

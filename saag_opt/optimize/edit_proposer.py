@@ -33,10 +33,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of
+from saag_opt.agents.report_note import EMPTY_NOTE, is_note, note_of
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
+from saag_opt.optimize.candidates import candidate_edit
 from saag_opt.optimize.edits import (
     EDIT_REPLY_TOKENS,
     MAX_EDIT_WORDS,
@@ -46,7 +47,6 @@ from saag_opt.optimize.edits import (
     numbered,
     parse_edit,
     read_rules,
-    rule_changes,
 )
 from saag_opt.optimize.feedback import FAILING, GOLD_LABEL, clip_text, outcome_of
 from saag_opt.runfiles import atomic_write_json, read_model
@@ -79,12 +79,7 @@ NOTE_PROMPT = (
     "in other words, a sensible default). The note tells the reviewer how far to trust which kind of finding. "
     "Approving a wrong call and rejecting a right one are equally bad. You change the note with exactly one edit."
 )
-"""The system prompt for the report note (``agents.report_note.REPORT_NOTE``), which frames what the reviewer sees."""
-
-
-def is_note(component: str) -> bool:
-    """Is this GEPA component (``reviewer.<name>``) the report note?"""
-    return component.removeprefix("reviewer.") == REPORT_NOTE
+"""The system prompt for the report note (``agents.report_note``), which frames what the reviewer sees."""
 
 
 def _sha(text: str) -> str:
@@ -124,9 +119,8 @@ class EditMemory:
         """Remember that ``child`` (proposed from ``parent``) was refused, and why (persisted atomically)."""
         if child == parent:
             return
-        before, after = (note_of(parent), note_of(child)) if is_note(component) else (parent, child)
-        entry = RefusedEdit(child=_sha(child), changes=rule_changes(before, after)[:3] or ["(no rule-level change)"],
-                            reason=clip_text(reason, 200))
+        changes = candidate_edit({component: parent}, {component: child})[:3] or ["(no rule-level change)"]
+        entry = RefusedEdit(child=_sha(child), changes=changes, reason=clip_text(reason, 200))
         with self._lock:
             entries = self._refused.setdefault(self._key(component, parent), [])
             if any(e.child == entry.child for e in entries):
@@ -319,8 +313,8 @@ class EditProposer:
             last = child
             # The rails' copy checks need the minibatch's examples and run at acceptance, after gepa has shown the
             # child to the reviewer on the minibatch: a value only the gold holds is refused here, before that.
-            copied = rails.copies_gold(edit.text, text, _gold_lines(cases)) if edit.op != "delete" else None
-            findings = [*(rails.check_rule(edit.text) if edit.op != "delete" else []), *([copied] if copied else [])]
+            findings = [] if edit.op == "delete" else [
+                *rails.check_rule(edit.text), *filter(None, [rails.copies_gold(edit.text, text, _gold_lines(cases))])]
             if not findings:
                 emit(self.sink, "proposal", f"{component}: {edit.describe()}", component=component,
                      edit=edit.describe())
@@ -348,6 +342,6 @@ class EditProposer:
         emit(self.sink, "proposal", f"{component}: {why}", component=component, reason=why)
 
 
-__all__ = ["EDIT_MEMORY_FILE", "MAX_CASES", "is_note", "NOTE_PROMPT", "REPORT_LABEL", "SYSTEM_PROMPT",
+__all__ = ["EDIT_MEMORY_FILE", "MAX_CASES", "NOTE_PROMPT", "REPORT_LABEL", "SYSTEM_PROMPT",
            "EditMemory",
            "EditMemoryFile", "EditProposer", "RefusedEdit", "edit_prompt", "pick_cases", "render_case"]

@@ -128,7 +128,7 @@ def read_rules(text: str) -> list[Rule]:
         elif item is not None:
             close(i)
             current = {"start": i, "marker": item.group(2), "indent": item.group(1)}
-        elif current is None and _HEADING_RE.match(stripped) and _next_is_item(lines, i):
+        elif current is None and _is_heading(lines, i):
             continue
         elif current is None:
             current = {"start": i, "marker": None, "indent": ""}
@@ -136,11 +136,12 @@ def read_rules(text: str) -> list[Rule]:
     return rules
 
 
-def _next_is_item(lines: list[str], i: int) -> bool:
-    for line in lines[i + 1:]:
-        if line.strip():
-            return _ITEM_RE.match(line) is not None
-    return False
+def _is_heading(lines: list[str], i: int) -> bool:
+    """Line ``i`` is a short line ending in ``:`` whose next non-blank line starts a list item."""
+    if not _HEADING_RE.match(lines[i].strip()):
+        return False
+    following = next((line for line in lines[i + 1:] if line.strip()), "")
+    return _ITEM_RE.match(following) is not None
 
 
 def numbered(text: str) -> str:
@@ -247,7 +248,8 @@ def _add(lines: list[str], rules: list[Rule], text: str) -> list[str]:
     if not rules:  # an empty text (the report note's default) gets its first rule
         return [f"- {text}"]
     heading = next((i for i, line in enumerate(lines) if line.strip() == ADDED_HEADING), None)
-    if heading is None and any(r.marker is None for r in rules) or heading is None and _has_heading(lines):
+    if heading is None and (any(r.marker is None for r in rules)
+                            or any(_is_heading(lines, i) for i in range(len(lines)))):
         body = list(lines)
         while body and not body[-1].strip():
             body.pop()
@@ -256,9 +258,6 @@ def _add(lines: list[str], rules: list[Rule], text: str) -> list[str]:
     last = [r for r in rules if r.start >= start and r.marker is not None and not _gap(lines, start, r.start)][-1]
     return lines[:last.end] + [_render("-", last.indent, text)] + lines[last.end:]
 
-
-def _has_heading(lines: list[str]) -> bool:
-    return any(_HEADING_RE.match(line.strip()) and _next_is_item(lines, i) for i, line in enumerate(lines))
 
 
 def _delete(lines: list[str], rules: list[Rule], target: Rule) -> list[str]:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saag_opt.agents.report_note import REPORT_NOTE, note_of
+from saag_opt.agents.report_note import COMPONENT_PREFIX, is_note, note_of
 from saag_opt.model import Example
 from saag_opt.optimize.edits import read_rules
 
@@ -469,12 +469,12 @@ def quarantine_reason(candidate: Mapping[str, str], parent: Mapping[str, str],
         before = parent.get(name, "")
         if text == before:
             continue
-        if name.removeprefix("reviewer.") == REPORT_NOTE:
+        if is_note(name):
             findings = check_note(text, before, examples)
         else:
             findings = check_instruction(text, before, examples) + _edited_rules(text, before)
         if findings:
-            reasons.append(f"{name.removeprefix('reviewer.')}: " + "; ".join(map(str, findings)))
+            reasons.append(f"{name.removeprefix(COMPONENT_PREFIX)}: " + "; ".join(map(str, findings)))
     return " | ".join(reasons) or None
 
 
@@ -484,25 +484,25 @@ def check_note(text: str, parent: str, examples: Sequence[Example] = ()) -> list
     The whole-text rules of an instruction do not apply: the note starts empty and holds a few
     sentences on how far to trust the report, with no decision of its own to state.
     """
-    old = {r.text for r in read_rules(note_of(parent))}
-    found = [f for rule in read_rules(note_of(text)) if rule.text not in old for f in check_rule(rule.text, parent, examples)]
+    found = [f for rule in _new_rules(note_of(text), note_of(parent)) for f in check_rule(rule, parent, examples)]
     words = len(_WORD_RE.findall(text))
     if words > MAX_NOTE_WORDS:
         found.append(Finding("length", f"the note has {words} words; a note on the report keeps to {MAX_NOTE_WORDS}"))
     return found
 
 
+def _new_rules(text: str, parent: str) -> list[str]:
+    """The rules of ``text`` that ``parent`` does not have, in order."""
+    old = {r.text for r in read_rules(parent)}
+    return [r.text for r in read_rules(text) if r.text not in old]
+
 
 def _edited_rules(text: str, parent: str) -> list[Finding]:
-    """``check_rule`` on each new rule of an edit-sized change (a rewrite is judged as a whole text)."""
-    old = {r.text for r in read_rules(parent)}
-    new = [r.text for r in read_rules(text) if r.text not in old]
-    if not new or len(new) > EDIT_SIZE:
+    """``not_a_rule`` on each new rule of an edit-sized change (a rewrite is judged as a whole text)."""
+    new = _new_rules(text, parent)
+    if len(new) > EDIT_SIZE:
         return []
-    found: list[Finding] = []
-    for rule in new:
-        found += [f for f in check_rule(rule) if f.rule == "not_a_rule"]
-    return found
+    return [f for f in map(not_a_rule, new) if f is not None]
 
 
 # -- minibatch collapse ----------------------------------------------------------------------------

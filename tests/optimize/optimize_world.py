@@ -118,3 +118,14 @@ def write_world(tmp_path: Any, n_train: int = 6, n_val: int = 4, n_test: int = 4
                              instructions={"review": SEED_INSTRUCTION, "select": "Pick the best candidate.",
                                            "grade": "Grade the candidate."}))
     return str(dataset), str(store.root)
+
+
+def config(tmp_path: Any, server: Any, **extra: Any) -> Any:
+    """An optimize run of this world against ``server``: the dataset and store in ``tmp_path``, r1, two workers."""
+    from saag_opt.optimize import OptimizeConfig  # noqa: PLC0415 - the world's other users need no optimize
+
+    dataset, prompts = write_world(tmp_path)
+    spec = f"fake@{server.url}"
+    values: dict[str, Any] = dict(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
+                                  runs_dir=str(tmp_path / "runs"), max_metric_calls=40, workers=2, mechanism="r1")
+    return OptimizeConfig(**(values | extra))

@@ -219,12 +219,9 @@ def test_a_gepa_run_on_the_scripted_server_reports_every_candidate_and_so_does_i
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Real gepa state and events: the seed approves all (2 of 4 val base calls wrong), v3-gepa fixes both."""
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
-    dataset, prompts = world.write_world(tmp_path)
     with ScriptedOpenAIServer(world.handler) as server:
-        spec = f"fake@{server.url}"
-        result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
-                                             runs_dir=str(tmp_path / "runs"), max_metric_calls=40, workers=2,
-                                             mechanism="r1", evaluate_test=False))
+        result = run_optimize(world.config(tmp_path, server, evaluate_test=False))
+        prompts = tmp_path / "prompts"
         summary = json.loads((result.run_dir / "summary.json").read_text())
         rows = [(c["candidate"], c["version"], c["parent"], c["n_val"], c["base_right"], c["fixed"], c["broken"],
                  c["help"], c["harm"]) for c in summary["candidates"]]

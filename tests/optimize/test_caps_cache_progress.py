@@ -44,12 +44,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _config(tmp_path: Path, server: ScriptedOpenAIServer, **extra: object) -> OptimizeConfig:
-    dataset, prompts = world.write_world(tmp_path)
-    spec = f"fake@{server.url}"
-    values = dict(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts, runs_dir=str(tmp_path / "runs"),
-                  max_metric_calls=40, workers=2, mechanism="r1", reflection_max_tokens=1000)
-    values.update(extra)
-    return OptimizeConfig(**values)
+    return world.config(tmp_path, server, **({"reflection_max_tokens": 1000} | extra))
 
 
 def _bodies(server: ScriptedOpenAIServer) -> list[str]:

@@ -32,12 +32,7 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _config(tmp_path: Path, server: ScriptedOpenAIServer, **extra: object) -> OptimizeConfig:
-    dataset, prompts = world.write_world(tmp_path)
-    spec = f"fake@{server.url}"
-    values = dict(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts, runs_dir=str(tmp_path / "runs"),
-                  max_metric_calls=40, workers=2, mechanism="r1")
-    values.update(extra)
-    return OptimizeConfig(**values)
+    return world.config(tmp_path, server, **extra)
 
 
 def test_optimize_accepts_better_prompt_saves_lineage_and_compares_on_test(tmp_path: Path, server) -> None:

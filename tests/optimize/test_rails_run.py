@@ -194,11 +194,7 @@ def test_a_degenerate_rule_from_the_add_proposer_is_quarantined_and_not_proposed
         return world.edit_reply(rule) if world.is_edit_request(request) else world.handler(request)
 
     with ScriptedOpenAIServer(handler) as srv:
-        dataset, prompts = world.write_world(tmp_path)
-        spec = f"fake@{srv.url}"
-        result = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
-                                             accept="equal", runs_dir=str(tmp_path / "runs"), max_metric_calls=20,
-                                             workers=2, mechanism="r1", evaluate_test=False))
+        result = run_optimize(world.config(tmp_path, srv, accept="equal", max_metric_calls=20, evaluate_test=False))
         edit_requests = [r for r in srv.chat_requests if world.is_edit_request(r.body or {})]
     (kept,) = [v for v in PromptStore(tmp_path / "prompts").list("reviewer") if v.quarantine is not None]
     assert kept.instructions["review"] == f"{world.SEED_INSTRUCTION}\n\nAdditional rules:\n- {rule}"

@@ -72,12 +72,9 @@ def test_a_run_recorded_before_the_proposer_option_resumes_as_the_rewrite_run_it
     from saag_opt.runfiles import read_header  # noqa: PLC0415
 
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
-    dataset, prompts = world.write_world(tmp_path)
     with ScriptedOpenAIServer(world.handler) as server:
-        spec = f"fake@{server.url}"
-        first = run_optimize(OptimizeConfig(base=spec, reviewer=spec, dataset=dataset, prompts_dir=prompts,
-                                            mechanism="r1", proposer="rewrite", max_metric_calls=14, workers=2,
-                                            runs_dir=str(tmp_path / "runs"), evaluate_test=False))
+        first = run_optimize(world.config(tmp_path, server, proposer="rewrite", max_metric_calls=14,
+                                          evaluate_test=False))
         header = json.loads((first.run_dir / "run.json").read_text())
         del header["config"]["proposer"]  # what such a run recorded
         (first.run_dir / "run.json").write_text(json.dumps(header))
