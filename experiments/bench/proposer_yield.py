@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=12, help="replay at most this many reflections in all")
     parser.add_argument("--only", choices=PROPOSERS, help="run one proposer (no ratio): for quick iteration")
     args = parser.parse_args(argv)
+    missing = [str(run / REFLECTIONS_FILE) for run in args.runs if not (run / REFLECTIONS_FILE).is_file()]
+    if missing:
+        sys.exit(f"no recorded reflections: {', '.join(missing)} (give optimize run directories)")
     rows = [row for run in args.runs for row in read_reflections(run / REFLECTIONS_FILE)][: args.limit]
     if not rows:
         sys.exit("no recorded reflection in the runs given (run optimize with a budget that reflects)")
