@@ -8,10 +8,10 @@ byte what it was. Pure: no LM, no I/O.
 
 How a text is read as rules: blank lines split it into paragraphs; inside a paragraph a line that
 starts a list item (``1.``, ``-``, ``*``) starts a new rule and other lines continue the one
-before; a line of its own ending with ``:`` ("Criteria:") is a heading, not a rule. Every other
-paragraph or list item is a rule, numbered from 1 in reading order. ``add`` appends to the last
-list (in its style: the next number, or its bullet), or, in a text without a list, appends a
-``Rules:`` list after the last paragraph.
+before, and so does a list item indented under it (a sub-item is part of its rule); a line of its
+own ending with ``:`` ("Criteria:") is a heading, not a rule. Every other
+paragraph or list item is a rule, numbered from 1 in reading order. ``add`` appends to an
+``Additional rules:`` list at the end (made the first time), or to a text that is one tight list.
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ def read_rules(text: str) -> list[Rule]:
         item = _ITEM_RE.match(line)
         if not stripped:
             close(i)
+        elif item is not None and _nested(current, item.group(1)):
+            continue  # a sub-item belongs to its parent rule: deleting or replacing the parent takes it along
         elif item is not None:
             close(i)
             current = {"start": i, "marker": item.group(2), "indent": item.group(1)}
@@ -134,6 +136,11 @@ def read_rules(text: str) -> list[Rule]:
             current = {"start": i, "marker": None, "indent": ""}
     close(len(lines))
     return rules
+
+
+def _nested(current: dict[str, Any] | None, indent: str) -> bool:
+    """A list item indented deeper than the list item it follows is part of that item."""
+    return current is not None and current["marker"] is not None and len(indent) > len(current["indent"])
 
 
 def _is_heading(lines: list[str], i: int) -> bool:
@@ -249,7 +256,8 @@ def _add(lines: list[str], rules: list[Rule], text: str) -> list[str]:
         return [f"- {text}"]
     heading = next((i for i, line in enumerate(lines) if line.strip() == ADDED_HEADING), None)
     if heading is None and (any(r.marker is None for r in rules)
-                            or any(_is_heading(lines, i) for i in range(len(lines)))):
+                            or any(_is_heading(lines, i) for i in range(len(lines)))
+                            or any(_gap(lines, a.end, b.start) for a, b in zip(rules, rules[1:]))):
         body = list(lines)
         while body and not body[-1].strip():
             body.pop()

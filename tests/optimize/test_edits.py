@@ -66,6 +66,21 @@ def test_replace_keeps_the_marker_and_delete_renumbers_its_list() -> None:
     assert rule_changes(TEXT, deleted) == ["rule 2 deleted: The function fits the request."]
 
 
+def test_a_sub_item_is_part_of_its_rule_and_goes_with_it() -> None:
+    nested = "Rules:\n1. Check names.\n   - exact case\n   - no aliases\n2. Check values.\n\nBe brief."
+    assert numbered(nested).splitlines() == ["[1] Check names. - exact case - no aliases", "[2] Check values.",
+                                             "[3] Be brief."]
+    assert apply_edit(nested, Edit("delete", 1)) == "Rules:\n1. Check values.\n\nBe brief."
+    assert apply_edit(nested, Edit("replace", 1, "Check names exactly.")) == (
+        "Rules:\n1. Check names exactly.\n2. Check values.\n\nBe brief.")
+
+
+def test_add_to_a_loose_list_goes_to_its_own_list_not_between_items() -> None:
+    loose = "1. Check names.\n\n2. Check values."
+    assert apply_edit(loose, Edit("add", 0, "Approve restated values.")) == (
+        f"{loose}\n\nAdditional rules:\n- Approve restated values.")
+
+
 @pytest.mark.parametrize(("reply", "edit"), [
     ('{"op": "add", "rule": 0, "text": "Approve restated values."}', Edit("add", 0, "Approve restated values.")),
     ('Sure! ```json\n{"op": "REPLACE", "rule": "4", "text": "- Values may be paraphrased."}\n```',
