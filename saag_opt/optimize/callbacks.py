@@ -56,6 +56,7 @@ class ArtifactWriter:
         self.candidates: dict[int, CandidateHelpHarm] = {}
         """Help/harm on val per saved candidate (read back on resume, refreshed from gepa's state)."""
         self._state: Any = None
+        self._sha256: dict[str, str] = {}
         if map_path.is_file():
             try:
                 saved = read_model(map_path, CandidateMap)
@@ -107,7 +108,9 @@ class ArtifactWriter:
         """Help/harm of each saved candidate in gepa's state, persisted when it changed (never raises).
 
         Only candidates with a version count: one whose val evaluation the cap cut short has no real
-        score (``incomplete``). A failure is a warning: the run and its versions stand without it.
+        score (``incomplete``), and one whose text in the state is not its version's (a resume whose
+        checkpoint was set aside starts the pool again, so an index may name another text) has none
+        yet. A failure is a warning: the run and its versions stand without it.
         """
         if state is None:
             return
@@ -115,7 +118,9 @@ class ArtifactWriter:
             with self._lock:
                 found = {}
                 for idx, version in self.versions.items():
-                    counts = None if idx in self.incomplete else from_state(state, idx, version)
+                    if idx in self.incomplete or not self._is_version_of(state, idx, version):
+                        continue
+                    counts = from_state(state, idx, version)
                     if counts is not None:
                         found[idx] = counts
                 if all(self.candidates.get(idx) == c for idx, c in found.items()):
@@ -125,6 +130,17 @@ class ArtifactWriter:
         except Exception as exc:  # noqa: BLE001 - a callback must not stop GEPA
             emit(self._sink, "warning", f"help/harm of the GEPA candidates not recorded: {type(exc).__name__}: "
                  f"{exc}")
+
+    def _is_version_of(self, state: Any, idx: int, version: str) -> bool:
+        """Candidate ``idx`` of the state has the text of prompt version ``version`` (hashes kept per version)."""
+        if idx >= len(state.program_candidates):
+            return False
+        if idx == 0:
+            return True  # the seed is the seed in every state
+        if version not in self._sha256:
+            self._sha256[version] = self.store.get(self.seed.program, version).sha256
+        text = version_instructions(self.seed.instructions, state.program_candidates[idx])
+        return content_hash(self.seed.program, text) == self._sha256[version]
 
     def candidate_list(self) -> list[CandidateHelpHarm]:
         """The recorded help/harm in index order (what ``summary.json`` lists)."""
@@ -144,6 +160,7 @@ class ArtifactWriter:
             version = self.store.save_new(self.seed.program, instructions, parents=parents or [self.seed.version],
                                           source="gepa", scores=scores, cost=cost, **self.metadata)
             self.versions[idx] = version.version
+            self._sha256[version.version] = version.sha256
             if counts is not None:
                 self.candidates[idx] = counts.model_copy(update={"version": version.version})
             self._write_map()

@@ -82,7 +82,7 @@ def episode_metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | Non
     episode = _episode_of(gold)
     rollout = pred.get("outcome") if hasattr(pred, "get") else None
     if not isinstance(rollout, EpisodeRollout) or rollout.error:
-        reason = rollout.error if isinstance(rollout, EpisodeRollout) else "the program produced no outcome"
+        reason = getattr(rollout, "error", None) or "the program produced no outcome"
         return dspy.Prediction(score=0.0, feedback=f"The rollout failed: {reason}.",
                                objective_scores={"help": 0.0, "no_harm": 1.0}, outcome_class="error")
     base_ok, final_ok = rollout.base.correct, rollout.reviewed.correct

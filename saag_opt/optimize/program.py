@@ -24,6 +24,7 @@ that step's.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -31,12 +32,31 @@ from typing import Any
 import dspy
 
 from saag_opt.episodes import Episode
-from saag_opt.errors import ConfigError, ModelUnavailableError
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError
 from saag_opt.model import Example
+
+log = logging.getLogger(__name__)
 
 RunFn = Callable[[Any, Any], Any]
 """``(item, reviewer) -> outcome``: one rollout with a given reviewer module (a ``MechanismOutcome`` for
 an ``Example``, an ``episode_rollout.EpisodeRollout`` for an ``Episode``)."""
+
+
+class FailedRollout:
+    """The outcome of a rollout that raised (an LM call still failing after its retries, a fault in one example).
+
+    Why an outcome, not the exception: the adapter scores a raised rollout ``failure_score`` with no
+    objectives, so gepa's help/no_harm means would be over fewer examples than its val score and the
+    candidates' counts (``optimize.candidates``) would not add up. The metrics score this 0 with the
+    reason as feedback and objectives that count it neither fixed nor broken.
+    """
+
+    rounds: tuple[()] = ()
+    base = None
+    final = None
+
+    def __init__(self, error: str) -> None:
+        self.error = error
 
 
 class RolloutContext:
@@ -70,8 +90,8 @@ class RolloutContext:
     def run(self, example: Any, reviewer: Any) -> Any:
         """One rollout with ``reviewer``.
 
-        A systemic fault is recorded and re-raised; anything else is re-raised too (the adapter
-        turns it into ``failure_score`` for that example).
+        A systemic fault is recorded and re-raised, a refused call under the spend cap and a bad
+        configuration are re-raised; any other fault of this one example is a ``FailedRollout``.
         """
         with self._lock:
             self.rollouts += 1
@@ -81,6 +101,11 @@ class RolloutContext:
             with self._lock:
                 self.fatal = self.fatal or exc
             raise
+        except (CostCapReached, ConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one example's fault; logged with its traceback
+            log.warning("%s: a rollout failed", self.label or "GEPA", exc_info=True)
+            return FailedRollout(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         unusable = int(getattr(outcome, "reviewer_unusable", 0) or 0)
         if unusable:
             with self._lock:
@@ -192,4 +217,4 @@ def to_dspy_examples(examples: Sequence[Example | Episode]) -> list[dspy.Example
     return [dspy.Example(item=ex).with_inputs("item") for ex in examples]
 
 
-__all__ = ["ReviewerProgram", "RolloutContext", "to_dspy_examples"]
+__all__ = ["FailedRollout", "ReviewerProgram", "RolloutContext", "to_dspy_examples"]

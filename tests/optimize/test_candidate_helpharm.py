@@ -154,6 +154,17 @@ def test_a_resumed_run_reads_the_counts_back_and_refreshes_them_from_the_reloade
     assert CandidateMap.model_validate_json((tmp_path / "artifacts.json").read_text()).candidates[1].fixed == 2
 
 
+def test_after_a_set_aside_checkpoint_an_index_with_another_text_gets_no_counts(tmp_path: Path) -> None:
+    first, _, _ = _writer(tmp_path)
+    _gepa_run(first, _seed_state())
+    (tmp_path / "artifacts.json").write_text(json.dumps({"versions": {"1": first.versions[1]}}))
+    resumed, _, _ = _writer(tmp_path)  # gepa starts again from the seed: its candidate 1 is another text
+    restarted = _seed_state()
+    restarted.add(SEED_TEXT + "\n3. Approve restated values.", 0, right=5, fixed=0, broken=1)
+    resumed.on_optimization_end({"best_candidate_idx": 0, "final_state": restarted})
+    assert [c.candidate for c in resumed.candidate_list()] == [0]
+
+
 def test_a_candidate_cut_short_by_the_cap_gets_no_counts(tmp_path: Path) -> None:
     writer, _, _ = _writer(tmp_path)
     state = _seed_state()

@@ -16,12 +16,13 @@ from pydantic import ValidationError
 from saag_opt.agents.mechanisms import parse_mechanism
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.artifacts.store import PromptStore
-from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
+from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError
+from saag_opt.lm.retry import LMCallError
 from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.optimize.callbacks import ArtifactWriter
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.feedback import metric
-from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
+from saag_opt.optimize.program import FailedRollout, ReviewerProgram, RolloutContext, to_dspy_examples
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as scripted
@@ -133,6 +134,28 @@ def test_fatal_model_error_is_remembered() -> None:
     with pytest.raises(ModelUnavailableError):
         ctx.run(scripted.make_examples(1, "train")[0], None)
     assert isinstance(ctx.fatal, ModelUnavailableError) and ctx.rollouts == 1
+
+
+def test_a_rollout_that_raises_is_a_failed_rollout_counted_neither_fixed_nor_broken() -> None:
+    """The adapter used to score it with no objectives, so the candidates' val counts did not add up."""
+    def flaky(example: Example, reviewer: object) -> None:
+        raise LMCallError("local: timed out (after 5 attempt(s))", attempts=5)
+
+    example = scripted.make_examples(1, "train")[0]
+    outcome = RolloutContext(flaky).run(example, None)
+    assert isinstance(outcome, FailedRollout)
+    scored = metric(to_dspy_examples([example])[0], dspy.Prediction(outcome=outcome, calls=[]))
+    assert scored.score == 0.0 and scored.objective_scores == {"help": 0.0, "no_harm": 1.0}
+    assert "LMCallError: local: timed out" in scored.feedback
+
+
+@pytest.mark.parametrize("fault", [CostCapReached("the cap"), ConfigError("bad max_cost")])
+def test_a_refused_call_under_the_cap_or_a_bad_configuration_still_stops_the_rollout(fault: Exception) -> None:
+    def refused(example: Example, reviewer: object) -> None:
+        raise fault
+
+    with pytest.raises(type(fault)):
+        RolloutContext(refused).run(scripted.make_examples(1, "train")[0], None)
 
 
 @pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"versions": {"x": "v3"}}'])
