@@ -45,7 +45,7 @@ from saag_opt.agents.reviewer import Reviewer, make_reviewer
 from saag_opt.artifacts import PromptVersion, resolve_ref
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
-from saag_opt.lm import CostLedger, SaagLM, open_lm, parse_model_spec
+from saag_opt.lm import CostLedger, SaagLM, check_model, open_lm, parse_model_spec
 from saag_opt.lm.batching import BatchRounds
 from saag_opt.lm.retry import RequestTimeout, call_options
 from saag_opt.model import Example
@@ -115,6 +115,15 @@ class ReviewSetup(BaseModel):
         if self.reviewer is None and self.mechanism.needs_reviewer:
             raise ValueError(f"mechanism {self.mechanism.spec!r} needs a reviewer model: pass --reviewer "
                              "(e.g. gpt-5-mini or local), or use --mechanism none|binary|saag")
+        return self
+
+    @model_validator(mode="after")
+    def _models_take_the_requests(self) -> ReviewSetup:
+        """A model asked for what it does not take is refused here, before a paid call (``lm.request_rules``)."""
+        if self.base is not None:
+            check_model(self.base, "base")
+        if self.reviewer is not None:
+            check_model(self.reviewer, "reviewer", reasoning_effort=self.reasoning_effort)
         return self
 
     def replace(self, **changes: Any) -> ReviewSetup:

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
         local_base_url,
         stop_embedded_servers,
     )
+    from saag_opt.lm.request_rules import check_model, efforts_of, is_reasoning_model, shape_request
     from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
-    from saag_opt.lm.specs import ModelSpec, is_reasoning_model
+    from saag_opt.lm.specs import ModelSpec
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
         "accounting": ("CostLedger", "RoleAccount", "price_call", "usage_numbers"),
@@ -39,8 +40,9 @@ else:
             "LOCAL_MODELS", "EmbeddedServer", "LocalModel", "embedded_servers", "ensure_model_file", "local_base_url",
             "stop_embedded_servers",
         ),
+        "request_rules": ("check_model", "efforts_of", "is_reasoning_model", "shape_request"),
         "retry": ("LMCallError", "RetryPolicy", "is_transient", "with_retries"),
-        "specs": ("ModelSpec", "is_reasoning_model"),
+        "specs": ("ModelSpec",),
     })
 
 __all__ = [
@@ -60,7 +62,9 @@ __all__ = [
     "SaagLM",
     "backend_names",
     "chat_completion",
+    "check_model",
     "default_workers",
+    "efforts_of",
     "embedded_servers",
     "ensure_model_file",
     "get_backend",
@@ -71,6 +75,7 @@ __all__ = [
     "parse_model_spec",
     "price_call",
     "register_backend",
+    "shape_request",
     "stop_embedded_servers",
     "usage_numbers",
     "with_retries",

@@ -28,7 +28,6 @@ import logging
 import re
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,7 @@ from saag_opt.lm.batching import BatchFallback, BatchRounds, BatchRoute, batch_f
 from saag_opt.lm.dspy_call_path import lighten_dspy_call_path
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
+from saag_opt.lm.request_rules import REASONING_MIN_TOKENS, is_reasoning_model, shape_request
 from saag_opt.lm.retry import (
     LMCallError,
     MalformedReplyError,
@@ -60,16 +60,13 @@ from saag_opt.lm.retry import (
     is_transient,
     with_retries,
 )
-from saag_opt.lm.specs import ModelSpec, is_reasoning_model
+from saag_opt.lm.specs import ModelSpec
 from saag_opt.lm.spendcap import Hold
 
-REASONING_MIN_TOKENS = 16000
 _RETRY_MARK = "#retry"  # in the rollout id of a caller's retry; see SaagLM._salted
 # lm15 says "failed to connect to host:port: [Errno 111] Connection refused"; DNS failures look alike.
 _CONNECT_FAILURE = re.compile(r"failed to connect|connection refused|name or service not known|nodename", re.I)
 log = logging.getLogger(__name__)
-_WARNED: set[tuple[str, float]] = set()
-_WARNED_LOCK = threading.Lock()
 _TRANSPORT_KEYS = ["api_key", "api_base", "base_url", "cache", "num_retries", "timeout", "headers", "extra_headers"]
 """Call options that do not change the reply: left out of the request hash (and never stored)."""
 _CALL_TIMES: dict[Path | None, CallTimes] = {}
@@ -149,8 +146,9 @@ class SaagLM(dspy.LM):
         Raises:
             ModelUnavailableError: server unreachable or key rejected (systemic).
             LMCallError: still failing after the retry policy (per-example failure).
+            ConfigError: an option the model does not take (``request_rules``), before any call.
         """
-        kwargs = self._salted(kwargs)
+        kwargs = shape_request(self.spec, self._salted(kwargs))
         probes: list[_UsageProbe] = []
         batched: list[bool] = []  # per probe: answered through a batch
         started = time.monotonic()
@@ -228,7 +226,7 @@ class SaagLM(dspy.LM):
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         """Async twin of ``__call__`` (same retries and booking) for ``Predict.acall`` users."""
-        kwargs = self._salted(kwargs)
+        kwargs = shape_request(self.spec, self._salted(kwargs))
         probes: list[_UsageProbe] = []
         errors: list[BaseException] = []
         started = time.monotonic()
@@ -407,21 +405,6 @@ def _should_retry(exc: BaseException, earlier: list[BaseException]) -> bool:
     return len(refused) <= 2
 
 
-def _guard_reasoning(spec: ModelSpec, temperature: float | None, max_tokens: int | None) -> tuple[float | None, int | None]:
-    """Reasoning models accept only the default temperature and need room to think (dspy lets 0.0 through)."""
-    if not is_reasoning_model(spec):
-        return temperature, max_tokens
-    if temperature not in (None, 1.0):
-        with _WARNED_LOCK:
-            first = (spec.model, float(temperature)) not in _WARNED
-            _WARNED.add((spec.model, float(temperature)))
-        if first:
-            warnings.warn(f"{spec.model} is a reasoning model: temperature={temperature} is ignored "
-                          "(it only accepts the default)", UserWarning, stacklevel=3)
-        temperature = None
-    return temperature, max(max_tokens or 0, REASONING_MIN_TOKENS)
-
-
 def open_lm(
     spec: ModelSpec | str,
     *,
@@ -453,13 +436,18 @@ def open_lm(
                           "drop --batch")
     lighten_dspy_call_path()
     endpoint = get_backend(parsed.kind).endpoint(parsed)
-    temperature, max_tokens = _guard_reasoning(parsed, temperature, max_tokens)
+    shaped = shape_request(parsed, {"temperature": temperature, "max_tokens": max_tokens, **kwargs})
+    temperature = shaped.pop("temperature", None)
+    # dspy.LM takes the limit as max_tokens and sends it under each family's name itself
+    max_tokens = shaped.pop("max_completion_tokens", shaped.pop("max_tokens", None))
+    if is_reasoning_model(parsed):
+        max_tokens = max(max_tokens or 0, REASONING_MIN_TOKENS)
     policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)
     if ledger is not None and ledger.cap is not None and worst_case_dollars(parsed, 1, max_tokens) is None:
         raise ConfigError(f"max_cost: {parsed.text} has no known price (or no output limit) in dspy's price map, "
                           "so its calls cannot be capped; drop --max-cost or use a priced model")
     return SaagLM(endpoint, spec=parsed, role=role, ledger=ledger if ledger is not None else CostLedger(),
-                  retry=policy, batch=batch, temperature=temperature, max_tokens=max_tokens, cache=cache, **kwargs)
+                  retry=policy, batch=batch, temperature=temperature, max_tokens=max_tokens, cache=cache, **shaped)
 
 
 @dataclass(frozen=True)
@@ -511,11 +499,7 @@ def chat_completion(
     options: dict[str, Any] = {"tools": tools, "tool_choice": tool_choice, "response_format": response_format,
                                "temperature": temperature, "n": n, "max_tokens": max_tokens, "seed": seed}
     options = {k: v for k, v in options.items() if v is not None}
-    if isinstance(lm, SaagLM) and is_reasoning_model(lm.spec):
-        options.pop("temperature", None)
-        if "max_tokens" in options:
-            options["max_completion_tokens"] = max(options.pop("max_tokens"), REASONING_MIN_TOKENS)
-    if isinstance(lm, SaagLM):
+    if isinstance(lm, SaagLM):  # shaped for its model there (``request_rules``)
         outputs, info = lm.call_with_info(messages=messages, **options)
     else:
         started = time.monotonic()

@@ -24,10 +24,6 @@ DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 # Names only; the registry with packages and hashes lives in embedded.py (kept import-light here).
 LOCAL_MODEL_NAMES = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
-_REASONING = re.compile(
-    r"^(?:o[1-9](?:-[a-z0-9-]+)?|gpt-5(?:\.\d+)*(?:-(?!chat)[a-z0-9.-]+)?)$",
-    re.IGNORECASE,
-)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -89,16 +85,9 @@ def parse_server_url(url: str, raw: str) -> str:
     return url.strip().rstrip("/")
 
 
-def is_reasoning_model(spec: ModelSpec | str) -> bool:
-    """OpenAI reasoning families (gpt-5* except *-chat*, o1/o3/o4...) need temperature 1 and >=16k tokens."""
-    model = spec.model if isinstance(spec, ModelSpec) else str(spec)
-    return _REASONING.match(model.rsplit("/", 1)[-1]) is not None
-
-
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "LOCAL_MODEL_NAMES",
     "ModelSpec",
-    "is_reasoning_model",
     "parse_server_url",
 ]

@@ -13,7 +13,8 @@ from saag_opt.agents.report_note import REPORT_NOTE
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
-from saag_opt.lm import default_workers
+from saag_opt.errors import ConfigError
+from saag_opt.lm import check_model, default_workers
 from saag_opt.resuming import RUN_OPTION
 
 
@@ -100,6 +101,15 @@ class OptimizeConfig(SetupConfig):
     def _one_budget(self) -> OptimizeConfig:
         if self.budget is not None and self.max_metric_calls is not None:
             raise ValueError("give either budget or max_metric_calls, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _reflection_takes_the_proposer(self) -> OptimizeConfig:
+        """The edit proposers ask the reflection model for schema-constrained JSON: refuse one that cannot give it."""
+        try:
+            check_model(self.reflection_spec, "reflection", json_schema=self.proposer != "rewrite")
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or --proposer rewrite" if self.proposer != "rewrite" else str(exc)) from None
         return self
 
     @model_validator(mode="after")

@@ -34,6 +34,7 @@ import hashlib
 import itertools
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -49,6 +50,7 @@ from pydantic import (
 
 from saag_opt.errors import ConfigError, option_path
 from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.lm import efforts_of
 
 Direction = Literal["maximize", "minimize"]
 Choice = Union[bool, int, float, str]
@@ -231,11 +233,35 @@ class Space(BaseModel):
         Raises:
             ConfigError: the combination is invalid (e.g. a mechanism that needs a reviewer without one).
         """
-        values = {**self.fixed, **params, **overrides}
+        values = applicable({**self.fixed, **params, **overrides}, warn=True)
         try:
             return EvaluateConfig(**values)
         except ValidationError as exc:
             raise ConfigError.from_validation(exc) from exc
+
+
+def applicable(values: dict[str, Any], *, warn: bool = False) -> dict[str, Any]:
+    """A trial's values without a ``reasoning_effort`` its reviewer does not take.
+
+    Why dropped, not refused: a space that searches reviewers and efforts means the effort for the
+    reviewers that reason (gpt-5-mini beside gpt-4o-mini); ``evaluate`` given both refuses the pair.
+    """
+    reviewer, effort = values.get("reviewer"), values.get("reasoning_effort")
+    if reviewer is None or effort is None or not isinstance(reviewer, str) or efforts_of(reviewer):
+        return values
+    if warn:
+        _warn_once(f"reasoning_effort is not sent to {reviewer}, which does not take it (trials differing only "
+                   "in it replay from the LM cache)")
+    return {k: v for k, v in values.items() if k != "reasoning_effort"}
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def canonical_params(params: dict[str, Any]) -> str:
@@ -330,7 +356,7 @@ def _check_values(space: Space, source: str) -> None:
 def _validate(values: dict[str, Any], source: str, where: str, mine: Any, shown: Any = None) -> None:
     """Raise a one-line ConfigError for the first error ``mine(loc)`` claims (loc None = cross-field)."""
     try:
-        EvaluateConfig(**values)
+        EvaluateConfig(**applicable(values))
     except ValidationError as exc:
         for error in exc.errors():
             loc = option_path(error.get("loc"))
