@@ -1,0 +1,110 @@
+"""Every evaluate, compare, optimize and tune command README shows is a plan its models take.
+
+Each runs with ``--dry-run`` (no key, no call): the set-up is validated, the request rules included
+(``lm.request_rules``). A command on OpenAI models runs again with its reviewer swapped for a model of
+each family, since the paper's setting names gpt-4o-mini and gpt-5-mini and users swap in others.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from saag_opt.artifacts.store import PromptStore
+from saag_opt.cli import main
+from saag_opt.data.tau2_package import missing as tau2_missing
+from tests.conftest import requires
+
+REPO = Path(__file__).resolve().parents[1]
+VERBS = ("evaluate", "compare", "optimize", "tune")
+FAMILY_REVIEWERS = ("gpt-4o-mini", "gpt-4.1", "gpt-5-mini", "o4-mini")
+
+
+def readme_commands() -> list[str]:
+    """The ``saag-opt <verb>`` commands in README's code blocks (continuations joined, comments cut)."""
+    blocks: list[list[str]] = []
+    inside = False
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+            if inside:
+                blocks.append([])
+            continue
+        if inside:
+            blocks[-1].append(line)
+    commands = []
+    for block in blocks:
+        for line in re.sub(r"\\\n\s*", " ", "\n".join(block)).splitlines():
+            if line.strip().startswith("#"):
+                continue
+            pattern = rf"saag-opt (?:{'|'.join(VERBS)})\b[^&;#]*"
+            commands += [m.group(0).strip() for m in re.finditer(pattern, line)]
+    return [c for c in commands if "<" not in c and "--resume" not in c and " runs/" not in c]
+
+
+def _needs(command: str) -> str | None:
+    """What a command's dry run needs beyond README's set-up (an optional extra), or None."""
+    if "tau2:" in command:
+        return tau2_missing()
+    for flag, module, extra in (("--mlflow", "mlflow", "mlflow"), ("postgresql://", "psycopg", "postgres")):
+        if flag in command and importlib.util.find_spec(module) is None:
+            return f"{module} is not installed: pip install 'saag-opt[{extra}]'"
+    return None
+
+
+COMMANDS = readme_commands()
+
+
+def test_readme_shows_a_command_of_every_verb() -> None:
+    assert {c.split()[1] for c in COMMANDS} == set(VERBS)
+
+
+def _dry_run(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    store = PromptStore(tmp_path / "prompts")  # the versions README's steps make before it compares them
+    for source in sorted((REPO / "prompts" / "reviewer").glob("v*.json")):
+        (store.root / "reviewer").mkdir(parents=True, exist_ok=True)
+        (store.root / "reviewer" / source.name).write_bytes(source.read_bytes())
+    gepa = store.save_new("reviewer", store.get("reviewer", "v2").instructions | {"review": "Check each call."})
+    store.alias("reviewer", "best", gepa.version)
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(store.root))
+    argv = [a.replace("reviewer@v3-gepa", f"reviewer@{gepa.version}") for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--dry-run"])
+        raise SystemExit(0)
+    return int(stop.value.code or 0)
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=requires(_needs(c))) for c in COMMANDS])
+def test_each_readme_command_is_a_plan_its_models_take(command: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert _dry_run(shlex.split(command)[1:], tmp_path, monkeypatch) == 0, capsys.readouterr().err
+
+
+OPENAI_COMMANDS = [c for c in COMMANDS if "--reviewer gpt-" in c]
+
+
+@pytest.mark.parametrize("reviewer", FAMILY_REVIEWERS)
+@pytest.mark.parametrize("command", OPENAI_COMMANDS)
+def test_with_a_reviewer_of_each_family_too(command: str, reviewer: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    argv = re.sub(r"--reviewer \S+", f"--reviewer {reviewer}", command)
+    assert _dry_run(shlex.split(argv)[1:], tmp_path, monkeypatch) == 0, capsys.readouterr().err
+
+
+def test_a_plan_a_model_refuses_is_one_line_before_any_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["evaluate", "--base", "gpt-4o", "--reviewer", "gpt-4o-mini", "--reasoning-effort", "low",
+            "--dataset", "shipped:bfcl"]
+    assert _dry_run(argv, tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "gpt-4o-mini does not take reasoning_effort='low'" in err
+    assert len(err.splitlines()) == 1
