@@ -17,7 +17,8 @@ os.environ["SAAG_OPT_CACHE"] = tempfile.mkdtemp(prefix="saag-opt-cache-")
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="saag-opt-data-")
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"  # MLflow (the [mlflow] extra) would report usage over the network
-os.environ.pop("OPENAI_API_KEY", None) if not os.environ.get("SAAG_OPT_TEST_KEEP_KEY") else None
+LIVE_KEY = os.environ.pop("OPENAI_API_KEY", None)
+"""The user's key, out of every test's environment; only the live suite (``pytest -m api``) gets it back."""
 
 import importlib.util  # noqa: E402
 from importlib import metadata  # noqa: E402
@@ -59,17 +60,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             skip_or_fail(mark.args[0])
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runapi", action="store_true", default=False, help="run tests that call the real OpenAI API")
+def _live_suite_selected(config: pytest.Config) -> bool:
+    """``pytest -m api`` (or an expression naming it): a full run never spends money by accident."""
+    return "api" in (config.option.markexpr or "")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--runapi"):
-        return
-    skip = pytest.mark.skip(reason="needs --runapi and a real key")
+    reason = ("the live suite calls the real OpenAI API: run it with pytest -m api" if not _live_suite_selected(config)
+              else "OPENAI_API_KEY is not set: the live suite calls the real OpenAI API" if not LIVE_KEY
+              else "never in CI (CI=true): it spends money" if in_ci() else None)
     for item in items:
-        if "api" in item.keywords:
-            item.add_marker(skip)
+        if "api" in item.keywords and reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _live_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give a live-suite test the key back (only when it runs: ``pytest_collection_modifyitems``)."""
+    if "api" in request.node.keywords and LIVE_KEY:
+        monkeypatch.setenv("OPENAI_API_KEY", LIVE_KEY)
 
 
 # --- scripted OpenAI-compatible server (saag_opt.testing) -------------------------------------------
