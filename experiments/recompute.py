@@ -60,6 +60,7 @@ from saag_opt.evaluation.episodes import (  # noqa: E402
 from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
+from saag_opt.optimize.callbacks import QUARANTINE_FILE  # noqa: E402
 from saag_opt.paths import base_predictions_dir  # noqa: E402
 from saag_opt.runfiles import JsonShelf, Run, RunHeader, read_costs, read_header, read_run  # noqa: E402
 
@@ -501,11 +502,58 @@ def recompute(name: str) -> dict[str, Any]:
     pools = {k: v for k, v in pools.items() if len(members[k]) > 1 and pooled}
     stats = {g: stats_of(g, r) for g, r in {**groups, **pools}.items()}
     out = {"experiment": name, "meta": meta, "runs": run_provenance(collected), "groups": stats}
+    gepa = gepa_runs(collected)
+    if gepa:
+        out["gepa"] = gepa
     models = {str(rel).split("/", 1)[0]: dict(run.header.models) for rel, run in collected.items()}
     papers = beside_papers(stats, models)
     if papers is not None:
         out["beside_papers"] = papers
     return out
+
+
+def gepa_runs(runs: dict[Path, Run]) -> dict[str, dict[str, Any]]:
+    """Per optimize run: what stopped it, its seed and best, each candidate's val help/harm and edit, the quarantine.
+
+    From its ``summary.json`` (the candidates' counts, ``optimize.candidates``) and ``quarantine.json``
+    (the proposals the rails refused); the reasons stay in the run's prompt store, not collected.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for rel, run in runs.items():
+        if run.header.verb != "optimize" or not (run.path / "summary.json").is_file():
+            continue
+        summary = json.loads((run.path / "summary.json").read_text(encoding="utf-8"))
+        quarantine = run.path / QUARANTINE_FILE
+        refused = json.loads(quarantine.read_text(encoding="utf-8")).get("quarantined", []) if quarantine.is_file() else []
+        recorded = "candidates" in summary  # a run older than per-candidate counts kept neither them nor its quarantine
+        out[str(rel)] = {"seed": summary.get("seed_version"), "best": summary.get("best_version"),
+                         "stopped_by": summary.get("stopped_by"), "metric_calls": summary.get("metric_calls"),
+                         "candidates": summary.get("candidates") or [],
+                         "quarantined": len(refused) if recorded else None}
+    return out
+
+
+def _gepa_lines(gepa: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["", "## GEPA runs", "",
+             "Each candidate on val (fixed = a wrong base call the review made right, broken = a right one made "
+             "wrong); the edit is the rule-level change from its parent. `best` leaves the seed only past the rails' "
+             "val margin.", ""]
+    for run, info in gepa.items():
+        lines += [f"### {run}", "", f"seed {info['seed']}, best {info['best']}, stopped by {info['stopped_by']} after "
+                  f"{info['metric_calls']} rollouts" + ("" if info["quarantined"] is None else
+                                                        f"; {info['quarantined']} proposal(s) quarantined by the rails") + "."]
+        if info["quarantined"] is None:
+            lines += ["", "(The run predates per-candidate help/harm: its summary keeps val scores only.)", ""]
+            continue
+        lines += ["", "| candidate | version | parent | val acc | fixed | broken | help | harm | edit |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for c in info["candidates"]:
+            edit = "; ".join(c.get("edit") or []).replace("|", "/") or "(seed)"
+            parent = "-" if c.get("parent") is None else c["parent"]
+            lines.append(f"| {c['candidate']} | {c.get('version') or '-'} | {parent} | {_pct(c['val_accuracy'])} | "
+                         f"{c['fixed']} | {c['broken']} | {_pct(c.get('help'))} | {_pct(c.get('harm'))} | {edit} |")
+        lines.append("")
+    return lines
 
 
 # -- rendering -------------------------------------------------------------------------------------------
@@ -805,6 +853,8 @@ def render(data: dict[str, Any]) -> str:
     for group, stats in data["groups"].items():
         lines += ["", f"## {group}", ""]
         lines += _conversation_lines(stats, meta) if stats.get("kind") == "conversation" else _single_turn_lines(stats, meta)
+    if data.get("gepa"):
+        lines += _gepa_lines(data["gepa"])
     return "\n".join(lines) + "\n"
 
 
@@ -855,11 +905,12 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
     for rel, run in sorted(found.items()):
         dest = RESULTS / name / rel
         dest.mkdir(parents=True, exist_ok=True)
-        rows = [strip_paths(json.loads(line)) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-        text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
-        (dest / "records.jsonl.gz").write_bytes(_gzip_bytes(text))
-        for part in ("run.json", "summary.json", "costs.json"):
+        if (run / "records.jsonl").is_file():  # an optimize run without a test phase has none: its summary is it
+            rows = [strip_paths(json.loads(line))
+                    for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+            text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+            (dest / "records.jsonl.gz").write_bytes(_gzip_bytes(text))
+        for part in ("run.json", "summary.json", "costs.json", QUARANTINE_FILE):
             if (run / part).is_file():
                 payload = strip_paths(json.loads((run / part).read_text(encoding="utf-8")))
                 (dest / part).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -870,9 +921,15 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
 
 
 def _collectable(run: Path, partial: bool) -> bool:
-    """Finished (or, with ``partial``, stopped) with at least one record: a run stopped before its first has no numbers."""
+    """Finished (or, with ``partial``, stopped) with at least one record: a run stopped before its first has no numbers.
+
+    A finished optimize run counts without records (``--no-test``): its candidates' val help/harm are its numbers.
+    """
     records = run / "records.jsonl"
-    if not (read_header(run).status == "success" or partial) or not records.is_file():
+    header = read_header(run)
+    if header.verb == "optimize" and header.status == "success" and (run / "summary.json").is_file():
+        return True
+    if not (header.status == "success" or partial) or not records.is_file():
         return False
     with records.open(encoding="utf-8") as rows:
         return any(line.strip() for line in rows)

@@ -304,3 +304,27 @@ def test_a_resumed_run_bundles_what_its_attempts_wrote_not_what_ran_between_them
     del header["resumes"][0]["previous_end"]  # an older run.json: the gap cannot be told apart
     spans = recompute.attempt_spans(RunHeader.model_validate(header))
     assert len(spans) == 2 and spans[0][1] > datetime.fromisoformat("2026-01-02T12:00:00+00:00").timestamp()
+
+
+@pytest.mark.integration
+def test_an_optimize_run_without_a_test_phase_is_collected_with_each_candidates_val_help_and_harm(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """exp8's GEPA arms run with --no-test: their numbers are the candidates in summary.json, not records."""
+    from saag_opt.optimize import run_optimize  # noqa: PLC0415 - only this test runs GEPA
+    from saag_opt.testing import ScriptedOpenAIServer  # noqa: PLC0415
+    from tests.optimize import optimize_world as world  # noqa: PLC0415
+
+    results = tmp_path / "results"
+    monkeypatch.setattr(recompute, "RESULTS", results)
+    runs = tmp_path / "out" / "m" / "d-gepa" / "add"
+    with ScriptedOpenAIServer(world.handler) as server:
+        result = run_optimize(world.config(tmp_path, server, runs_dir=str(runs), evaluate_test=False,
+                                           proposer="add", max_metric_calls=24))
+    assert not (result.run_dir / "records.jsonl").exists()
+    recompute.collect("t", tmp_path / "out", {})
+    data = recompute.recompute("t")
+    gepa = data["gepa"]["m/d-gepa/add"]
+    assert gepa["seed"] == "v2" and gepa["candidates"][0]["candidate"] == 0
+    assert any(c["edit"] for c in gepa["candidates"][1:]) and gepa["quarantined"] == 0
+    page = recompute.render(data)
+    assert "## GEPA runs" in page and world.KEYWORD in page
