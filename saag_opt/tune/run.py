@@ -191,7 +191,9 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
         header = header.model_copy(update={"role": role})
         write_header(run_dir, header)
         earlier = _earlier_spend(run_dir, study) if config.resume is not None else 0.0
-        ledger = tune_ledger(run_dir, settings.max_cost, restart=True, spent=earlier)
+        # a worker joining from another machine books into the study's account without resetting it
+        ledger = tune_ledger(run_dir, settings.max_cost, restart=role == "coordinator", spent=earlier,
+                             storage=storage, study=study_name)
         watcher = _Watcher(study, space, on_event, settings, ledger)
         emit(on_event, "run_started", f"tune {study_name} ({role}): {run_dir}", run_dir=str(run_dir), role=role,
              **watcher.progress())

@@ -391,7 +391,7 @@ def run_trials(study: Any, space: Space, settings: TuneSettings, storage: Storag
 
     _quiet_user_errors()
     if ledger is None:
-        ledger = tune_ledger(trials_dir.parent, settings.max_cost)
+        ledger = tune_ledger(trials_dir.parent, settings.max_cost, storage=storage, study=study.study_name)
     cap = ledger.cap
     objective = Objective(space, trials_dir, evaluate, storage.kind, ledger=ledger)
 

@@ -8,8 +8,12 @@ Skipped only on a developer machine without the variable; under CI (CI=true) a m
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import os
+import random
+import signal
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -107,3 +111,76 @@ def test_a_refused_connection_is_not_taken_for_a_schema_race() -> None:
     with pytest.raises(ModelUnavailableError, match="cannot open the database") as info:
         open_storage(spec)
     assert not lost_schema_race(info.value.__cause__ or info.value)
+
+
+def _book_until_refused(url: str, study: str, cap: float, seed: int, out: str, grace: float) -> None:
+    from saag_opt.errors import CostCapReached  # noqa: PLC0415 - a spawned process
+    from saag_opt.tune.spend import SharedSpendCap, SqlSpendStore  # noqa: PLC0415
+
+    shared, rng, paid = SharedSpendCap(SqlSpendStore(url, study), cap, grace=grace), random.Random(seed), 0.0
+    while True:
+        worst = rng.uniform(0.002, 0.01)
+        try:
+            hold = shared.reserve(worst)
+        except CostCapReached:
+            break
+        actual = worst * rng.uniform(0.2, 1.0)
+        hold.settle(actual)
+        paid += actual
+    Path(out).write_text(repr(paid))
+
+
+def _hold_and_wait(url: str, study: str, cap: float, ready: str) -> None:
+    from saag_opt.tune.spend import SharedSpendCap, SqlSpendStore  # noqa: PLC0415 - a spawned process
+
+    SharedSpendCap(SqlSpendStore(url, study), cap).reserve(0.3)  # never settled: this process is killed
+    Path(ready).write_text("held")
+    time.sleep(600)
+
+
+def test_workers_on_postgres_book_into_one_account_that_never_passes_the_cap_and_a_killed_ones_hold_counts(
+        tmp_path: Path, postgres_url: str) -> None:
+    """Processes standing for machines: one killed while its call is in flight, then two booking until refused."""
+    from saag_opt.errors import CostCapReached  # noqa: PLC0415
+    from saag_opt.tune.spend import SharedSpendCap, SqlSpendStore  # noqa: PLC0415
+
+    study, cap, grace = f"cap-{uuid.uuid4().hex[:8]}", 1.0, 2.0
+    context = multiprocessing.get_context("spawn")
+    coordinator = SharedSpendCap(SqlSpendStore(postgres_url, study), cap, restart=True, grace=grace)
+    ready = tmp_path / "ready"
+    holder = context.Process(target=_hold_and_wait, args=(postgres_url, study, cap, str(ready)))
+    holder.start()
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join(10)
+    assert coordinator.held == pytest.approx(0.3)  # in flight: nobody may spend it
+    outs = [tmp_path / f"paid-{n}" for n in range(2)]
+    workers = [context.Process(target=_book_until_refused, args=(postgres_url, study, cap, n, str(out), grace))
+               for n, out in enumerate(outs)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert all(w.exitcode == 0 for w in workers)
+    paid = sum(float(out.read_text()) for out in outs)
+    # the killed worker's hold was settled at its worst case (silent past the grace, or refused first)
+    assert coordinator.spent <= cap and coordinator.held == 0
+    assert coordinator.spent == pytest.approx(0.3 + paid) and coordinator.reached
+    with pytest.raises(CostCapReached):
+        coordinator.reserve(0.001)
+
+
+def test_tune_ledgers_of_one_study_on_two_machines_share_its_account(tmp_path: Path, postgres_url: str) -> None:
+    from saag_opt.tune.spend import SqlSpendStore, tune_ledger  # noqa: PLC0415
+
+    study, storage = f"ledger-{uuid.uuid4().hex[:8]}", parse_storage(postgres_url)
+    first = tune_ledger(tmp_path / "machine-a", 1.0, restart=True, storage=storage, study=study).cap
+    second = tune_ledger(tmp_path / "machine-b", 1.0, storage=storage, study=study).cap
+    assert isinstance(first.store, SqlSpendStore) and isinstance(second.store, SqlSpendStore)
+    first.reserve(0.5).settle(0.4)
+    held = second.reserve(0.5)
+    assert second.spent == pytest.approx(0.4) and first.held == pytest.approx(0.5)
+    held.settle(0.1)
+    assert first.spent == pytest.approx(0.5) and not (tmp_path / "machine-a" / "spend.json").exists()

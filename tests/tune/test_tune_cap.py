@@ -215,3 +215,33 @@ def test_a_hold_waiting_for_room_does_not_rewrite_the_cap_file(tmp_path: Path, m
     thread.join(10)
     assert got and len(writes) == 2  # the settle, then the hold that now fits
     assert second.spent == pytest.approx(0.3) and second.held == pytest.approx(0.5)
+
+
+def test_a_hold_of_a_silent_process_elsewhere_is_settled_after_the_grace_and_a_beating_one_is_not(
+        tmp_path: Path) -> None:
+    """Another host's pid cannot be checked: a hold there counts as dead only after ``grace`` seconds of silence."""
+    path = tmp_path / SPEND_FILE
+    shared = SharedSpendCap(path, 1.0, restart=True, grace=30.0)
+    state = json.loads(path.read_text())
+    now = __import__("time").time()
+    state["holds"]["silent"] = {"worker": "7@elsewhere", "dollars": 0.4, "at": now - 60}
+    state["holds"]["beating"] = {"worker": "8@elsewhere", "dollars": 0.3, "at": now - 60}
+    state["holds"]["fresh"] = {"worker": "9@elsewhere", "dollars": 0.1, "at": now}
+    state["beats"] = {"8@elsewhere": now - 5}
+    path.write_text(json.dumps(state))
+    shared.reserve(0.1).settle(0.05)
+    after = json.loads(path.read_text())
+    assert sorted(after["holds"]) == ["beating", "fresh"]
+    assert shared.spent == pytest.approx(0.4 + 0.05) and shared.held == pytest.approx(0.4)
+
+
+def test_each_study_storage_has_one_account_every_process_finds(tmp_path: Path) -> None:
+    from saag_opt.tune.storage import StorageSpec  # noqa: PLC0415
+
+    run_dir = tmp_path / "run"
+    assert spend.spend_store(run_dir).path == run_dir / SPEND_FILE
+    default_journal = StorageSpec("journal", str(run_dir / "study.journal"))
+    assert spend.spend_store(run_dir, default_journal, "s1").path == run_dir / SPEND_FILE
+    shared = StorageSpec("journal", str(tmp_path / "nfs" / "study.journal"))  # workers on other machines mount it
+    here, there = spend.spend_store(run_dir, shared, "s1"), spend.spend_store(tmp_path / "other-run", shared, "s1")
+    assert here.path == there.path == tmp_path / "nfs" / "study.journal.s1.spend.json"
