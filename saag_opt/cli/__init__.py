@@ -14,14 +14,15 @@ user mistake. SIGTERM and Ctrl-C stop a run cleanly (``saag_opt.stopping``): run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from saag_opt import __version__, stopping
+from saag_opt import __version__, stopping, telemetry
 from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR
 from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
@@ -70,6 +71,9 @@ def _root(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
+    otel: Annotated[bool, typer.Option("--otel", help="Send OpenTelemetry traces (OTLP/HTTP to "
+                                       "OTEL_EXPORTER_OTLP_ENDPOINT; the [otel] extra); on by itself when an "
+                                       "OTEL_* endpoint is set. Also accepted after the command.")] = False,
 ) -> None:
     """Measure and improve the reviewer of a tool-calling LLM agent."""
     if ctx.invoked_subcommand in RUN_COMMANDS:  # imported here: the run machinery is heavy for --help
@@ -84,11 +88,12 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     stopping.add_cleanup(_stop_embedded_servers)
     _finished_runs.clear()  # "during this command" (tests call main() many times in one process)
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        with stopping.stop_on_signals():
+        with stopping.stop_on_signals(), _command_span(args):
             # Not standalone: a bad option comes back as an exception, printed below as one line
             # instead of click's usage block and boxed panel.
-            code = app(args=argv, prog_name="saag-opt", standalone_mode=False)
+            code = app(args=args, prog_name="saag-opt", standalone_mode=False)
     except SaagOptError as exc:
         print(f"error: {exc}{_resume_hint(exc)}", file=sys.stderr)
         sys.exit(EXIT_RUN_FAILED if isinstance(exc, RunFailed) else EXIT_USER_ERROR)
@@ -107,6 +112,20 @@ def main(argv: list[str] | None = None) -> None:
         print(interrupted_message(), file=sys.stderr)
         stopping.exit_interrupted()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _command_span(args: list[str]) -> Any:
+    """The whole command as one span, the root of its runs' traces (``--otel`` or the OTEL_* variables).
+
+    ``--otel`` is taken out of ``args`` here (a flag of every command, before or after the verb).
+    """
+    flag = "--otel" in args
+    while "--otel" in args:
+        args.remove("--otel")
+    if not telemetry.configure(flag):
+        return contextlib.nullcontext()
+    verb = next((a for a in args if not a.startswith("-")), "")
+    return telemetry.span(f"saag-opt {verb}".strip(), {"saag_opt.command": verb})
 
 
 def _usage_line(exc: BaseException) -> str | None:

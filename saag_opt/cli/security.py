@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
 from saag_opt.cli.common import DEFAULT_RUNS_DIR, MaxCostOpt, RunsDirOpt, passed_values, validated
 from saag_opt.errors import ConfigError
-
-if TYPE_CHECKING:
-    from saag_opt.evaluation.security import SecurityRecord
 
 SECURITY_HELP = """Run AgentDojo's prompt-injection suites with and without the runtime guard, scored by AgentDojo.
 
@@ -66,10 +63,20 @@ def security(
 ) -> None:
     """Run the suites; print the tables; the run directory gets report.html."""
     try:
-        from saag_opt.runtime.agentdojo.run import SecurityConfig, plan, resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
+        from saag_opt.runtime.agentdojo.run import (  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
+            PLAN_ASSUMPTIONS,
+            SecurityConfig,
+            plan,
+            resume_config,
+            run_security,
+        )
     except ImportError as exc:
         raise ConfigError(str(exc)) from None
-    from saag_opt.report.security_tables import print_security_plan, print_security_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.security_tables import (  # noqa: PLC0415 - start-up: --help loads no report table
+        SecurityProgress,
+        print_security_plan,
+        print_security_report,
+    )
 
     values = {"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
               "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}
@@ -81,29 +88,14 @@ def security(
         config = validated(resume_config, resume, passed)
     else:
         config = validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
+    rows = plan(config)
     if dry_run:
-        print_security_plan(Console(), plan(config), config.agent)
+        print_security_plan(Console(), rows, config.agent, PLAN_ASSUMPTIONS)
         return
-    result = run_security(config, resume=resume, args_passed=passed, on_run=_Progress(Console(stderr=True)))
+    with SecurityProgress(Console(stderr=True), sum(r.runs for r in rows), config.max_cost) as progress:
+        result = run_security(config, resume=resume, args_passed=passed, on_run=progress)
     print_security_report(Console(), result.summary, str(result.run_dir),
                           stopped=str(result.stopped_by) if result.stopped_by else None)
-
-
-class _Progress:
-    """One stderr line when a suite and attack begins, and every ``EVERY`` runs (a full run is ~11,000)."""
-
-    EVERY = 200
-
-    def __init__(self, console: Console) -> None:
-        self.console, self.count = console, 0
-        self.group: tuple[str, str] | None = None
-
-    def __call__(self, record: SecurityRecord) -> None:
-        self.count += 1
-        group = (record.suite, record.attack or "no attack")
-        if group != self.group or self.count % self.EVERY == 0:
-            self.group = group
-            self.console.print(f"{self.count} runs; now {group[0]}, {group[1]}", highlight=False)
 
 
 _FIELDS = {"suite": "suites", "attack": "attacks"}

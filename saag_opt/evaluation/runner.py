@@ -32,7 +32,7 @@ from typing import Any
 
 import dspy
 
-from saag_opt import stopping
+from saag_opt import stopping, telemetry
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import Condition, open_setup
 from saag_opt.data import load_dataset, round_robin, split_hash
@@ -316,9 +316,15 @@ def _run_all(work: _Pass, todo: Sequence[Example], run_dir: Path, on_event: Even
 
 
 def _evaluate_example(work: _Pass, example: Example) -> tuple[ExampleRecord, ExampleRecord]:
-    """Both records for one example (as a worker of the batch rounds under ``--batch``)."""
-    with work.batch.worker() if work.batch is not None else nullcontext():
-        return _example_records(work, example)
+    """Both records for one example (as a worker of the batch rounds under ``--batch``), in one span."""
+    attributes = {"saag_opt.example.id": example.id, "saag_opt.example.category": example.category,
+                  "saag_opt.mechanism": work.condition.mechanism.spec, "saag_opt.run_id": work.run_id}
+    with telemetry.span("saag_opt.example", attributes) as current, \
+            work.batch.worker() if work.batch is not None else nullcontext():
+        base, final = _example_records(work, example)
+        telemetry.set_attributes(current, {"saag_opt.base.correct": base.correct, "saag_opt.final.correct": final.correct,
+                                           "saag_opt.error": final.error})
+        return base, final
 
 
 def _example_records(work: _Pass, example: Example) -> tuple[ExampleRecord, ExampleRecord]:

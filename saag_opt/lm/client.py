@@ -37,6 +37,7 @@ import dspy
 from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
 from dspy.utils.usage_tracker import UsageTracker
 
+from saag_opt import telemetry
 from saag_opt.errors import ConfigError, ModelUnavailableError, SaagOptError
 from saag_opt.lm.accounting import (
     CostLedger,
@@ -141,7 +142,32 @@ class SaagLM(dspy.LM):
         return self.call_with_info(prompt, messages=messages, **kwargs)[0]
 
     def call_with_info(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> tuple[Any, CallInfo]:
-        """Like ``__call__`` but also returns the ``CallInfo`` booked in the ledger.
+        """Like ``__call__`` but also returns the ``CallInfo`` booked in the ledger, in a ``chat {model}`` span.
+
+        Raises:
+            ModelUnavailableError, LMCallError, ConfigError: see ``_call_with_info``.
+        """
+        with telemetry.span(f"chat {self.spec.model}", self._span_attributes(prompt, messages)) as current:
+            outputs, info = self._call_with_info(prompt, messages=messages, **kwargs)
+            self._span_outcome(current, outputs, info)
+        return outputs, info
+
+    def _span_attributes(self, prompt: Any, messages: Any) -> dict[str, Any]:
+        """OpenTelemetry GenAI attributes known before the call (the prompt only with content capture on)."""
+        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai" if self.spec.kind == "openai"
+                else self.spec.kind, "gen_ai.request.model": self.spec.model, "saag_opt.role": self.role,
+                "gen_ai.input.messages": telemetry.content(messages if messages is not None else prompt)}
+
+    @staticmethod
+    def _span_outcome(current: Any, outputs: Any, info: CallInfo) -> None:
+        telemetry.set_attributes(current, {
+            "gen_ai.usage.input_tokens": info.usage.get("prompt_tokens", 0),
+            "gen_ai.usage.output_tokens": info.usage.get("completion_tokens", 0),
+            "saag_opt.cost_usd": info.dollars, "saag_opt.cached": info.cached, "saag_opt.attempts": info.attempts,
+            "gen_ai.output.messages": telemetry.content(outputs)})
+
+    def _call_with_info(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> tuple[Any, CallInfo]:
+        """The call itself: shaped for the model, retried, booked.
 
         Raises:
             ModelUnavailableError: server unreachable or key rejected (systemic).
@@ -225,7 +251,13 @@ class SaagLM(dspy.LM):
         return cap.reserve(worst, what=f"a {self.role} call to {self.spec.label}")
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        """Async twin of ``__call__`` (same retries and booking) for ``Predict.acall`` users."""
+        """Async twin of ``__call__`` (same retries, booking and span) for ``Predict.acall`` users."""
+        with telemetry.span(f"chat {self.spec.model}", self._span_attributes(prompt, messages)) as current:
+            outputs, info = await self._acall(prompt, messages=messages, **kwargs)
+            self._span_outcome(current, outputs, info)
+        return outputs
+
+    async def _acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> tuple[Any, CallInfo]:
         kwargs = shape_request(self.spec, self._salted(kwargs))
         probes: list[_UsageProbe] = []
         errors: list[BaseException] = []
@@ -240,8 +272,9 @@ class SaagLM(dspy.LM):
                     outputs = await super().acall(prompt, messages=messages, **call_kwargs)
                 if isinstance(outputs, list) and not any(map(_has_content, outputs)):
                     raise MalformedReplyError(f"{self.spec.label}: the reply had no text and no tool calls")
-                self._time(self._book(probes, started, error=False), kwargs, _OnceKey(self, prompt, messages, kwargs))
-                return outputs
+                info = self._book(probes, started, error=False)
+                self._time(info, kwargs, _OnceKey(self, prompt, messages, kwargs))
+                return outputs, info
             except Exception as exc:
                 if attempt + 1 >= self.retry.attempts or not _should_retry(exc, errors):
                     if probes:

@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from saag_opt.evaluation.security import ALL, BENIGN, PUBLISHED, ArmCell, Rate, SecuritySummary
 from saag_opt.report.format import run_footer
+from saag_opt.report.live import print_line, start_bar, stop_bar
 
 
 def rate_text(rate: Rate | None) -> str:
@@ -132,17 +134,68 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
         console.print(line)
 
 
-def print_security_plan(console: Console, rows: Sequence[Any], agent: str) -> None:
-    """``--dry-run``: the runs per suite and attack and the agent turns a ground-truth run of them takes."""
+def print_security_plan(console: Console, rows: Sequence[Any], agent: str, assumptions: Sequence[str] = ()) -> None:
+    """``--dry-run``: the runs per suite and attack, the agent turns of a ground-truth run, their tokens and dollars."""
     table = Table(title=f"security --dry-run: agent {agent} (nothing is run)")
-    for column in ("suite", "attack", "runs", "agent turns (ground truth + answer)"):
+    priced = any(row.agent_turns for row in rows)
+    columns = ["suite", "attack", "runs", "agent turns (ground truth + answer)"]
+    columns += ["prompt tokens", "reply tokens", "$"] if priced else []
+    for column in columns:
         table.add_column(column, justify="left" if column in ("suite", "attack") else "right")
-    for row in rows:
-        table.add_row(row.suite, row.attack, str(row.runs), str(row.agent_turns))
-    table.add_section()
-    table.add_row("all", "", str(sum(r.runs for r in rows)), str(sum(r.agent_turns for r in rows)))
+    for row in [*rows, None]:
+        if row is None:
+            table.add_section()
+        cells = rows if row is None else [row]
+        dollars = [c.dollars for c in cells]
+        cost = "unknown" if None in dollars else f"{sum(d for d in dollars if d is not None):.4f}"
+        line = ["all", ""] if row is None else [row.suite, row.attack]
+        line += [str(sum(c.runs for c in cells)), str(sum(c.agent_turns for c in cells))]
+        line += [f"{sum(c.prompt_tokens for c in cells):,}", f"{sum(c.completion_tokens for c in cells):,}", cost] \
+            if priced else []
+        table.add_row(*line)
     console.print(table)
+    for assumption in assumptions if priced else ():
+        print_line(console, f"assumes {assumption}")
 
 
-__all__ = ["ARM_DEFENCES", "ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS", "print_security_plan",
+class SecurityProgress:
+    """The runs and the spend (of the cap): a live bar on a terminal, else log lines.
+
+    A line per suite and attack and every ``EVERY`` runs (a full run is ~11,000). Call it with each
+    record and the dollars spent so far (``run_security``'s ``on_run``).
+    """
+
+    EVERY = 200
+
+    def __init__(self, console: Console, total: int, max_cost: float | None = None) -> None:
+        self.console, self.count, self.max_cost = console, 0, max_cost
+        self.group: tuple[str, str] | None = None
+        self.progress = Progress(TextColumn("security"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[spend]}"), console=console,
+                                 transient=True)
+        self.task = self.progress.add_task("security", total=total, spend="")
+
+    def __enter__(self) -> SecurityProgress:
+        start_bar(self.progress)  # on a terminal only
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stop_bar(self.progress)
+
+    def spend_text(self, spent: float) -> str:
+        """``$0.0123`` or ``$0.0123 of $0.50``."""
+        return f"${spent:.4f}" + (f" of ${self.max_cost:g}" if self.max_cost is not None else "")
+
+    def __call__(self, record: Any, spent: float) -> None:
+        """One run finished."""
+        self.count += 1
+        group = (record.suite, record.attack or "no attack")
+        if self.progress.live.is_started:
+            self.progress.update(self.task, advance=1, spend=f"{group[0]}, {group[1]}: {self.spend_text(spent)}")
+        elif group != self.group or self.count % self.EVERY == 0:
+            print_line(self.console, f"{self.count} runs; now {group[0]}, {group[1]}; spent {self.spend_text(spent)}")
+        self.group = group
+
+
+__all__ = ["ARM_DEFENCES", "SecurityProgress", "ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS", "print_security_plan",
            "print_security_report", "published_rows", "published_sources", "rate_text", "run_rows", "security_rows"]

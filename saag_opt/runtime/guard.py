@@ -48,6 +48,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
+from saag_opt import telemetry
 from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
@@ -84,6 +85,17 @@ class _Ruled(NamedTuple):
     """What runs on ``revise`` (the revised calls); the proposed calls on ``allow``."""
     rounds: list[dict[str, Any]]
     """``Decision.rounds``."""
+
+
+def decision_attributes(decision: Decision) -> dict[str, Any]:
+    """A decision as span attributes: what was done, by which rule, at which SAAG stage, at what cost."""
+    report = decision.report or {}
+    return {"saag_opt.guard.action": decision.action, "saag_opt.guard.reason": decision.reason,
+            "saag_opt.guard.reviewed": decision.reviewed, "saag_opt.guard.cached": decision.cached,
+            "saag_opt.guard.saag_stage": report.get("stage_reached"),
+            "saag_opt.guard.saag_passed": report.get("passed"), "saag_opt.guard.error": decision.error,
+            "saag_opt.guard.latency_s": decision.latency_s, "saag_opt.cost_usd": decision.cost_usd,
+            "saag_opt.guard.feedback": telemetry.content(decision.feedback) if decision.feedback else None}
 
 
 class Guard:
@@ -237,7 +249,19 @@ class Guard:
     # -- reviewing ---------------------------------------------------------------------------------
 
     def review(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
-        """Decide on ``tool_calls`` (see the module docstring); never raises for bad input."""
+        """Decide on ``tool_calls`` (see the module docstring); never raises for bad input.
+
+        One ``saag_opt.guard.review`` span per decision (``telemetry``): action, reason, stage, latency, cost.
+        """
+        with telemetry.span("saag_opt.guard.review", self._span_attributes(tool_calls)) as current:
+            decision = self._review(messages, tools, tool_calls)
+            telemetry.set_attributes(current, decision_attributes(decision))
+        return decision
+
+    def _span_attributes(self, tool_calls: Any) -> dict[str, Any]:
+        return {"saag_opt.guard.mechanism": self.spec, "gen_ai.tool.call.arguments": telemetry.content(tool_calls)}
+
+    def _review(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         with lm_clock() as clock:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
@@ -254,7 +278,13 @@ class Guard:
             return self._finish(inp, report, key, outcome, cost, clock)
 
     async def areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
-        """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool."""
+        """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool; the same span."""
+        with telemetry.span("saag_opt.guard.review", self._span_attributes(tool_calls)) as current:
+            decision = await self._areview(messages, tools, tool_calls)
+            telemetry.set_attributes(current, decision_attributes(decision))
+        return decision
+
+    async def _areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         with lm_clock() as clock:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):

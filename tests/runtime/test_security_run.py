@@ -79,7 +79,7 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     from saag_opt.runtime.agentdojo.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     ran: list[SecurityRecord] = []
-    result = run_security(resume_config(run_dir, {}), resume=run_dir, on_run=ran.append)
+    result = run_security(resume_config(run_dir, {}), resume=run_dir, on_run=lambda record, spent: ran.append(record))
     assert len(ran) == 15 and len(result.records) == 40
     assert {r.key for r in ran}.isdisjoint({SecurityRecord.model_validate_json(line).key for line in kept})
     assert read_header(run_dir).status == "success" and len(read_header(run_dir).model_extra["resumes"]) == 1
@@ -228,3 +228,38 @@ def test_a_model_agent_runs_the_suite_through_the_verb(tmp_path: Path, monkeypat
     assert guarded and all(b.provenance for b in guarded)  # every block of the model's calls: an injection
     assert sum(int(row[9]) for row in blocks["rows"]) == len(guarded)
     assert not any(s["id"].endswith(("-false-alarms", "-other-blocks")) for s in part.sections)
+
+
+def test_a_model_agents_dry_run_is_priced(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the table unwrapped
+    assert _cli([*BANKING_2, "--runs-dir", str(tmp_path), "--dry-run", "--agent", "gpt-4o-mini"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt tokens" in out and "assumes" in out and "--max-cost" in out
+    from saag_opt.runtime.agentdojo.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
+
+    rows = plan(SecurityConfig(suites=["banking"], attacks=["important_instructions"], agent="gpt-4o-mini", limit=2))
+    assert all(r.prompt_tokens > 1000 * r.runs and r.dollars and r.dollars > 0 for r in rows)
+    assert f"{sum(r.dollars for r in rows):.4f}" in out
+
+
+def test_the_cap_stops_a_model_agents_run_cleanly_within_it_and_a_resume_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.evaluation.test_caps_and_cache import PRICE  # noqa: PLC0415
+
+    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    cap = 0.1
+    with ScriptedOpenAIServer(_model) as server:
+        argv = [*BANKING_2[:-1], "1", "--agent", f"fake@{server.url}", "--mode", "json", "--runs-dir", str(tmp_path)]
+        assert _cli([*argv, "--max-cost", str(cap)]) == 0
+        run_dir = _only_run(tmp_path)
+        header = read_header(run_dir)
+        spent = json.loads((run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
+        done = len(read_run(run_dir).records)
+        assert header.status == "stopped" and 0 < spent <= cap and 0 < done < 20
+        printed = capsys.readouterr()
+        assert "--max-cost $0.1 reached" in printed.out  # the stop, under the tables of what finished
+        assert "runs; now banking, important_instructions; spent $0.0" in printed.err  # progress carries the spend
+        assert "of $0.1" in printed.err
+        assert _cli(["security", "--resume", str(run_dir), "--max-cost", "1"]) == 0
+    assert read_header(run_dir).status == "success" and len(read_run(run_dir).records) == 20

@@ -16,6 +16,7 @@ injection rule, no LLM reviewer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ import jsonlines
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from saag_opt.errors import ConfigError, CostCapReached
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN
 from saag_opt.evaluation.security import VERB, SecurityRecord, SecuritySummary, summarize
-from saag_opt.lm import open_lm
+from saag_opt.lm import open_lm, parse_model_spec, price_call
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
 from saag_opt.resuming import RUN_OPTION, refuse_changes
 from saag_opt.runfiles import (
@@ -50,6 +52,7 @@ require()
 
 from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 
+from saag_opt.runtime.agentdojo.elements import function_to_openai  # noqa: E402
 from saag_opt.runtime.agentdojo.llm import SaagLLM  # noqa: E402
 from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: E402
 from saag_opt.runtime.agentdojo.suites import ATTACKS, SUITES, empty_ground_truth, run_suite  # noqa: E402
@@ -118,32 +121,64 @@ class SecurityResult:
 
 @dataclass(frozen=True)
 class PlanRow:
-    """What ``--dry-run`` prints for one suite and attack: the runs, and the agent turns they take."""
+    """What ``--dry-run`` prints for one suite and attack: the runs, the agent turns, their tokens and price."""
 
     suite: str
     attack: str
     runs: int
     agent_turns: int
     """Scripted: 0 LM calls; a model: one turn per ground-truth call plus the answer, per run (a model may take more)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float | None = 0.0
+    """At the agent model's price (None: unknown); the guard itself calls no LM."""
+
+
+REPLY_ESTIMATE = 60
+"""Tokens of one agent reply: a tool call, or a short final answer (estimate)."""
+SYSTEM_TOKENS = 150
+"""The agent's system prompt and the user's request, per turn (estimate)."""
+STEP_TOKENS = 250
+"""What each earlier turn adds to the next prompt: the call and its tool result (estimate)."""
+PLAN_ASSUMPTIONS = (f"each turn's prompt: the suite's tool docs + {SYSTEM_TOKENS} tokens + {STEP_TOKENS} per earlier "
+                    f"turn; each reply {REPLY_ESTIMATE} tokens", "about 4 characters per token",
+                    "a ground-truth run's turns: a model may take more, so --max-cost USD caps the real spend")
 
 
 def plan(config: SecurityConfig) -> list[PlanRow]:
-    """The runs ``config`` asks for, per suite and attack (no LM is called)."""
+    """The runs ``config`` asks for, per suite and attack, priced for a model agent (no LM is called)."""
     rows = []
     arms = len(config.arms)
+    spec = parse_model_spec(config.agent) if config.agent != SCRIPTED else None
     for name in config.suites:
         suite = get_suite(BENCHMARK_VERSION, name)
         env = suite.load_and_inject_default_environment({})
         users = list(suite.user_tasks.values())[:config.limit]
-        turns = sum(len(u.ground_truth(env)) + 1 for u in users)
-        model = config.agent != SCRIPTED
+        per_run = [len(u.ground_truth(env)) + 1 for u in users]
+        docs = sum(len(json.dumps(function_to_openai(f))) for f in suite.tools) // CHARS_PER_TOKEN
+        one = _Pass(name, len(users), sum(per_run),
+                    sum(t * (docs + SYSTEM_TOKENS) + STEP_TOKENS * t * (t - 1) // 2 for t in per_run))
         if config.benign:
-            rows.append(PlanRow(name, "none", len(users) * arms, turns * arms if model else 0))
-        injections = len(suite.injection_tasks)
-        for attack in config.attacks:
-            rows.append(PlanRow(name, attack, len(users) * injections * arms,
-                                turns * injections * arms if model else 0))
+            rows.append(one.row("none", arms, spec))
+        rows += [one.row(attack, len(suite.injection_tasks) * arms, spec) for attack in config.attacks]
     return rows
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One pass over a suite's user tasks: what each (suite, attack) row repeats ``times``."""
+
+    suite: str
+    users: int
+    turns: int
+    prompt_tokens: int
+
+    def row(self, attack: str, times: int, spec: Any) -> PlanRow:
+        if spec is None:
+            return PlanRow(self.suite, attack, self.users * times, 0)
+        tokens_in, tokens_out = self.prompt_tokens * times, self.turns * times * REPLY_ESTIMATE
+        return PlanRow(self.suite, attack, self.users * times, self.turns * times, tokens_in, tokens_out,
+                       price_call(spec, tokens_in, tokens_out))
 
 
 def resume_config(run_dir: Path, passed: dict[str, Any]) -> SecurityConfig:
@@ -176,8 +211,10 @@ def _agent(config: SecurityConfig, ledger: Any) -> Any:
 
 
 def run_security(config: SecurityConfig, *, resume: Path | None = None, args_passed: dict[str, Any] | None = None,
-                 on_run: Callable[[SecurityRecord], None] | None = None) -> SecurityResult:
+                 on_run: Callable[[SecurityRecord, float], None] | None = None) -> SecurityResult:
     """Run ``config`` into a new run directory, or continue ``resume`` (module docstring).
+
+    ``on_run(record, spent)``: after each run, with the dollars the run directory has spent so far.
 
     Raises:
         ConfigError: a bad agent spec (or a ``max_cost`` on a model without a price).
@@ -211,7 +248,7 @@ def run_security(config: SecurityConfig, *, resume: Path | None = None, args_pas
                         out.write(record.model_dump(mode="json"))
                         records.append(record)
                         if on_run is not None:
-                            on_run(record)
+                            on_run(record, ledger.total_dollars())
         except CostCapReached as exc:
             stopped = exc
         finally:
@@ -232,5 +269,5 @@ def _first(name: str, limit: int | None) -> list[str] | None:
     return list(get_suite(BENCHMARK_VERSION, name).user_tasks)[:limit]
 
 
-__all__ = ["GUARD_LABEL", "SCRIPTED", "PlanRow", "SecurityConfig", "SecurityResult", "plan", "resume_config",
+__all__ = ["GUARD_LABEL", "PLAN_ASSUMPTIONS", "SCRIPTED", "PlanRow", "SecurityConfig", "SecurityResult", "plan", "resume_config",
            "run_security"]
