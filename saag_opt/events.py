@@ -8,7 +8,9 @@ must never stop a paid run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +32,7 @@ EventKind = Literal[
                          # max_cost, front (number and objective values per point); run_started carries them too
     "batch",             # --batch: a Batch API job was submitted or changed status; data: batch_id, model, status,
                          # completed, failed, total (its end: answered, total)
+    "step",              # a conversation (multi-turn BFCL, tau2) took a step; data: entry, condition, steps (so far)
     "run_finished",      # data: run_dir
 ]
 
@@ -57,4 +60,32 @@ def emit(sink: EventSink | None, kind: EventKind, message: str, **data: Any) -> 
         log.warning("event observer failed on %s", kind, exc_info=True)
 
 
-__all__ = ["EventKind", "EventSink", "RunEvent", "emit"]
+_STEP_LISTENER: ContextVar[Callable[[], None] | None] = ContextVar("saag_opt_step_listener", default=None)
+
+
+@contextmanager
+def listening_for_steps(listener: Callable[[], None]) -> Iterator[None]:
+    """Call ``listener`` at each ``note_step`` in this thread's context (one conversation being played).
+
+    Why a context variable: the step loops (the episode loop, tau2's agent) know nothing of runs or
+    sinks; the runner that plays an entry does, in the same thread.
+    """
+    token = _STEP_LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _STEP_LISTENER.reset(token)
+
+
+def note_step() -> None:
+    """A conversation takes a step: tell the listener, if any (never raises)."""
+    listener = _STEP_LISTENER.get()
+    if listener is None:
+        return
+    try:
+        listener()
+    except Exception:  # observers are best effort
+        log.warning("step listener failed", exc_info=True)
+
+
+__all__ = ["EventKind", "EventSink", "RunEvent", "emit", "listening_for_steps", "note_step"]

@@ -34,6 +34,7 @@ from saag_opt.agents.conversation import Conversation
 from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, ToolResult, Transcript
+from saag_opt.events import note_step
 from saag_opt.model import Prediction, ToolCall
 
 MAXIMUM_STEP_LIMIT = 20
@@ -159,6 +160,7 @@ def run_episode(episode: Episode, environment: Environment, agent: BaseAgent, re
         ran, cut_off = 0, False
         while True:
             example = conversation.step(index, len(steps), registry, episode.category)
+            note_step()
             outcome = mechanism.run(example, agent, reviewer, ctx=ctx)
             if not outcome.final.calls:
                 conversation.answered(outcome.final)

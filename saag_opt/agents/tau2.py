@@ -46,6 +46,7 @@ from saag_opt.choices import UserReminder
 from saag_opt.data.tau2 import domain_of, domain_tools, task_of
 from saag_opt.data.tau2_package import tau2
 from saag_opt.episodes import Episode, Judgement, ToolResult
+from saag_opt.events import note_step
 from saag_opt.lm import CostLedger, ModelSpec, chat_completion, open_lm, parse_model_spec
 from saag_opt.model import Example, Prediction, Registry, ToolCall
 
@@ -277,6 +278,7 @@ def reviewed_agent_class() -> type:
             while True:
                 turn, index = self._position()
                 example = self.conversation.step(turn, index, self.registry, self.category)
+                note_step()
                 outcome = self.mechanism.run(example, self.agent, self.reviewer, ctx=self.ctx)
                 final = outcome.final
                 if final.calls:

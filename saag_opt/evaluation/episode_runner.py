@@ -45,7 +45,7 @@ from saag_opt.evaluation.episodes import (
     summarise_episodes,
 )
 from saag_opt.evaluation.results import RecordWriter, finished_records
-from saag_opt.events import EventSink, emit
+from saag_opt.events import EventSink, emit, listening_for_steps
 from saag_opt.lm.latency import lm_clock
 from saag_opt.lm.spendcap import SpendCap
 from saag_opt.runfiles import atomic_write_jsonl, read_rows
@@ -87,6 +87,7 @@ class _Parts:
     max_steps: int
     environment: Callable[[str], Environment]
     play: Play
+    on_event: EventSink | None = None
 
 
 RunParts = _Parts
@@ -156,8 +157,22 @@ def _run_entry(parts: _Parts, episode: Episode, none: Mechanism,
         raise _StopRequested
     if cap is not None and cap.reached:
         raise CostCapReached(cap.message())
-    return (run_condition(parts, episode, none, BASE),
-            run_condition(parts, episode, parts.mechanism, parts.mechanism.spec))
+    return (_with_steps(parts, episode, none, BASE),
+            _with_steps(parts, episode, parts.mechanism, parts.mechanism.spec))
+
+
+def _with_steps(parts: _Parts, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
+    """``run_condition`` with a ``step`` event at each step: a tau2 task can take minutes on a small model."""
+    steps = 0
+
+    def stepped() -> None:
+        nonlocal steps
+        steps += 1
+        emit(parts.on_event, "step", f"{episode.id} ({condition}): step {steps}", entry=episode.id,
+             condition=condition, steps=steps)
+
+    with listening_for_steps(stepped):
+        return run_condition(parts, episode, mechanism, condition)
 
 
 def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer: Reviewer | None,
@@ -183,7 +198,7 @@ def evaluate_episodes(episodes: Sequence[Episode], *, agent: BaseAgent, reviewer
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment, play)
+    parts = _Parts(agent, reviewer, mechanism, ctx, reviewer_lm, run_id, max_steps, environment, play, on_event)
     kept = _kept(records_path, mechanism.spec, episodes)
     if records_path is not None and records_path.is_file():
         atomic_write_jsonl(records_path, [kept[(e.id, c)].model_dump(mode="json") for e in episodes

@@ -109,6 +109,7 @@ class EvaluateProgress:
         self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("{task.fields[costs]}"), console=console, transient=True)
         self.task: Any = None
+        self.costs = ""
 
     def __enter__(self) -> EvaluateProgress:
         start_bar(self.progress)  # on a terminal only
@@ -123,8 +124,10 @@ class EvaluateProgress:
             self.task = self.progress.add_task("evaluate", total=event.data["total"],
                                                completed=event.data.get("done", 0), costs="")
         elif event.kind == "example_finished" and self.task is not None:
-            costs = {"total": _sum_roles(event.data["costs"])}
-            self.progress.update(self.task, completed=event.data["done"], costs=_cost_line(costs))
+            self.costs = _cost_line({"total": _sum_roles(event.data["costs"])})
+            self.progress.update(self.task, completed=event.data["done"], costs=self.costs)
+        elif event.kind == "step" and self.task is not None:  # a conversation's steps between finished entries
+            self.progress.update(self.task, costs=f"{self.costs}  {event.message}".strip())
         elif event.kind == "batch" and self.progress.live.is_started:  # --batch: each status change above the bar
             self.progress.console.print(event.message, markup=False, highlight=False)
 

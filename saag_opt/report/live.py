@@ -72,7 +72,13 @@ class EvaluationLines:
                     f"${_dollars(data.get('costs') or {}):.4f} ({data.get('example_id')})")
         if event.kind in ("stopped", "warning", "batch"):
             return f"{self.label}: {event.message}"
+        if event.kind == "step" and int(data.get("steps") or 0) % STEP_LINE_EVERY == 0:
+            return f"{self.label}: {event.message}"
         return None
+
+
+STEP_LINE_EVERY = 10
+"""A log line every this many steps of one conversation (a tau2 task can take minutes between entries)."""
 
 
 def _dollars(snapshot: dict[str, Any]) -> float:

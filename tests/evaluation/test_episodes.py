@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -199,3 +201,22 @@ def test_the_gated_share_of_a_conversation_run_counts_steps_not_entries() -> Non
     assert summarise_episodes("t", "r2", pairs, experimental=False, gated=False).gated_share is None
     no_steps = [(_entry("e1", "base"), _entry("e1", "gate+r2"))]
     assert summarise_episodes("t", "gate+r2", no_steps, experimental=True, gated=True).gated_share is None
+
+
+def test_each_step_of_a_conversation_is_an_event_between_finished_entries() -> None:
+    """A long conversation (a tau2 task: minutes on a small model) shows it is moving, step by step."""
+    from saag_opt.report.live import STEP_LINE_EVERY, EvaluationLines  # noqa: PLC0415
+
+    events: list[Any] = []
+    run = _run(on_event=events.append)
+    steps = [e for e in events if e.kind == "step"]
+    base = run.summary.conversation["base"].steps
+    reviewed = run.summary.conversation["r2"].steps
+    assert len(steps) == base + reviewed  # one per step of either condition
+    e1_base = [e.data["steps"] for e in steps if e.data["entry"] == "e1" and e.data["condition"] == "base"]
+    assert e1_base == list(range(1, len(e1_base) + 1))
+    assert steps[0].message == "e1 (base): step 1"
+    lines = EvaluationLines(lambda event: None, Console(file=io.StringIO()))
+    shown = [lines.line(e) for e in steps if lines.line(e) is not None]
+    assert all(e.data["steps"] % STEP_LINE_EVERY == 0 for e in steps if lines.line(e) is not None)
+    assert len(shown) == sum(e.data["steps"] % STEP_LINE_EVERY == 0 for e in steps)

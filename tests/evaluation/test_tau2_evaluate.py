@@ -292,3 +292,19 @@ def test_a_gated_dry_run_says_it_assumes_every_call_reaches_the_reviewer() -> No
     gated, plain = said("gate+r5"), said("r5")
     assert any("gate+r5" in a and "upper end" in a for a in gated)
     assert not any("upper end" in a for a in plain) and set(plain) < set(gated)
+
+
+def test_a_tau2_task_reports_its_steps_as_it_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tau2's orchestrator drives our agent: each of its steps is an event before the task finishes."""
+    from saag_opt.evaluation.episode_run import run_multi_turn  # noqa: PLC0415
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    events: list[Any] = []
+    with ScriptedOpenAIServer(world) as server:
+        run_multi_turn(EvaluateConfig(dataset="tau2:mock", split="test", limit=1, base=f"fake@{server.url}",
+                                      reviewer=f"fake@{server.url}", mechanism="r1", runs_dir=tmp_path / "runs"),
+                       on_event=events.append)
+    kinds = [e.kind for e in events]
+    steps = [e for e in events if e.kind == "step"]
+    assert {e.data["condition"] for e in steps} == {"base", "r1"} and steps[0].data["steps"] == 1
+    assert kinds.index("step") < kinds.index("example_finished")
