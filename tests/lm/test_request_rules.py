@@ -124,7 +124,8 @@ FAMILY_MODELS = [("gpt-4o-mini", None), ("gpt-4.1", None), ("gpt-5-mini", "minim
 @pytest.mark.parametrize(("model", "effort"), FAMILY_MODELS, ids=[m for m, _ in FAMILY_MODELS])
 def test_every_request_body_of_evaluate_and_optimize_is_one_the_family_and_the_sdk_take(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, effort: str | None) -> None:
-    """Base (tools, candidates at temperatures), reviewer (review, select, grade), reflection (a json_schema edit)."""
+    """Base (tools, candidates at temperatures), reviewer (review, select, grade), reflection (a json_schema edit),
+    and the lines of a ``--batch`` run."""
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     with ScriptedOpenAIServer(world.handler) as server:
         spec = f"{model}@{server.url}"
@@ -132,10 +133,16 @@ def test_every_request_body_of_evaluate_and_optimize_is_one_the_family_and_the_s
             run_evaluation(EvaluateConfig(base=spec, reviewer=spec, mechanism=mechanism, limit=2, split="val",
                                           reasoning_effort=effort, reviewer_temperature=0.0,
                                           runs_dir=tmp_path / "runs", cache_dir=tmp_path / "cache"))
+        run_evaluation(EvaluateConfig(base=spec, reviewer=spec, mechanism="r2", limit=2, split="train", batch=True,
+                                      reasoning_effort=effort, runs_dir=tmp_path / "runs-batch",
+                                      cache_dir=tmp_path / "cache-batch"))
         proposer = "rewrite" if not takes_json_schema(model) else "add"
         run_optimize(world.config(tmp_path, server, base=spec, reviewer=spec, reflection=spec, proposer=proposer,
                                   reasoning_effort=effort, max_metric_calls=14, evaluate_test=False))
         bodies = [r.body or {} for r in server.chat_requests]
+        batched = list(server.batch_line_bodies)
+    assert batched and any("tools" in b for b in batched)  # the Batch API lines: built by another path (lm15)
+    bodies += batched
     assert any("tools" in b for b in bodies) and any("tools" not in b for b in bodies)
     assert proposer == "rewrite" or any(world.is_edit_request(b) for b in bodies)
     assert effort is None or any(b.get("reasoning_effort") == effort for b in bodies)
