@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 GRID = {"mechanism": ["r1", "r2", "gate+r1"], "prompt": ["reviewer@v1", "reviewer@v2"]}
 
 
-def write_space(path: Path, server_url: str) -> Path:
-    path.write_text(f'[fixed]\nbase = "fake@{server_url}"\nreviewer = "fake@{server_url}"\n'
+def write_space(path: Path, server_url: str, model: str | None = None) -> Path:
+    """The grid over the scripted server; ``model``: an OpenAI model id instead (priced; the caller points
+    ``OPENAI_BASE_URL`` at the server)."""
+    spec = model or f"fake@{server_url}"
+    path.write_text(f'[fixed]\nbase = "{spec}"\nreviewer = "{spec}"\n'
                     'dataset = "shipped:bfcl"\nlimit = 2\nretry_base_delay = 0.01\n'
                     '[search]\nmechanism = ["r1", "r2", "gate+r1"]\nprompt = ["reviewer@v1", "reviewer@v2"]\n',
                     encoding="utf-8")
@@ -44,11 +48,15 @@ class KillReport:
 
 
 def run_and_kill_one(space: Path, storage: str, study: str, runs_dir: Path, open_storage: Any,
-                     *, heartbeat: int = 2, timeout: float = 240.0) -> KillReport:
-    """Start two CLI workers on one study, SIGKILL the second one mid-trial, wait for the first."""
-    env = {**os.environ, "SAAG_OPT_PROMPTS": str(REPO / "prompts"), "COLUMNS": "200"}
+                     *, heartbeat: int = 2, timeout: float = 240.0, extra: Sequence[str] = (),
+                     env: dict[str, str] | None = None) -> KillReport:
+    """Start two CLI workers on one study, SIGKILL the second one mid-trial, wait for the first.
+
+    ``extra``: more ``tune`` options for both; ``env``: more environment variables for both.
+    """
+    env = {**os.environ, "SAAG_OPT_PROMPTS": str(REPO / "prompts"), "COLUMNS": "200", **(env or {})}
     cmd = [sys.executable, "-m", "saag_opt.cli", "tune", "--space", str(space), "--storage", storage, "--study",
-           study, "--sampler", "grid", "--no-test", "--heartbeat", str(heartbeat)]
+           study, "--sampler", "grid", "--no-test", "--heartbeat", str(heartbeat), *extra]
     procs = [subprocess.Popen([*cmd, "--runs-dir", str(runs_dir / f"w{i}")], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT) for i in range(2)]
     survivor, victim = procs

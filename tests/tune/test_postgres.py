@@ -8,6 +8,7 @@ Skipped only on a developer machine without the variable; under CI (CI=true) a m
 from __future__ import annotations
 
 import importlib.util
+import json
 import multiprocessing
 import os
 import random
@@ -184,3 +185,31 @@ def test_tune_ledgers_of_one_study_on_two_machines_share_its_account(tmp_path: P
     assert second.spent == pytest.approx(0.4) and first.held == pytest.approx(0.5)
     held.settle(0.1)
     assert first.spent == pytest.approx(0.5) and not (tmp_path / "machine-a" / "spend.json").exists()
+
+
+SPEND_ROOM = 0.0009
+"""Dollars the cap leaves above one call's worst case (gpt-4o-mini's 16k-token output limit at its price, ~$0.01):
+the grid spends ~$0.001 in all, so the cap stops the study part way."""
+
+
+def test_two_tune_workers_on_postgres_one_killed_never_book_more_than_the_cap(
+        tmp_path: Path, postgres_url: str) -> None:
+    from saag_opt.lm import parse_model_spec  # noqa: PLC0415
+    from saag_opt.lm.accounting import worst_case_dollars  # noqa: PLC0415
+    from saag_opt.tune.spend import SqlSpendStore  # noqa: PLC0415
+
+    cap = round(float(worst_case_dollars(parse_model_spec("gpt-4o-mini"), 0, None) or 0.0) + SPEND_ROOM, 6)
+    study = f"capped-{uuid.uuid4().hex[:8]}"
+    spec = parse_storage(postgres_url)
+    with ScriptedOpenAIServer(World(), latency=0.3) as slow:
+        env = {"OPENAI_API_KEY": "sk-scripted-0000", "OPENAI_BASE_URL": slow.url}  # gpt-4o-mini's price, our server
+        report = run_and_kill_one(write_space(tmp_path / "space.toml", slow.url, model="gpt-4o-mini"), postgres_url,
+                                  study, tmp_path / "runs", lambda: open_storage(spec, heartbeat=2),
+                                  extra=["--max-cost", str(cap)], env=env)
+    assert report.survivor_code == 0, report.survivor_output
+    account = SqlSpendStore(postgres_url, study).read()
+    booked = sum(json.loads(p.read_text())["roles"]["total"]["dollars"]
+                 for p in (tmp_path / "runs" / "w0").rglob("costs.json"))
+    assert account["reached"] and not account["holds"]  # stopped by the cap; the killed worker's holds settled
+    assert 0 < booked <= account["spent"] + 1e-12 and account["spent"] <= cap  # (float sums in another order)
+    assert f"--max-cost ${cap:g} reached" in " ".join(report.survivor_output.split())
