@@ -45,6 +45,9 @@ class _NoSpan:
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Nothing to record."""
 
+    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+        """Nothing to record."""
+
 
 def _trace_api() -> Any:
     try:
@@ -79,6 +82,11 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Any
 def set_attributes(current: Any, attributes: Mapping[str, Any]) -> None:
     """Add attributes to a span from ``span`` (None values dropped)."""
     current.set_attributes(clean(attributes))
+
+
+def add_event(current: Any, name: str, attributes: Mapping[str, Any]) -> None:
+    """An event on a span from ``span`` (None values dropped)."""
+    current.add_event(name, clean(attributes))
 
 
 def capture_content() -> bool:
@@ -142,4 +150,4 @@ def configure(flag: bool = False) -> bool:
     return True
 
 
-__all__ = ["CONTENT_ENV", "capture_content", "clean", "configure", "content", "set_attributes", "span", "wanted"]
+__all__ = ["CONTENT_ENV", "add_event", "capture_content", "clean", "configure", "content", "set_attributes", "span", "wanted"]

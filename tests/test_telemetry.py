@@ -56,6 +56,11 @@ def test_a_guard_decision_is_a_span_carrying_its_action_rule_and_stage_and_no_te
     assert attrs["saag_opt.guard.reason"] == decision.reason and attrs["saag_opt.guard.saag_stage"] == 2
     assert attrs["saag_opt.guard.saag_passed"] is False and attrs["saag_opt.guard.latency_s"] >= 0
     assert "gen_ai.tool.call.arguments" not in attrs and "saag_opt.guard.feedback" not in attrs
+    assert attrs["gen_ai.guardrail.component.name"] == "saag-opt guard"
+    (event,) = [e for e in span.events if e.name == "gen_ai.guardrail.result"]  # OpenTelemetry's guardrail result
+    assert event.attributes["gen_ai.guardrail.result.value"] == "block"
+    assert event.attributes["gen_ai.guardrail.policy.rule.id"] == "saag.s2"
+    assert event.attributes["gen_ai.guardrail.source"] == "tool_input"
 
 
 def test_text_is_recorded_only_when_the_user_opts_in(spans: Any, monkeypatch: pytest.MonkeyPatch) -> None:

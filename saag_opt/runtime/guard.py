@@ -98,6 +98,31 @@ def decision_attributes(decision: Decision) -> dict[str, Any]:
             "saag_opt.guard.feedback": telemetry.content(decision.feedback) if decision.feedback else None}
 
 
+def decided_by(decision: Decision) -> str:
+    """Which rule decided, low-cardinality (``saag.s1``-``s3``, ``saag.gate``, ``saag.injection``, ``llm_review``, ...)."""
+    if decision.provenance:
+        return "saag.injection"
+    if decision.reason.startswith("bad input"):
+        return "input"
+    if decision.error:
+        return "on_error"
+    if decision.reviewed:
+        return "llm_review"
+    if decision.reason.startswith("gate"):
+        return "saag.gate"
+    stage = (decision.report or {}).get("stage_reached")
+    return f"saag.s{stage}" if stage else "saag"
+
+
+def _record(current: Any, decision: Decision) -> None:
+    """The decision on its span, and OpenTelemetry's ``gen_ai.guardrail.result`` event (our own action as its value)."""
+    telemetry.set_attributes(current, decision_attributes(decision))
+    telemetry.add_event(current, "gen_ai.guardrail.result", {
+        "gen_ai.guardrail.source": "tool_input", "gen_ai.guardrail.policy.rule.id": decided_by(decision),
+        "gen_ai.guardrail.result.type": "decision", "gen_ai.guardrail.result.value": decision.action,
+        "gen_ai.guardrail.result.reason": decided_by(decision)})
+
+
 class Guard:
     """Reviews proposed tool calls before they run; build it with ``Guard.load``.
 
@@ -255,11 +280,13 @@ class Guard:
         """
         with telemetry.span("saag_opt.guard.review", self._span_attributes(tool_calls)) as current:
             decision = self._review(messages, tools, tool_calls)
-            telemetry.set_attributes(current, decision_attributes(decision))
+            _record(current, decision)
         return decision
 
     def _span_attributes(self, tool_calls: Any) -> dict[str, Any]:
-        return {"saag_opt.guard.mechanism": self.spec, "gen_ai.tool.call.arguments": telemetry.content(tool_calls)}
+        return {"saag_opt.guard.mechanism": self.spec, "gen_ai.guardrail.component.name": "saag-opt guard",
+                "gen_ai.guardrail.policy.id": self.prompt_label, "gen_ai.guardrail.policy.version": self.prompt_sha256,
+                "gen_ai.tool.call.arguments": telemetry.content(tool_calls)}
 
     def _review(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         with lm_clock() as clock:
@@ -281,7 +308,7 @@ class Guard:
         """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool; the same span."""
         with telemetry.span("saag_opt.guard.review", self._span_attributes(tool_calls)) as current:
             decision = await self._areview(messages, tools, tool_calls)
-            telemetry.set_attributes(current, decision_attributes(decision))
+            _record(current, decision)
         return decision
 
     async def _areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
