@@ -1,4 +1,5 @@
-"""Every evaluate, compare, optimize and tune command README shows is a plan its models take.
+"""Every evaluate, compare, optimize and tune command README shows, and the OpenAI experiment script, is a plan
+its models take.
 
 Each runs with ``--dry-run`` (no key, no call): the set-up is validated, the request rules included
 (``lm.request_rules``). A command on OpenAI models runs again with its reviewer swapped for a model of
@@ -8,8 +9,11 @@ each family, since the paper's setting names gpt-4o-mini and gpt-5-mini and user
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,15 @@ def test_a_plan_a_model_refuses_is_one_line_before_any_call(tmp_path: Path, monk
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "gpt-4o-mini does not take reasoning_effort='low'" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("reviewer", ["gpt-5-mini", "gpt-4o-mini"])
+def test_the_openai_experiment_script_dry_runs_clean(reviewer: str, tmp_path: Path) -> None:
+    """experiments/exp4_openai.sh (experiments 1-3 on the paper's models): every run it starts, dry."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env |= {"EXTRA": "--dry-run", "REVIEWER": reviewer, "SAAG_OPT": f"{sys.executable} -m saag_opt.cli",
+            "HOME": str(tmp_path / "home"), "SAAG_OPT_PROMPTS": str(REPO / "prompts")}
+    done = subprocess.run(["bash", str(REPO / "experiments" / "exp4_openai.sh"), str(tmp_path / "out")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("--max-cost USD caps the real spend") >= 10  # one estimate per run of the three scripts
