@@ -7,7 +7,7 @@ placed here. Bottom up:
 * the foundation imports nothing of the package but these: ``errors``, ``choices`` (the closed
   sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces) and ``stopping``
   import nothing; ``paths`` and ``resuming`` (the one resume rule) import ``errors``; ``runfiles``
-  imports ``errors`` and ``memo``;
+  imports ``errors`` and ``memo``; ``telemetry`` (optional OpenTelemetry spans) ``errors`` and the version;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
   ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
   data, and the ``Environment`` plug point) only ``model`` and ``errors``;
@@ -33,7 +33,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
 FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "resuming",
-                        "runfiles", "stopping"})
+                        "runfiles", "stopping", "telemetry"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
 _CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
@@ -44,6 +44,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "paths": frozenset({"errors"}),
     "resuming": frozenset({"errors"}),
     "runfiles": frozenset({"errors", "memo"}),
+    "telemetry": frozenset({"__init__", "errors"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),
     "episodes": frozenset({"model", "errors"}),
