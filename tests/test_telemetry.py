@@ -25,7 +25,7 @@ _EXPORTER: list[Any] = []
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The process's tracer provider (set once: OpenTelemetry allows one) exporting to memory, emptied per test."""
+    """The process's tracer provider (OpenTelemetry allows one: ours, or one set before) also exporting to memory."""
     from opentelemetry import trace  # noqa: PLC0415
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
@@ -33,9 +33,11 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     if not _EXPORTER:
         exporter = InMemorySpanExporter()
-        provider = TracerProvider()
+        provider = trace.get_tracer_provider()
+        if not isinstance(provider, TracerProvider):  # else another library (MLflow) set one first: join it
+            provider = TracerProvider()
+            trace.set_tracer_provider(provider)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
-        trace.set_tracer_provider(provider)
         _EXPORTER.append(exporter)
     monkeypatch.delenv(telemetry.CONTENT_ENV, raising=False)
     _EXPORTER[0].clear()
