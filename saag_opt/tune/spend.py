@@ -9,8 +9,8 @@ an exclusive lock: where the study lives (``spend_store``):
 
 * sqlite, or a journal in the run directory: ``spend.json`` there, under an ``flock``;
 * a journal elsewhere (a shared file system): ``<journal>.<study>.spend.json`` beside it;
-* PostgreSQL (any SQLAlchemy URL): one row of table ``saag_opt_spend`` per study, locked with
-  ``SELECT ... FOR UPDATE``, so workers on every machine book into one account.
+* PostgreSQL: one row of table ``saag_opt_spend`` per study, locked with ``SELECT ... FOR UPDATE``,
+  so workers on every machine book into one account (another database: each run's own file, said once).
 
 A hold whose process died is settled at its worst case (what it may have been billed) by the next
 process that looks: at once for a process of this host that is gone, after ``HOLD_GRACE`` seconds
@@ -28,6 +28,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -160,7 +161,10 @@ def _parsed(text: str) -> dict[str, Any]:
 def spend_store(run_dir: Path, storage: StorageSpec | None = None, study: str | None = None) -> SpendStore:
     """Where the cap of this study lives (see the module docstring): every process of the study picks the same."""
     if storage is not None and storage.kind == "rdb" and study:
-        return SqlSpendStore(storage.url, study)
+        if storage.url.split(":", 1)[0].split("+", 1)[0] == "postgresql":
+            return SqlSpendStore(storage.url, study)
+        warnings.warn("--max-cost: the study's shared account is kept in PostgreSQL only; on this database each "
+                      "machine's run caps its own spend (spend.json in its run directory)", UserWarning, stacklevel=2)
     journal = storage.file if storage is not None and storage.kind == "journal" else None
     if journal is not None and study and journal.parent.resolve() != run_dir.resolve():
         return FileSpendStore(journal.with_name(f"{journal.name}.{study}.spend.json"))

@@ -245,3 +245,6 @@ def test_each_study_storage_has_one_account_every_process_finds(tmp_path: Path) 
     shared = StorageSpec("journal", str(tmp_path / "nfs" / "study.journal"))  # workers on other machines mount it
     here, there = spend.spend_store(run_dir, shared, "s1"), spend.spend_store(tmp_path / "other-run", shared, "s1")
     assert here.path == there.path == tmp_path / "nfs" / "study.journal.s1.spend.json"
+    with pytest.warns(UserWarning, match="kept in PostgreSQL only"):  # our SQL is PostgreSQL's
+        assert spend.spend_store(run_dir, StorageSpec("rdb", "mysql+pymysql://u@db/optuna"), "s1").path == (
+            run_dir / SPEND_FILE)
