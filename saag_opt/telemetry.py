@@ -19,6 +19,7 @@ No prompt, reply or argument text is recorded unless the user opts in with OpenT
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -49,7 +50,13 @@ class _NoSpan:
         """Nothing to record."""
 
 
+@functools.cache
 def _trace_api() -> Any:
+    """OpenTelemetry's trace API, or None, looked up once.
+
+    Why once: every LM call opens a span, and Python does not cache a failed import (it would search the
+    path again each time).
+    """
     try:
         from opentelemetry import trace  # noqa: PLC0415 - optional: the [otel] extra
     except ImportError:

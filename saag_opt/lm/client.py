@@ -473,8 +473,8 @@ def open_lm(
     temperature = shaped.pop("temperature", None)
     # dspy.LM takes the limit as max_tokens and sends it under each family's name itself
     max_tokens = shaped.pop("max_completion_tokens", shaped.pop("max_tokens", None))
-    if is_reasoning_model(parsed):
-        max_tokens = max(max_tokens or 0, REASONING_MIN_TOKENS)
+    if max_tokens is None and is_reasoning_model(parsed):  # a given limit was raised to the floor by the rules
+        max_tokens = REASONING_MIN_TOKENS
     policy = RetryPolicy(attempts=retries + 1, base_delay=retry_base_delay)
     if ledger is not None and ledger.cap is not None and worst_case_dollars(parsed, 1, max_tokens) is None:
         raise ConfigError(f"max_cost: {parsed.text} has no known price (or no output limit) in dspy's price map, "

@@ -79,7 +79,7 @@ _GPT5_ORIGINAL = re.compile(r"^gpt-5(?:-(?!chat)[a-z0-9-]+)?$", re.I)
 _NO_JSON_SCHEMA = re.compile(r"^(?:chatgpt-4o.*|gpt-4o-2024-05-13)$", re.I)
 """Chat models that take a json_object but not a json_schema response format."""
 
-_WARNED: set[tuple[str, str, str]] = set()
+_WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
 
@@ -141,8 +141,8 @@ def shape_request(spec: ModelSpec | str, options: Mapping[str, Any], *, warn: bo
         if action == "drop":
             del out[name]
             if warn and value != 1.0:
-                _warn_once(model, name, value, f"{model} is a reasoning model: {name}={value} is ignored "
-                           "(it only takes the default)")
+                warn_once(f"{model} is a reasoning model: {name}={value} is ignored (it only takes the default)",
+                          stacklevel=3)
     if family.rules["max_tokens"] == "rename" and out.get("max_tokens") is not None:
         out["max_completion_tokens"] = out.pop("max_tokens")
     if family.name == "reasoning" and out.get("max_completion_tokens") is not None:
@@ -173,14 +173,14 @@ def _schema(response_format: Any) -> bool:
     return isinstance(response_format, Mapping) and response_format.get("type") == "json_schema"
 
 
-def _warn_once(model: str, name: str, value: Any, message: str) -> None:
-    key = (model, name, repr(value))
+def warn_once(message: str, *, stacklevel: int = 2) -> None:
+    """Warn with ``message`` once per process, whatever the warning filters (pytest shows every repeat)."""
     with _WARNED_LOCK:
-        first = key not in _WARNED
-        _WARNED.add(key)
+        first = message not in _WARNED
+        _WARNED.add(message)
     if first:
-        warnings.warn(message, UserWarning, stacklevel=4)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
 
 __all__ = ["FAMILIES", "PARAMETERS", "REASONING_MIN_TOKENS", "Family", "check_model", "efforts_of", "family_of",
-           "is_reasoning_model", "shape_request", "takes_json_schema"]
+           "is_reasoning_model", "shape_request", "takes_json_schema", "warn_once"]

@@ -117,10 +117,11 @@ def decided_by(decision: Decision) -> str:
 def _record(current: Any, decision: Decision) -> None:
     """The decision on its span, and OpenTelemetry's ``gen_ai.guardrail.result`` event (our own action as its value)."""
     telemetry.set_attributes(current, decision_attributes(decision))
+    rule = decided_by(decision)
     telemetry.add_event(current, "gen_ai.guardrail.result", {
-        "gen_ai.guardrail.source": "tool_input", "gen_ai.guardrail.policy.rule.id": decided_by(decision),
+        "gen_ai.guardrail.source": "tool_input", "gen_ai.guardrail.policy.rule.id": rule,
         "gen_ai.guardrail.result.type": "decision", "gen_ai.guardrail.result.value": decision.action,
-        "gen_ai.guardrail.result.reason": decided_by(decision)})
+        "gen_ai.guardrail.result.reason": rule})
 
 
 class Guard:

@@ -34,7 +34,6 @@ import hashlib
 import itertools
 import json
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -50,7 +49,7 @@ from pydantic import (
 
 from saag_opt.errors import ConfigError, option_path
 from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.lm import efforts_of
+from saag_opt.lm.request_rules import efforts_of, warn_once
 
 Direction = Literal["maximize", "minimize"]
 Choice = Union[bool, int, float, str]
@@ -250,18 +249,9 @@ def applicable(values: dict[str, Any], *, warn: bool = False) -> dict[str, Any]:
     if reviewer is None or effort is None or not isinstance(reviewer, str) or efforts_of(reviewer):
         return values
     if warn:
-        _warn_once(f"reasoning_effort is not sent to {reviewer}, which does not take it (trials differing only "
-                   "in it replay from the LM cache)")
+        warn_once(f"reasoning_effort is not sent to {reviewer}, which does not take it (trials differing only "
+                  "in it replay from the LM cache)", stacklevel=2)
     return {k: v for k, v in values.items() if k != "reasoning_effort"}
-
-
-_WARNED: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def canonical_params(params: dict[str, Any]) -> str:

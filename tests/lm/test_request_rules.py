@@ -102,7 +102,7 @@ def test_every_configuration_of_every_shipped_space_is_one_its_models_take(space
 
 
 def test_the_paper_space_sends_the_effort_to_gpt5_mini_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.tune.space._WARNED", set())  # said once per process
+    monkeypatch.setattr("saag_opt.lm.request_rules._WARNED", set())  # said once per process
     space = load_space(REPO / "experiments" / "spaces" / "paper-bfcl.toml")
     point = {"mechanism": "r2", "prompt": "reviewer@v2", "reasoning_effort": "low", "saag_informed": False}
     with pytest.warns(UserWarning, match="reasoning_effort is not sent to gpt-4o-mini"):

@@ -28,11 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 GRID = {"mechanism": ["r1", "r2", "gate+r1"], "prompt": ["reviewer@v1", "reviewer@v2"]}
 
 
-def write_space(path: Path, server_url: str, model: str | None = None) -> Path:
-    """The grid over the scripted server; ``model``: an OpenAI model id instead (priced; the caller points
-    ``OPENAI_BASE_URL`` at the server)."""
-    spec = model or f"fake@{server_url}"
-    path.write_text(f'[fixed]\nbase = "{spec}"\nreviewer = "{spec}"\n'
+def write_space(path: Path, server_url: str) -> Path:
+    path.write_text(f'[fixed]\nbase = "fake@{server_url}"\nreviewer = "fake@{server_url}"\n'
                     'dataset = "shipped:bfcl"\nlimit = 2\nretry_base_delay = 0.01\n'
                     '[search]\nmechanism = ["r1", "r2", "gate+r1"]\nprompt = ["reviewer@v1", "reviewer@v2"]\n',
                     encoding="utf-8")

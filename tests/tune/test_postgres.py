@@ -11,7 +11,6 @@ import importlib.util
 import json
 import multiprocessing
 import os
-import random
 import signal
 import threading
 import time
@@ -115,20 +114,10 @@ def test_a_refused_connection_is_not_taken_for_a_schema_race() -> None:
 
 
 def _book_until_refused(url: str, study: str, cap: float, seed: int, out: str, grace: float) -> None:
-    from saag_opt.errors import CostCapReached  # noqa: PLC0415 - a spawned process
-    from saag_opt.tune.spend import SharedSpendCap, SqlSpendStore  # noqa: PLC0415
+    from saag_opt.tune.spend import SharedSpendCap, SqlSpendStore  # noqa: PLC0415 - a spawned process
+    from tests.tune.test_tune_cap import book  # noqa: PLC0415
 
-    shared, rng, paid = SharedSpendCap(SqlSpendStore(url, study), cap, grace=grace), random.Random(seed), 0.0
-    while True:
-        worst = rng.uniform(0.002, 0.01)
-        try:
-            hold = shared.reserve(worst)
-        except CostCapReached:
-            break
-        actual = worst * rng.uniform(0.2, 1.0)
-        hold.settle(actual)
-        paid += actual
-    Path(out).write_text(repr(paid))
+    Path(out).write_text(repr(book(SharedSpendCap(SqlSpendStore(url, study), cap, grace=grace), seed, 0.002, 0.01)))
 
 
 def _hold_and_wait(url: str, study: str, cap: float, ready: str) -> None:
@@ -187,29 +176,27 @@ def test_tune_ledgers_of_one_study_on_two_machines_share_its_account(tmp_path: P
     assert first.spent == pytest.approx(0.5) and not (tmp_path / "machine-a" / "spend.json").exists()
 
 
-SPEND_ROOM = 0.0009
-"""Dollars the cap leaves above one call's worst case (gpt-4o-mini's 16k-token output limit at its price, ~$0.01):
-the grid spends ~$0.001 in all, so the cap stops the study part way."""
+CAP = 0.02
+"""Dollars: above one call's worst case at the priced hook's gpt-4o rates (400-token replies, ~$0.006), below
+the grid's spend, so the cap stops the study part way."""
 
 
 def test_two_tune_workers_on_postgres_one_killed_never_book_more_than_the_cap(
         tmp_path: Path, postgres_url: str) -> None:
-    from saag_opt.lm import parse_model_spec  # noqa: PLC0415
-    from saag_opt.lm.accounting import worst_case_dollars  # noqa: PLC0415
     from saag_opt.tune.spend import SqlSpendStore  # noqa: PLC0415
 
-    cap = round(float(worst_case_dollars(parse_model_spec("gpt-4o-mini"), 0, None) or 0.0) + SPEND_ROOM, 6)
     study = f"capped-{uuid.uuid4().hex[:8]}"
     spec = parse_storage(postgres_url)
+    hook = Path(__file__).parent / "priced"  # its sitecustomize prices the workers' fake@ calls at gpt-4o's rates
+    env = {"PYTHONPATH": f"{hook}{os.pathsep}{REPO}", "SAAG_OPT_TEST_GPT4O_PRICES": "1"}
     with ScriptedOpenAIServer(World(), latency=0.3) as slow:
-        env = {"OPENAI_API_KEY": "sk-scripted-0000", "OPENAI_BASE_URL": slow.url}  # gpt-4o-mini's price, our server
-        report = run_and_kill_one(write_space(tmp_path / "space.toml", slow.url, model="gpt-4o-mini"), postgres_url,
-                                  study, tmp_path / "runs", lambda: open_storage(spec, heartbeat=2),
-                                  extra=["--max-cost", str(cap)], env=env)
+        report = run_and_kill_one(write_space(tmp_path / "space.toml", slow.url), postgres_url, study,
+                                  tmp_path / "runs", lambda: open_storage(spec, heartbeat=2),
+                                  extra=["--max-cost", str(CAP)], env=env)
     assert report.survivor_code == 0, report.survivor_output
     account = SqlSpendStore(postgres_url, study).read()
     booked = sum(json.loads(p.read_text())["roles"]["total"]["dollars"]
                  for p in (tmp_path / "runs" / "w0").rglob("costs.json"))
     assert account["reached"] and not account["holds"]  # stopped by the cap; the killed worker's holds settled
-    assert 0 < booked <= account["spent"] + 1e-12 and account["spent"] <= cap  # (float sums in another order)
-    assert f"--max-cost ${cap:g} reached" in " ".join(report.survivor_output.split())
+    assert 0 < booked <= account["spent"] + 1e-12 and account["spent"] <= CAP  # (float sums in another order)
+    assert f"--max-cost ${CAP:g} reached" in " ".join(report.survivor_output.split())

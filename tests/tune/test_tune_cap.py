@@ -111,16 +111,26 @@ def test_local_worker_processes_stay_under_one_cap_with_the_test_phase(
     assert trials > 0  # the workers' calls were priced and booked under the cap
 
 
-def _hammer(path: str, cap: float, n: int, seed: int) -> None:
-    rng = random.Random(seed)
-    shared = SharedSpendCap(Path(path), cap)
-    for _ in range(n):
-        worst = rng.uniform(0.01, 0.05)
+def book(cap: Any, seed: int, low: float, high: float, times: int | None = None) -> float:
+    """Reserve a worst case in ``[low, high]`` and settle 20-100% of it, ``times`` times or until refused; the paid sum.
+
+    Why one loop: the cap tests hammer it from spawned, forked and database-sharing processes alike.
+    """
+    rng, paid, done = random.Random(seed), 0.0, 0
+    while times is None or done < times:
+        worst = rng.uniform(low, high)
         try:
-            hold = shared.reserve(worst)
+            hold = cap.reserve(worst)
         except CostCapReached:
-            return
-        hold.settle(worst * rng.uniform(0.2, 1.0))
+            break
+        actual = worst * rng.uniform(0.2, 1.0)
+        hold.settle(actual)
+        paid, done = paid + actual, done + 1
+    return paid
+
+
+def _hammer(path: str, cap: float, n: int, seed: int) -> None:
+    book(SharedSpendCap(Path(path), cap), seed, 0.01, 0.05, n)
 
 
 def test_processes_sharing_the_cap_file_never_pass_it_together(tmp_path: Path) -> None:
@@ -168,17 +178,7 @@ _INHERITED: list[SharedSpendCap] = []
 
 
 def _hammer_inherited(out: str, seed: int) -> None:
-    rng, paid = random.Random(seed), 0.0
-    for _ in range(150):
-        worst = rng.uniform(0.001, 0.004)
-        try:
-            hold = _INHERITED[0].reserve(worst)
-        except CostCapReached:
-            break
-        actual = worst * rng.uniform(0.2, 1.0)
-        hold.settle(actual)
-        paid += actual
-    Path(out).write_text(repr(paid))
+    Path(out).write_text(repr(book(_INHERITED[0], seed, 0.001, 0.004, 150)))
 
 
 def test_forked_children_of_a_process_that_used_the_cap_still_exclude_each_other(tmp_path: Path) -> None:
