@@ -93,7 +93,7 @@ def security(
         print_security_plan(Console(), rows, config.agent, PLAN_ASSUMPTIONS)
         return
     with SecurityProgress(Console(stderr=True), sum(r.runs for r in rows), config.max_cost) as progress:
-        result = run_security(config, resume=resume, args_passed=passed, on_run=progress)
+        result = run_security(config, resume=resume, args_passed=passed, on_run=progress, on_start=progress.start)
     print_security_report(Console(), result.summary, str(result.run_dir),
                           stopped=str(result.stopped_by) if result.stopped_by else None)
 

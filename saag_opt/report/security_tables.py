@@ -182,6 +182,11 @@ class SecurityProgress:
     def __exit__(self, *exc: object) -> None:
         stop_bar(self.progress)
 
+    def start(self, done: int) -> None:
+        """The runs an earlier attempt finished (a resume): the bar starts there."""
+        self.count = done
+        self.progress.update(self.task, completed=done)
+
     def spend_text(self, spent: float) -> str:
         """``$0.0123`` or ``$0.0123 of $0.50``."""
         return f"${spent:.4f}" + (f" of ${self.max_cost:g}" if self.max_cost is not None else "")

@@ -263,3 +263,4 @@ def test_the_cap_stops_a_model_agents_run_cleanly_within_it_and_a_resume_goes_on
         assert "of $0.1" in printed.err
         assert _cli(["security", "--resume", str(run_dir), "--max-cost", "1"]) == 0
     assert read_header(run_dir).status == "success" and len(read_run(run_dir).records) == 20
+    assert f"{done + 1} runs; now banking" in capsys.readouterr().err  # the resume counts on from what was done

@@ -211,10 +211,12 @@ def _agent(config: SecurityConfig, ledger: Any) -> Any:
 
 
 def run_security(config: SecurityConfig, *, resume: Path | None = None, args_passed: dict[str, Any] | None = None,
-                 on_run: Callable[[SecurityRecord, float], None] | None = None) -> SecurityResult:
+                 on_run: Callable[[SecurityRecord, float], None] | None = None,
+                 on_start: Callable[[int], None] | None = None) -> SecurityResult:
     """Run ``config`` into a new run directory, or continue ``resume`` (module docstring).
 
-    ``on_run(record, spent)``: after each run, with the dollars the run directory has spent so far.
+    ``on_run(record, spent)``: after each run, with the dollars the run directory has spent so far;
+    ``on_start(done)``: once, with the runs an earlier attempt finished (0 for a new run).
 
     Raises:
         ConfigError: a bad agent spec (or a ``max_cost`` on a model without a price).
@@ -238,6 +240,8 @@ def run_security(config: SecurityConfig, *, resume: Path | None = None, args_pas
         if path.is_file():  # rewritten whole: a row cut short by a kill must not glue onto the next one
             atomic_write_jsonl(path, [r.model_dump(mode="json") for r in records])
         done = {r.key for r in records}
+        if on_start is not None:
+            on_start(len(done))
         ledger = open_ledger(config.max_cost, run_dir if resume is not None else None)
         agent = _agent(config, ledger)
         try:
