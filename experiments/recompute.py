@@ -12,7 +12,7 @@ the package reads any run (``runfiles.read_run``), through its own statistics (`
 
 Collecting a run also keeps the base agent's first answers it computed (``base-predictions.jsonl.gz``
 beside its records); ``--restore-base-cache`` puts them back into the base-prediction cache, so a
-condition added in a later session (on a new machine, with empty caches) replays the base arm the
+condition added later (on a new machine, with empty caches) replays the base arm the
 earlier runs already paid for instead of recomputing it.
 
 A run directory's path relative to the collected folder is ``<group>/<variant>`` (the experiment
@@ -999,7 +999,7 @@ def attempt_spans(header: RunHeader) -> list[tuple[float, float]]:
 
     An attempt ends where the next resume says the one before it ended (``previous_end``); a resume
     recorded without it (older runs, or an attempt killed before it could write its end) bounds the
-    attempt before by the resume itself, so the time between the sessions is counted in.
+    attempt before by the resume itself, so the time between the attempts is counted in.
     """
     def epoch(stamp: str) -> float:
         return datetime.fromisoformat(stamp).timestamp()
@@ -1019,7 +1019,7 @@ def bundle_base_predictions(run: Path, dest: Path, shelf: Path | None = None) ->
     machine that made them; the cache is keyed by model, prompt and what the agent saw, never gold.
     An entry is taken when its file was written while one of the run's attempts ran (a bundle
     collected before keeps its entries, so a run collected again after a resume on another machine
-    keeps the earlier sessions' too); one that carries a machine path is left out (it would be
+    keeps the earlier attempts' too); one that carries a machine path is left out (it would be
     recomputed), because a committed file may hold none and an edited entry would replay an answer
     the model never gave.
     """

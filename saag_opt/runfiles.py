@@ -441,7 +441,7 @@ def resumed(header: RunHeader, args_passed: Mapping[str, Any] | None, **extra: A
     """``header``'s ``resumes`` with this resume added: when, the options it passed, when the attempt before ended.
 
     Why ``previous_end``: what a run wrote can then be told from what ran on the machine between two
-    sessions (the base proposals ``experiments/recompute.py`` bundles are picked by time).
+    attempts (the base proposals ``experiments/recompute.py`` bundles are picked by time).
     """
     entry = {"at": utc_now(), "previous_end": header.finished, "args_passed": dict(args_passed or {}), **extra}
     return [*(getattr(header, "resumes", None) or []), entry]

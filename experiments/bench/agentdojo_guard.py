@@ -48,7 +48,7 @@ from saag_opt.runfiles import read_run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="workspace,travel,banking,slack")
-    parser.add_argument("--attacks", default=None, help="comma-separated (default: all six of issue 20)")
+    parser.add_argument("--attacks", default=None, help="comma-separated (default: all six FixedJailbreakAttack templates)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the run directory goes")
     parser.add_argument("--resume", type=Path, default=None, help="continue this security run directory")
     parser.add_argument("--replay", type=Path, default=None, help="print the tables of this finished run")

@@ -22,7 +22,7 @@ were developed looking at even-indexed examples of each category; odd-indexed on
 ``help = recall - false_alarm`` (Youden's J) summarises a trigger: the share of invalid calls it
 sends to repair minus the share of correct calls it sends to repair.
 
-The injection check of the runtime guard (``saag.injection``, issue 20) is measured on the same gold
+The injection check of the runtime guard (``saag.injection``) is measured on the same gold
 calls: a gold call counts as flagged when the calibrated cascade flags it *or* the injection check
 blocks it, with the sources the guard reads (``runtime.inputs.read_input``: the query as the user's
 message). BFCL single-turn has no tool result, so the check has nothing to read and the rise is 0

@@ -69,7 +69,7 @@ USER_ROLE_REMINDER = (
     "You are the customer described in the scenario above, not the customer service agent. "
     "Write only the customer's next message to the agent.")
 """Sent as a last system message after the user simulator's conversation when the reminder is on
-(``user_reminder_on``). Measured on the embedded 1.5B (session 8): given tau2's prompt and the agent's
+(``user_reminder_on``). Measured on the embedded 1.5B at commit 87842d8 (2026-12-02): given tau2's prompt and the agent's
 greeting, it answered as the agent ("Hello! How can I assist you today?") or stopped at once on 8 of
 8 first turns (2 mock, 3 airline, 3 retail tasks), so no conversation ever started; with this reminder
 it stated its request on all 8. Kept outside tau2's prompt so an API model's user gets tau2's own."""

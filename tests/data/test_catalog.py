@@ -183,7 +183,7 @@ def test_bfcl_names_resolve_to_the_package_data() -> None:
 
 @needs_bfcl
 def test_single_turn_group_gives_a_powered_stratified_test_split() -> None:
-    """Issue 21's test split: n >= 300 with >= 30 of every category that has them, never from train/val."""
+    """The powered test split: n >= 300 with >= 30 of every category that has them, never from train/val."""
     everything = load_dataset("bfcl:single_turn")
     assert len(everything) == 1240 + sum(1 for c in BFCL_GROUPS["live"] for _ in load_dataset(f"bfcl:{c}"))
     test = load_dataset("bfcl:single_turn", split="test", limit=320)

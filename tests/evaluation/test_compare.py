@@ -289,7 +289,7 @@ def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,
     monkeypatch.setattr("saag_opt.lm.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     _, server = world
-    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))  # a port reused in this session: no hits
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))  # a port reused in this pytest session: no hits
     full = run_compare(_config(server, tmp_path))
     total = json.loads((full.run_dir / "costs.json").read_text())["roles"]["total"]["dollars"]
     for cap in (0.85 * total, 0.05 * total):  # stops during B's pass; stops before any call fits

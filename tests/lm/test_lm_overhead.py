@@ -72,7 +72,7 @@ def test_the_cache_keys_and_the_time_key_are_those_main_wrote(monkeypatch: pytes
 
         monkeypatch.setattr(SaagLM, "_request_hash", counted)
         result = chat_completion(lm, MESSAGES, tools=TOOLS, tool_choice="auto")
-    if not result.cached:  # a real call (first in this session): keyed as before, hashed once
+    if not result.cached:  # a real call (first in this pytest session): keyed as before, hashed once
         assert keys == [DSPY_KEY]
         assert hashes == [TIME_KEY]  # one hash serves the in-flight lock and the time store
     log = Path(dspy.cache.disk_cache_dir) / "saag-call-seconds" / TIME_LOG_DIR / f"{TIME_KEY[0]}.times"

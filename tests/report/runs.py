@@ -5,8 +5,8 @@
 * the 1,000-example evaluate run is synthetic but shaped by the real pipeline: real BFCL-style
   examples (the shipped set, copied under new ids), base and final calls judged by the real
   SAAG cascade and truth check, realistic review rounds; it measures the size budget;
-* the tune run is a recorded fixture (tests/fixtures/runs/tune) in the trials.jsonl/summary.json
-  shape of issue 9, since ``saag-opt tune`` is being written in parallel.
+* the tune run is a recorded fixture (tests/fixtures/runs/tune): trials.jsonl and summary.json in
+  the shape ``saag-opt tune`` writes.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def synthetic_evaluate_run(root: Path, n: int = 1000, seed: int = 7) -> Path:
 
 
 def tune_run(root: Path) -> Path:
-    """A copy of the recorded tune fixture (issue 9's trials.jsonl / summary.json shape)."""
+    """A copy of the recorded tune fixture (trials.jsonl and summary.json as ``saag-opt tune`` writes them)."""
     target = root / FIXTURES.joinpath("tune").name
     shutil.copytree(FIXTURES / "tune", target)
     return target

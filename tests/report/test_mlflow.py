@@ -1,4 +1,4 @@
-"""MLflow for real (issue 22): ``prompts push --mlflow`` into MLflow's prompt registry, read back with
+"""MLflow for real: ``prompts push --mlflow`` into MLflow's prompt registry, read back with
 ``mlflow.genai.load_prompt``; ``--mlflow`` on evaluate, compare, optimize and tune logging each run
 (and the runs nested in it) into a local sqlite tracking store, on the scripted server. No API key in
 the environment reaches the store."""

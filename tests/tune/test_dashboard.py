@@ -1,4 +1,4 @@
-"""optuna-dashboard opens a study ``tune`` wrote (issue 22): the real dashboard server on 127.0.0.1, read
+"""optuna-dashboard opens a study ``tune`` wrote: the real dashboard server on 127.0.0.1, read
 through its own HTTP API (``/api/studies``, ``/api/studies/<id>``), for the sqlite and the journal
 storage; and the tune HTML report links the study's storage with the command that opens it."""
 

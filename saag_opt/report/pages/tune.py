@@ -1,4 +1,4 @@
-"""Tune runs (issue 9): the help/harm Pareto scatter, the trials table, each parameter's effect.
+"""Tune runs: the help/harm Pareto scatter, the trials table, each parameter's effect.
 
 Reads the run through ``runfiles.read_run``: ``trials.jsonl`` as ``TrialRow`` (one row per optuna
 trial) and ``summary.json`` as ``TuneSummary``, whose ``test`` holds the feasible Pareto set
@@ -21,7 +21,7 @@ from saag_opt.tune.storage import parse_storage
 
 
 def tune_part(run: Run, index: int) -> Part:
-    """``runs/<ts>-tune/``: trials.jsonl (one row per optuna trial) and summary.json (issue 9)."""
+    """``runs/<ts>-tune/``: trials.jsonl (one row per optuna trial) and summary.json."""
     header = run.header
     summary: TuneSummary | None = run.summary
     part = new_part("tune", f"Tune {header.run_id}: optuna over reviewer configurations", index)

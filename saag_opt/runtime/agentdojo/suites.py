@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 SUITES = ("workspace", "travel", "banking", "slack")
 ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
-"""The attacks issue 20 names (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
+"""The attacks a security run uses by default (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
 
 
 def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], dict[str, Tracer]]:
