@@ -59,3 +59,37 @@ def test_the_citations_are_found() -> None:
     found = [SECTION.findall(m.group(1)) for m in CITATION.finditer(
         "a (docs/design.md §9) b (docs/design.md §5, §9, §10) c `docs/design.md` §1 and §16 d docs/design.md §1.2")]
     assert found == [["9"], ["5", "9", "10"], ["1", "16"], ["1.2"]]
+
+
+HISTORY_IN = sorted(
+    path for path in {REPO / "README.md", *REPO.glob("docs/**/*.md"), *REPO.glob("saag_opt/**/*.py"),
+                      *REPO.glob("experiments/**/*.py"), *REPO.glob("experiments/results/**/*")}
+    if path.is_file() and path.suffix != ".gz")
+"""What a user reads as the project's documentation: README, docs, docstrings and comments, the experiment
+code and the results pages with their meta files. The compressed run records are left out: they hold what
+the models wrote, not our prose. CHANGELOG.md is where the history goes, so it is not read."""
+HISTORY = re.compile(r"\b(?:sessions?|issues?)\s+#?\d+\b|\bthis session\b", flags=re.IGNORECASE)
+"""How development history reads: a working session or a tracker issue by number, or "this session"."""
+
+
+@pytest.mark.parametrize("path", HISTORY_IN, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_development_history_outside_the_changelog(path: Path) -> None:
+    """A measurement names its commit, date and machine; when something changed is CHANGELOG.md's to say."""
+    text = path.read_text(encoding="utf-8")
+    hits = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+            for m in HISTORY.finditer(text)]
+    assert not hits, f"name the commit and date instead (history goes to CHANGELOG.md): {hits}"
+
+
+def test_the_history_pattern_sees_the_forms_it_is_for() -> None:
+    text = ("measured in session 18; sessions 12 and 16; Session 3: x; (issue 22); Issue 18, item 4; issue #7; "
+            "issues 3 and 4; in this session. Not: a pytest session, session_id, sessions of 2 workers, "
+            "issue-free, requests.Session(), 2 issues")
+    assert [m.group(0) for m in HISTORY.finditer(text)] == [
+        "session 18", "sessions 12", "Session 3", "issue 22", "Issue 18", "issue #7", "issues 3", "this session"]
+
+
+def test_the_changelog_exists() -> None:
+    """History removed from the docs is kept there, dated."""
+    changelog = REPO / "CHANGELOG.md"
+    assert changelog.is_file() and changelog.read_text(encoding="utf-8").startswith("# Changelog")
