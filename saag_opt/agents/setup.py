@@ -69,7 +69,11 @@ MechanismField = Annotated[Mechanism, PlainValidator(_mechanism),
 
 
 class ReviewSetup(BaseModel):
-    """What is measured: the same set-up gives the same requests in every verb (see the module docstring)."""
+    """One reviewer condition: the models, prompt and mechanism, and how their LM calls behave.
+
+    What every verb measures: the same set-up sends the same requests in evaluate, compare, optimize
+    and tune, and the runtime guard opens its reviewer with the same pieces.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 

@@ -1,14 +1,13 @@
 """``saag-opt evaluate``: base agent with and without a reviewer mechanism.
 
-Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``run_evaluation`` -> ``report.evaluate_tables``;
-a multi-turn dataset (or run) takes the same path through ``episode_run`` and ``report.episode_tables`` (``_kind``).
+Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``evaluation.evaluate.evaluate`` (``saag_opt.evaluate``)
+-> ``report.evaluate_tables``, or ``report.episode_tables`` for a multi-turn dataset's run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -109,6 +108,7 @@ def evaluate(
     """
     json_out = output_path(json_out)
 
+    from saag_opt.evaluation import evaluate as evaluating  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
@@ -117,44 +117,32 @@ def evaluate(
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None)
     log_to_mlflow(ctx, mlflow_uri, dry_run)
-    kind = _kind(dataset, resume)
-    config = validated(kind.resume_config, resume, passed) if resume is not None else validated(EvaluateConfig, **values)
+    config = (validated(evaluating.resume_evaluate_config, resume, passed) if resume is not None
+              else validated(EvaluateConfig, **values))
     warn_workers_under_batch(config.batch, passed)
     if dry_run:
-        print_dry_run(kind.preflight(config))
+        print_dry_run(evaluating.preflight_evaluate(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = kind.run(config, on_event=with_lines(progress, progress.progress.console), args_passed=passed,
-                          resume=resume)
-    kind.print_report(Console(), result.summary, str(result.run_dir))
+        result = evaluating.evaluate(config, on_event=with_lines(progress, progress.progress.console),
+                                     args_passed=passed, resume=resume)
+    _print_report(Console(), result)
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
 
 
-class _Kind(NamedTuple):
-    """What differs between a single-turn and a multi-turn evaluation (docs/design.md §18): four functions."""
+def _print_report(console: Console, result: Any) -> None:
+    """The tables of a single-call run (``report.evaluate_tables``) or of a multi-turn one (``report.episode_tables``)."""
+    from saag_opt.evaluation.episode_run import MultiTurnResult  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    resume_config: Callable[..., Any]
-    preflight: Callable[[Any], Any]
-    run: Callable[..., Any]
-    print_report: Callable[[Console, Any, str], None]
-
-
-def _kind(dataset: str, resume: Path | None) -> _Kind:
-    """Single-turn (``evaluation.runner``) or conversations (``evaluation.episode_run``): by the dataset or the run."""
-    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.episode_run import is_multi_turn_run  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
-    if is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset):
-        from saag_opt.evaluation.episode_run import multi_turn_resume_config, preflight_multi_turn, run_multi_turn  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    if isinstance(result, MultiTurnResult):
         from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
 
-        return _Kind(multi_turn_resume_config, preflight_multi_turn, run_multi_turn, print_episode_report)
-    from saag_opt.evaluation.config import resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.runner import preflight, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+        print_episode_report(console, result.summary, str(result.run_dir))
+        return
     from saag_opt.report.evaluate_tables import print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
 
-    return _Kind(resume_config, preflight, run_evaluation, print_evaluate_report)
+    print_evaluate_report(console, result.summary, str(result.run_dir))
 
 
 __all__ = ["evaluate"]

@@ -111,8 +111,9 @@ def optimize(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.optimize import OptimizeConfig, run_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.optimize.preflight import preflight_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.optimize.run import run_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     config = validated(OptimizeConfig, **config_values(ctx, OptimizeConfig) | {"evaluate_test": not no_test})

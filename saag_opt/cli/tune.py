@@ -80,7 +80,7 @@ def tune(
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
     json_out = output_path(json_out)
-    from saag_opt.tune import TuneConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.tune.run import TuneConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     overrides = {k: v for k, v in dict(base=base, reviewer=reviewer, dataset=dataset, limit=limit).items()
                  if v is not None}
@@ -112,7 +112,7 @@ def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:
     import optuna  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     from saag_opt.report.tune_tables import TuneProgress, print_tune_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.tune import run_tune  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.tune.run import run_tune  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with TuneProgress(Console(stderr=True)) as progress:

@@ -486,9 +486,11 @@ def preflight_compare(config: CompareConfig) -> Estimate:
 
 def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,
                 args_passed: dict[str, Any] | None = None, resume: Path | None = None) -> CompareResult:
-    """``saag-opt compare A B [C ...]``: prompt refs (each evaluated once now) or run dirs (no LM calls).
+    """Compare reviewer prompt versions (each evaluated now) or finished runs (no LM calls), every pair tested.
 
-    ``resume``: continue that compare run (prompts mode; ``config`` from ``resume_compare_config``).
+    ``config.versions`` are two or more prompt references or two or more run directories, never
+    mixed (``saag-opt compare A B [C ...]``). ``resume``: continue that compare run (prompts mode;
+    ``config`` from ``resume_compare_config``).
 
     Raises:
         ConfigError: a run mixed with a prompt ref, no example in common, bad settings.

@@ -186,7 +186,7 @@ class ScoreResult:
 
 def score_predictions(path: str | Path, examples: Sequence[Example], *,
                       grounding: GroundingMode = "paper") -> ScoreResult:
-    """Diagnose and truth-check every prediction in ``path`` against ``examples``.
+    """Score a predictions file offline: SAAG cascade diagnostics and accuracy against the examples' ground truth.
 
     ``grounding``: stage 3 of the cascade, ``paper`` (default: the paper's numbers) or ``calibrated``.
 

@@ -96,8 +96,9 @@ def open_run(config: OptimizeConfig, overrides: frozenset[str] | set[str] = froz
 
 def run_optimize(config: OptimizeConfig, *, on_event: EventSink | None = None,
                  overrides: frozenset[str] | set[str] = frozenset()) -> OptimizeResult:
-    """Optimize the reviewer's instructions with GEPA; see the module docstring.
+    """Optimize the reviewer's instructions with GEPA: train on train, select on val, compare seed and best on test.
 
+    ``overrides``: on ``config.resume``, the options the user typed (they may change only run options).
     A new run checks its inputs (``_start``) before its run directory exists, so a bad dataset,
     split, key or seed prompt leaves none behind; a resumed run checks them with its run.json
     marked ``error`` on failure.

@@ -169,7 +169,11 @@ class _Watcher:
 
 def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate: EvaluateFn = run_config,
              args_passed: dict[str, Any] | None = None) -> TuneOutcome:
-    """Run (or join, or resume) a tune study; see the module docstring.
+    """Search reviewer configurations with optuna, then re-evaluate the feasible Pareto front on test.
+
+    A new study name (or none) makes this process the coordinator; the name of a study that exists
+    in ``config.storage`` joins it as a worker; ``config.resume`` coordinates that run's study again.
+    ``evaluate`` runs one trial (tests replace it).
 
     Raises:
         ConfigError: bad space, storage, study name or option combination.
