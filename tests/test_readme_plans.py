@@ -28,11 +28,16 @@ VERBS = ("evaluate", "compare", "optimize", "tune")
 FAMILY_REVIEWERS = ("gpt-4o-mini", "gpt-4.1", "gpt-5-mini", "o4-mini")
 
 
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+"""README and every docs page: the commands a user copies from them."""
+
+
 def readme_commands() -> list[str]:
-    """The ``saag-opt <verb>`` commands in README's code blocks (continuations joined, comments cut)."""
+    """The ``saag-opt <verb>`` commands in the code blocks of README and the docs (continuations joined, comments cut)."""
     blocks: list[list[str]] = []
     inside = False
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+    lines = [line for doc in DOCUMENTS for line in doc.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         if line.lstrip().startswith("```"):
             inside = not inside
             if inside:
@@ -47,7 +52,8 @@ def readme_commands() -> list[str]:
                 continue
             pattern = rf"saag-opt (?:{'|'.join(VERBS)})\b[^&;#]*"
             commands += [m.group(0).strip() for m in re.finditer(pattern, line)]
-    return [c for c in commands if "<" not in c and "--resume" not in c and " runs/" not in c]
+    commands = [" ".join(c.split()) for c in commands if "<" not in c and "--resume" not in c and " runs/" not in c]
+    return list(dict.fromkeys(commands))
 
 
 def _needs(command: str) -> str | None:
