@@ -31,14 +31,15 @@ IGNORED: Final = frozenset({"runs_dir", "resume"})
 """Options a resume does not compare: the run directory is given, not made."""
 
 _FLAGS: Final = {"prompts_dir": "--store", "evaluate_test": "--no-test"}
-"""Fields whose command-line flag is not ``--`` plus the field name with dashes."""
+"""Fields whose command-line flag is not ``--`` plus the field name with dashes (a config's ``FLAGS`` adds its own)."""
 
 C = TypeVar("C", bound=BaseModel)
 
 
-def flag(name: str) -> str:
-    """The command-line flag of a config field (``prompts_dir`` -> ``--store``)."""
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+def flag(name: str, model: type[BaseModel] | None = None) -> str:
+    """The command-line flag of a config field (``prompts_dir`` -> ``--store``; ``model.FLAGS`` first)."""
+    own: Mapping[str, str] = getattr(model, "FLAGS", {})
+    return own.get(name) or _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 def run_options(model: type[BaseModel]) -> frozenset[str]:
@@ -70,11 +71,11 @@ def refuse_changes(recorded: C, passed: Mapping[str, Any], *, where: str, clashe
         differs = [k for k in fixed if asked[k] != had[k]]
     except ValueError:
         differs = [k for k, v in fixed.items() if v != had[k]]
-    found = [*clashes, *(f"{flag(k)} {fixed[k]!r} (the run has {had[k]!r})" for k in differs)]
+    found = [*clashes, *(f"{flag(k, model)} {fixed[k]!r} (the run has {had[k]!r})" for k in differs)]
     if found:
         raise ConfigError(f"{where}: {'; '.join(found)}: a resumed run keeps its recorded configuration; drop "
                           f"{'these options' if len(found) > 1 else 'that option'} or start a new run "
-                          f"(only {', '.join(sorted(flag(k) for k in options))} may change)")
+                          f"(only {', '.join(sorted(flag(k, model) for k in options))} may change)")
     changes = {k: v for k, v in given.items() if k in options}
     return model.model_validate(before | changes) if changes else recorded
 

@@ -123,7 +123,7 @@ def test_wheel_carries_the_data_and_works_from_any_folder(installed: Path,
     _run([saag_opt, "prompts", "alias", "best", "reviewer@v2"], cwd=work, env=env)
     store = Path(env["HOME"]) / ".local" / "share" / "saag-opt" / "prompts"
     assert json.loads((store / "aliases.json").read_text()) == {"reviewer": {"best": "v2"}}
-    listed = json.loads(_run([saag_opt, "prompts", "list", "--json"], cwd=work, env=env))
+    listed = json.loads(_run([saag_opt, "prompts", "list", "--format", "json"], cwd=work, env=env))
     assert [v["version"] for v in listed["versions"]] == ["v1", "v2"]
     assert listed["aliases"] == {"reviewer": {"best": "v2", "production": "v2"}}
     assert _site_packages_files(installed) == before

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from saag_opt import __version__, stopping, telemetry
-from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR
+from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR, verb_command
 from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
 from saag_opt.cli.optimize import optimize
@@ -45,13 +45,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-app.command(name="score", help=SCORE_HELP)(score)
-app.command(name="evaluate")(evaluate)
-app.command(name="optimize")(optimize)
-app.command(name="compare")(compare)
-app.command(name="report", help=REPORT_HELP)(report)
-app.command(name="tune", help=TUNE_HELP)(tune)
-app.command(name="security", help=SECURITY_HELP)(security)
+# Renamed flags keep their old spelling for a while (hidden; one deprecation line on stderr), and --resume's
+# help names the run options of the config named here (common.VerbCommand).
+app.command(name="score", help=SCORE_HELP, cls=verb_command())(score)
+app.command(name="evaluate", cls=verb_command(renamed={"--trials": "--tau2-trials"},
+                                              resume="saag_opt.evaluation.config:EvaluateConfig"))(evaluate)
+app.command(name="optimize", cls=verb_command(resume="saag_opt.optimize.config:OptimizeConfig"))(optimize)
+app.command(name="compare", cls=verb_command(resume="saag_opt.evaluation.config:EvaluateConfig"))(compare)
+app.command(name="report", help=REPORT_HELP, cls=verb_command())(report)
+app.command(name="tune", help=TUNE_HELP, cls=verb_command(renamed={"--workers": "--processes"}))(tune)
+app.command(name="security", help=SECURITY_HELP,
+            cls=verb_command(renamed={"--limit": "--user-tasks"},
+                             resume="saag_opt.runtime.agentdojo.run:SecurityConfig"))(security)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 

@@ -1,21 +1,28 @@
-"""Pieces every command shares: option aliases, the one mapping from options to a config, which flags were set.
+"""Pieces every command shares: one definition per option, the help panels, which flags were set, renamed flags.
 
-The review set-up's options (``--base`` ... ``--retries``) are one alias each, named as the
-``ReviewSetup`` field they fill, so ``config_values`` maps any command's options to its config by
-name: evaluate, compare and optimize offer and mean the same set-up options. Closed sets come from
-``saag_opt.choices`` (typer offers a ``Literal``'s values as the choices). What an option left out
-means is written here once too (``DEFAULT_*``: typer takes a default only in the signature); where
-the config has the same field, tests/test_cli.py checks they agree.
+An option several commands offer is defined once here (help, panel, environment variable), so a
+flag means one thing on every command (tests/test_cli_options.py checks it). The review set-up's
+options (``--base`` ... ``--retries``) are named as the ``ReviewSetup`` field they fill, so
+``config_values`` maps any command's options to its config by name. Options sit in four help panels,
+the same on every command: Set-up (what is measured), Data (which examples), Run (how the run goes)
+and Output (where results go). Closed sets come from ``saag_opt.choices`` (typer offers a
+``Literal``'s values as the choices). What an option left out means is written here once too
+(``DEFAULT_*``: typer takes a default only in the signature); where the config has the same field,
+tests/test_cli.py checks they agree. A renamed flag keeps its old spelling for a while
+(``VerbCommand``), hidden from help, with one deprecation line on stderr.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import importlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort, UserReminder
 from saag_opt.errors import ConfigError
@@ -46,101 +53,128 @@ DEFAULT_SPLIT = "test"
 DEFAULT_SEED = 0
 DEFAULT_RUNS_DIR = Path("runs")
 
-DatasetOpt = Annotated[str, typer.Option(
-    "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False,
-    help="Dataset spec: [bold]shipped:bfcl[/], [bold]shipped:registry-10[/], [bold]bfcl:simple_python[/], "
-         "[bold]bfcl:non_live[/], or a path to a .jsonl file. See [bold]saag-opt datasets list[/].")]
-WorkersOpt = Annotated[Optional[int], typer.Option(
-    "--workers", min=1, max=64, show_default="4; 1 with a local model",
-    help="Examples run concurrently (a local model's server answers one request at a time).")]
-SplitOpt = Annotated[str, typer.Option(
-    "--split", help="train | val | test | all. Reported numbers should come from test: GEPA trains on "
-    "train and selects on val.")]
-LimitOpt = Annotated[Optional[int], typer.Option(
-    "--limit", min=1, help="N examples (after --split), taken round-robin across categories.")]
-SkipOpt = Annotated[int, typer.Option(
-    "--skip", min=0, help="Leave out the first N of that round-robin order first: fresh examples after a run "
-    "of --limit N was looked at (a confirmatory sample).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
+# -- help panels: the same four on every command ------------------------------------------------------
 
-
-GROUNDING_HELP = ("SAAG stage 3: [bold]paper[/] (values verbatim in the request) or [bold]calibrated[/] "
-                  "(also accepts schema defaults, reformatted dates/times, number words, ...; flags wrong "
-                  "JSON types and repeated calls). See README, 'How the SAAG cascade decides'.")
-GroundingOpt = Annotated[Optional[GroundingName], typer.Option(
-    "--grounding", show_default="calibrated",
-    help=GROUNDING_HELP + " Decides when binary/saag repair and gate+ intervene and what --saag-informed shows.")]
+SETUP = "Set-up"
+"""What is measured: models, prompt, mechanism and how their LM calls behave (``ReviewSetup``)."""
+DATA = "Data"
+"""Which examples: dataset, split and how many."""
+RUN = "Run"
+"""How the run goes: concurrency, seed, spend cap, resume, the verb's own search settings."""
+OUTPUT = "Output"
+"""Where results go besides the run directory's files and the terminal."""
 
 # -- the review set-up (agents.setup.ReviewSetup): one alias per field, named as the field ----------
 
-BaseOpt = Annotated[str, typer.Option("--base", envvar="SAAG_OPT_BASE",
-                                      help="Base agent model: gpt-4o, local, openai/<m>@URL.")]
-ReviewerOpt = Annotated[Optional[str], typer.Option(
-    "--reviewer", envvar="SAAG_OPT_REVIEWER", help="Reviewer model (needed by mechanisms that call a reviewer, "
-    "e.g. r2): gpt-5-mini, local, openai/<m>@URL.")]
-UserModelOpt = Annotated[Optional[str], typer.Option(
-    "--user-model", help="tau2 datasets: the model of tau2's user simulator (default: the base model).")]
-UserReminderOpt = Annotated[UserReminder, typer.Option(
-    "--user-reminder", help="tau2 datasets: end the user simulator's prompt with a reminder that it is the "
-    "customer (auto: for the embedded model only, which otherwise answers as the agent).")]
-MaxStepsOpt = Annotated[Optional[int], typer.Option(
-    "--max-steps", min=2, max=1000, show_default="tau2's 100", help="tau2 datasets: messages (agent, user, "
-    "tool) before a run ends unfinished (tau2's max_steps; reward 0).")]
-TrialsOpt = Annotated[int, typer.Option(
-    "--trials", min=1, max=32, help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
-PromptOpt = Annotated[str, typer.Option("--prompt", help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
+_BASE = typer.Option("--base", envvar="SAAG_OPT_BASE", rich_help_panel=SETUP,
+                     help="Base agent model: gpt-4o, local, openai/<m>@URL.")
+BaseOpt = Annotated[str, _BASE]
+BasePinOpt = Annotated[Optional[str], _BASE]
+"""tune's ``--base``: when given, it replaces the space's value (as ``--reviewer``, ``--dataset``, ``--limit``)."""
+_REVIEWER = typer.Option("--reviewer", envvar="SAAG_OPT_REVIEWER", rich_help_panel=SETUP,
+                         help="Reviewer model, for mechanisms that call one (e.g. r2): gpt-5-mini, local, openai/<m>@URL.")
+ReviewerOpt = Annotated[Optional[str], _REVIEWER]
+PromptOpt = Annotated[str, typer.Option("--prompt", rich_help_panel=SETUP,
+                                        help="Reviewer prompt: reviewer@v2, an alias, or a path.")]
 MechanismOpt = Annotated[str, typer.Option(
-    "--mechanism", "-m", help="Review mechanism, e.g. none, binary, saag, r2, s5, g5, gate+r2 (experimental); an "
-    "unknown name lists them all.")]
+    "--mechanism", "-m", rich_help_panel=SETUP,
+    help="Review mechanism: none, binary, saag, r2, s5, g5, gate+r2 (experimental) ...; an unknown name lists them all.")]
 SaagInformedOpt = Annotated[bool, typer.Option(
-    "--saag-informed", help="Experimental: show the reviewer the gold-free SAAG report of the call it reviews.")]
+    "--saag-informed", rich_help_panel=SETUP,
+    help="Experimental: show the reviewer the gold-free SAAG report of the call it reviews.")]
+GROUNDING_HELP = ("SAAG stage 3: paper (values verbatim in the request) or calibrated (also schema defaults, "
+                  "reformatted dates, number words ...).")
+GroundingOpt = Annotated[Optional[GroundingName], typer.Option(
+    "--grounding", show_default="calibrated", rich_help_panel=SETUP, help=GROUNDING_HELP)]
 ReviewerTemperatureOpt = Annotated[float, typer.Option(
-    "--reviewer-temperature", min=0.0, max=2.0, help="Sampling temperature of the reviewer (reasoning models "
-    "ignore it; the base agent stays at 0).")]
+    "--reviewer-temperature", min=0.0, max=2.0, rich_help_panel=SETUP,
+    help="Sampling temperature of the reviewer (reasoning models ignore it; the base agent stays at 0).")]
 ReasoningEffortOpt = Annotated[Optional[ReasoningEffort], typer.Option(
-    "--reasoning-effort", show_default="the model's", help="Reasoning effort asked of a reasoning reviewer model "
-    "(gpt-5*, o*).")]
-MaxRepairsOpt = Annotated[int, typer.Option("--max-repairs", min=0, max=50, help="Budget of binary/saag repair.")]
+    "--reasoning-effort", show_default="the model's", rich_help_panel=SETUP,
+    help="Reasoning effort asked of a reasoning reviewer model (gpt-5*, o*).")]
+MaxRepairsOpt = Annotated[int, typer.Option("--max-repairs", min=0, max=50, rich_help_panel=SETUP,
+                                            help="Repair budget of the binary and saag mechanisms.")]
 RetriesOpt = Annotated[int, typer.Option(
-    "--retries", min=0, max=20, help="Extra attempts per LM call after a 429, 5xx, timeout or malformed reply "
-    "(jittered exponential backoff).")]
-RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", help="Where run directories go.")]
-StoreOpt = Annotated[Optional[Path], typer.Option(
-    "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
-    help="Your prompt store: prompt references resolve there and new versions go there; the built-in "
-         "seeds (reviewer@v1, reviewer@v2) are visible from any store.")]
-MaxCostOpt = Annotated[Optional[float], typer.Option(
-    "--max-cost", min=0.0, metavar="USD", show_default="no cap",
-    help="Hard cap on the run's LM spend (every role): a call that could pass it is never sent; the run "
-         "stops cleanly, keeping finished work.")]
-
-BatchOpt = Annotated[bool, typer.Option(
-    "--batch", help="Send each round of independent LM calls as one OpenAI Batch API job: half the price, "
-                    "slower (hours at worst); a stopped run resumes its batches in flight. Every example is "
-                    "in flight at once, so --workers has no effect.")]
-
+    "--retries", min=0, max=20, rich_help_panel=SETUP,
+    help="Extra attempts per LM call after a 429, 5xx, timeout or malformed reply (with backoff).")]
 RequestTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--request-timeout", min=0.0, metavar="SECONDS", show_default="the HTTP client's: 600 s a read",
-    help="How long one LM request may wait for the server; a request that takes longer is retried with "
-         "backoff like a 5xx, then the example is recorded as an error. Lower it for a server that may hang.")]
-
-
+    rich_help_panel=SETUP, help="How long one LM request may wait; a longer one is retried like a 5xx.")]
 OnUnusableOpt = Annotated[OnUnusable, typer.Option(
-    "--on-unusable",
-    help="A review still unreadable after one retry: approve (the call runs as proposed) or reject "
-         "(the agent revises). Counted in every table either way.")]
-ResumeOpt = Annotated[Optional[Path], typer.Option(
-    "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
-    help="Continue that run directory: its recorded options are used, finished examples are kept and not asked "
-         "again. Other options may only repeat the recorded values (except --workers, --max-cost, "
-         "--fail-on-error).")]
+    "--on-unusable", rich_help_panel=SETUP,
+    help="A review unreadable after one retry: approve (the call runs) or reject (the agent revises).")]
+StoreOpt = Annotated[Optional[Path], typer.Option(
+    "--store", file_okay=False, show_default="$SAAG_OPT_PROMPTS, else ~/.local/share/saag-opt/prompts",
+    rich_help_panel=SETUP,
+    help="Your prompt store: references resolve there, new versions go there; the built-in seeds show in any.")]
+UserModelOpt = Annotated[Optional[str], typer.Option(
+    "--user-model", show_default="the base model", rich_help_panel=SETUP,
+    help="tau2 datasets: the model of tau2's user simulator.")]
+UserReminderOpt = Annotated[UserReminder, typer.Option(
+    "--user-reminder", rich_help_panel=SETUP,
+    help="tau2 datasets: remind the user simulator it is the customer (auto: for the embedded model only).")]
+ConfigFileOpt = Annotated[Optional[Path], typer.Option(
+    "--config", metavar="FILE.toml", exists=True, dir_okay=False, show_default=False, rich_help_panel=SETUP,
+    help="Read options from this TOML file (keys as in run.json's config); flags given override it.")]
+
+# -- data --------------------------------------------------------------------------------------------
+
+_DATASET = typer.Option(
+    "--dataset", "-d", envvar="SAAG_OPT_DATASET", show_default=False, rich_help_panel=DATA,
+    help="Dataset: shipped:bfcl, bfcl:<category>, tau2:<domain>, a .jsonl path ... (saag-opt datasets list).")
+DatasetOpt = Annotated[str, _DATASET]
+DatasetPinOpt = Annotated[Optional[str], _DATASET]
+SplitOpt = Annotated[str, typer.Option(
+    "--split", rich_help_panel=DATA, help="train | val | test | all; report on test (GEPA trains on train, selects on val).")]
+_LIMIT = typer.Option("--limit", min=1, rich_help_panel=DATA,
+                      help="Use N examples (after --split), taken round-robin over the categories.")
+LimitOpt = Annotated[Optional[int], _LIMIT]
+SkipOpt = Annotated[int, typer.Option(
+    "--skip", min=0, rich_help_panel=DATA,
+    help="Leave out the first N of that order (fresh examples after a run of --limit N was looked at).")]
+TEST_LIMIT_HELP = "Use at most N TEST examples in the final re-evaluation."
+Tau2TrialsOpt = Annotated[int, typer.Option(
+    "--tau2-trials", min=1, max=32, rich_help_panel=DATA,
+    help="tau2 datasets: runs per task (tau2's num_trials), for pass^k.")]
+MaxStepsOpt = Annotated[Optional[int], typer.Option(
+    "--max-steps", min=2, max=1000, show_default="tau2's 100", rich_help_panel=DATA,
+    help="tau2 datasets: messages (agent, user, tool) before a run ends unfinished, with reward 0.")]
+
+# -- how the run goes --------------------------------------------------------------------------------
+
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", min=1, max=64, show_default="4; 1 with a local model", rich_help_panel=RUN,
+    help="Examples run concurrently (a local model's server answers one request at a time).")]
+SeedOpt = Annotated[int, typer.Option(
+    "--seed", rich_help_panel=RUN, help="Seed of the run's random choices (the bootstrap; GEPA's minibatches; tune's sampler).")]
+MaxCostOpt = Annotated[Optional[float], typer.Option(
+    "--max-cost", min=0.0, metavar="USD", show_default="no cap", rich_help_panel=RUN,
+    help="Hard cap on the run's LM spend, resumes included: the run stops cleanly before a call could pass it.")]
+BatchOpt = Annotated[bool, typer.Option(
+    "--batch", rich_help_panel=RUN,
+    help="Send the LM calls as OpenAI Batch API jobs: half the price, slower (hours at worst); --workers has no effect.")]
 DryRunOpt = Annotated[bool, typer.Option(
-    "--dry-run", help="Print the expected LM calls, tokens and dollars by role, and exit without running.")]
-MlflowOpt = Annotated[Optional[str], typer.Option(
-    "--mlflow", metavar="URI", show_default=False,
-    help="Also log the run (and the runs nested in it) to this MLflow tracking store, e.g. sqlite:///mlflow.db: "
-         "config as params, accuracy/help/harm/cost/latency as metrics, report.html and summary.json as "
-         "artifacts (pip install 'saag-opt[mlflow]').")]
+    "--dry-run", rich_help_panel=RUN,
+    help="Print what the run would ask and cost (LM calls, tokens, dollars) and exit without running.")]
+NoTestOpt = Annotated[bool, typer.Option("--no-test", rich_help_panel=RUN,
+                                         help="Skip the final re-evaluation on TEST.")]
+RESUME_HELP = "Continue that run directory with its recorded options, keeping its finished work"
+"""The first words of every ``--resume`` help; ``VerbCommand`` adds the options a resume may change."""
+ResumeOpt = Annotated[Optional[Path], typer.Option(
+    "--resume", metavar="RUN_DIR", file_okay=False, exists=True, rich_help_panel=RUN, help=RESUME_HELP + ".")]
+
+# -- output ------------------------------------------------------------------------------------------
+
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", envvar="SAAG_OPT_RUNS", rich_help_panel=OUTPUT,
+                                          help="Where run directories go.")]
+JsonOutOpt = Annotated[Optional[Path], typer.Option(
+    "--json", metavar="FILE", dir_okay=False, show_default=False, rich_help_panel=OUTPUT,
+    help="Also write the results as JSON to this file.")]
+MLFLOW_HELP = "MLflow tracking store to write to, e.g. sqlite:///mlflow.db (pip install 'saag-opt\\[mlflow]')."
+MlflowOpt = Annotated[Optional[str], typer.Option("--mlflow", metavar="URI", show_default=False,
+                                                  rich_help_panel=OUTPUT, help=MLFLOW_HELP)]
+OUT_HELP = "Write to this file (- for stdout)."
+FORMAT_HELP = "Output format."
 
 
 def warn_workers_under_batch(batch: bool, passed: dict[str, Any]) -> None:
@@ -268,3 +302,77 @@ def print_dry_run(estimate: Any) -> None:
     from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
 
     print_estimate(Console(), estimate.to_dict())
+
+
+# -- the command class: renamed flags and the generated --resume help --------------------------------
+
+class VerbCommand(TyperCommand):
+    """A typer command whose renamed flags keep their old spelling a while and whose ``--resume`` help is generated.
+
+    Subclassed per command by ``verb_command``. An old spelling is rewritten to the new one before
+    parsing, with one deprecation line on stderr; it is in no help. ``--resume``'s help names the
+    options a resume may change: the fields the command's config marks ``RUN_OPTION``
+    (``resuming.run_options``) that the command offers, read when the help is shown (the config
+    is heavy for start-up).
+    """
+
+    renamed: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    """Old flag -> the tokens that replace it (``--json`` -> ``--format json``)."""
+    resume_config: ClassVar[str | None] = None
+    """``module:Class`` of the config whose run options a resume may change."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        resume = next((param for param in self.params if param.name == "resume"), None)
+        if resume is not None and self.resume_config is not None:
+            offered = frozenset(opt for param in self.params for opt in [*param.opts, *param.secondary_opts])
+            _help_when_shown(resume, functools.partial(resume_help, self.resume_config, offered))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Click's parsing, of ``args`` with the old spellings replaced."""
+        return super().parse_args(ctx, renamed_args(args, self.renamed))
+
+
+def verb_command(*, renamed: Mapping[str, str] | None = None, resume: str | None = None) -> type[VerbCommand]:
+    """A ``VerbCommand`` class for ``app.command(cls=...)``: ``renamed`` maps an old flag to its new spelling."""
+    table = {old: tuple(new.split()) for old, new in (renamed or {}).items()}
+    return type("VerbCommand", (VerbCommand,), {"renamed": table, "resume_config": resume})
+
+
+def renamed_args(args: list[str], renamed: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """``args`` with each old flag (``--trials 2``, ``--trials=2``) spelt the new way; one stderr line per old flag."""
+    out: list[str] = []
+    warned: set[str] = set()
+    for index, arg in enumerate(args):
+        if arg == "--":  # what follows is arguments, not options
+            return out + args[index:]
+        old, equals, value = arg.partition("=")
+        new = renamed.get(old)
+        if new is None:
+            out.append(arg)
+            continue
+        if old not in warned:
+            typer.echo(f"warning: {old} is deprecated; use {' '.join(new)}", err=True)
+            warned.add(old)
+        out += [*new[:-1], new[-1] + equals + value]
+    return out
+
+
+@functools.cache
+def resume_help(config: str, offered: frozenset[str]) -> str:
+    """``--resume``'s help: ``RESUME_HELP`` and the flags among ``offered`` that ``config`` marks run options."""
+    from saag_opt.resuming import flag, run_options  # noqa: PLC0415 - the config is heavy: read when help is shown
+
+    module, _, name = config.partition(":")
+    try:
+        model = getattr(importlib.import_module(module), name)
+    except ImportError:  # an extra the command needs is not installed (security: agentdojo)
+        return f"{RESUME_HELP}; only its run options may change."
+    flags = sorted(option for option in (flag(field, model) for field in run_options(model)) if option in offered)
+    return f"{RESUME_HELP}; only {', '.join(flags)} may change."
+
+
+def _help_when_shown(param: Any, text: Callable[[], str]) -> None:
+    """Make ``param.help`` call ``text`` (click set it when the command was built; this reads it later)."""
+    param.__class__ = type(type(param).__name__, (type(param),),
+                           {"help": property(lambda _: text(), lambda _, __: None)})

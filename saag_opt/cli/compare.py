@@ -7,7 +7,6 @@ through the cache); run directories are compared offline by example id.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -29,6 +28,7 @@ from saag_opt.cli.common import (
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
+    JsonOutOpt,
     LimitOpt,
     MaxCostOpt,
     MaxRepairsOpt,
@@ -64,8 +64,8 @@ def compare(
     ctx: typer.Context,
     refs: Annotated[Optional[list[str]], typer.Argument(
         metavar="VERSION", show_default=False,
-        help="A B [C ...]: two or more prompt references (reviewer@v1, an alias, a path) or run directories (optionally "
-             "DIR#CONDITION), all of one kind.")] = None,
+        help="A B [C ...]: prompt references (reviewer@v1, an alias, a path) or run directories (DIR or DIR#CONDITION).")]
+    = None,
     base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = None,
     mechanism: MechanismOpt = DEFAULT_MECHANISM,
@@ -86,11 +86,10 @@ def compare(
     max_cost: MaxCostOpt = None,
     batch: BatchOpt = False,
     dry_run: DryRunOpt = False,
-    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
-    json_out: Annotated[Optional[Path], typer.Option("--json", metavar="OUT", dir_okay=False,
-                                                     help="Also write the full comparison JSON here.")] = None,
+    json_out: JsonOutOpt = None,
+    mlflow_uri: MlflowOpt = None,
 ) -> None:
     """Compare reviewer prompt versions (evaluated now) or finished runs (no LM calls), side by side.
 

@@ -6,7 +6,6 @@ Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``evaluation.eva
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -24,11 +23,13 @@ from saag_opt.cli.common import (
     DEFAULT_RUNS_DIR,
     DEFAULT_SEED,
     DEFAULT_SPLIT,
+    RUN,
     BaseOpt,
     BatchOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
+    JsonOutOpt,
     LimitOpt,
     MaxCostOpt,
     MaxRepairsOpt,
@@ -49,7 +50,7 @@ from saag_opt.cli.common import (
     SkipOpt,
     SplitOpt,
     StoreOpt,
-    TrialsOpt,
+    Tau2TrialsOpt,
     UserModelOpt,
     UserReminderOpt,
     WorkersOpt,
@@ -80,27 +81,26 @@ def evaluate(
     request_timeout: RequestTimeoutOpt = None,
     on_unusable: OnUnusableOpt = DEFAULT_ON_UNUSABLE,
     prompts_dir: StoreOpt = None,
+    user_model: UserModelOpt = None,
+    user_reminder: UserReminderOpt = "auto",
     dataset: DatasetOpt = DEFAULT_DATASET,
     split: SplitOpt = DEFAULT_SPLIT,
     limit: LimitOpt = None,
     skip: SkipOpt = 0,
+    trials: Tau2TrialsOpt = 1,
+    max_steps: MaxStepsOpt = None,
     workers: WorkersOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
-    fail_on_error: Annotated[Optional[float], typer.Option("--fail-on-error", min=0.0, max=1.0, metavar="RATE",
-                                                           help="Fail if more than RATE of examples errored.")]
-    = None,
+    fail_on_error: Annotated[Optional[float], typer.Option(
+        "--fail-on-error", min=0.0, max=1.0, metavar="RATE", rich_help_panel=RUN,
+        help="Mark the run failed if more than RATE of its examples errored.")] = None,
     max_cost: MaxCostOpt = None,
     batch: BatchOpt = False,
-    user_model: UserModelOpt = None,
-    user_reminder: UserReminderOpt = "auto",
-    trials: TrialsOpt = 1,
-    max_steps: MaxStepsOpt = None,
     dry_run: DryRunOpt = False,
-    mlflow_uri: MlflowOpt = None,
     resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
-    json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
-    = None,
+    json_out: JsonOutOpt = None,
+    mlflow_uri: MlflowOpt = None,
 ) -> None:
     """Run the base agent with and without a reviewer mechanism; print accuracy, help/harm, latency and cost.
 

@@ -8,7 +8,6 @@ would measure with the same options.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,6 +15,7 @@ from rich.console import Console
 
 from saag_opt.choices import AcceptName, BudgetName, ProposerName
 from saag_opt.cli.common import (
+    DATA,
     DEFAULT_BASE,
     DEFAULT_DATASET,
     DEFAULT_MECHANISM,
@@ -24,21 +24,30 @@ from saag_opt.cli.common import (
     DEFAULT_RETRIES,
     DEFAULT_REVIEWER_TEMPERATURE,
     DEFAULT_RUNS_DIR,
+    DEFAULT_SEED,
+    RUN,
+    SETUP,
+    TEST_LIMIT_HELP,
     BaseOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
+    JsonOutOpt,
+    MaxCostOpt,
     MechanismOpt,
     MlflowOpt,
+    NoTestOpt,
     OnUnusableOpt,
     PromptOpt,
     ReasoningEffortOpt,
     RequestTimeoutOpt,
+    ResumeOpt,
     RetriesOpt,
     ReviewerOpt,
     ReviewerTemperatureOpt,
     RunsDirOpt,
     SaagInformedOpt,
+    SeedOpt,
     StoreOpt,
     WorkersOpt,
     config_values,
@@ -55,8 +64,9 @@ def optimize(
     ctx: typer.Context,
     base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = "gpt-5-mini",
-    reflection: Annotated[Optional[str], typer.Option("--reflection", show_default="same as --reviewer",
-                                                      help="Reflection LM that proposes new instructions.")] = None,
+    reflection: Annotated[Optional[str], typer.Option(
+        "--reflection", show_default="same as --reviewer", rich_help_panel=SETUP,
+        help="Reflection LM that proposes new instructions.")] = None,
     prompt: PromptOpt = DEFAULT_PROMPT,
     mechanism: MechanismOpt = DEFAULT_MECHANISM,
     saag_informed: SaagInformedOpt = False,
@@ -68,39 +78,38 @@ def optimize(
     on_unusable: OnUnusableOpt = DEFAULT_ON_UNUSABLE,
     prompts_dir: StoreOpt = None,
     dataset: DatasetOpt = DEFAULT_DATASET,
-    budget: Annotated[Optional[BudgetName], typer.Option("--budget", help="GEPA auto budget (default light).")] = None,
-    max_metric_calls: Annotated[Optional[int], typer.Option("--max-metric-calls", min=1,
-                                                            help="Cumulative cap on rollouts.")] = None,
-    max_cost: Annotated[Optional[float], typer.Option(
-        "--max-cost", min=0.0, metavar="USD", show_default="no cap",
-        help="Hard cap on the run's spend: every role, reflection and the test phase, summed over resumes. A call "
-             "that could pass it is never sent; the run stops cleanly and --resume continues it.")] = None,
-    dry_run: DryRunOpt = False,
-    mlflow_uri: MlflowOpt = None,
-    resume: Annotated[Optional[Path], typer.Option("--resume", file_okay=False, exists=True,
-                                                   help="Continue an optimize run directory.")] = None,
+    train_limit: Annotated[Optional[int], typer.Option(
+        "--train-limit", min=1, show_default="all", rich_help_panel=DATA, help="Use at most N TRAIN examples.")]
+    = None,
+    val_limit: Annotated[Optional[int], typer.Option(
+        "--val-limit", min=1, show_default="all", rich_help_panel=DATA, help="Use at most N VAL examples.")] = None,
+    test_limit: Annotated[Optional[int], typer.Option(
+        "--test-limit", min=1, show_default="all", rich_help_panel=DATA, help=TEST_LIMIT_HELP)] = None,
     workers: WorkersOpt = None,
-    train_limit: Annotated[Optional[int], typer.Option("--train-limit", min=1)] = None,
-    val_limit: Annotated[Optional[int], typer.Option("--val-limit", min=1)] = None,
-    test_limit: Annotated[Optional[int], typer.Option("--test-limit", min=1)] = None,
-    accept: Annotated[AcceptName, typer.Option(
-        "--accept", help="strict: a new instruction must beat its parent on the minibatch (GEPA's default); "
-        "equal: a tie is enough unless the candidate's verdicts collapse (explores more; use with weak local "
-        "reviewers). Degenerate proposals are quarantined either way; best leaves the seed only with 2 more val "
-        "examples right and 5 points.")]
-    = "strict",
-    seed: Annotated[int, typer.Option("--seed", help="GEPA's random seed (minibatches, candidate selection).")] = 0,
+    seed: SeedOpt = DEFAULT_SEED,
+    budget: Annotated[Optional[BudgetName], typer.Option(
+        "--budget", show_default="light", rich_help_panel=RUN, help="GEPA's auto budget.")] = None,
+    max_metric_calls: Annotated[Optional[int], typer.Option(
+        "--max-metric-calls", min=1, rich_help_panel=RUN,
+        help="Cap on GEPA's rollouts, resumes included (instead of --budget).")] = None,
+    max_cost: MaxCostOpt = None,
     minibatch: Annotated[int, typer.Option(
-        "--minibatch", min=1, help="Train examples per GEPA reflection (each proposal is scored on them too).")] = 3,
+        "--minibatch", min=1, rich_help_panel=RUN,
+        help="Train examples per GEPA reflection (each proposal is scored on them too).")] = 3,
     proposer: Annotated[ProposerName, typer.Option(
-        "--proposer", help="edit: the reflection LM writes one rule edit (add, replace or delete a rule) as "
-        "schema-constrained JSON, applied deterministically; add: one new rule, the others kept; rewrite: a whole "
-        "new instruction (dspy's proposer). Small reflection models can write an edit where a rewrite "
-        "degenerates; add keeps every rule the seed has (the default).")] = "add",
-    no_test: Annotated[bool, typer.Option("--no-test", help="Skip the seed-vs-best TEST comparison.")] = False,
+        "--proposer", rich_help_panel=RUN,
+        help="What the reflection LM writes: add (one new rule), edit (one rule added, replaced or deleted) or rewrite "
+             "(a whole instruction).")] = "add",
+    accept: Annotated[AcceptName, typer.Option(
+        "--accept", rich_help_panel=RUN,
+        help="A proposal enters the pool if it beats its parent on the minibatch (strict) or ties it (equal).")]
+    = "strict",
+    no_test: NoTestOpt = False,
+    dry_run: DryRunOpt = False,
+    resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
-    json_out: Annotated[Optional[Path], typer.Option("--json", dir_okay=False,
-                                                     help="Also write the summary JSON here.")] = None,
+    json_out: JsonOutOpt = None,
+    mlflow_uri: MlflowOpt = None,
 ) -> None:
     """Optimize the reviewer's instructions (from the seed --prompt) with GEPA on train, select on val, compare on test.
 
@@ -108,6 +117,11 @@ def optimize(
     of evaluate and hold in GEPA's rollouts and in the test phase alike. On a BFCL multi-turn dataset
     (bfcl:multi_turn_*) a rollout is one reviewed conversation scored by BFCL's checker, and the limits
     count entries.
+
+    --proposer add (the default) keeps every rule of the seed; edit lets a small reflection model change
+    one rule where a rewrite degenerates. --accept equal explores more (for weak local reviewers).
+    Degenerate proposals are quarantined either way, and best leaves the seed only with 2 more val
+    examples right and 5 points. --max-cost counts every role, reflection and the test phase.
     """
     json_out = output_path(json_out)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich import box
@@ -18,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from saag_opt.artifacts import (
-    PROMPTS_ENV,
     PromptStore,
     PromptVersion,
     content_hash,
@@ -27,19 +26,30 @@ from saag_opt.artifacts import (
     exporter_names,
     validate_name,
 )
-from saag_opt.cli.common import output_path, write_output
+from saag_opt.cli.common import (
+    DATA,
+    FORMAT_HELP,
+    MLFLOW_HELP,
+    OUT_HELP,
+    OUTPUT,
+    SETUP,
+    StoreOpt,
+    output_path,
+    verb_command,
+    write_output,
+)
 from saag_opt.errors import ConfigError
 from saag_opt.optimize.rails import quarantine_reason
 
 prompts_app = typer.Typer(help="Inspect, compare, export and alias prompt versions.", no_args_is_help=True)
 
-RootOpt = Annotated[
-    Path | None,
-    typer.Option("--store", "--root", envvar=PROMPTS_ENV, show_default=False,
-                 help="Your prompt store (default ~/.local/share/saag-opt/prompts); the built-in seeds "
-                      "reviewer@v1 and reviewer@v2 are visible from every store."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ListFormat = Literal["table", "json"]
+FormatOpt = Annotated[ListFormat, typer.Option("--format", "-f", rich_help_panel=OUTPUT, help=FORMAT_HELP)]
+
+COMMAND = verb_command(renamed={"--root": "--store"})
+"""The prompts commands: ``--root`` is the old spelling of ``--store``."""
+LISTING = verb_command(renamed={"--root": "--store", "--json": "--format json"})
+"""``list`` and ``show``: ``--json`` is the old spelling of ``--format json``."""
 
 
 def _console() -> Console:
@@ -51,17 +61,18 @@ def _fmt_scores(scores: dict[str, object]) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
 
 
-@prompts_app.command("list")
+@prompts_app.command("list", cls=LISTING)
 def list_cmd(
-    program: Annotated[str | None, typer.Option("--program", "-p", help="Only this program.")] = None,
-    root: RootOpt = None,
-    as_json: JsonOpt = False,
+    program: Annotated[str | None, typer.Option("--program", "-p", rich_help_panel=DATA, help="Only this program.")]
+    = None,
+    root: StoreOpt = None,
+    output: FormatOpt = "table",
 ) -> None:
     """List versions with hash, lineage, source, scores, aliases and, if any, why GEPA quarantined one."""
     store = PromptStore(root)
     versions = store.list(program)
     aliases = store.aliases()
-    if as_json:
+    if output == "json":
         typer.echo(json.dumps({"versions": [v.model_dump() for v in versions], "aliases": aliases}, indent=2))
         return
     several = len({v.program for v in versions}) > 1
@@ -81,12 +92,12 @@ def list_cmd(
     _console().print(table if versions else f"no prompt versions in {store.location}")
 
 
-@prompts_app.command("show")
+@prompts_app.command("show", cls=LISTING)
 def show_cmd(ref: Annotated[str, typer.Argument(help="reviewer@v2, reviewer@production or a path.")],
-             root: RootOpt = None, as_json: JsonOpt = False) -> None:
+             root: StoreOpt = None, output: FormatOpt = "table") -> None:
     """Show one version: metadata and every predictor's instructions."""
     version = PromptStore(root).resolve(ref)
-    if as_json:
+    if output == "json":
         typer.echo(version.model_dump_json(indent=2))
         return
     console = _console()
@@ -107,10 +118,10 @@ def _metadata_table(version: PromptVersion) -> Table:
     return table
 
 
-@prompts_app.command("diff")
+@prompts_app.command("diff", cls=COMMAND)
 def diff_cmd(a: Annotated[str, typer.Argument(help="Old version reference.")],
              b: Annotated[str, typer.Argument(help="New version reference.")],
-             root: RootOpt = None) -> None:
+             root: StoreOpt = None) -> None:
     """Unified diff of instructions per predictor, plus metadata changes."""
     store = PromptStore(root)
     text = diff_versions(store.resolve(a), store.resolve(b))
@@ -121,16 +132,17 @@ def diff_cmd(a: Annotated[str, typer.Argument(help="Old version reference.")],
         console.print(Text(line, style=style), soft_wrap=True)
 
 
-@prompts_app.command("new")
+@prompts_app.command("new", cls=COMMAND)
 def new_cmd(
     parent: Annotated[str, typer.Argument(help="The version it derives from, e.g. reviewer@v2.")],
     replace: Annotated[list[str], typer.Option(
-        "--set", metavar="PREDICTOR=FILE", show_default=False,
+        "--set", metavar="PREDICTOR=FILE", show_default=False, rich_help_panel=SETUP,
         help="Replace one predictor's instructions with a text file's (repeat for several), e.g. review=review.txt.")],
     name: Annotated[str | None, typer.Option(
-        "--name", show_default=False, help="Version name (default: the next free v<N>).")] = None,
-    notes: Annotated[str, typer.Option("--notes", help="Why this version exists (kept with it).")] = "",
-    root: RootOpt = None,
+        "--name", show_default="the next free v<N>", rich_help_panel=SETUP, help="Version name.")] = None,
+    notes: Annotated[str, typer.Option("--notes", rich_help_panel=SETUP, help="Why this version exists (kept with it).")]
+    = "",
+    root: StoreOpt = None,
 ) -> None:
     """Save a hand-written version: PARENT's instructions with the predictors you --set, PARENT as its lineage.
 
@@ -172,12 +184,14 @@ def new_cmd(
         console.print(f"[yellow]warning:[/] GEPA's rails would refuse this text as a proposal: {concern}")
 
 
-@prompts_app.command("export")
+@prompts_app.command("export", cls=COMMAND)
 def export_cmd(
     ref: Annotated[str, typer.Argument(help="Version reference.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(exporter_names())}.")] = "txt",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout (- = stdout).")] = None,
-    root: RootOpt = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="|".join(exporter_names()), rich_help_panel=OUTPUT,
+                                     help=FORMAT_HELP)] = "txt",
+    out: Annotated[Path | None, typer.Option("--out", "-o", show_default="stdout", rich_help_panel=OUTPUT,
+                                             help=OUT_HELP)] = None,
+    root: StoreOpt = None,
 ) -> None:
     """Export a version for DSPy, OpenAI, MLflow, or as text/markdown/JSON."""
     out = None if out is None or str(out) == "-" else output_path(out, "--out")
@@ -190,10 +204,10 @@ def export_cmd(
     _console().print(f"wrote {version.ref} as {fmt} to {out}")
 
 
-@prompts_app.command("alias")
+@prompts_app.command("alias", cls=COMMAND)
 def alias_cmd(name: Annotated[str, typer.Argument(help="Alias, e.g. production or best.")],
               ref: Annotated[str, typer.Argument(help="Version reference it should point to.")],
-              root: RootOpt = None) -> None:
+              root: StoreOpt = None) -> None:
     """Point PROGRAM@NAME at the version REF resolves to (create or move the alias)."""
     store = PromptStore(root)
     version = store.resolve(ref)
@@ -201,12 +215,11 @@ def alias_cmd(name: Annotated[str, typer.Argument(help="Alias, e.g. production o
     _console().print(f"{version.program}@{name} -> {version.version} ({version.sha256[:12]})")
 
 
-@prompts_app.command("push")
+@prompts_app.command("push", cls=COMMAND)
 def push_cmd(ref: Annotated[str, typer.Argument(help="Version reference, e.g. reviewer@production.")],
-             mlflow_uri: Annotated[str, typer.Option(
-                 "--mlflow", metavar="URI", show_default=False,
-                 help="MLflow tracking / registry store, e.g. sqlite:///mlflow.db (pip install 'saag-opt[mlflow]').")],
-             root: RootOpt = None) -> None:
+             mlflow_uri: Annotated[str, typer.Option("--mlflow", metavar="URI", show_default=False,
+                                                     rich_help_panel=OUTPUT, help=MLFLOW_HELP)],
+             root: StoreOpt = None) -> None:
     """Register a version in MLflow's prompt registry: one prompt per predictor, the store's aliases as MLflow aliases.
 
     Lineage and the content hash go along as tags; pushing the same content again registers nothing new.

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from saag_opt.cli.common import output_path
+from saag_opt.cli.common import OUT_HELP, OUTPUT, output_path
 
 REPORT_HELP = (
     "Write one self-contained HTML report (inline SVG charts, no network) for run directories or "
@@ -21,9 +21,8 @@ def report(
         show_default=False, metavar="RUN_DIR...",
         help="Run directories (runs/<ts>-evaluate, -compare, -optimize, -tune) or a score --json output file.")],
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", dir_okay=False,
-        help="Where to write the page (default: RUN_DIR/report.html for one run, report.html for several; "
-             "- for stdout).")] = None,
+        "--out", "-o", dir_okay=False, show_default="RUN_DIR/report.html for one run, report.html for several",
+        rich_help_panel=OUTPUT, help=OUT_HELP)] = None,
 ) -> None:
     """Render the runs into one HTML file and print its path and size."""
     from saag_opt.report.html import REPORT_NAME, render_report, write_html  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)

@@ -10,13 +10,15 @@ import typer
 from rich.console import Console
 
 from saag_opt.choices import GroundingName
-from saag_opt.cli.common import EXIT_USER_ERROR, GROUNDING_HELP, DatasetOpt, output_path
-
-JsonOutOpt = Annotated[Optional[Path], typer.Option(
-    "--json", metavar="OUT", show_default=False, dir_okay=False,
-    help="Write machine-readable results to OUT (JSONL, one row per item) and the summary beside it: "
-         "OUT's .jsonl/.json suffix is replaced by .summary.json (scores.jsonl -> scores.summary.json); "
-         "any other name gets .summary.json appended; an HTML report goes beside them (scores.report.html).")]
+from saag_opt.cli.common import (
+    EXIT_USER_ERROR,
+    GROUNDING_HELP,
+    OUTPUT,
+    SETUP,
+    DatasetOpt,
+    JsonOutOpt,
+    output_path,
+)
 
 datasets_app = typer.Typer(help="List the known datasets and fetch the ones that need a download.",
                            no_args_is_help=True)
@@ -26,7 +28,11 @@ SCORE_HELP = (
     "Score saved predictions offline: SAAG cascade diagnostics and BFCL ground truth.\n\n"
     "Prints the stage funnel, the stage-conditional metrics and accuracy per category. Bad rows are listed "
     "as file:line messages and skipped; the exit code is then 2 (0 when every row was scored). A bfcl:multi_turn_* "
-    "dataset scores a BFCL multi-turn result file with BFCL's own checkers instead.")
+    "dataset scores a BFCL multi-turn result file with BFCL's own checkers instead.\n\n"
+    "--json FILE writes one row per item (JSONL) and the summary beside it: FILE's .jsonl/.json suffix is replaced "
+    "by .summary.json (scores.jsonl -> scores.summary.json), any other name gets .summary.json appended; an HTML "
+    "report goes beside them (scores.report.html). The default --grounding keeps the paper's numbers; the rows "
+    "name the mode.")
 """Help text of ``saag-opt score``."""
 
 
@@ -38,8 +44,7 @@ def score(
              "dataset: a BFCL multi-turn result file, {id, result: per turn, per step, the model's calls}.")],
     dataset: DatasetOpt,
     json_out: JsonOutOpt = None,
-    grounding: Annotated[GroundingName, typer.Option(
-        "--grounding", help=GROUNDING_HELP + " The default keeps the paper's numbers; --json rows name the mode.")]
+    grounding: Annotated[GroundingName, typer.Option("--grounding", rich_help_panel=SETUP, help=GROUNDING_HELP)]
     = "paper",
 ) -> None:
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
@@ -102,8 +107,8 @@ class FetchTarget(str, Enum):
 def datasets_fetch(
     name: Annotated[FetchTarget, typer.Argument(help="What to fetch.", show_default=False)],
     cache_dir: Annotated[Optional[Path], typer.Option(
-        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE",
-        help="Where to keep the download (default: the user cache dir).")] = None,
+        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE", show_default="the user cache dir",
+        rich_help_panel=OUTPUT, help="Where to keep the download.")] = None,
 ) -> None:
     """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""
     from saag_opt.data import fetch_bfcl  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)

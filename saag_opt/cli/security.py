@@ -7,13 +7,22 @@ Thin: flags -> ``SecurityConfig`` -> ``run_security`` -> ``report.security_table
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
-from saag_opt.cli.common import DEFAULT_RUNS_DIR, MaxCostOpt, RunsDirOpt, passed_values, validated
+from saag_opt.cli.common import (
+    DATA,
+    DEFAULT_RUNS_DIR,
+    SETUP,
+    DryRunOpt,
+    MaxCostOpt,
+    ResumeOpt,
+    RunsDirOpt,
+    passed_values,
+    validated,
+)
 from saag_opt.errors import ConfigError
 
 SECURITY_HELP = """Run AgentDojo's prompt-injection suites with and without the runtime guard, scored by AgentDojo.
@@ -22,7 +31,8 @@ Per suite and attack: utility without attack, utility under attack and attack su
 each arm with a 95% interval, beside the published defences' numbers (report.html). --agent scripted
 is the deterministic worst case (completes the user task from its ground truth and obeys every
 injected instruction: no LLM); any model spec (local, openai/<m>@URL, gpt-4o) drives a real agent.
-Needs: pip install 'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
+--dry-run prints the runs and agent turns per suite and attack, with their tokens and price for a model
+agent. Needs: pip install 'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
 """Help text of ``saag-opt security``."""
 
 
@@ -36,29 +46,33 @@ class Mode(str, Enum):
 
 def security(
     ctx: typer.Context,
-    suite: Annotated[Optional[list[str]], typer.Option(
-        "--suite", "-s", show_default="all four", help="workspace, travel, banking, slack (repeat or comma-separate).")]
-    = None,
-    attack: Annotated[Optional[list[str]], typer.Option(
-        "--attack", "-a", show_default="all six", help="important_instructions, tool_knowledge, direct, "
-        "ignore_previous, system_message, injecagent (repeat or comma-separate).")] = None,
     agent: Annotated[str, typer.Option(
-        "--agent", envvar="SAAG_OPT_AGENT", help="scripted (the obedient worst case, no LLM) or a model spec: "
-        "local, openai/<m>@URL, gpt-4o.")] = "scripted",
-    mode: Annotated[Mode, typer.Option("--mode", help="A model agent's tool calls: native tools, json answers, "
-                                       "or auto (json for models without native tools).")] = Mode.auto,
-    guard: Annotated[bool, typer.Option("--guard/--no-guard", help="Run both arms (without and with the guard), "
-                                        "or the unguarded arm alone.")] = True,
-    benign: Annotated[bool, typer.Option("--benign/--no-benign", help="Also run every user task without an "
-                                         "attack (utility without attack).")] = True,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N user tasks of each suite "
-                                                 "(with every injection task).")] = None,
+        "--agent", envvar="SAAG_OPT_AGENT", rich_help_panel=SETUP,
+        help="scripted (the obedient worst case, no LLM) or a model spec: local, openai/<m>@URL, gpt-4o.")]
+    = "scripted",
+    mode: Annotated[Mode, typer.Option(
+        "--mode", rich_help_panel=SETUP,
+        help="A model agent's tool calls: native tools, json answers, or auto (json without native tools).")]
+    = Mode.auto,
+    guard: Annotated[bool, typer.Option(
+        "--guard/--no-guard", rich_help_panel=SETUP,
+        help="Run both arms (without and with the guard), or the unguarded arm alone.")] = True,
+    suite: Annotated[Optional[list[str]], typer.Option(
+        "--suite", "-s", show_default="all four", rich_help_panel=DATA,
+        help="workspace, travel, banking, slack (repeat or comma-separate).")] = None,
+    attack: Annotated[Optional[list[str]], typer.Option(
+        "--attack", "-a", show_default="all six", rich_help_panel=DATA,
+        help="important_instructions, tool_knowledge, direct, ignore_previous, system_message, injecagent "
+             "(repeat or comma-separate).")] = None,
+    benign: Annotated[bool, typer.Option(
+        "--benign/--no-benign", rich_help_panel=DATA,
+        help="Also run every user task without an attack (utility without attack).")] = True,
+    limit: Annotated[Optional[int], typer.Option(
+        "--user-tasks", min=1, show_default="all", rich_help_panel=DATA,
+        help="Run the first N user tasks of each suite (each with every injection task).")] = None,
     max_cost: MaxCostOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the runs and the agent turns per suite and "
-                                          "attack, and exit without running.")] = False,
-    resume: Annotated[Optional[Path], typer.Option(
-        "--resume", metavar="RUN_DIR", file_okay=False, exists=True,
-        help="Continue that security run: runs already recorded are kept; only --max-cost may change.")] = None,
+    dry_run: DryRunOpt = False,
+    resume: ResumeOpt = None,
     runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
 ) -> None:
     """Run the suites; print the tables; the run directory gets report.html."""

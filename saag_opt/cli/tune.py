@@ -13,10 +13,23 @@ import typer
 from rich.console import Console
 
 from saag_opt.cli.common import (
+    DATA,
     DEFAULT_RUNS_DIR,
+    DEFAULT_SEED,
+    RUN,
+    SETUP,
+    TEST_LIMIT_HELP,
+    BasePinOpt,
+    DatasetPinOpt,
     DryRunOpt,
+    JsonOutOpt,
+    LimitOpt,
+    MaxCostOpt,
     MlflowOpt,
+    NoTestOpt,
+    ReviewerOpt,
     RunsDirOpt,
+    SeedOpt,
     log_to_mlflow,
     output_path,
     passed_values,
@@ -28,10 +41,14 @@ TUNE_HELP = """Search reviewer configurations (mechanism, prompt, reviewer model
 
 Each trial is one evaluation on the space's split (default val), with the base agent's answers shared
 through the caches; objectives default to help (max) and harm (min); \\[constraints] bound measured
-metrics. The feasible Pareto front is re-evaluated on TEST. --max-cost caps the whole run (every
-worker's trials and the test phase); --dry-run prints the expected spend. --workers N runs N local worker
-processes (journal storage); --storage postgresql://... --study NAME on other machines joins the
-same study as a worker. See experiments/spaces/ for examples."""
+metrics. The feasible Pareto front is re-evaluated on TEST. --base, --reviewer, --dataset and --limit
+replace the space's values. --max-cost caps the whole run (every worker's trials and the test phase);
+--dry-run prints the expected spend. --processes N runs N local worker processes (journal storage);
+--storage postgresql://... --study NAME on other machines joins the same study as a worker. See
+experiments/spaces/ for examples."""
+
+TUNE_RESUME_HELP = "Coordinate that tune run's study again (give the same --space); its finished trials are kept."
+"""tune's ``--resume``: the space and the pins are given again, the study and its storage come from the run."""
 
 
 class Sampler(str, Enum):
@@ -41,42 +58,42 @@ class Sampler(str, Enum):
 
 def tune(
     ctx: typer.Context,
-    space: Annotated[Path, typer.Option("--space", exists=True, dir_okay=False,
-                                        help="The SPACE.toml (\\[fixed], \\[search], \\[objectives], \\[constraints]).")],
-    sampler: Annotated[Sampler, typer.Option("--sampler", help="tpe (seeded, multivariate) or grid (every "
-                                             "point once, then stops).")] = Sampler.tpe,
-    trials: Annotated[int | None, typer.Option("--trials", min=1, show_default="30 for tpe, the whole grid",
-                                                  help="Trials to finish (all workers together).")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Local worker processes on one "
-                                         "study (they share one embedded model server).")] = 1,
-    storage: Annotated[str | None, typer.Option("--storage", envvar="SAAG_OPT_TUNE_STORAGE", show_default=
-                                                   "sqlite in the run dir; a journal file with --workers > 1",
-                                                   help="sqlite:///PATH | journal:PATH | postgresql://...")] = None,
-    study: Annotated[str | None, typer.Option("--study", help="Study name; an existing one is joined as a "
-                                                 "worker.")] = None,
-    resume: Annotated[Path | None, typer.Option("--resume", file_okay=False, exists=True,
-                                                   help="Coordinate a tune run directory's study again.")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", min=0.0, metavar="USD",
-                                                      help="Hard cap over the whole run: trials in every local "
-                                                           "worker and the test re-evaluation.")]
-    = None,
-    base: Annotated[str | None, typer.Option("--base", help="Pin the base model (replaces the space's).")]
-    = None,
-    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Pin the reviewer model (replaces the "
-                                                    "space's).")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Pin the dataset.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Pin the trial example count.")] = None,
-    test_limit: Annotated[int | None, typer.Option("--test-limit", min=1, show_default="--limit",
-                                                      help="Test examples for the Pareto re-evaluation.")] = None,
-    no_test: Annotated[bool, typer.Option("--no-test", help="Skip the test re-evaluation.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Sampler seed.")] = 0,
-    heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="PostgreSQL heartbeat seconds (a dead "
-                                           "worker's trial is retried after twice this).")] = 60,
+    space: Annotated[Path, typer.Option(
+        "--space", exists=True, dir_okay=False, rich_help_panel=SETUP,
+        help="The SPACE.toml: \\[fixed], \\[search], \\[objectives], \\[constraints].")],
+    base: BasePinOpt = None,
+    reviewer: ReviewerOpt = None,
+    dataset: DatasetPinOpt = None,
+    limit: LimitOpt = None,
+    test_limit: Annotated[int | None, typer.Option(
+        "--test-limit", min=1, show_default="--limit", rich_help_panel=DATA, help=TEST_LIMIT_HELP)] = None,
+    sampler: Annotated[Sampler, typer.Option(
+        "--sampler", rich_help_panel=RUN, help="tpe (seeded, multivariate) or grid (every point once, then stops).")]
+    = Sampler.tpe,
+    trials: Annotated[int | None, typer.Option(
+        "--trials", min=1, show_default="30 for tpe, the whole grid", rich_help_panel=RUN,
+        help="Trials to finish (all workers together).")] = None,
+    workers: Annotated[int, typer.Option(
+        "--processes", min=1, max=64, rich_help_panel=RUN,
+        help="Local worker processes on one study (they share one embedded model server).")] = 1,
+    storage: Annotated[str | None, typer.Option(
+        "--storage", envvar="SAAG_OPT_TUNE_STORAGE", show_default="sqlite in the run dir; a journal file with "
+        "--processes > 1", rich_help_panel=RUN, help="sqlite:///PATH | journal:PATH | postgresql://...")] = None,
+    study: Annotated[str | None, typer.Option(
+        "--study", rich_help_panel=RUN, help="Study name; an existing one is joined as a worker.")] = None,
+    heartbeat: Annotated[int, typer.Option(
+        "--heartbeat", min=1, rich_help_panel=RUN,
+        help="PostgreSQL heartbeat seconds (a dead worker's trial is retried after twice this).")] = 60,
+    seed: SeedOpt = DEFAULT_SEED,
+    max_cost: MaxCostOpt = None,
+    no_test: NoTestOpt = False,
     dry_run: DryRunOpt = False,
-    mlflow_uri: MlflowOpt = None,
-    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
-    json_out: Annotated[Path | None, typer.Option("--json", dir_okay=False, help="Also write summary JSON here.")]
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", metavar="RUN_DIR", file_okay=False, exists=True, rich_help_panel=RUN, help=TUNE_RESUME_HELP)]
     = None,
+    runs_dir: RunsDirOpt = DEFAULT_RUNS_DIR,
+    json_out: JsonOutOpt = None,
+    mlflow_uri: MlflowOpt = None,
 ) -> None:
     """Search reviewer configurations with optuna; print the trials and the Pareto front on TEST."""
     json_out = output_path(json_out)
@@ -123,4 +140,4 @@ def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:
         write_output(json_out, outcome.summary.model_dump_json(indent=2) + "\n")
 
 
-__all__ = ["TUNE_HELP", "tune"]
+__all__ = ["TUNE_HELP", "TUNE_RESUME_HELP", "tune"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +24,8 @@ class EvaluateConfig(SetupConfig):
 
     model_config = ConfigDict(extra="forbid")
     OMITTED_AT_DEFAULT = frozenset({"user_model", "user_reminder", "trials", "max_steps", "batch", "skip"})
+    FLAGS: ClassVar[Mapping[str, str]] = {"trials": "--tau2-trials"}
+    """Fields whose command-line flag is not the field's name (``resuming.flag``)."""
 
     dataset: str = "shipped:bfcl"
     """Dataset spec (see ``saag-opt datasets list``)."""
@@ -83,7 +85,7 @@ class EvaluateConfig(SetupConfig):
         if self.max_steps is not None:
             raise ValueError(f"max_steps is tau2's step limit; dataset {self.dataset!r} is not a tau2 dataset")
         if self.trials > 1:
-            raise ValueError(f"trials > 1 is for tau2 datasets (pass^k over a simulated user's runs); dataset "
+            raise ValueError(f"trials > 1 (--tau2-trials) is for tau2 datasets (pass^k over a simulated user's runs); dataset "
                              f"{self.dataset!r} runs each entry once")
         return self
 

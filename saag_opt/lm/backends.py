@@ -185,7 +185,7 @@ class LocalBackend(BackendFacts):
         model = get_local_model(spec.model)
         url = local_base_url(spec.model)
         # Another server at $SAAG_OPT_LOCAL_URL may serve other weights under the same alias; a parent's
-        # own embedded server ($SAAG_OPT_LOCAL_SHARED, tune --workers) serves the same ones: same cache.
+        # own embedded server ($SAAG_OPT_LOCAL_SHARED, tune --processes) serves the same ones: same cache.
         external = os.environ.get("SAAG_OPT_LOCAL_URL") and not os.environ.get("SAAG_OPT_LOCAL_SHARED")
         namespace = _namespace(url) if external else None
         return Endpoint(f"openai/{model.alias}", url, "local", namespace)

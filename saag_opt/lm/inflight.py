@@ -1,6 +1,6 @@
 """One LM request at a time per distinct request, across the processes that share a disk cache.
 
-Why: ``tune --workers N`` runs configurations in parallel processes that share dspy's disk cache.
+Why: ``tune --processes N`` runs configurations in parallel processes that share dspy's disk cache.
 Two configurations often open with the same request (r1 and r2 share their first review), and
 neither worker sees the other's request while it is in flight, so both pay for it. Holding an
 exclusive lock named after the request (``SaagLM._request_hash``, the hash that also keys its

@@ -3,7 +3,7 @@
 The estimate models are evaluate's (``evaluation.estimate``), added up the way a tune run spends:
 
 * the base agent's round-0 answers once, on the trial split (every trial shares them through the
-  base-prediction cache; ``--workers N`` asks them once before the workers start);
+  base-prediction cache; ``--processes N`` asks them once before the workers start);
 * one evaluate pass per distinct configuration tried, base calls cached: ``--trials N`` (or the
   whole grid) trials, at most one per configuration (a repeat is answered from the stored result
   for free), each the mean pass over the space's configurations (ranges at their midpoint);

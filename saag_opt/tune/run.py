@@ -1,7 +1,7 @@
 """``run_tune``: a tune run from start to ``summary.json``.
 
 Roles. The process that *creates* the study (a new ``--study`` name, or none given) coordinates:
-it runs trials (in-process, or through ``--workers N`` local processes), waits for every other
+it runs trials (in-process, or through ``--processes N`` local processes), waits for every other
 worker's running trials, writes ``trials.jsonl``, re-evaluates the feasible Pareto set on test and
 writes ``summary.json``. A process given the name of a study that already exists in ``--storage``
 *joins* it as a worker: it runs trials until the budget is spent and writes only a ``trials.jsonl``
@@ -185,7 +185,7 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
     run_dir, storage, study_name = _locate(config)
     settings = config.settings()
     if config.workers > 1 and not storage.parallel:
-        raise ConfigError("--workers: sqlite is for one process; use --storage journal:PATH (local workers) "
+        raise ConfigError("--processes: sqlite is for one process; use --storage journal:PATH (local workers) "
                           "or postgresql://... (many machines)")
     header = _header(config, run_dir, storage, study_name, space, args_passed)
     write_header(run_dir, header)
@@ -219,7 +219,7 @@ def run_tune(config: TuneConfig, *, on_event: EventSink | None = None, evaluate:
 
 def _search(config: TuneConfig, space: Space, study: Any, settings: TuneSettings, storage: StorageSpec,
             study_name: str, run_dir: Path, evaluate: EvaluateFn, ledger: CostLedger, watcher: _Watcher) -> None:
-    """Run the trials: in this process, or through ``--workers N`` local processes (then drain what they left)."""
+    """Run the trials: in this process, or through ``--processes N`` local processes (then drain what they left)."""
     trials_dir = run_dir / "trials"
     cap = ledger.cap
     if config.workers > 1:

@@ -1,6 +1,6 @@
 """``tune --max-cost``: one hard cap over every process of a study, on every machine, and its test phase.
 
-Why shared state: a study's LM calls come from several processes (``--workers N`` local workers,
+Why shared state: a study's LM calls come from several processes (``--processes N`` local workers,
 the coordinator's warm-up, drain and test re-evaluation, and workers on other machines joining it
 through ``--storage``), and ``lm.spendcap.SpendCap`` only holds inside one. ``SharedSpendCap``
 keeps its rule (every attempt reserves its worst case before it is sent and settles after, so

@@ -1,4 +1,4 @@
-"""``--workers N``: N local worker processes on one study, supervised by the parent.
+"""``--processes N``: N local worker processes on one study, supervised by the parent.
 
 Each worker is ``python -m saag_opt.tune.worker``: it joins the study through the storage (a journal
 file or PostgreSQL) exactly as a worker on another machine would, so there is one distributed
@@ -82,8 +82,8 @@ def shared_model_env(space: Space) -> dict[str, str]:
     if not names:
         return {}
     if len(names) > 1:
-        raise ConfigError(f"--workers: the space uses {len(names)} embedded models ({', '.join(sorted(names))}); "
-                          "local workers share one llama.cpp server, so pick one or use --workers 1")
+        raise ConfigError(f"--processes: the space uses {len(names)} embedded models ({', '.join(sorted(names))}); "
+                          "local workers share one llama.cpp server, so pick one or use --processes 1")
 
     return {"SAAG_OPT_LOCAL_URL": local_base_url(next(iter(names))), SHARED_LOCAL_ENV: "1"}
 

@@ -47,7 +47,7 @@ def test_the_same_text_accepted_later_is_a_version_of_its_own(store: PromptStore
 def test_prompts_list_shows_the_quarantine_and_why(store: PromptStore) -> None:
     out = CliRunner().invoke(prompts_app, ["list", "--store", str(store.root)], env={"COLUMNS": "400"}).output
     assert "quarantined (never aliased)" in out and "not_instructions" in out
-    data = json.loads(CliRunner().invoke(prompts_app, ["list", "--json", "--store", str(store.root)]).output)
+    data = json.loads(CliRunner().invoke(prompts_app, ["list", "--format", "json", "--store", str(store.root)]).output)
     assert {v["version"]: v["quarantine"] for v in data["versions"]} == {"v1": None, "v2": None, "v3-gepa": REASON}
     assert "| quarantined | review: not_instructions" in render_markdown(store.get("reviewer", "v3-gepa"))
 

@@ -150,11 +150,11 @@ def test_the_default_tau2_options_leave_run_json_as_it_was_and_need_a_tau2_datas
 
 @pytest.fixture(scope="module")
 def trials_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[Any]]:
-    """One ``--trials 2`` evaluate of mock's first task: its printed output, run dir and the user's seeds."""
+    """One ``--tau2-trials 2`` evaluate of mock's first task: its printed output, run dir and the user's seeds."""
     runs = tmp_path_factory.mktemp("trials") / "runs"
     with pytest.MonkeyPatch.context() as patch, ScriptedOpenAIServer(world) as server:
         patch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--tau2-trials", "2",
                 "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
                 "--retries", "0", "--runs-dir", str(runs)]
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
@@ -212,7 +212,7 @@ def test_max_cost_holds_across_agent_reviewer_and_user_and_the_run_resumes(tmp_p
     monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)  # the scripted model, priced
     cap = 0.03  # trial 0 (base and r1) fits; trial 1's first reviewer call could pass it (worst case)
     with ScriptedOpenAIServer(world) as server:
-        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--trials", "2",
+        args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--tau2-trials", "2",
                 "--base", f"fake@{server.url}", "--reviewer", f"fake@{server.url}", "--mechanism", "r1",
                 "--retries", "0", "--workers", "1", "--max-cost", str(cap), "--runs-dir", str(tmp_path / "runs")]
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})

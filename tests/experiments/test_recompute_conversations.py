@@ -72,7 +72,7 @@ def tau2_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
         _evaluate(tau2_world, out / TAG / "tau2_mock" / "r2-v2", "--dataset", "tau2:mock", "--split", "test",
-                  "--limit", "2", "--trials", "2", "--mechanism", "r2", "--prompt", "reviewer@v2")
+                  "--limit", "2", "--tau2-trials", "2", "--mechanism", "r2", "--prompt", "reviewer@v2")
     return out
 
 

@@ -22,7 +22,7 @@ from tests.conftest import requires
 pytestmark = requires(None if importlib.util.find_spec("agentdojo") else
                       "agentdojo is not installed (pip install 'saag-opt[agentdojo]')")
 
-BANKING_2 = ["security", "--suite", "banking", "--attack", "important_instructions", "--limit", "2"]
+BANKING_2 = ["security", "--suite", "banking", "--attack", "important_instructions", "--user-tasks", "2"]
 """2 user tasks x 9 injection tasks, both arms: 4 runs without attack and 36 under attack."""
 
 
@@ -116,7 +116,7 @@ def test_resume_keeps_the_recorded_suites(tmp_path: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert _cli(["security", "--resume", str(run_dir), "--suite", "slack"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --resume") and "--suites" in err and err.count("\n") == 1
+    assert err.startswith("error: --resume") and "--suite ['slack']" in err and err.count("\n") == 1
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

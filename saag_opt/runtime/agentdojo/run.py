@@ -17,10 +17,10 @@ injection rule, no LLM reviewer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -67,6 +67,8 @@ class SecurityConfig(BaseModel):
     """What a security run runs (``run.json``'s ``config``)."""
 
     model_config = ConfigDict(extra="forbid")
+    FLAGS: ClassVar[Mapping[str, str]] = {"suites": "--suite", "attacks": "--attack", "limit": "--user-tasks"}
+    """Fields whose command-line flag is not the field's name (``resuming.flag``)."""
 
     suites: list[str] = Field(default_factory=lambda: list(SUITES))
     attacks: list[str] = Field(default_factory=lambda: list(ATTACKS))
