@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeVar
 
@@ -25,7 +26,7 @@ from rich.console import Console
 from typer.core import TyperCommand
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort, UserReminder
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, option_path
 from saag_opt.runfiles import atomic_write_text, on_run_finished
 
 if TYPE_CHECKING:
@@ -295,6 +296,55 @@ def validated(build: Callable[..., C], *args: Any, **kwargs: Any) -> C:
         raise
     except ValueError as exc:
         raise ConfigError.from_validation(exc) from exc
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """``--config FILE.toml``: options by config field name, read as tune reads SPACE.toml's ``[fixed]`` table.
+
+    Flags (and environment variables) given win over the file, the file over the defaults; what the
+    file sets is recorded in ``run.json`` beside what was typed, and the config it records is the merge.
+    """
+
+    path: Path | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path | None, fields: Collection[str], verb: str) -> ConfigFile:
+        """The file at ``path`` (no file: nothing), each key one of ``fields``.
+
+        Raises:
+            ConfigError: unreadable TOML, or a key that is not an option of ``verb`` (naming the file and the key).
+        """
+        if path is None:
+            return cls()
+        from saag_opt.tune.space import load_options  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+
+        return cls(path, load_options(path, fields, verb=verb))
+
+    def under(self, values: Mapping[str, Any], given: Collection[str]) -> dict[str, Any]:
+        """``values`` with the file's where no flag was ``given`` (config field names)."""
+        return dict(values) | self.passed(given)
+
+    def passed(self, given: Collection[str]) -> dict[str, Any]:
+        """What the file sets that no flag overrides: the user's request, recorded with what was typed."""
+        return {key: value for key, value in self.values.items() if key not in given}
+
+    def validated(self, build: Callable[..., C], **values: Any) -> C:
+        """``validated(build, **values)``; a bad value that came from the file is said to come from it.
+
+        Raises:
+            ConfigError: a bad option value, one line (``limit: ... (limit from run.toml)``).
+        """
+        try:
+            return validated(build, **values)
+        except ConfigError as exc:
+            errors = getattr(exc.__cause__, "errors", None)
+            named = [option_path(error.get("loc")) for error in (errors() if callable(errors) else [])]
+            mine = sorted({path[0] for path in named if path} & set(self.values))
+            if self.path is None or not mine:
+                raise
+            raise ConfigError(f"{exc} ({', '.join(mine)} from {self.path})") from exc.__cause__
 
 
 def print_dry_run(estimate: Any) -> None:

@@ -25,6 +25,8 @@ from saag_opt.cli.common import (
     DEFAULT_SPLIT,
     BaseOpt,
     BatchOpt,
+    ConfigFile,
+    ConfigFileOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
@@ -48,6 +50,7 @@ from saag_opt.cli.common import (
     StoreOpt,
     WorkersOpt,
     config_values,
+    explicit_params,
     log_to_mlflow,
     output_path,
     passed_values,
@@ -66,6 +69,7 @@ def compare(
         metavar="VERSION", show_default=False,
         help="A B [C ...]: prompt references (reviewer@v1, an alias, a path) or run directories (DIR or DIR#CONDITION).")]
     = None,
+    config_file: ConfigFileOpt = None,
     base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = None,
     mechanism: MechanismOpt = DEFAULT_MECHANISM,
@@ -105,19 +109,23 @@ def compare(
     from saag_opt.report.compare_tables import print_compare_report  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
 
-    values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
+    file = ConfigFile.read(config_file, EvaluateConfig.option_fields(), "compare")
+    given = explicit_params(ctx)
+    values = file.under(config_values(ctx, EvaluateConfig), given)
+    values["split"] = split_filter(values["split"])
     versions = list(refs or [])
     if len(versions) > MAX_VERSIONS:
         raise ConfigError(f"compare takes at most {MAX_VERSIONS} versions, got {len(versions)}")
-    passed = passed_values(ctx, values, command_line_only=resume is not None) | {
+    passed = passed_values(ctx, values, command_line_only=resume is not None) | file.passed(given) | {
         f"ref_{key}": ref for key, ref in zip(side_keys(MAX_VERSIONS), versions)}  # what was typed, per version
     if resume is not None:  # the run's recorded options and prompts; what was typed may only repeat them
         config = validated(comparing.resume_compare_config, resume, passed)
     elif len(versions) < 2:
         raise ConfigError("compare needs A and B (two prompt references or two run directories), or --resume RUN_DIR")
     else:  # model options matter only when prompts are evaluated now; runs need none of them
-        settings = validated(EvaluateConfig, **values) if comparing.detect_mode(*versions)[0] == "prompts" else None
-        config = comparing.CompareConfig(versions=versions, evaluation=settings, runs_dir=runs_dir, seed=seed)
+        settings = file.validated(EvaluateConfig, **values) if comparing.detect_mode(*versions)[0] == "prompts" else None
+        config = comparing.CompareConfig(versions=versions, evaluation=settings, runs_dir=values["runs_dir"],
+                                         seed=values["seed"])
     warn_workers_under_batch(config.evaluation is not None and config.evaluation.batch, passed)
     if dry_run:
         print_dry_run(comparing.preflight_compare(config))

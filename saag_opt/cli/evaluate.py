@@ -26,6 +26,8 @@ from saag_opt.cli.common import (
     RUN,
     BaseOpt,
     BatchOpt,
+    ConfigFile,
+    ConfigFileOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
@@ -55,6 +57,7 @@ from saag_opt.cli.common import (
     UserReminderOpt,
     WorkersOpt,
     config_values,
+    explicit_params,
     log_to_mlflow,
     output_path,
     passed_values,
@@ -68,6 +71,7 @@ from saag_opt.cli.common import (
 
 def evaluate(
     ctx: typer.Context,
+    config_file: ConfigFileOpt = None,
     base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = None,
     prompt: PromptOpt = DEFAULT_PROMPT,
@@ -105,6 +109,12 @@ def evaluate(
     """Run the base agent with and without a reviewer mechanism; print accuracy, help/harm, latency and cost.
 
     [bold]--resume RUN_DIR[/] continues a stopped or interrupted run in its own directory, with its recorded options.
+
+    --grounding decides when binary/saag repair and gate+ intervene and what --saag-informed shows.
+    --batch keeps every example in flight, each waiting on its batch; a stopped run resumes its batches
+    in flight. A request slower than --request-timeout is retried with backoff, then its example is
+    recorded as an error: lower it for a server that may hang. --mlflow logs the config as params,
+    accuracy, help/harm, cost and latency as metrics, and report.html and summary.json as artifacts.
     """
     json_out = output_path(json_out)
 
@@ -113,12 +123,15 @@ def evaluate(
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
-    values = config_values(ctx, EvaluateConfig) | {"split": split_filter(split)}
+    file = ConfigFile.read(config_file, EvaluateConfig.option_fields(), "evaluate")
+    given = explicit_params(ctx)
+    values = file.under(config_values(ctx, EvaluateConfig), given)
+    values["split"] = split_filter(values["split"])
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
-    passed = passed_values(ctx, values, command_line_only=resume is not None)
+    passed = passed_values(ctx, values, command_line_only=resume is not None) | file.passed(given)
     log_to_mlflow(ctx, mlflow_uri, dry_run)
     config = (validated(evaluating.resume_evaluate_config, resume, passed) if resume is not None
-              else validated(EvaluateConfig, **values))
+              else file.validated(EvaluateConfig, **values))
     warn_workers_under_batch(config.batch, passed)
     if dry_run:
         print_dry_run(evaluating.preflight_evaluate(config))

@@ -29,6 +29,8 @@ from saag_opt.cli.common import (
     SETUP,
     TEST_LIMIT_HELP,
     BaseOpt,
+    ConfigFile,
+    ConfigFileOpt,
     DatasetOpt,
     DryRunOpt,
     GroundingOpt,
@@ -55,13 +57,13 @@ from saag_opt.cli.common import (
     log_to_mlflow,
     output_path,
     print_dry_run,
-    validated,
     write_output,
 )
 
 
 def optimize(
     ctx: typer.Context,
+    config_file: ConfigFileOpt = None,
     base: BaseOpt = DEFAULT_BASE,
     reviewer: ReviewerOpt = "gpt-5-mini",
     reflection: Annotated[Optional[str], typer.Option(
@@ -130,14 +132,18 @@ def optimize(
     from saag_opt.optimize.run import run_optimize  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.optimize_tables import OptimizeProgress, print_optimize_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    config = validated(OptimizeConfig, **config_values(ctx, OptimizeConfig) | {"evaluate_test": not no_test})
+    fields = set(OptimizeConfig.option_fields()) - {"resume"}
+    file = ConfigFile.read(config_file, fields, "optimize")
+    given = {_FIELDS.get(name, name) for name in explicit_params(ctx)}
+    values = file.under(config_values(ctx, OptimizeConfig) | {"evaluate_test": not no_test}, given)
+    config = file.validated(OptimizeConfig, **values)
     if dry_run:
         print_dry_run(preflight_optimize(config))
         return
     log_to_mlflow(ctx, mlflow_uri)
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     typed = explicit_params(ctx, ("COMMANDLINE",) if resume is not None else ("COMMANDLINE", "ENVIRONMENT"))
-    passed = (typed & set(OptimizeConfig.option_fields())) | ({"evaluate_test"} if no_test else set())
+    passed = {_FIELDS.get(name, name) for name in typed} & fields | set(file.passed(given))
     with OptimizeProgress(Console(stderr=True)) as progress:
         result = run_optimize(config, on_event=progress, overrides=passed)
     summary = result.to_dict()
@@ -145,5 +151,8 @@ def optimize(
     if json_out is not None:
         write_output(json_out, json.dumps(summary, indent=2, default=str) + "\n")
 
+
+_FIELDS = {"no_test": "evaluate_test"}
+"""Option -> config field, where the names differ."""
 
 __all__ = ["optimize"]

@@ -16,10 +16,13 @@ from saag_opt.cli.common import (
     DATA,
     DEFAULT_RUNS_DIR,
     SETUP,
+    ConfigFile,
+    ConfigFileOpt,
     DryRunOpt,
     MaxCostOpt,
     ResumeOpt,
     RunsDirOpt,
+    explicit_params,
     passed_values,
     validated,
 )
@@ -46,6 +49,7 @@ class Mode(str, Enum):
 
 def security(
     ctx: typer.Context,
+    config_file: ConfigFileOpt = None,
     agent: Annotated[str, typer.Option(
         "--agent", envvar="SAAG_OPT_AGENT", rich_help_panel=SETUP,
         help="scripted (the obedient worst case, no LLM) or a model spec: local, openai/<m>@URL, gpt-4o.")]
@@ -92,16 +96,18 @@ def security(
         print_security_report,
     )
 
-    values = {"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
-              "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}
+    file = ConfigFile.read(config_file, SecurityConfig.model_fields, "security")
+    given = {_FIELDS.get(name, name) for name in explicit_params(ctx)}
+    values = file.under({"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
+                         "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}, given)
     typed = passed_values(ctx, ctx.params, command_line_only=resume is not None)
-    passed = {_FIELDS.get(k, k): v for k, v in typed.items() if _FIELDS.get(k, k) in values}
+    passed = {_FIELDS.get(k, k): v for k, v in typed.items() if _FIELDS.get(k, k) in values} | file.passed(given)
     if isinstance(passed.get("mode"), Enum):
         passed["mode"] = passed["mode"].value
     if resume is not None:
         config = validated(resume_config, resume, passed)
     else:
-        config = validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
+        config = file.validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
     rows = plan(config)
     if dry_run:
         print_security_plan(Console(), rows, config.agent, PLAN_ASSUMPTIONS)

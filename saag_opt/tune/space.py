@@ -23,9 +23,11 @@ The format (every key is checked; a bad key or value is one ``ConfigError`` line
     cost_per_item_usd = 0.002
 
 Search keys are EvaluateConfig field names (``temperature`` is accepted for
-``reviewer_temperature``). Only *what* a reviewer setup is can be searched (mechanism, prompt,
-models, temperature, reasoning effort, SAAG-informed, repairs); *how* a run is done (dataset,
-split, limit, retries, workers) is fixed, so every trial is measured on the same examples.
+``reviewer_temperature``). The ``[fixed]`` table's reader (``read_toml``, ``option_table``) also
+reads the ``--config FILE.toml`` of evaluate, compare, optimize and security (``load_options``).
+Only *what* a reviewer setup is can be searched (mechanism, prompt, models, temperature, reasoning
+effort, SAAG-informed, repairs); *how* a run is done (dataset, split, limit, retries, workers) is
+fixed, so every trial is measured on the same examples.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -267,18 +270,55 @@ def load_space(path: str | Path, overrides: dict[str, Any] | None = None) -> Spa
         ConfigError: unreadable TOML (with line and column), an unknown or misplaced key, or a bad
             value; the message names the key, e.g. ``SPACE.toml: search.mechanism[2]: unknown mechanism 'r-two'``.
     """
+    return parse_space(apply_overrides(read_toml(path, "space file"), overrides or {}), source=str(path))
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """A TOML file (``what``: "space file", "config file") as a mapping; a byte-order mark is allowed.
+
+    Raises:
+        ConfigError: unreadable, not UTF-8 (with the line) or not valid TOML (with line and column).
+    """
     file = Path(path)
     try:
         raw = file.read_bytes()
         data = tomllib.loads(raw.decode("utf-8-sig"))  # a byte-order mark is how some editors save UTF-8
     except OSError as exc:
-        raise ConfigError(f"{file}: cannot read the space file: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{file}: cannot read the {what}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError(f"{file}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from exc
-    return parse_space(apply_overrides(data, overrides or {}), source=str(file))
+    return data
+
+
+def option_table(table: Mapping[str, Any], fields: Collection[str], *, source: str, verb: str = "evaluate",
+                 section: str = "", listed: Collection[str] | None = None) -> dict[str, Any]:
+    """A table of options (SPACE.toml's ``[fixed]``, a ``--config`` file) by field name: ``ALIASES`` resolved, each checked.
+
+    Keys are the config's fields as ``run.json`` names them (``max_cost``, ``reviewer_temperature`` or
+    its alias ``temperature``); ``listed`` are the ones a bad key's message offers (default ``fields``).
+
+    Raises:
+        ConfigError: a key that is not one of ``fields``, e.g. ``run.toml: colour: not an evaluate option; choose from [...]``.
+    """
+    options = {ALIASES.get(key, key): value for key, value in table.items()}
+    article = "an" if verb[:1] in "aeiou" else "a"
+    for key in options:
+        if key not in fields:
+            raise ConfigError(f"{source}: {section}{key}: not {article} {verb} option; "
+                              f"choose from {sorted(fields if listed is None else listed)}")
+    return options
+
+
+def load_options(path: str | Path, fields: Collection[str], *, verb: str) -> dict[str, Any]:
+    """A ``--config FILE.toml``: options of ``verb`` as top-level keys, read as SPACE.toml's ``[fixed]`` table is.
+
+    Raises:
+        ConfigError: unreadable TOML, or a key that is not an option of ``verb`` (one line naming the file and key).
+    """
+    return option_table(read_toml(path, "config file"), fields, source=str(path), verb=verb)
 
 
 def parse_space(data: dict[str, Any], *, source: str = "SPACE.toml") -> Space:
@@ -304,10 +344,7 @@ def _field_names() -> set[str]:
 def _check_keys(raw: SpaceFile, fixed: dict[str, Any], source: str) -> None:
     fields = _field_names()
     for section, keys in (("fixed", fixed), ("search", raw.search)):
-        for key in keys:
-            if key not in fields:
-                raise ConfigError(f"{source}: {section}.{key}: not an evaluate option; "
-                                  f"choose from {sorted(fields - NOT_FIXABLE)}")
+        option_table(keys, fields, source=source, section=f"{section}.", listed=fields - NOT_FIXABLE)
     for key in fixed:
         if key in NOT_FIXABLE:
             raise ConfigError(f"{source}: fixed.{key}: set by tune (trial runs go under the tune run directory)")
@@ -380,6 +417,9 @@ __all__ = [
     "SpaceFile",
     "apply_overrides",
     "canonical_params",
+    "load_options",
     "load_space",
+    "option_table",
     "parse_space",
+    "read_toml",
 ]
