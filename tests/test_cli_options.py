@@ -31,7 +31,7 @@ RESUME_CONFIGS = {
     "evaluate": "saag_opt.evaluation.config:EvaluateConfig",
     "compare": "saag_opt.evaluation.config:EvaluateConfig",
     "optimize": "saag_opt.optimize.config:OptimizeConfig",
-    "security": "saag_opt.runtime.agentdojo.run:SecurityConfig",
+    "security": "saag_opt.runtime.agentdojo.config:SecurityConfig",
 }
 
 

@@ -28,6 +28,7 @@ LIGHT = (
     "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry", "saag_opt.agents.rules",
     "saag_opt.lm.backends", "saag_opt.lm.scripted_server", "saag_opt.testing", "saag_opt.artifacts",
     "saag_opt.runtime.guard", "saag_opt.evaluation.comparison", "saag_opt.optimize.summary",  # the guard; run readers
+    "saag_opt.runtime.agentdojo.config",  # the security config the CLI reads for its help, without AgentDojo
     *LAZY_FACES,
     "saag_opt.saag", *sorted(f"saag_opt.saag.{p.stem}" for p in (PACKAGE / "saag").glob("*.py") if p.stem != "__init__"),
 )

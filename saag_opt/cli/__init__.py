@@ -56,7 +56,7 @@ app.command(name="report", help=REPORT_HELP, cls=verb_command())(report)
 app.command(name="tune", help=TUNE_HELP, cls=verb_command(renamed={"--workers": "--processes"}))(tune)
 app.command(name="security", help=SECURITY_HELP,
             cls=verb_command(renamed={"--limit": "--user-tasks"},
-                             resume="saag_opt.runtime.agentdojo.run:SecurityConfig"))(security)
+                             resume="saag_opt.runtime.agentdojo.config:SecurityConfig"))(security)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 

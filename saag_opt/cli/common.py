@@ -414,10 +414,7 @@ def resume_help(config: str, offered: frozenset[str]) -> str:
     from saag_opt.resuming import flag, run_options  # noqa: PLC0415 - the config is heavy: read when help is shown
 
     module, _, name = config.partition(":")
-    try:
-        model = getattr(importlib.import_module(module), name)
-    except ImportError:  # an extra the command needs is not installed (security: agentdojo)
-        return f"{RESUME_HELP}; only its run options may change."
+    model = getattr(importlib.import_module(module), name)
     flags = sorted(option for option in (flag(field, model) for field in run_options(model)) if option in offered)
     return f"{RESUME_HELP}; only {', '.join(flags)} may change."
 

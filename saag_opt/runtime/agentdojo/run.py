@@ -17,20 +17,19 @@ injection rule, no LLM reviewer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any
 
 import jsonlines
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN
 from saag_opt.evaluation.security import VERB, SecurityRecord, SecuritySummary, summarize
 from saag_opt.lm import open_lm, parse_model_spec, price_call
 from saag_opt.lm.ledgerfile import open_ledger, save_costs
-from saag_opt.resuming import RUN_OPTION, refuse_changes
+from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RECORDS_FILE,
     SUMMARY_FILE,
@@ -47,6 +46,7 @@ from saag_opt.runfiles import (
     write_header,
 )
 from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION, require
+from saag_opt.runtime.agentdojo.config import SCRIPTED, SecurityConfig
 
 require()
 
@@ -55,60 +55,10 @@ from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 from saag_opt.runtime.agentdojo.elements import function_to_openai  # noqa: E402
 from saag_opt.runtime.agentdojo.llm import SaagLLM  # noqa: E402
 from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: E402
-from saag_opt.runtime.agentdojo.suites import ATTACKS, SUITES, empty_ground_truth, run_suite  # noqa: E402
+from saag_opt.runtime.agentdojo.suites import empty_ground_truth, run_suite  # noqa: E402
 from saag_opt.runtime.guard import Guard  # noqa: E402
 
-SCRIPTED = "scripted"
-"""The ``--agent`` value of the obedient worst case."""
 GUARD_LABEL = "Guard() (SAAG cascade + injection rule, no LLM reviewer)"
-
-
-class SecurityConfig(BaseModel):
-    """What a security run runs (``run.json``'s ``config``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    FLAGS: ClassVar[Mapping[str, str]] = {"suites": "--suite", "attacks": "--attack", "limit": "--user-tasks"}
-    """Fields whose command-line flag is not the field's name (``resuming.flag``)."""
-
-    suites: list[str] = Field(default_factory=lambda: list(SUITES))
-    attacks: list[str] = Field(default_factory=lambda: list(ATTACKS))
-    agent: str = SCRIPTED
-    """``scripted`` or a model spec."""
-    mode: Literal["auto", "native", "json"] = "auto"
-    """How a model agent calls tools (``SaagLLM``)."""
-    guard: bool = True
-    """Both arms (without and with the guard); False: the unguarded arm alone."""
-    benign: bool = True
-    """Also run each user task without an attack (utility without attack)."""
-    limit: int | None = Field(default=None, ge=1)
-    """The first N user tasks of each suite (all injection tasks)."""
-    max_cost: Annotated[float | None, RUN_OPTION] = Field(default=None, gt=0)
-    runs_dir: Path = Path("runs")
-
-    @field_validator("suites")
-    @classmethod
-    def _suites(cls, value: list[str]) -> list[str]:
-        return _known("suite", value, SUITES)
-
-    @field_validator("attacks")
-    @classmethod
-    def _attacks(cls, value: list[str]) -> list[str]:
-        return _known("attack", value, ATTACKS, empty=True)
-
-    @property
-    def arms(self) -> tuple[str, ...]:
-        """The pipeline arms run."""
-        return ("none", "guard") if self.guard else ("none",)
-
-
-def _known(what: str, value: Sequence[str], known: Sequence[str], *, empty: bool = False) -> list[str]:
-    names = list(dict.fromkeys(v.strip() for item in value for v in item.split(",") if v.strip()))
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"unknown {what} {', '.join(map(repr, unknown))} (known: {', '.join(known)})")
-    if not names and not empty:
-        raise ValueError(f"give at least one {what}")
-    return names
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from saag_opt.evaluation.security import ARMS, Arm, SecurityRecord, run_key
 from saag_opt.runtime.agentdojo import BENCHMARK_VERSION, require
+from saag_opt.runtime.agentdojo.config import ATTACKS, SUITES
 
 require()
 
@@ -33,9 +34,6 @@ from saag_opt.runtime.agentdojo.trace import Tracer  # noqa: E402
 if TYPE_CHECKING:
     from saag_opt.runtime.guard import Guard
 
-SUITES = ("workspace", "travel", "banking", "slack")
-ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
-"""The attacks a security run uses by default (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
 
 
 def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], dict[str, Tracer]]:
