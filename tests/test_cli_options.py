@@ -17,7 +17,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from saag_opt.cli import app, main
-from saag_opt.cli.common import DATA, OUTPUT, RESUME_HELP, RUN, SETUP, VerbCommand, renamed_args
+from saag_opt.cli.command import VerbCommand, renamed_args
+from saag_opt.cli.common import DATA, OUTPUT, RESUME_HELP, RUN, SETUP
 from saag_opt.cli.tune import TUNE_RESUME_HELP
 from saag_opt.resuming import flag, run_options
 

@@ -4,7 +4,8 @@ Thin typer commands that parse flags, call one library function and hand the res
 ``saag_opt.report``.
 
 One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``, ``security``) or noun group
-(``datasets`` in score.py, ``prompts``); shared option aliases and helpers live in ``common``.
+(``datasets`` in score.py, ``prompts``); shared options and helpers live in ``common``, the command class
+(renamed flags, the generated ``--resume`` help) in ``command``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2 (1 for a run in
 which every example failed); any other exception keeps its traceback, because that is a bug, not a
@@ -23,7 +24,8 @@ from typing import Annotated, Any
 import typer
 
 from saag_opt import __version__, stopping, telemetry
-from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR, verb_command
+from saag_opt.cli.command import verb_command
+from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR
 from saag_opt.cli.compare import compare
 from saag_opt.cli.evaluate import evaluate
 from saag_opt.cli.optimize import optimize
@@ -46,7 +48,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 # Renamed flags keep their old spelling for a while (hidden; one deprecation line on stderr), and --resume's
-# help names the run options of the config named here (common.VerbCommand).
+# help names the run options of the config named here (cli.command.VerbCommand).
 app.command(name="score", help=SCORE_HELP, cls=verb_command())(score)
 app.command(name="evaluate", cls=verb_command(renamed={"--trials": "--tau2-trials"},
                                               resume="saag_opt.evaluation.config:EvaluateConfig"))(evaluate)

@@ -9,21 +9,18 @@ and Output (where results go). Closed sets come from ``saag_opt.choices`` (typer
 ``Literal``'s values as the choices). What an option left out means is written here once too
 (``DEFAULT_*``: typer takes a default only in the signature); where the config has the same field,
 tests/test_cli.py checks they agree. A renamed flag keeps its old spelling for a while
-(``VerbCommand``), hidden from help, with one deprecation line on stderr.
+(``cli.command.VerbCommand``), hidden from help, with one deprecation line on stderr.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.console import Console
-from typer.core import TyperCommand
 
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort, UserReminder
 from saag_opt.errors import ConfigError, option_path
@@ -160,7 +157,7 @@ DryRunOpt = Annotated[bool, typer.Option(
 NoTestOpt = Annotated[bool, typer.Option("--no-test", rich_help_panel=RUN,
                                          help="Skip the final re-evaluation on TEST.")]
 RESUME_HELP = "Continue that run directory with its recorded options, keeping its finished work"
-"""The first words of every ``--resume`` help; ``VerbCommand`` adds the options a resume may change."""
+"""The first words of every ``--resume`` help; ``cli.command.VerbCommand`` adds the options a resume may change."""
 ResumeOpt = Annotated[Optional[Path], typer.Option(
     "--resume", metavar="RUN_DIR", file_okay=False, exists=True, rich_help_panel=RUN, help=RESUME_HELP + ".")]
 
@@ -352,74 +349,3 @@ def print_dry_run(estimate: Any) -> None:
     from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
 
     print_estimate(Console(), estimate.to_dict())
-
-
-# -- the command class: renamed flags and the generated --resume help --------------------------------
-
-class VerbCommand(TyperCommand):
-    """A typer command whose renamed flags keep their old spelling a while and whose ``--resume`` help is generated.
-
-    Subclassed per command by ``verb_command``. An old spelling is rewritten to the new one before
-    parsing, with one deprecation line on stderr; it is in no help. ``--resume``'s help names the
-    options a resume may change: the fields the command's config marks ``RUN_OPTION``
-    (``resuming.run_options``) that the command offers, read when the help is shown (the config
-    is heavy for start-up).
-    """
-
-    renamed: ClassVar[Mapping[str, tuple[str, ...]]] = {}
-    """Old flag -> the tokens that replace it (``--json`` -> ``--format json``)."""
-    resume_config: ClassVar[str | None] = None
-    """``module:Class`` of the config whose run options a resume may change."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        resume = next((param for param in self.params if param.name == "resume"), None)
-        if resume is not None and self.resume_config is not None:
-            offered = frozenset(opt for param in self.params for opt in [*param.opts, *param.secondary_opts])
-            _help_when_shown(resume, functools.partial(resume_help, self.resume_config, offered))
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """Click's parsing, of ``args`` with the old spellings replaced."""
-        return super().parse_args(ctx, renamed_args(args, self.renamed))
-
-
-def verb_command(*, renamed: Mapping[str, str] | None = None, resume: str | None = None) -> type[VerbCommand]:
-    """A ``VerbCommand`` class for ``app.command(cls=...)``: ``renamed`` maps an old flag to its new spelling."""
-    table = {old: tuple(new.split()) for old, new in (renamed or {}).items()}
-    return type("VerbCommand", (VerbCommand,), {"renamed": table, "resume_config": resume})
-
-
-def renamed_args(args: list[str], renamed: Mapping[str, tuple[str, ...]]) -> list[str]:
-    """``args`` with each old flag (``--trials 2``, ``--trials=2``) spelt the new way; one stderr line per old flag."""
-    out: list[str] = []
-    warned: set[str] = set()
-    for index, arg in enumerate(args):
-        if arg == "--":  # what follows is arguments, not options
-            return out + args[index:]
-        old, equals, value = arg.partition("=")
-        new = renamed.get(old)
-        if new is None:
-            out.append(arg)
-            continue
-        if old not in warned:
-            typer.echo(f"warning: {old} is deprecated; use {' '.join(new)}", err=True)
-            warned.add(old)
-        out += [*new[:-1], new[-1] + equals + value]
-    return out
-
-
-@functools.cache
-def resume_help(config: str, offered: frozenset[str]) -> str:
-    """``--resume``'s help: ``RESUME_HELP`` and the flags among ``offered`` that ``config`` marks run options."""
-    from saag_opt.resuming import flag, run_options  # noqa: PLC0415 - the config is heavy: read when help is shown
-
-    module, _, name = config.partition(":")
-    model = getattr(importlib.import_module(module), name)
-    flags = sorted(option for option in (flag(field, model) for field in run_options(model)) if option in offered)
-    return f"{RESUME_HELP}; only {', '.join(flags)} may change."
-
-
-def _help_when_shown(param: Any, text: Callable[[], str]) -> None:
-    """Make ``param.help`` call ``text`` (click set it when the command was built; this reads it later)."""
-    param.__class__ = type(type(param).__name__, (type(param),),
-                           {"help": property(lambda _: text(), lambda _, __: None)})

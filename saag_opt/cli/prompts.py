@@ -26,6 +26,7 @@ from saag_opt.artifacts import (
     exporter_names,
     validate_name,
 )
+from saag_opt.cli.command import verb_command
 from saag_opt.cli.common import (
     DATA,
     FORMAT_HELP,
@@ -35,7 +36,6 @@ from saag_opt.cli.common import (
     SETUP,
     StoreOpt,
     output_path,
-    verb_command,
     write_output,
 )
 from saag_opt.errors import ConfigError
