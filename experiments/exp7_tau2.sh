@@ -51,7 +51,7 @@ TAG="${MODEL//[:\/@]/_}+${REVIEWER//[:\/@]/_}"
 run() {  # run DOMAIN VARIANT evaluate-flags...
   local domain=$1 variant=$2; shift 2
   ${LOCK:+flock "$LOCK"} $SAAG evaluate --base "$MODEL" --reviewer "$REVIEWER" --user-model "$USER_MODEL" \
-    --dataset "tau2:$domain" --split "${SPLIT:-test}" ${LIMIT:+--limit "$LIMIT"} --trials "$TRIALS" $CAP \
+    --dataset "tau2:$domain" --split "${SPLIT:-test}" ${LIMIT:+--limit "$LIMIT"} --tau2-trials "$TRIALS" $CAP \
     ${MAX_STEPS:+--max-steps "$MAX_STEPS"} ${EXTRA:-} \
     --runs-dir "$OUT/$TAG/tau2_$domain/$variant" "$@"
 }

@@ -40,7 +40,7 @@ gepa() {  # gepa PROPOSER INFORMED(yes|no)
     --accept equal --seed 0 --no-test "${flags[@]}" --store "$OUT/prompt-store-$name" ${EXTRA:-} \
     --runs-dir "$GROUP/${DATASET//[:\/@]/_}-gepa/$name"
   local best
-  best=$($SAAG prompts show reviewer@best --store "$OUT/prompt-store-$name" --json | python3 -c \
+  best=$($SAAG prompts show reviewer@best --store "$OUT/prompt-store-$name" --format json | python3 -c \
     'import json,sys; print(json.load(sys.stdin)["version"])')
   evaluate primary "$name-$best" --mechanism r2 --prompt "reviewer@$best" --store "$OUT/prompt-store-$name" \
     "${flags[@]:2}"

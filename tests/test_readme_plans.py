@@ -96,6 +96,7 @@ def test_each_readme_command_is_a_plan_its_models_take(command: str, tmp_path: P
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert _dry_run(shlex.split(command)[1:], tmp_path, monkeypatch) == 0, capsys.readouterr().err
+    assert "is deprecated" not in capsys.readouterr().err, "the docs show an old spelling of a flag"
 
 
 OPENAI_COMMANDS = [c for c in COMMANDS if "--reviewer gpt-" in c]

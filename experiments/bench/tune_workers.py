@@ -9,7 +9,7 @@ the work is LM latency, not CPU. The base agent's answer is a deterministic func
 adds an argument and is approved).
 
 Each worker count starts from nothing: a fresh dspy cache, a fresh base-prediction cache and a
-fresh journal. As `tune --workers N` does, the base agent's answers are asked for once before the
+fresh journal. As `tune --processes N` does, the base agent's answers are asked for once before the
 workers start (inside the wall time); a reviewer call two configurations share (r1 and r2 open
 with the same review) is sent once even when two workers run them at once (the second waits for the
 first's reply: lm.inflight), so `LM calls` stays at the 1-worker count. The worker processes are the
@@ -98,7 +98,7 @@ def measure(workers: int, space_path: Path, server: ScriptedOpenAIServer) -> tup
     job = WorkerJob(str(space_path), {}, storage.text, "bench", str(work / "trials"), settings.__dict__, 0)
     before = len(server.chat_requests)
     started = time.monotonic()
-    warm_base_answers(space, work / "base", {})  # what `tune --workers N` does first
+    warm_base_answers(space, work / "base", {})  # what `tune --processes N` does first
     Supervisor(job, workers, work / "logs").run(study, space, settings, storage)
     wall = time.monotonic() - started
     trials = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]

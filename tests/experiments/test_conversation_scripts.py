@@ -79,7 +79,7 @@ def test_exp7_local_runs_the_embedded_model_as_agent_reviewer_and_user_on_three_
     for command in plan:
         assert command[0] == "SAAG_OPT_LOCAL_CTX=16384"
         assert {_flag(command, f) for f in ("--base", "--reviewer", "--user-model")} == {"local"}
-        assert (_flag(command, "--split"), _flag(command, "--limit"), _flag(command, "--trials")) == ("test", "10", "1")
+        assert (_flag(command, "--split"), _flag(command, "--limit"), _flag(command, "--tau2-trials")) == ("test", "10", "1")
         assert _flag(command, "--prompt") == "reviewer@v2" and "--max-cost" not in command
         assert _flag(command, "--max-steps") == "30"  # the 1.5B rarely finishes: a bound on each run
     assert _flag(plan[1], "--runs-dir") == "runs/exp7/local+local/tau2_mock/gate+r2-v2"
@@ -91,7 +91,7 @@ def test_exp7_paper_is_gpt_4o_with_r5_v1_three_trials_four_domains_and_a_cost_ca
         (f"tau2:{d}", m) for d in ("mock", "airline", "retail", "telecom") for m in ("r5", "gate+r5")]
     for command in plan:
         assert {_flag(command, f) for f in ("--base", "--reviewer", "--user-model")} == {"gpt-4o"}
-        assert (_flag(command, "--trials"), _flag(command, "--prompt"), _flag(command, "--max-cost")) == (
+        assert (_flag(command, "--tau2-trials"), _flag(command, "--prompt"), _flag(command, "--max-cost")) == (
             "3", "reviewer@v1", "50")
         assert _flag(command, "--limit") == "10" and "--max-steps" not in command  # tau2's own 100
     assert _flag(plan[6], "--runs-dir") == "out/gpt-4o+gpt-4o/tau2_telecom/r5-v1"
