@@ -1,5 +1,5 @@
-"""Every evaluate, compare, optimize and tune command README shows, and the OpenAI experiment script, is a plan
-its models take.
+"""Every evaluate, compare, optimize and tune command README and the docs show, and the OpenAI experiment script,
+is a plan its models take; every prompts command they show runs.
 
 Each runs with ``--dry-run`` (no key, no call): the set-up is validated, the request rules included
 (``lm.request_rules``). A command on OpenAI models runs again with its reviewer swapped for a model of
@@ -32,7 +32,7 @@ DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 """README and every docs page: the commands a user copies from them."""
 
 
-def readme_commands() -> list[str]:
+def readme_commands(verbs: tuple[str, ...] = VERBS) -> list[str]:
     """The ``saag-opt <verb>`` commands in the code blocks of README and the docs (continuations joined, comments cut)."""
     blocks: list[list[str]] = []
     inside = False
@@ -50,7 +50,7 @@ def readme_commands() -> list[str]:
         for line in re.sub(r"\\\n\s*", " ", "\n".join(block)).splitlines():
             if line.strip().startswith("#"):
                 continue
-            pattern = rf"saag-opt (?:{'|'.join(VERBS)})\b[^&;#]*"
+            pattern = rf"saag-opt (?:{'|'.join(verbs)})\b[^&;#]*"
             commands += [m.group(0).strip() for m in re.finditer(pattern, line)]
     commands = [" ".join(c.split()) for c in commands if "<" not in c and "--resume" not in c and " runs/" not in c]
     return list(dict.fromkeys(commands))
@@ -73,8 +73,8 @@ def test_readme_shows_a_command_of_every_verb() -> None:
     assert {c.split()[1] for c in COMMANDS} == set(VERBS)
 
 
-def _dry_run(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.chdir(REPO)
+def _dry_run(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, dry: bool = True) -> int:
+    monkeypatch.chdir(REPO if dry else tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     store = PromptStore(tmp_path / "prompts")  # the versions README's steps make before it compares them
@@ -86,7 +86,7 @@ def _dry_run(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(store.root))
     argv = [a.replace("reviewer@v3-gepa", f"reviewer@{gepa.version}") for a in argv]
     with pytest.raises(SystemExit) as stop:
-        main([*argv, "--dry-run"])
+        main([*argv, "--dry-run"] if dry else argv)
         raise SystemExit(0)
     return int(stop.value.code or 0)
 
@@ -96,6 +96,21 @@ def test_each_readme_command_is_a_plan_its_models_take(command: str, tmp_path: P
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert _dry_run(shlex.split(command)[1:], tmp_path, monkeypatch) == 0, capsys.readouterr().err
+    assert "is deprecated" not in capsys.readouterr().err, "the docs show an old spelling of a flag"
+
+
+PROMPT_COMMANDS = readme_commands(("prompts",))
+
+
+def test_the_docs_show_the_prompt_commands() -> None:
+    assert {c.split()[2] for c in PROMPT_COMMANDS} >= {"list", "show", "diff", "alias", "export"}
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=requires(_needs(c))) for c in PROMPT_COMMANDS])
+def test_each_prompts_command_runs_on_a_store(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The prompt-store commands the docs show run as shown (against a store with README's versions in it)."""
+    assert _dry_run(shlex.split(command)[1:], tmp_path, monkeypatch, dry=False) == 0, capsys.readouterr().err
     assert "is deprecated" not in capsys.readouterr().err, "the docs show an old spelling of a flag"
 
 
