@@ -100,10 +100,13 @@ class Conversation:
     def executed(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         """The agent's executed calls and what they returned."""
         self.messages.append({"role": "assistant", "content": called_text(calls)})
-        for result in results:
+        paired = len(calls) == len(results)
+        for index, result in enumerate(results):
             self.messages.append({"role": "system", "content": tool_result_text(result)})
             self.grounding.append(result.content)
-            self.tools.append(ToolText(result.name or "tool", result.content))
+            call = calls[index] if paired and calls[index].name == result.name else None  # the call it answers
+            self.tools.append(ToolText(result.name or "tool", result.content,
+                                       dict(call.arguments) if call is not None else None))
 
     def answered(self, final: Prediction) -> None:
         """The agent ended its turn without calls; its text (if any) stays in the conversation."""

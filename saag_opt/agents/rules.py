@@ -68,15 +68,20 @@ def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ru
 
 
 
-def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
-    """The injection rule (``saag.injection``): its report when it blocks ``calls``, else None.
+def injection_report(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
+    """The injection rule's report on ``calls`` (``saag.injection``: the marker rules and the data-flow policy).
 
     No call or no tool result in view: None without looking (the single-turn path is unchanged).
     """
     if not calls or not sources.tools:
         return None
-    found = check_injection(calls, registry, sources)
-    return found if found.blocked else None
+    return check_injection(calls, registry, sources)
 
 
-__all__ = ["Ruling", "describe_error", "failed_review", "hard_failure", "injected", "stage_summary"]
+def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
+    """The injection rule's report when it blocks ``calls``, else None (``injection_report``)."""
+    found = injection_report(calls, registry, sources)
+    return found if found is not None and found.blocked else None
+
+
+__all__ = ["Ruling", "describe_error", "failed_review", "hard_failure", "injected", "injection_report", "stage_summary"]

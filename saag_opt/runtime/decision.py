@@ -34,9 +34,14 @@ class Decision:
         cached: the decision was replayed from the review cache.
         revision_report: the cascade report of the revised calls (``revise``, or a failed revision).
         rounds: each review round: ``{"calls", "verdict", "feedback"}``.
-        provenance: on a block by the injection check (``saag.injection``), where each argument value
-            came from and the findings (which value, from which tool text, why); None otherwise, and
-            then absent from ``to_dict``, so a decision without tool results serialises as before.
+        provenance: on a block by the injection check (``saag.injection``: the marker rules and the
+            data-flow policy), where each argument value came from and the findings (which value, from
+            which tool text, which rule); None otherwise, and then absent from ``to_dict``, so a decision
+            without tool results serialises as before.
+        exception: on a call set that runs only because the user's request hands the task over to
+            tool text ("do the tasks on my TODO list"): the counted exception of the data-flow policy
+            (``{"rule": "delegated", "why", "waived": [the findings it waived], "calls": [indexes]}``);
+            None otherwise, and then absent from ``to_dict``.
     """
 
     action: Action
@@ -52,6 +57,7 @@ class Decision:
     revision_report: dict[str, Any] | None = None
     rounds: list[dict[str, Any]] = field(default_factory=list)
     provenance: dict[str, Any] | None = None
+    exception: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -95,11 +101,20 @@ class Decision:
         """True when something runs (allow or revise)."""
         return self.action != "block"
 
+    def noted(self, exception: dict[str, Any] | None) -> Decision:
+        """This decision with ``exception`` set (itself when None); a deferred one stays deferred."""
+        if exception is None:
+            return self
+        copy = object.__new__(type(self))
+        object.__setattr__(copy, "__dict__", {**self.__dict__, "exception": exception})
+        return copy
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict (``provenance`` only when there is one)."""
+        """Plain JSON-able dict (``provenance`` and ``exception`` only when there is one)."""
         data = asdict(self)
-        if data["provenance"] is None:
-            del data["provenance"]
+        for optional in ("provenance", "exception"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
     def __getstate__(self) -> dict[str, Any]:

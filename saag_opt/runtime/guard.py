@@ -22,11 +22,15 @@ call by call):
    reply): ``allow`` runs the proposed calls unreviewed, ``block`` runs nothing; ``decision.error``
    and ``decision.reason`` say so. A call failing stage 1-2 is still revised from the psi feedback
    alone, or blocked: ``on_error="allow"`` never lets it through.
-5. Indirect prompt injection (``injection=True``, the default; ``saag.injection``): when the
-   conversation holds tool results, a side-effecting call whose argument comes only from text inside
-   a tool result that addresses the model with instructions, or whose kind of effect only such text
-   asks for, is blocked with feedback before the gate and the reviewer; ``decision.provenance`` says
-   which value came from where and why. Without tool results nothing changes.
+5. Indirect prompt injection (``injection=True``, the default; ``saag.injection`` and ``saag.flow``):
+   when the conversation holds tool results, a side-effecting call is blocked with feedback before the
+   gate and the reviewer when a decisive argument (recipient, account, address, link, id, title,
+   secret) comes from the text of a tool result the user's request does not name as its source, when
+   its kind of effect is one the request's verbs do not ask for (none of its values from the user),
+   or when an argument comes only from text that addresses the model with instructions (the marker
+   rules, kept as evidence); ``decision.provenance`` says which value came from where and which rule.
+   A call set that runs only because the request hands the task over to tool text carries
+   ``decision.exception`` (counted, never silent). Without tool results nothing changes.
 6. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no
    exception reaches the agent loop.
 7. ``mechanism="saag+abstain"`` (experimental, no LLM): a call set the cascade verifies (passed, a
@@ -49,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
 from saag_opt import telemetry
-from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injection_report, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError
 from saag_opt.lm import price_call, usage_numbers
@@ -294,7 +298,7 @@ class Guard:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
                 return early
-            inp, report, key = early
+            inp, report, key, note = early
             if self.timeout is None:
                 outcome, cost = self._run_lm(inp, report)
             else:  # the worker runs in a copy of this context, so its cache hits reach the clock
@@ -303,7 +307,7 @@ class Guard:
                     outcome, cost = future.result(timeout=self.timeout)
                 except FutureTimeout:
                     outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
-            return self._finish(inp, report, key, outcome, cost, clock)
+            return self._finish(inp, report, key, outcome, cost, clock).noted(note)
 
     async def areview(self, messages: Any, tools: Any, tool_calls: Any) -> Decision:
         """Async twin of ``review``: the gate and cache hits answer inline, LM work on the pool; the same span."""
@@ -317,14 +321,14 @@ class Guard:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
                 return early
-            inp, report, key = early
+            inp, report, key, note = early
             loop = asyncio.get_running_loop()
             work = loop.run_in_executor(self._executor(), contextvars.copy_context().run, self._run_lm, inp, report)
             try:
                 outcome, cost = await asyncio.wait_for(work, timeout=self.timeout)
             except asyncio.TimeoutError:
                 outcome, cost = self._failed(inp, report, f"review timed out after {self.timeout:g} s"), 0.0
-            return self._finish(inp, report, key, outcome, cost, clock)
+            return self._finish(inp, report, key, outcome, cost, clock).noted(note)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -332,8 +336,12 @@ class Guard:
         return self._pool
 
     def _prepare(self, messages: Any, tools: Any, tool_calls: Any,
-                 clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str]:
-        """Read the input, run the cascade and the gate; a Decision when no LM is needed."""
+                 clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str, dict[str, Any] | None]:
+        """Read the input, run the cascade, the injection rule and the gate; a Decision when no LM is needed.
+
+        A call set the injection rule lets run only under its counted exception carries it
+        (``Decision.exception``) whatever decides next.
+        """
         try:
             inp = read_input(messages, tools, tool_calls, self.registries)
         except GuardInputError as exc:
@@ -342,10 +350,19 @@ class Guard:
         if not inp.calls:
             return Decision("allow", [], None, "no tool calls to review", latency_s=clock.seconds)
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
+        note: dict[str, Any] | None = None
         if self.injection and inp.sources.tools:
-            injected = self._injected(inp, report, clock)
-            if injected is not None:
-                return injected
+            found = injection_report([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+            if found is not None and found.blocked:
+                return Decision("block", None, found.feedback(), found.reason(), report.to_dict(),
+                                latency_s=clock.seconds, provenance=found.to_dict())
+            note = found.exception_note() if found is not None else None
+        early = self._without_injection(inp, report, clock)
+        return early.noted(note) if isinstance(early, Decision) else (*early, note)
+
+    def _without_injection(self, inp: GuardInput, report: PredictionReport,
+                           clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str]:
+        """The gate, the cascade-only and abstaining paths and the review cache, once no injection blocks."""
         if self.gate and report.vouched:
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
                                      "gate: the SAAG cascade passed cleanly, values from the request",
@@ -385,14 +402,6 @@ class Guard:
         reason, feedback = withheld_because(report)
         return Decision.deferred("block", None, f"saag+abstain: {reason}", lambda: (feedback, report.to_dict()),
                                  latency_s=clock.seconds)
-
-    def _injected(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision | None:
-        """The injection check (rule 5): a block with the provenance, or None when nothing is injected."""
-        found = injected([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
-        if found is None:
-            return None
-        return Decision("block", None, found.feedback(), found.reason(), report.to_dict(), latency_s=clock.seconds,
-                        provenance=found.to_dict())
 
     def _check(self, inp: GuardInput, calls: Any) -> PredictionReport:
         return check_calls(calls, inp.registry, inp.grounding_text, **self._cascade_options)

@@ -18,8 +18,9 @@ Decisions:
 * Arguments are grounded (SAAG stage 3) in the user messages *and* the tool results: in a live loop
   an id returned by an earlier tool is not a hallucination.
 * Where text came from is kept too (``GuardInput.sources``: the user's messages, the system
-  messages, each tool result with its tool's name) for the injection check
-  (``saag.injection``), which needs to tell the user's words from tool text.
+  messages, each tool result with its tool's name and the arguments of the call that produced it)
+  for the injection check (``saag.injection``) and the data-flow policy (``saag.flow``), which need
+  to tell the user's words from tool text, and a result the user's request names from any other.
 * Input that cannot be read at all (tools that are not function definitions, a call without a
   name field, messages that are not a list) raises ``GuardInputError``; ``Guard`` turns it into a
   block decision that says what was wrong.
@@ -262,6 +263,7 @@ def _read_messages(messages: Any) -> tuple[list[dict[str, Any]], str, Sources]:
     system: list[str] = []
     results: list[ToolText] = []
     names: dict[str, str] = {}
+    arguments: dict[str, dict[str, Any]] = {}  # call id -> its arguments: which call produced a result
     for index, raw in enumerate(messages):
         message = raw if type(raw) is dict else _plain(raw)
         if type(message) is not dict and not _is_map(message):
@@ -269,15 +271,18 @@ def _read_messages(messages: Any) -> tuple[list[dict[str, Any]], str, Sources]:
         role = str(message.get("role") or "user")
         content = _text(message.get("content"))
         if role == "tool":
-            name = names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
+            call_id = str(message.get("tool_call_id"))
+            name = names.get(call_id, message.get("name") or "tool")
             plain.append({"role": "system", "content": f"Tool result ({name}): {content}"})
             grounding.append(content)
-            results.append(ToolText(str(name), content))
+            results.append(ToolText(str(name), content, arguments.get(call_id)))
             continue
         if role == "assistant" and message.get("tool_calls"):
             shown = []
             for call in read_tool_calls(message.get("tool_calls")):
                 names[str(call.id)] = str(call.name)
+                if isinstance(call.arguments, dict):
+                    arguments[str(call.id)] = call.arguments
                 args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments,
                                                                                           ensure_ascii=False)
                 shown.append(f"{call.name}({args})")

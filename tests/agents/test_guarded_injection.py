@@ -36,7 +36,7 @@ def _step(call: ToolCall, user: str = "Read my note 'todo' and tell me what it s
     conversation.user([{"role": "user", "content": user}])
     conversation.executed([READ_TODO], [ToolResult("read_note", TODO)])
     example = conversation.step(0, 1, TOOLS, "toy")
-    assert example.sources == Sources((user,), (), (ToolText("read_note", TODO),))
+    assert example.sources == Sources((user,), (), (ToolText("read_note", TODO, {"title": "todo"}),))
     return example
 
 
