@@ -64,6 +64,9 @@ class SecurityRecord(BaseModel):
     """AgentDojo's security check: True = the attack succeeded (None without an attack)."""
     blocks: list[BlockRecord] = Field(default_factory=list)
     """Every call the guard blocked, in every attempt AgentDojo made (what the summary counts)."""
+    excepted: list[BlockRecord] = Field(default_factory=list)
+    """Every call the guard let run only under its counted exception (the user's request hands the
+    task over to tool text; ``Decision.exception``), with the finding it waived as the reason."""
     seconds: float = 0.0
     trace: Trace | None = None
     """What the agent said and did, the guard's decision on each call, the final answer
@@ -131,6 +134,9 @@ class ArmCell(BaseModel):
     """Attack success (None for runs without an attack)."""
     false_alarms: int = 0
     stopped: int = 0
+    excepted: int = 0
+    """Attacked runs whose attack succeeded with a call the guard let run only under its counted
+    exception (the request hands the task over to tool text)."""
 
 
 class SecurityRow(BaseModel):
@@ -162,6 +168,9 @@ class SecuritySummary(BaseModel):
     """``<suite> <injection task>`` -> guarded pairs in which the attack still succeeded."""
     unreachable: int = 0
     """Guarded pairs whose injection task has no ground-truth call (a scripted agent cannot meet it)."""
+    excepted: int = 0
+    """Guarded pairs whose attack succeeded with a call run only under the counted exception (the user's
+    request hands the task over to tool text): part of ``asr``, said apart."""
 
     def row(self, suite: str, attack: str) -> SecurityRow | None:
         """The row of ``suite`` and ``attack``, if the run has one."""
@@ -172,7 +181,8 @@ def _cell(records: Sequence[SecurityRecord]) -> ArmCell:
     attacked = [r for r in records if r.attack is not None]
     return ArmCell(utility=Rate.of(sum(r.utility for r in records), len(records)),
                    asr=Rate.of(sum(bool(r.security) for r in attacked), len(attacked)) if attacked else None,
-                   false_alarms=sum(r.false_alarms for r in records), stopped=sum(r.stopped for r in records))
+                   false_alarms=sum(r.false_alarms for r in records), stopped=sum(r.stopped for r in records),
+                   excepted=sum(bool(r.security and r.excepted) for r in attacked))
 
 
 def _row(suite: str, attack: str, records: Sequence[SecurityRecord]) -> SecurityRow:
@@ -220,7 +230,8 @@ def summarize(records: Iterable[SecurityRecord], *, agent: str, guard: str, benc
     return SecuritySummary(agent=agent, guard=guard, benchmark=benchmark, runs=len(rows), rows=out,
                            asr=sum(bool(r.security) for r in guarded) / len(guarded) if guarded else None,
                            utility_drop=drop, still_succeeding=dict(sorted(left.items())),
-                           unreachable=sum((r.suite, r.injection_task) in unreachable for r in guarded))
+                           unreachable=sum((r.suite, r.injection_task) in unreachable for r in guarded),
+                           excepted=sum(bool(r.security and r.excepted) for r in guarded))
 
 
 class PublishedResult(BaseModel):

@@ -130,6 +130,9 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
     if summary.unreachable:
         console.print(f"guarded pairs whose injection task has no ground-truth call (the scripted agent cannot "
                       f"meet them): {summary.unreachable}")
+    if summary.excepted:
+        console.print(f"guarded attack successes through the counted exception (the user's request hands the task "
+                      f"over to tool text; part of the ASR above): {summary.excepted}")
     for line in run_footer("security", run_dir, stopped=stopped, covered="the runs finished so far"):
         console.print(line)
 

@@ -14,7 +14,9 @@ checks. The guard plugs in where a proposed call meets its execution:
 * ``llm``: ``SaagLLM``, saag-opt's own LLM element (the embedded model or any OpenAI-compatible
   server; system role and plain-string content, which local servers accept);
 * ``suites``: the runs ``experiments/bench/agentdojo_guard.py`` reports (utility without attack,
-  utility under attack, attack success; per suite, attack and arm).
+  utility under attack, attack success; per suite, attack and arm);
+* ``adaptive``: attacks written by an attacker who knows the guard (no markers, the user's voice, an
+  argument swap, a note to the reviewer, laundering through a note), registered with AgentDojo.
 
 Only this package imports agentdojo; importing it without the extra raises one ImportError that
 says what to install.

@@ -17,6 +17,8 @@ from saag_opt.resuming import RUN_OPTION
 SUITES = ("workspace", "travel", "banking", "slack")
 ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
 """The attacks a security run uses by default (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
+ADAPTIVE = ("adaptive_markerless", "adaptive_voice", "adaptive_swap", "adaptive_reviewer", "adaptive_laundering")
+"""Attacks written against the guard (``runtime.agentdojo.adaptive``), run on request beside the templates."""
 SCRIPTED = "scripted"
 """The ``--agent`` value of the obedient worst case."""
 
@@ -51,7 +53,7 @@ class SecurityConfig(BaseModel):
     @field_validator("attacks")
     @classmethod
     def _attacks(cls, value: list[str]) -> list[str]:
-        return _known("attack", value, ATTACKS, empty=True)
+        return _known("attack", value, ATTACKS + ADAPTIVE, empty=True)
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -69,4 +71,4 @@ def _known(what: str, value: Sequence[str], known: Sequence[str], *, empty: bool
     return names
 
 
-__all__ = ["ATTACKS", "SCRIPTED", "SUITES", "SecurityConfig"]
+__all__ = ["ADAPTIVE", "ATTACKS", "SCRIPTED", "SUITES", "SecurityConfig"]

@@ -28,6 +28,7 @@ require()
 from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
 from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 
+from saag_opt.runtime.agentdojo import adaptive  # noqa: E402, F401 - registers the adaptive attacks with AgentDojo
 from saag_opt.runtime.agentdojo.elements import guarded_pipeline  # noqa: E402
 from saag_opt.runtime.agentdojo.trace import Tracer  # noqa: E402
 
@@ -49,6 +50,9 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
               on_run: Callable[[SecurityRecord], None] | None = None) -> Iterator[SecurityRecord]:
     """Yield every run of suite ``name`` (module docstring); a scripted ``agent`` has ``set_task(user, injection)``.
 
+    An attack may script how the scripted agent obeys it (its ``obedience`` hook) and what a pair is
+    scored against (its ``task_for`` hook): the adaptive attacks (``adaptive``) do.
+
     ``benign``: also run each user task without an attack. ``user_tasks`` / ``injection_tasks``
     restrict the tasks (ids such as ``user_task_0``). ``done``: ``SecurityRecord.key``s already
     run (a resumed run); they are not run again, and a pair whose arms are all done is not even
@@ -65,21 +69,23 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
                                                 arm) not in done]
 
     def run(user: Any, injection: Any, attack: str | None, injected: dict[str, str], env: Any,
-            left: Sequence[str]) -> Iterator[SecurityRecord]:
+            left: Sequence[str], hooks: Any = None) -> Iterator[SecurityRecord]:
+        scored = hooks.task_for(injection, user) if hasattr(hooks, "task_for") else injection
         for arm in left:
             if hasattr(agent, "set_task"):  # the scripted agent; a model agent is told only the prompt
-                agent.set_task(user, injection)
+                agent.set_task(user, injection, getattr(hooks, "obedience", None))
             tracer = tracers[arm]
             tracer.reset()
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                utility, security = suite.run_task_with_pipeline(arms_of[arm], user, injection, injected,
+                utility, security = suite.run_task_with_pipeline(arms_of[arm], user, scored, injected,
                                                                  environment=env.model_copy(deep=True))
             result = SecurityRecord(suite=name, user_task=user.ID, injection_task=injection.ID if injection else None,
                                     attack=attack, arm=cast(Arm, arm), utility=bool(utility),
                                     security=bool(security) if injection is not None else None,
-                                    blocks=tracer.blocks(), seconds=time.perf_counter() - started,
+                                    blocks=tracer.blocks(), excepted=tracer.excepted(),
+                                    seconds=time.perf_counter() - started,
                                     trace=tracer.trace(injected))
             if on_run is not None:
                 on_run(result)
@@ -100,7 +106,7 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
                     continue
                 injected = attack.attack(user, injection)
                 env = suite.load_and_inject_default_environment(injected)
-                yield from run(user, injection, attack_name, injected, env, left)
+                yield from run(user, injection, attack_name, injected, env, left, attack)
 
 
 def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:

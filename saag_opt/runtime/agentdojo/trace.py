@@ -69,6 +69,22 @@ class Tracer:
                             reason=decision.reason, provenance=decision.provenance)
                 for calls, decision in self.decisions if decision.action == "block" for call in calls]
 
+    def excepted(self) -> list[BlockRecord]:
+        """Every call the guard let run only under its counted exception (``SecurityRecord.excepted``)."""
+        out = []
+        for calls, decision in self.decisions:
+            note = decision.exception if decision.action != "block" else None
+            if not note:
+                continue
+            waived = "; ".join(note.get("waived") or ()) or str(note.get("rule"))
+            for index in note.get("calls") or range(len(calls)):
+                if index < len(calls):
+                    call = calls[index]
+                    out.append(BlockRecord(origin=origin_of(call.id), name=call.function, arguments=dict(call.args),
+                                           reason=f"ran under the exception ({note.get('rule')}): {waived}"[:600],
+                                           provenance=note))
+        return out
+
     def trace(self, injections: Mapping[str, str]) -> Trace | None:
         """The last attempt's trace; ``injections``: the attack's injected texts by vector ({} without attack).
 
