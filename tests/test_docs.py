@@ -46,11 +46,16 @@ def test_every_cited_section_exists(path: Path) -> None:
     assert not missing, f"docs/design.md has no such section: {missing}"
 
 
+def _hits(path: Path, pattern: re.Pattern[str]) -> list[str]:
+    """``file:line: match`` for every match of ``pattern`` in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    return [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+            for m in pattern.finditer(text)]
+
+
 @pytest.mark.parametrize("path", CITED_IN, ids=lambda p: str(p.relative_to(REPO)))
 def test_nothing_cites_material_outside_the_repository(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    hits = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-            for m in OUTSIDE.finditer(text)]
+    hits = _hits(path, OUTSIDE)
     assert not hits, f"cite docs/design.md (or the public source) instead: {hits}"
 
 
@@ -75,9 +80,7 @@ HISTORY = re.compile(r"\b(?:sessions?|issues?)\s+#?\d+\b|\bthis session\b", flag
 @pytest.mark.parametrize("path", HISTORY_IN, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_development_history_outside_the_changelog(path: Path) -> None:
     """A measurement names its commit, date and machine; when something changed is CHANGELOG.md's to say."""
-    text = path.read_text(encoding="utf-8")
-    hits = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-            for m in HISTORY.finditer(text)]
+    hits = _hits(path, HISTORY)
     assert not hits, f"name the commit and date instead (history goes to CHANGELOG.md): {hits}"
 
 
