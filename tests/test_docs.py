@@ -96,3 +96,9 @@ def test_the_changelog_exists() -> None:
     """History removed from the docs is kept there, dated."""
     changelog = REPO / "CHANGELOG.md"
     assert changelog.is_file() and changelog.read_text(encoding="utf-8").startswith("# Changelog")
+
+
+def test_readme_is_a_product_page() -> None:
+    """README is what a visitor reads first: the two commands, a tour, the results table, links; the rest is in docs/."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 220, f"README.md has {lines} lines; move detail into a docs page and link it"
