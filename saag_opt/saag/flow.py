@@ -81,7 +81,7 @@ def _inflections(word: str) -> set[str]:
         forms |= {word[:-1] + "ing", word[:-1] + "ion", word + "r"}
     if word.endswith("y"):
         forms |= {word[:-1] + "ied", word[:-1] + "ies"}
-    if len(word) <= 4 and word[-1] not in "aeiouwy":
+    if word[-1] not in "aeiouwy":  # "stopped", "cancelling"
         forms |= {word + word[-1] + "ed", word + word[-1] + "ing"}
     return forms
 
@@ -185,7 +185,7 @@ def _effect_cached(policy_id: int, name: str, description: str, url: bool) -> tu
     words = _name_words(name)
     kinds = {comp.forms[w] for w in words if w in comp.forms}
     if not kinds and not any(w in comp.read_verbs for w in words):
-        words = _WORD.findall(description.split(".")[0].casefold())[:12]
+        words = _described(comp, description)
         kinds = {comp.forms[w] for w in words if w in comp.forms}
     lead = comp.forms.get(words[0]) if words else None
     if words and words[0] in comp.read_verbs and lead in (None, "egress"):
@@ -199,6 +199,25 @@ def _effect_cached(policy_id: int, name: str, description: str, url: bool) -> tu
 
 
 register_cache(_effect_cached.cache_clear)
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_LABEL_PREFIX = re.compile(r"^\s*[A-Za-z][\w ]{0,30}:\s*")
+_ABOUT = re.compile(r"^\s*(?:this|it|the (?:tool|function|api))\b", re.IGNORECASE)
+
+
+def _described(comp: _Compiled, description: str) -> list[str]:
+    """What a tool without a verb in its name does: the words of its description's first sentence led by a verb.
+
+    ("Tool description: Compute ..."), else of its first sentence.
+    """
+    sentences = [_LABEL_PREFIX.sub("", s) for s in _SENTENCE.split(description) if s.strip()][:8]
+    sentences = [s for s in sentences if not _ABOUT.match(s)] or sentences  # "This tool belongs to ...": context
+    for sentence in sentences:
+        words = _WORD.findall(sentence.casefold())
+        if words and (words[0] in comp.verbs or words[0] in comp.ambiguous or words[0] in comp.read_verbs
+                      or words[0].rstrip("s") in comp.verbs or words[0].rstrip("s") in comp.read_verbs):
+            return words[:12]
+    return _WORD.findall(sentences[0].casefold())[:12] if sentences else []
 
 
 def _effect(comp: _Compiled, name: str, description: str, url: bool) -> tuple[Effect, frozenset[str]]:
@@ -463,6 +482,8 @@ class _View:
         self.user_words = frozenset(_WORD.findall(user.casefold()))
         self.user_stems = frozenset(w.rstrip("s") for w in self.user_words)
         self.requested = requested_effects(user, policy)
+        self.mentioned = mentioned_effects(user, policy)
+        self.covered = frozenset(k for e in policy.effects if e.name in self.requested for k in e.covers)
         self.delegated = any(delegates(u) for u in sources.user)
         self.stated = frozenset(kind for kind, _ in self.comp.tokens(user))
         self.naming = [self._names(i, self.user, user, self.user_words) for i in range(len(sources.tools))]
@@ -621,8 +642,9 @@ def _named_for(view: _View, index: int, field_: _Field, value: Any, role: Role, 
             return False, f"{naming.how}: the request gives this page's address, not the links on it"
     if view.role_asked(role):
         return True, f"{naming.how}, and the request asks for a {role.name}"
-    if role.implied and kinds & view.requested:
-        return True, f"{naming.how}, and the request asks for this effect ({', '.join(sorted(kinds & view.requested))})"
+    asked = kinds & (view.requested | view.covered)  # asked for by a verb: naming "my rent payment" asks no payment
+    if role.implied and asked:
+        return True, f"{naming.how}, and the request asks for this effect ({', '.join(sorted(asked))})"
     return False, f"{naming.how}, but not as the source of a {role.name}"
 
 
@@ -667,13 +689,29 @@ def _findings(view: _View, index: int, call: ToolCall, tool: ToolSpec | None, de
                 f"comes from the text of the result of {value.tool}"
                 f"{' (field ' + repr(value.key) + ')' if value.key else ''}: {value.why}; a {value.role} may come from "
                 f"{', '.join(s for s in ('user', 'system', 'field', 'named', 'derived') if s in role.sources)}"), value))
-    if effect != "egress" and not delegated and not kinds & view.requested and not any(
+    unasked = _unasked(view, kinds)
+    if effect != "egress" and not delegated and unasked and not any(
             v.source in ("user", "system") for v in values) and not _dictated(view, call, tool):
         found.append(FlowFinding(index, call.name, effect, "unrequested effect", (
-            f"{call.name} ({', '.join(sorted(kinds))}) is an effect the user's request does not ask for "
-            f"(it asks for: {', '.join(sorted(view.requested)) or 'no side effect'}), and none of its values comes "
-            f"from the user"), None))
+            f"{call.name} ({', '.join(sorted(kinds))}) is an effect the user's request does not ask for ({unasked}), "
+            f"and none of its values comes from the user"), None))
     return values, found
+
+
+def _unasked(view: _View, kinds: frozenset[str]) -> str | None:
+    """Why the request does not ask for an effect of ``kinds`` (None: it does).
+
+    A ``strict`` kind (paying, deleting) must be named by the request (a verb or a noun: "the
+    cancellation"); any other must be asked for by a verb, or covered by a kind the request asks for
+    (``EffectKind.covers``: sharing a result on social media is posting it).
+    """
+    strict = {e.name for e in view.policy.effects if e.strict} & kinds
+    if strict:
+        missing = strict - view.mentioned
+        return f"it never mentions {'/'.join(sorted(missing))}" if missing else None
+    if kinds & (view.requested | view.covered):
+        return None
+    return f"it asks for {', '.join(sorted(view.requested)) or 'no side effect'}"
 
 
 def _dictated(view: _View, call: ToolCall, tool: ToolSpec | None) -> bool:

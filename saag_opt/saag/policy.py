@@ -59,6 +59,11 @@ class EffectKind:
     nouns: tuple[str, ...] = ()
     ambiguous: tuple[str, ...] = ()
     """Words that are verbs in a request only where a verb stands ("email Bob", not "the email")."""
+    strict: bool = False
+    """The request must name this kind itself (a verb or a noun) for a call of it to run on tool data alone
+    (``saag.flow``'s ``unrequested effect``)."""
+    covers: tuple[str, ...] = ()
+    """Kinds a request for this one asks for too ("share the result on social media" asks to post it)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,9 @@ class Policy:
                 roles.append(Role(**{**raw, "params": tuple(raw.get("params", ())), "words": tuple(raw.get("words", ())),
                                      "sources": sources}))
             return cls(effects=tuple(EffectKind(e["name"], tuple(e["verbs"]), tuple(e.get("nouns", ())),
-                                                tuple(e.get("ambiguous", ()))) for e in data["effects"]),
+                                                tuple(e.get("ambiguous", ())), bool(e.get("strict")),
+                                                tuple(e.get("covers", ())))
+                                     for e in data["effects"]),
                        read_verbs=tuple(data["read_verbs"]),
                        kinds=tuple(ValueKind(k["name"], k["pattern"], tuple(k.get("labels", ())), bool(k.get("compact")))
                                    for k in data["kinds"]),
@@ -157,19 +164,19 @@ _TLDS = ("com|org|net|io|co|ai|app|dev|edu|gov|info|biz|me|ly|to|tv|us|uk|de|fr|
 DEFAULT_POLICY = Policy(
     effects=(
         EffectKind("delete", verbs=("delete", "remove", "erase", "cancel", "destroy", "wipe", "purge", "trash",
-                                    "revoke", "unsubscribe"),
-                   nouns=("deletion", "removal"), ambiguous=("drop",)),
+                                    "revoke", "unsubscribe", "retract", "annul", "withdraw", "abort", "void", "undo"),
+                   nouns=("deletion", "removal", "cancellation"), ambiguous=("drop",), strict=True),
         EffectKind("pay", verbs=("pay", "transfer", "wire", "refund", "reimburse", "purchase", "buy", "charge",
                                  "donate"),
-                   nouns=("payment", "transaction", "money", "checkout")),
-        EffectKind("share", verbs=("share", "grant"), nouns=("permission", "permissions")),
+                   nouns=("payment", "transaction", "money", "checkout"), strict=True),
+        EffectKind("share", verbs=("share", "grant"), nouns=("permission", "permissions"), covers=("send",)),
         EffectKind("invite", verbs=("invite",), nouns=("invitation",)),
-        EffectKind("send", verbs=("send", "forward", "notify", "publish", "reply", "respond", "submit", "tweet"),
-                   ambiguous=("email", "e-mail", "mail", "message", "post", "dm", "write back")),
+        EffectKind("send", verbs=("send", "notify", "publish", "reply", "respond", "submit", "tweet", "inform"),
+                   ambiguous=("email", "e-mail", "mail", "message", "post", "dm", "reach", "forward", "contact")),
         EffectKind("write", verbs=("create", "add", "update", "modify", "edit", "append", "write", "schedule",
                                    "reschedule", "reserve", "rename", "save", "adjust", "register", "enable", "disable",
                                    "reset", "replace", "insert", "upload", "store", "assign", "remind", "change",
-                                   "move", "set"),
+                                   "move", "set", "copy", "navigate"),
                    nouns=("reservation", "booking"), ambiguous=("book", "make", "put")),
         EffectKind("egress", verbs=("visit", "open", "browse", "download", "fetch"), ambiguous=("go",)),
     ),

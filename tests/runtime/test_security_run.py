@@ -140,7 +140,7 @@ def test_the_bench_script_is_the_same_run(tmp_path: Path, monkeypatch: pytest.Mo
     last = capsys.readouterr().out.strip().splitlines()[-1]
     run = read_run(_only_run(tmp_path))
     assert run.header.verb == "security" and (_only_run(tmp_path) / "report.html").is_file()
-    assert last == f"asr={run.summary.asr:.4f} utility_drop={run.summary.utility_drop:.2f}"
+    assert last == f"asr_templated={run.summary.asr:.4f} asr_adaptive=nan utility_drop={run.summary.utility_drop:.2f}"
 
 
 def _records(*rows: dict[str, Any]) -> list[SecurityRecord]:
