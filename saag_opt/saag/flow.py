@@ -598,7 +598,7 @@ def trace_value(view: _View, path: str, value: Any, role: Role, kinds: frozenset
     places: list[tuple[int, _Field]] = []
     for index, parsed in enumerate(view.parsed):
         for field_ in parsed.fields:
-            if field_.whole and _whole(value, field_):
+            if field_.whole and _whole(value, field_) and not _misplaced(parsed, field_, kind):
                 return FlowValue(path, value, role.name, kind, "field", view.tools[index].tool, field_.key,
                                  _excerpt(field_.text, value), "a whole field of structured data")
             if _occurs(value, query_context(field_.text), field_.text, compact):
@@ -617,6 +617,15 @@ def trace_value(view: _View, path: str, value: Any, role: Role, kinds: frozenset
     return first
 
 
+def _misplaced(parsed: _Parsed, field_: _Field, kind: str | None) -> bool:
+    """A value of a kind in a field of a record that keeps that kind under another, labelled field.
+
+    An IBAN as a transaction's subject is no account of that record, whoever wrote it there.
+    """
+    label = parsed.labelled.get(field_.record, {}).get(kind or "")
+    return label is not None and field_.key != label
+
+
 def _named_for(view: _View, index: int, field_: _Field, value: Any, role: Role, kind: str | None,
                kinds: frozenset[str], delegated: bool) -> tuple[bool, str]:
     """Whether the request names result ``index`` as the source of this role, and why (not)."""
@@ -624,9 +633,9 @@ def _named_for(view: _View, index: int, field_: _Field, value: Any, role: Role, 
     tool = view.tools[index].tool
     if role.stated_excludes and kind is not None and kind in view.stated and "egress" not in kinds:
         return False, f"the request states its own {kind}, so a {kind} from tool text does not fill the {role.name}"
-    label = view.parsed[index].labelled.get(field_.record, {}).get(kind or "")
-    if label is not None and field_.key != label:
-        return False, (f"its record keeps {kind} values in the field {label!r}; this one is inside the text of "
+    if _misplaced(view.parsed[index], field_, kind):
+        label = view.parsed[index].labelled[field_.record][kind or ""]
+        return False, (f"its record keeps {kind} values in the field {label!r}; this one is in the field "
                        f"{field_.key!r}")
     line = _line_label(field_.text, value)
     if line is not None and view.names_label(line):

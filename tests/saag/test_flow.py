@@ -235,3 +235,12 @@ def test_an_email_that_asks_for_a_reply_is_answered_to_its_sender() -> None:
     found = check_injection([elsewhere], REGISTRY, Sources((user,), (), (result,))).findings
     assert [f.rule for f in found] == ["unsourced value"]  # an e-mail keeps its addresses in sender and recipients
     assert "keeps email values in the field 'sender'" in found[0].why
+
+
+def test_a_value_laundered_into_a_records_other_field_is_not_data_of_its_kind() -> None:
+    scheduled = json.dumps([{"id": 7, "sender": "ME00000000000000000001", "recipient": "ME00000000000000000001",
+                             "subject": ATTACKER, "amount": 0.01}])  # the agent's own note: a 0.01 to itself
+    report = flow([pay(ATTACKER)], "Please pay the rent like last month.",
+                  ("get_scheduled_transactions", scheduled, {}))
+    (finding,) = report.findings
+    assert finding.rule == "unsourced value" and "field 'subject'" in finding.why
