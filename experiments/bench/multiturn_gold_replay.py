@@ -11,9 +11,12 @@ bug in the loop, the decoding or the environment (the data is BFCL's own). No LM
 an LLM reviewer: the SAAG stage 1-2 rules and the injection rule, with every tool result so far in
 view): each gold step it withholds is a false alarm, listed, and the entry then fails BFCL's
 checker, so `valid` stays N/N only if the guard blocks no gold call. Measured on all 800 (2,924
-gold steps): the injection rule withholds none; `valid=799/800`, the one withheld step being BFCL's
-own gold calling `tail` in multi_turn_miss_func_49 turn 1, two turns before BFCL hands that function
-over (stage 1: a function not in the turn's tools never runs).
+gold steps): the marker rules alone withheld none (`valid=799/800`); with the data-flow policy
+(`saag.flow`; commit 35409c8, 2026-12-07) the injection check withholds 30 (`valid=769/800`): requests
+whose verb the policy's vocabulary does not know ("can you nix it", "let's scrap that order", "taking
+the first one off my watchlist", a typo), so the effect reads as not asked for. The one other withheld
+step is BFCL's own gold calling `tail` in multi_turn_miss_func_49 turn 1, two turns before BFCL hands
+that function over (stage 1: a function not in the turn's tools never runs).
 
 The LAST line is `valid=N/M`; the line before it the seconds and, per category, N/M (and with a
 mechanism, the withheld gold steps and how many of them the injection rule withheld).
