@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from saag_opt.lazy import LAZY_EXPORTS
+from tests.conftest import requires
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 HEAVY = ("dspy", "optuna", "litellm")
@@ -146,7 +148,15 @@ def test_the_root_classes_are_the_ones_the_commands_build() -> None:
     import saag_opt  # noqa: PLC0415 - loads the names
     from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
     from saag_opt.report.pages import read_run  # noqa: PLC0415 - what `saag-opt report` reads runs with
-    from saag_opt.runtime.agentdojo.run import Guard  # noqa: PLC0415 - what `saag-opt security` guards with
+    from saag_opt.runtime.guard import Guard  # noqa: PLC0415 - what the adapters and `saag-opt security` use
 
     assert EvaluateConfig.model_fields["setup"].annotation is saag_opt.ReviewSetup
     assert saag_opt.read_run is read_run and saag_opt.Guard is Guard
+
+
+@requires(None if importlib.util.find_spec("agentdojo") else "agentdojo is not installed (pip install 'saag-opt[agentdojo]')")
+def test_the_security_run_guards_with_the_root_guard() -> None:
+    import saag_opt  # noqa: PLC0415 - loads the names
+    from saag_opt.runtime.agentdojo.run import Guard  # noqa: PLC0415 - needs the agentdojo extra
+
+    assert saag_opt.Guard is Guard

@@ -118,7 +118,7 @@ OPENAI_COMMANDS = [c for c in COMMANDS if "--reviewer gpt-" in c]
 
 
 @pytest.mark.parametrize("reviewer", FAMILY_REVIEWERS)
-@pytest.mark.parametrize("command", OPENAI_COMMANDS)
+@pytest.mark.parametrize("command", [pytest.param(c, marks=requires(_needs(c))) for c in OPENAI_COMMANDS])
 def test_with_a_reviewer_of_each_family_too(command: str, reviewer: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
