@@ -153,3 +153,13 @@ def test_prompts_list_json_still_prints_json(tmp_path: Path) -> None:
     assert result.stderr == ("warning: --json is deprecated; use --format json\n"
                              "warning: --root is deprecated; use --store\n")
     assert [v["version"] for v in json.loads(result.stdout)["versions"]] == ["v1", "v2"]
+
+
+def test_security_attack_help_names_every_attack_the_config_takes() -> None:
+    """The help is a literal (the CLI must not import the runtime package to print it); the config is the list."""
+    from saag_opt.runtime.agentdojo.config import ADAPTIVE, ATTACKS  # noqa: PLC0415
+
+    security = typer.main.get_command(app).commands["security"]  # type: ignore[attr-defined]
+    help_text = next(p.help for p in security.params if "--attack" in getattr(p, "opts", ()))
+    names = [*ATTACKS, *(a.removeprefix("adaptive_") for a in ADAPTIVE)]
+    assert all(name in help_text for name in names), (names, help_text)

@@ -27,7 +27,6 @@ from saag_opt.cli.common import (
     validated,
 )
 from saag_opt.errors import ConfigError
-from saag_opt.runtime.agentdojo.config import ADAPTIVE, ATTACKS
 
 SECURITY_HELP = """Run AgentDojo's prompt-injection suites with and without the runtime guard, scored by AgentDojo.
 
@@ -67,8 +66,8 @@ def security(
         help="workspace, travel, banking, slack (repeat or comma-separate).")] = None,
     attack: Annotated[Optional[list[str]], typer.Option(
         "--attack", "-a", show_default="all six", rich_help_panel=DATA,
-        help=f"{', '.join(ATTACKS)} (AgentDojo) or adaptive_{{"
-             f"{'|'.join(a.removeprefix('adaptive_') for a in ADAPTIVE)}}} (vs the guard)")] = None,
+        help="important_instructions, tool_knowledge, direct, ignore_previous, system_message, injecagent "
+             "(AgentDojo) or adaptive_{markerless|voice|swap|reviewer|laundering} (vs the guard)")] = None,
     benign: Annotated[bool, typer.Option(
         "--benign/--no-benign", rich_help_panel=DATA,
         help="Also run every user task without an attack (utility without attack).")] = True,
