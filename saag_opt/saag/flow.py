@@ -62,14 +62,14 @@ from saag_opt.saag.grounding import QueryContext, contains_word, fold_query, que
 from saag_opt.saag.policy import DEFAULT_POLICY, Policy, Role, SourceName
 from saag_opt.saag.sources import Sources
 
-__all__ = ["FlowFinding", "FlowReport", "FlowValue", "check_flow", "delegates", "effect_kinds", "mentioned_effects",
-           "requested_effects", "role_of", "trace_value"]
+__all__ = ["FlowFinding", "FlowReport", "FlowValue", "argument_leaves", "check_flow", "delegates", "effect_kinds",
+           "mentioned_effects", "requested_effects", "role_of", "trace_value"]
 
 Effect = Literal["read", "egress", "write", "send", "pay", "delete", "share", "invite"]
 SIDE = ("delete", "pay", "share", "invite", "send", "write")
 """Side-effect kinds, in the order a tool name is matched (the first kind with a word wins)."""
 _FORMAT_ONLY = re.compile(r"^[\d\s:./,+-]*$")
-_MIN_STRING = 2
+_MIN_STRING = 2  # shorter strings ("r", "") assert nothing about where they came from
 _EXCERPT = 300
 
 # ------------------------------------------------------------------------------------ the compiled policy
@@ -536,10 +536,11 @@ class _View:
 
 def _arg_leaves(arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     for param, value in arguments.items():
-        yield from _leaves(param, value)
+        yield from argument_leaves(param, value)
 
 
-def _leaves(path: str, value: Any, enum: Sequence[Any] = ()) -> Iterator[tuple[str, Any]]:
+def argument_leaves(path: str, value: Any, enum: Sequence[Any] = ()) -> Iterator[tuple[str, Any]]:
+    """The scalar leaves of an argument value worth tracing (bools, nulls, enum values and tiny strings assert nothing)."""
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, str):
@@ -549,10 +550,10 @@ def _leaves(path: str, value: Any, enum: Sequence[Any] = ()) -> Iterator[tuple[s
         yield path, value
     elif isinstance(value, Mapping):
         for key, sub in value.items():
-            yield from _leaves(f"{path}.{key}", sub)
+            yield from argument_leaves(f"{path}.{key}", sub)
     elif isinstance(value, (list, tuple)):
         for i, sub in enumerate(value):
-            yield from _leaves(f"{path}[{i}]", sub, enum)
+            yield from argument_leaves(f"{path}[{i}]", sub, enum)
 
 
 _LABEL = re.compile(r"(?:^|\n)[ \t]*(?:[-*\u2022][ \t]*)?([A-Za-z][\w .'/()-]{0,40}?)[ \t]*[:=][ \t]*$")
@@ -665,7 +666,7 @@ def _call_values(view: _View, call: ToolCall, tool: ToolSpec | None, kinds: froz
     schema = tool.properties if tool is not None else {}
     for param, value in call.arguments.items():
         role = role_of(param, tool, policy)
-        for path, leaf in _leaves(param, value, schema_enum(schema, param)):
+        for path, leaf in argument_leaves(param, value, schema_enum(schema, param)):
             if not isinstance(leaf, str) or _FORMAT_ONLY.match(leaf):
                 continue  # numbers, dates and times recur across unrelated texts: no evidence of a source
             traced = trace_value(view, path, leaf, role, kinds, delegated=delegated) if role.decisive else None

@@ -50,14 +50,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
 from saag_opt.model import Registry, ToolCall, ToolSpec
 from saag_opt.saag.caches import register_cache
-from saag_opt.saag.flow import FlowFinding, FlowReport, check_flow, delegates, effect_kinds, mentioned_effects
+from saag_opt.saag.flow import (
+    FlowFinding,
+    FlowReport,
+    argument_leaves,
+    check_flow,
+    delegates,
+    effect_kinds,
+    mentioned_effects,
+)
 from saag_opt.saag.grounding import QueryContext, fold_query, ground_value, query_context, schema_enum
 from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 from saag_opt.saag.sources import Sources, ToolText
@@ -76,7 +84,6 @@ Rule = Literal["planted value", "unrequested action", "unsourced value", "unrequ
 
 SPAN_CHARS = 2000
 """The longest instruction span (from its marker's sentence); the rest of a long field is clean text."""
-_MIN_STRING = 2  # shorter strings ("r", "") assert nothing about where they came from
 _TOKEN_MIN_TEXT = 24  # inside strings at least this long, identifier tokens are traced on their own
 
 # --------------------------------------------------------------------------------------- the sources
@@ -403,23 +410,6 @@ _URL = re.compile(r"(?:https?://)?(?:[\w-]+\.)+[a-z]{2,24}\b(?:/[\w./?=&%#-]*)?"
 _CODE = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[a-zA-Z])[\w-]{8,}\b")
 
 
-def _leaves(path: str, value: Any, enum: Sequence[Any] = ()) -> Iterator[tuple[str, Any]]:
-    """The scalar leaves of an argument value worth tracing (bools, nulls, enum values and tiny strings assert nothing)."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, str):
-        if len(value.strip()) >= _MIN_STRING and value not in enum:
-            yield path, value
-    elif isinstance(value, (int, float)):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for key, sub in value.items():
-            yield from _leaves(f"{path}.{key}", sub)
-    elif isinstance(value, (list, tuple)):
-        for i, sub in enumerate(value):
-            yield from _leaves(f"{path}[{i}]", sub, enum)
-
-
 def _tokens(text: str) -> list[str]:
     """The e-mail addresses, URLs and long letters-and-digits tokens inside a longer text."""
     if len(text) < _TOKEN_MIN_TEXT or " " not in text.strip():
@@ -477,7 +467,7 @@ def trace_call(index: int, call: ToolCall, tool: ToolSpec | None, lookup: _Looku
     schema = tool.properties if tool is not None else {}
     values = []
     for param, value in call.arguments.items():
-        for path, leaf in _leaves(param, value, schema_enum(schema, param)):
+        for path, leaf in argument_leaves(param, value, schema_enum(schema, param)):
             origin, span = lookup.origin(leaf)
             values.append(ValueTrace(path, leaf, origin, span))
             if origin == "unstated" and isinstance(leaf, str):  # a composed text: where do its addresses come from?
