@@ -7,13 +7,16 @@
 #            gepa     the four GEPA arms (add / rewrite proposer x plain / informed), each: optimize on train/val
 #                     from reviewer@v2 with the same budget, then its best evaluated on the primary test sample
 #            whole    the seeds stage on the whole test split (secondary, exploratory)
+#            confirm  only the runs the two confirmatory questions read, in order: abstain, informed r2,
+#                     add-informed (optimize, then its best on the primary sample)
+#            explore  the rest of the arms: plain r2, rewrite-informed, add-plain, rewrite-plain
 #     OUT    default runs/exp8
 #   env SAAG_OPT (the command), LOCK (flock file held per run), MODEL (default local), EXTRA (more flags)
 # Every run is resumable (evaluate --resume DIR / optimize --resume DIR); evaluate works round-robin over the
 # categories, so a run stopped early holds a stratified sample (collect it with --partial).
 # Then: python experiments/recompute.py exp8 --collect OUT [--partial]
 set -euo pipefail
-STAGE=${1:?usage: exp8_optimizer.sh seeds|gepa|whole [OUT]}
+STAGE=${1:?usage: exp8_optimizer.sh seeds|gepa|whole|confirm|explore [OUT]}
 OUT=${2:-runs/exp8}
 SAAG=${SAAG_OPT:-saag-opt}
 MODEL=${MODEL:-local}
@@ -53,5 +56,14 @@ case "$STAGE" in
     gepa rewrite yes
     gepa add no
     gepa rewrite no ;;
-  *) echo "unknown stage $STAGE (seeds, gepa or whole)" >&2; exit 2 ;;
+  confirm)
+    evaluate primary abstain --mechanism saag+abstain
+    evaluate primary informed-v2 --mechanism r2 --prompt reviewer@v2 --saag-informed
+    gepa add yes ;;
+  explore)
+    evaluate primary plain-v2 --mechanism r2 --prompt reviewer@v2
+    gepa rewrite yes
+    gepa add no
+    gepa rewrite no ;;
+  *) echo "unknown stage $STAGE (seeds, gepa, whole, confirm or explore)" >&2; exit 2 ;;
 esac
