@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,15 @@ def test_security_attack_help_names_every_attack_the_config_takes() -> None:
     help_text = next(p.help for p in security.params if "--attack" in getattr(p, "opts", ()))
     names = [*ATTACKS, *(a.removeprefix("adaptive_") for a in ADAPTIVE)]
     assert all(name in help_text for name in names), (names, help_text)
+
+
+def test_no_help_text_loses_a_bracketed_word_to_rich_markup() -> None:
+    """``--help`` renders with rich markup, which swallows ``[otel]`` in "the [otel] extra": brackets are escaped."""
+    root = typer.main.get_command(app)
+    texts = [(path, command.help or "") for path, command in COMMANDS]
+    texts += [(f"{path} {param.opts[0]}", param.help or "") for path, command in [("saag-opt", root), *COMMANDS]
+              for param in command.params if param.param_type_name == "option"]
+    styles = {"[bold]", "[dim]", "[italic]", "[red]", "[green]", "[yellow]"}  # markup meant as markup
+    eaten = [(where, m.group(0)) for where, text in texts for m in re.finditer(r"(?<!\\)\[[a-z][\w,-]*\]", text)
+             if m.group(0) not in styles]
+    assert not eaten, f"escape these as \\[...]: {eaten}"

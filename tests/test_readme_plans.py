@@ -1,5 +1,6 @@
-"""Every evaluate, compare, optimize and tune command README and the docs show, and the OpenAI experiment script,
-is a plan its models take; every prompts command they show runs.
+"""Every evaluate, compare, optimize, tune and security command README and the docs show, and the OpenAI
+experiment script, is a plan its models take; every prompts, datasets and score command they show runs (report
+commands: tests/report/test_docs_report_commands.py).
 
 Each runs with ``--dry-run`` (no key, no call): the set-up is validated, the request rules included
 (``lm.request_rules``). A command on OpenAI models runs again with its reviewer swapped for a model of
@@ -9,6 +10,7 @@ each family, since the paper's setting names gpt-4o-mini and gpt-5-mini and user
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -20,6 +22,7 @@ import pytest
 
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.cli import main
+from saag_opt.data import load_dataset
 from saag_opt.data.tau2_package import missing as tau2_missing
 from tests.conftest import requires
 
@@ -32,8 +35,9 @@ DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 """README and every docs page: the commands a user copies from them."""
 
 
-def readme_commands(verbs: tuple[str, ...] = VERBS) -> list[str]:
-    """The ``saag-opt <verb>`` commands in the code blocks of README and the docs (continuations joined, comments cut)."""
+def readme_commands(verbs: tuple[str, ...] = VERBS, *, placeholders: bool = False) -> list[str]:
+    """The ``saag-opt <verb>`` commands in the code blocks of README and the docs (continuations joined, comments cut);
+    those with a ``<placeholder>``, a ``runs/`` directory or ``--resume`` only when ``placeholders``."""
     blocks: list[list[str]] = []
     inside = False
     lines = [line for doc in DOCUMENTS for line in doc.read_text(encoding="utf-8").splitlines()]
@@ -52,7 +56,8 @@ def readme_commands(verbs: tuple[str, ...] = VERBS) -> list[str]:
                 continue
             pattern = rf"saag-opt (?:{'|'.join(verbs)})\b[^&;#]*"
             commands += [m.group(0).strip() for m in re.finditer(pattern, line)]
-    commands = [" ".join(c.split()) for c in commands if "<" not in c and "--resume" not in c and " runs/" not in c]
+    commands = [" ".join(c.split()) for c in commands
+                if placeholders or ("<" not in c and "--resume" not in c and " runs/" not in c)]
     return list(dict.fromkeys(commands))
 
 
@@ -112,6 +117,53 @@ def test_each_prompts_command_runs_on_a_store(command: str, tmp_path: Path, monk
     """The prompt-store commands the docs show run as shown (against a store with README's versions in it)."""
     assert _dry_run(shlex.split(command)[1:], tmp_path, monkeypatch, dry=False) == 0, capsys.readouterr().err
     assert "is deprecated" not in capsys.readouterr().err, "the docs show an old spelling of a flag"
+
+
+SECURITY_COMMANDS = readme_commands(("security",))
+
+
+def test_the_docs_show_security_commands() -> None:
+    assert SECURITY_COMMANDS, "README and docs/guides/security.md show how to run the security verb"
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=requires(None if importlib.util.find_spec("agentdojo")
+                                                                   else "agentdojo is not installed: pip install "
+                                                                        "'saag-opt[agentdojo]'"))
+                                     for c in SECURITY_COMMANDS])
+def test_each_security_command_is_a_plan(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Dry, like the others: the plan prints its runs, turns and price and starts no agent."""
+    argv = [a for a in shlex.split(command)[1:] if a != "--dry-run"]
+    assert _dry_run(argv, tmp_path, monkeypatch) == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "is deprecated" not in err, "the docs show an old spelling of a flag"
+    assert "runs" in out and not list(tmp_path.glob("runs/*-security")), "a dry run writes no run"
+
+
+LOOKUP_COMMANDS = readme_commands(("datasets", "score"))
+
+
+def test_the_docs_show_the_datasets_and_score_commands() -> None:
+    assert {" ".join(c.split()[1:3]) for c in LOOKUP_COMMANDS} >= {"datasets list"}
+    assert any(c.split()[1] == "score" for c in LOOKUP_COMMANDS)
+
+
+@pytest.mark.parametrize("command", [c for c in LOOKUP_COMMANDS if "datasets fetch" not in c])
+def test_each_datasets_and_score_command_runs(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """As shown, from a folder holding the predictions file the command names (every shipped example, no call);
+    ``datasets fetch`` downloads, so tests/test_cli.py runs it against a local copy instead."""
+    argv = shlex.split(command)[1:]
+    if argv[0] == "score":
+        dataset = argv[argv.index("--dataset") + 1]
+        rows = [{"id": f"p{i}", "example_id": ex.id, "calls": []} for i, ex in enumerate(load_dataset(dataset)[:12])]
+        (tmp_path / argv[1]).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert _dry_run(argv, tmp_path, monkeypatch, dry=False) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    if argv[0] == "score" and "--json" in argv:
+        assert len((tmp_path / argv[argv.index("--json") + 1]).read_text(encoding="utf-8").splitlines()) == 12
+    if argv[:2] == ["datasets", "list"]:
+        assert "shipped:bfcl" in out
 
 
 OPENAI_COMMANDS = [c for c in COMMANDS if "--reviewer gpt-" in c]

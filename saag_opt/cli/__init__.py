@@ -79,7 +79,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
     otel: Annotated[bool, typer.Option("--otel", help="Send OpenTelemetry traces (OTLP/HTTP to "
-                                       "OTEL_EXPORTER_OTLP_ENDPOINT; the [otel] extra); on by itself when an "
+                                       "OTEL_EXPORTER_OTLP_ENDPOINT; the \\[otel] extra); on by itself when an "
                                        "OTEL_* endpoint is set. Also accepted after the command.")] = False,
 ) -> None:
     """Measure and improve the reviewer of a tool-calling LLM agent."""
