@@ -24,6 +24,7 @@ from saag_opt.agents.conversation import StepExample
 from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of, with_note
 from saag_opt.errors import ArtifactError, SaagOptError
 from saag_opt.lm.client import SaagLM
+from saag_opt.lm.retry import ContextOverflowError
 from saag_opt.model import Example, Prediction
 from saag_opt.saag import check_calls, unanchored
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
@@ -318,13 +319,17 @@ def ask_twice(predictor: Any, inputs: Mapping[str, Any], read: Any) -> tuple[Any
     """``(read(predictor(**inputs)), None)``, asking once more when the reply cannot be read.
 
     Like a malformed reply, an unreadable one is retried; ``(None, why)`` when the second reply is
-    unreadable too. Transport failures propagate: they are not the reviewer's answer.
+    unreadable too. A request that does not fit the reviewer's context is ``(None, why)`` at once: no
+    review can come back, and asking again overflows again. Transport failures propagate: they are not
+    the reviewer's answer.
     """
     failure: str | None = None
     for attempt in range(2):
         try:
             out = predictor(**inputs) if attempt == 0 else predictor(**inputs, config=_retry_config(predictor))
             return read(out), None
+        except ContextOverflowError as exc:
+            return None, f"the review does not fit the reviewer's context: {str(exc)[:200]}"
         except Exception as exc:
             if not _is_format_failure(exc):
                 raise

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from dspy.utils.exceptions import LMAuthError, LMBillingError, LMTransportError, LMUnsupportedModelError
+from dspy.utils.exceptions import (
+    ContextWindowExceededError,
+    LMAuthError,
+    LMBillingError,
+    LMTransportError,
+    LMUnsupportedModelError,
+)
 from dspy.utils.usage_tracker import UsageTracker
 
 from saag_opt import telemetry
@@ -54,6 +60,8 @@ from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
 from saag_opt.lm.request_rules import REASONING_MIN_TOKENS, is_reasoning_model, shape_request
 from saag_opt.lm.retry import (
+    CONTEXT_OVERFLOW,
+    ContextOverflowError,
     LMCallError,
     MalformedReplyError,
     RetryPolicy,
@@ -351,6 +359,9 @@ class SaagLM(dspy.LM):
             return ModelUnavailableError(f"cannot reach {where}: {reason}")
         if isinstance(exc, (LMCallError, ModelUnavailableError, SaagOptError)):
             return exc
+        if isinstance(exc, ContextWindowExceededError) or CONTEXT_OVERFLOW.search(first):
+            return ContextOverflowError(f"{self.spec.label}: the request does not fit the model's context ({first})",
+                                        attempts=attempts, cause=exc)
         return LMCallError(f"{self.spec.label}: {first} (after {attempts} attempt(s))", attempts=attempts, cause=exc)
 
 

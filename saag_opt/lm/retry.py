@@ -10,6 +10,7 @@ replies.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -29,6 +30,20 @@ class LMCallError(SaagOptError, RuntimeError):
         super().__init__(message)
         self.attempts = attempts
         self.cause = cause
+
+
+class ContextOverflowError(LMCallError):
+    """The request does not fit the model's context window; never retried, since it would fail the same way.
+
+    A review that does not fit is an unusable review (``on_unusable`` decides it); a base agent's request
+    that does not fit is that example's error.
+    """
+
+
+CONTEXT_OVERFLOW = re.compile(r"maximum context length|context[ _](?:window|length)[ _]?(?:is )?exceeded|"
+                              r"exceeds? (?:the |its )?(?:model'?s? )?(?:maximum )?context", re.IGNORECASE)
+"""How servers word it: OpenAI and vLLM ("maximum context length"), llama.cpp ("exceeds the available context
+size" / "context length exceeded"), dspy's ``ContextWindowExceededError`` text."""
 
 
 class MalformedReplyError(RuntimeError):
@@ -58,7 +73,7 @@ def call_options(*, retries: int | None = None, retry_base_delay: float | None =
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Rate limits, 5xx, timeouts, resets, refused connections and malformed 200 bodies."""
+    """Rate limits, 5xx, timeouts, resets, refused connections and malformed 200 bodies (never a context overflow)."""
     from dspy.utils.exceptions import (  # noqa: PLC0415 - heavy: dspy; an import-light module (test_faces)
         LMAuthError,
         LMBillingError,
@@ -67,6 +82,8 @@ def is_transient(exc: BaseException) -> bool:
         is_retryable_lm_error,
     )
 
+    if CONTEXT_OVERFLOW.search(str(exc)):
+        return False  # the same request overflows again, whatever status the server gave it
     if isinstance(exc, MalformedReplyError) or is_retryable_lm_error(exc):
         return True
     # An unclassified provider error is what a garbage/HTML body becomes; the classified ones

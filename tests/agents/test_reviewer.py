@@ -25,6 +25,9 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
 from saag_opt.episodes import ToolResult
 from saag_opt.errors import ArtifactError
+from saag_opt.lm import open_lm
+from saag_opt.lm.retry import ContextOverflowError
+from saag_opt.lm.scripted_server import Fault, ScriptedOpenAIServer
 from saag_opt.model import Example, Prediction, ToolCall
 from tests.agents.agent_fakes import BAD_NAME, GOOD, call, weather_example
 
@@ -211,3 +214,28 @@ def test_a_conversation_step_is_reviewed_with_the_tool_docs_first_so_the_next_st
     assert system.index("`tool_docs`") < system.index("`conversation`")
     assert reviewer.review.signature.instructions == "Check the calls. Reject wrong ones."  # nothing rewritten
     assert list(reviewer.review.signature.input_fields)[0] == "conversation"
+
+
+OVERFLOW = ("This model's maximum context length is 4096 tokens. However, you requested 4229 tokens (4229 in the "
+            "messages, None in the completion). Please reduce the length of the messages or completion.")
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_review_that_does_not_fit_the_context_is_unusable_at_once(status: int) -> None:
+    """Asked once, not retried (the same request overflows again, whatever status the server gives it), and
+    returned as an unusable review for ``on_unusable`` to decide, not raised as the example's error."""
+    with ScriptedOpenAIServer(lambda request: Fault(status, message=OVERFLOW)) as server:
+        lm = open_lm(f"fake@{server.url}", role="reviewer", cache=False, retries=3, retry_base_delay=0.01)
+        with dspy.context(lm=lm):
+            verdict = Reviewer().review_call(weather_example(), GOOD)
+        asked = len(server.chat_requests)
+    assert verdict.failed and "does not fit the reviewer's context" in verdict.failed and not verdict.error
+    assert asked <= 2  # dspy's ChatAdapter may fall back to its JSON adapter once; no retry, no second ask
+
+
+def test_a_base_request_that_does_not_fit_is_an_error_that_says_so() -> None:
+    with ScriptedOpenAIServer(lambda request: Fault(400, message=OVERFLOW)) as server:
+        lm = open_lm(f"fake@{server.url}", role="base", cache=False, retries=3, retry_base_delay=0.01)
+        with pytest.raises(ContextOverflowError, match="does not fit the model's context"):
+            lm("hello")
+        assert len(server.chat_requests) == 1
