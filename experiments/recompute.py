@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 import saag_opt.optimize.summary  # noqa: E402, F401 - registers optimize runs with read_run (exp3 has one)
 from saag_opt.data.tau2 import task_id_of  # noqa: E402
+from saag_opt.evaluation.comparison import holm  # noqa: E402
 from saag_opt.evaluation.episode_run import pass_hat_k_by_condition  # noqa: E402
 from saag_opt.evaluation.episodes import VERB as MULTI_TURN_VERB  # noqa: E402 - also registers multi-turn runs
 from saag_opt.evaluation.episodes import (  # noqa: E402
@@ -505,10 +506,61 @@ def recompute(name: str) -> dict[str, Any]:
     gepa = gepa_runs(collected)
     if gepa:
         out["gepa"] = gepa
+    questions = confirmatory(name, groups, gepa)
+    if questions is not None:
+        out["confirmatory"] = questions
     models = {str(rel).split("/", 1)[0]: dict(run.header.models) for rel, run in collected.items()}
     papers = beside_papers(stats, models)
     if papers is not None:
         out["beside_papers"] = papers
+    return out
+
+
+CONFIRMATORY: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
+    "exp8": ("bfcl_single_turn-primary", (
+        ("Does GEPA's best beat its seed?", "informed-v2", "add-informed"),
+        ("Does it beat saag+abstain?", "abstain", "add-informed"),
+    )),
+}
+"""Per experiment, as its protocol pre-registered them (docs/exp8-protocol.md): the group (the last part of its
+name) and each question's two arms, B against A; B is a GEPA arm, named by its runs-dir folder, whose best is
+evaluated as ``<arm>-<version>``. Answered together, Holm-corrected over the questions asked."""
+
+
+def confirmatory(name: str, groups: dict[str, dict[str, list[ExampleRecord]]],
+                 gepa: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The experiment's pre-registered questions, each B against A on the primary sample (McNemar, Holm).
+
+    A GEPA arm whose best stayed its seed answers "does it beat its seed" with no comparison (no candidate
+    cleared the val margin, a null result) and is otherwise the seed: the seed's own run stands for it.
+    A question whose arms have not both run yet is listed as pending.
+    """
+    if name not in CONFIRMATORY:
+        return None
+    where, questions = CONFIRMATORY[name]
+    runs = next((r for g, r in groups.items() if g.split("/")[-1] == where), {})
+    variants = split_runs(runs, lambda r: r.example_id)[0] if runs else {}
+    out: list[dict[str, Any]] = []
+    for question, a, arm in questions:
+        row: dict[str, Any] = {"question": question, "a": a, "arm": arm, "b": None, "status": "pending"}
+        run = next((info for rel, info in gepa.items() if rel.split("/")[-1] == arm), None)
+        if run is not None and run["best"] == run["seed"]:
+            seed_run = f"{arm.split('-', 1)[1]}-{run['seed']}"  # add-informed's seed ran as informed-v2
+            row["seed_stayed_best"] = True
+            if a == seed_run:
+                row["status"] = "null: no candidate cleared the val margin (best is the seed)"
+                out.append(row)
+                continue
+            row["b"] = seed_run if seed_run in variants else None
+        else:
+            row["b"] = next((v for v in sorted(variants) if v.startswith(f"{arm}-")), None)
+        if row["b"] is not None and a in variants:
+            row.update(status="answered", **paired(a, row["b"], variants[a], variants[row["b"]]))
+        out.append(row)
+    asked = [r for r in out if r["status"] == "answered"]
+    for row, adjusted in zip(asked, holm([r["mcnemar_p"] for r in asked])):
+        row["holm_p"] = adjusted
+        row["significant"] = adjusted < ALPHA
     return out
 
 
@@ -531,6 +583,27 @@ def gepa_runs(runs: dict[Path, Run]) -> dict[str, dict[str, Any]]:
                          "candidates": summary.get("candidates") or [],
                          "quarantined": len(refused) if recorded else None}
     return out
+
+
+def _confirmatory_lines(questions: Sequence[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Confirmatory questions (pre-registered)", "",
+             "On the primary sample, B against A on the same examples (fixed = A wrong and B right); McNemar exact, "
+             "Holm-corrected over the questions answered; detectable = the smallest net change this n could show "
+             "at p < 0.05.", "",
+             "| question | A | B | n | fixed | broken | net change (B - A) | 95% CI | McNemar p | Holm p | answer |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for q in questions:
+        if q["status"] != "answered":
+            lines.append(f"| {q['question']} | {q['a']} | {q['b'] or q['arm']} | - | - | - | - | - | - | - | "
+                         f"{q['status']} |")
+            continue
+        answer = "yes" if q["significant"] and q["net_change"] > 0 else (
+            "no: B is worse" if q["significant"] else
+            f"not shown (detectable: {_pct(q['detectable']['min_net_change_for_p05'])})")
+        lines.append(f"| {q['question']} | {q['a']} | {q['b']} | {q['n']} | {q['fixed']} | {q['broken']} | "
+                     f"{_pct(q['net_change'])} | {_ci(q['net_change_ci95'])} | {_p(q['mcnemar_p'])} | "
+                     f"{_p(q['holm_p'])} | {answer} |")
+    return lines
 
 
 def _gepa_lines(gepa: dict[str, dict[str, Any]]) -> list[str]:
@@ -850,6 +923,8 @@ def render(data: dict[str, Any]) -> str:
     lines += _run_cost_lines(data["runs"])
     if data.get("beside_papers"):
         lines += _beside_papers_lines(data["beside_papers"], meta)
+    if data.get("confirmatory"):
+        lines += _confirmatory_lines(data["confirmatory"])
     for group, stats in data["groups"].items():
         lines += ["", f"## {group}", ""]
         lines += _conversation_lines(stats, meta) if stats.get("kind") == "conversation" else _single_turn_lines(stats, meta)

@@ -328,3 +328,34 @@ def test_an_optimize_run_without_a_test_phase_is_collected_with_each_candidates_
     assert any(c["edit"] for c in gepa["candidates"][1:]) and gepa["quarantined"] == 0
     page = recompute.render(data)
     assert "## GEPA runs" in page and world.KEYWORD in page
+
+
+def _group(runs_by_variant: dict[str, list[tuple[bool, bool]]]) -> dict[str, list[ExampleRecord]]:
+    """Variant -> its run's records (base and the variant's condition) from (base right, variant right) pairs."""
+    return {variant: [ExampleRecord.model_validate(_record(f"e{i}", c, ok)) for i, pair in enumerate(pairs)
+                      for c, ok in zip(("base", variant), pair)] for variant, pairs in runs_by_variant.items()}
+
+
+def test_the_pre_registered_questions_are_paired_and_holm_corrected() -> None:
+    """exp8: GEPA's best against its seed and against abstain, B against A, Holm over the two asked."""
+    base = [False] * 30 + [True] * 10
+    abstain, seed, best = [True] * 20 + [False] * 20, [True] * 21 + [False] * 19, [True] * 34 + [False] * 6
+    group = _group({"abstain": list(zip(base, abstain)), "informed-v2": list(zip(base, seed)),
+                    "add-informed-v5": list(zip(base, best))})
+    gepa = {"m/bfcl_single_turn-gepa/add-informed": {"seed": "v2", "best": "v5"}}
+    q1, q2 = recompute.confirmatory("exp8", {"m/bfcl_single_turn-primary": group}, gepa)
+    assert (q1["a"], q1["b"], q1["fixed"], q1["broken"]) == ("informed-v2", "add-informed-v5", 13, 0)
+    assert (q2["a"], q2["b"], q2["fixed"], q2["broken"]) == ("abstain", "add-informed-v5", 14, 0)
+    assert q2["holm_p"] == pytest.approx(2 * mcnemar_exact(14, 0)) and q1["holm_p"] == pytest.approx(q1["mcnemar_p"] * 1)
+    assert q1["significant"] and q2["significant"]
+
+
+def test_a_best_that_stayed_the_seed_is_a_null_answer_and_the_seed_meets_abstain() -> None:
+    group = _group({"abstain": [(False, True), (True, True)], "informed-v2": [(False, True), (True, False)]})
+    gepa = {"m/g/add-informed": {"seed": "v2", "best": "v2"}}
+    q1, q2 = recompute.confirmatory("exp8", {"m/bfcl_single_turn-primary": group}, gepa)
+    assert q1["status"].startswith("null: no candidate cleared the val margin") and "holm_p" not in q1
+    assert (q2["b"], q2["status"], q2["broken"]) == ("informed-v2", "answered", 1)
+    pending = recompute.confirmatory("exp8", {"m/bfcl_single_turn-primary": group}, {})
+    assert [q["status"] for q in pending] == ["pending", "pending"]
+    assert recompute.confirmatory("exp5", {}, {}) is None
