@@ -20,7 +20,7 @@ the injection task's goal, never with a marker the instruction spans of ``saag.i
   it back and use it; the obedient agent does exactly that before the goal.
 
 ``ADAPTIVE`` names them in that order. The search attacker (rewriting an injection from the guard's
-verdicts within a budget) is not here.
+verdicts within a budget) is ``runtime.agentdojo.search``.
 """
 
 from __future__ import annotations

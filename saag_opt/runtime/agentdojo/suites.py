@@ -29,6 +29,7 @@ from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
 from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 
 from saag_opt.runtime.agentdojo import adaptive  # noqa: E402, F401 - registers the adaptive attacks with AgentDojo
+from saag_opt.runtime.agentdojo import search as searching  # noqa: E402
 from saag_opt.runtime.agentdojo.elements import guarded_pipeline  # noqa: E402
 from saag_opt.runtime.agentdojo.trace import Tracer  # noqa: E402
 
@@ -47,7 +48,8 @@ def pipelines(agent: Any, guard: Guard) -> tuple[dict[str, Any], dict[str, Trace
 def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = ATTACKS, benign: bool = True,
               user_tasks: Iterable[str] | None = None, injection_tasks: Iterable[str] | None = None,
               arms: Sequence[str] = ARMS, done: Container[tuple[str, ...]] = (),
-              on_run: Callable[[SecurityRecord], None] | None = None) -> Iterator[SecurityRecord]:
+              on_run: Callable[[SecurityRecord], None] | None = None, search_budget: int = searching.BUDGET,
+              on_search: Callable[[str, searching.SearchResult], None] | None = None) -> Iterator[SecurityRecord]:
     """Yield every run of suite ``name`` (module docstring); a scripted ``agent`` has ``set_task(user, injection)``.
 
     An attack may script how the scripted agent obeys it (its ``obedience`` hook) and what a pair is
@@ -57,6 +59,12 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
     restrict the tasks (ids such as ``user_task_0``). ``done``: ``SecurityRecord.key``s already
     run (a resumed run); they are not run again, and a pair whose arms are all done is not even
     injected.
+
+    The search attacker (``search.NAME``) first searches its wording on every fifth user task, on the
+    guarded arm (the unguarded one when the guard does not run), ``search_budget`` trials, then runs
+    on the other user tasks only; ``on_search(suite, result)`` gets what it found. A resumed run
+    searches again (deterministic for the scripted agent; a model agent's calls replay from the LM
+    cache) unless every held-out run is done.
     """
     suite = get_suite(BENCHMARK_VERSION, name)
     arms_of, tracers = pipelines(agent, guard)
@@ -98,8 +106,17 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
             if left:
                 yield from run(user, None, None, {}, clean, left)
     for attack_name in attacks:
+        users = chosen
+        if attack_name == searching.NAME:
+            seen, held = searching.split_user_tasks([u.ID for u in chosen])
+            users = [u for u in chosen if u.ID in held]
+            if any(todo(u, i, attack_name) for u in users for i in injections_of):
+                target = ("guard",) if "guard" in arms else tuple(arms[:1])
+                found = _search(name, agent, guard, seen, [i.ID for i in injections_of], target, search_budget)
+                if on_search is not None:
+                    on_search(name, found)
         attack = load_attack(attack_name, suite, arms_of["guard"])
-        for user in chosen:
+        for user in users:
             for injection in injections_of:
                 left = todo(user, injection, attack_name)
                 if not left:
@@ -107,6 +124,16 @@ def run_suite(name: str, agent: Any, guard: Guard, *, attacks: Sequence[str] = A
                 injected = attack.attack(user, injection)
                 env = suite.load_and_inject_default_environment(injected)
                 yield from run(user, injection, attack_name, injected, env, left, attack)
+
+
+def _search(name: str, agent: Any, guard: Guard, user_tasks: Sequence[str], injection_tasks: Sequence[str],
+            arms: Sequence[str], budget: int) -> searching.SearchResult:
+    """The search attacker's wording for suite ``name``, searched on ``user_tasks`` x ``injection_tasks``."""
+    def run_trial(names: Sequence[str]) -> Iterator[SecurityRecord]:
+        return run_suite(name, agent, guard, attacks=names, benign=False, user_tasks=user_tasks,
+                         injection_tasks=injection_tasks, arms=arms)
+
+    return searching.search(run_trial, budget=budget)
 
 
 def empty_ground_truth(suites: Iterable[str] = SUITES) -> set[tuple[str, str]]:
