@@ -31,7 +31,8 @@ Two worlds, one loop; the context decides which:
   an abstention: the final prediction makes no call, which is what the live agent executes.
 - the runtime guard (``LiveTurn``): round 0 is the calls the live agent proposed; a reviewer that
   raises or replies unusably is data, and ``on_error`` (allow | block) decides, as documented on
-  ``runtime.guard``; a revision that raises blocks.
+  ``runtime.guard``; a revision that raises blocks. ``CostCapReached`` (a capped ledger the guard's
+  LMs book on) is no failure of the review: it leaves the loop in both worlds.
 
 Either way the outcome carries a ``Ruling`` (allow | revise | block, the reason, the feedback) that
 the guard turns into its ``Decision``.
@@ -58,7 +59,7 @@ from saag_opt.agents.mechanisms import (
 from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
 from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
 from saag_opt.choices import OnError
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, Registry
 from saag_opt.saag import check_calls, correction_for
@@ -215,8 +216,8 @@ class _Loop:
                 verdict = self.reviewer.review_call(self.example, self.current)
                 failure = f"unusable reviewer reply ({verdict.failed})" if verdict.failed else None
             except Exception as exc:
-                if self.live is None:
-                    raise  # evaluate records an LM failure per example
+                if self.live is None or isinstance(exc, CostCapReached):
+                    raise  # evaluate records an LM failure per example; a spent cap stops any run
                 failure = self.live.why(exc)
         self.seconds += clock.seconds
         if failure is not None:
@@ -250,8 +251,8 @@ class _Loop:
         try:
             revision = self.agent.propose(self.example, feedback=[*self.history, FeedbackTurn(tentative, text)])
         except Exception as exc:
-            if self.live is None:
-                raise  # evaluate records an LM failure per example
+            if self.live is None or isinstance(exc, CostCapReached):
+                raise  # evaluate records an LM failure per example; a spent cap stops any run
             record()
             return Ruling("block", f"{why}; the revision failed: {describe_error(exc)}", text, self.reviewed,
                           self.error or describe_error(exc), cacheable=False), NO_CALL

@@ -21,7 +21,9 @@ call by call):
 4. ``on_error`` decides what a reviewer failure does (timeout, unreachable server, unusable
    reply): ``allow`` runs the proposed calls unreviewed, ``block`` runs nothing; ``decision.error``
    and ``decision.reason`` say so. A call failing stage 1-2 is still revised from the psi feedback
-   alone, or blocked: ``on_error="allow"`` never lets it through.
+   alone, or blocked: ``on_error="allow"`` never lets it through. The one exception that leaves
+   ``review``: ``CostCapReached`` from a capped ledger the caller handed to ``Guard.load`` (its run
+   is out of budget, which no ruling can answer).
 5. Indirect prompt injection (``injection=True``, the default; ``saag.injection`` and ``saag.flow``):
    when the conversation holds tool results, a side-effecting call is blocked with feedback before the
    gate and the reviewer when a decisive argument (recipient, account, address, link, id, title,
@@ -55,7 +57,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 from saag_opt import telemetry
 from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injection_report, stage_summary
 from saag_opt.choices import OnError
-from saag_opt.errors import ConfigError
+from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.lm import price_call, usage_numbers
 from saag_opt.lm.latency import lm_clock
 from saag_opt.lm.retry import call_options
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer, ReviewRound
     from saag_opt.agents.guarded import GuardedReview
     from saag_opt.artifacts import PromptVersion
+    from saag_opt.lm.accounting import CostLedger
     from saag_opt.lm.latency import LatencyClock
     from saag_opt.saag import PredictionReport
 
@@ -170,7 +173,7 @@ class Guard:
              timeout: float | None = 20.0, reviser: Any = None, revise: bool = True,
              store: str | os.PathLike[str] | None = None, cache: bool | str | os.PathLike[str] = True,
              grounding: str | None = None, retries: int = 2, saag_informed: bool = False,
-             injection: bool = True) -> Guard:
+             injection: bool = True, ledger: CostLedger | None = None) -> Guard:
         """A guard running prompt ``prompt`` on model ``reviewer``.
 
         Args:
@@ -193,6 +196,9 @@ class Guard:
             retries: extra attempts per LM request (backoff), within ``timeout``.
             saag_informed: the reviewer also sees the SAAG report (experimental reviewer).
             injection: block calls driven by instructions inside tool results (module docstring, rule 5).
+            ledger: book the reviewer's and reviser's calls here (roles ``reviewer``, ``reviser``), e.g. a
+                run's ledger, so its ``--max-cost`` caps them with the rest; None = each LM its own. A
+                capped ledger's ``CostCapReached`` leaves ``review`` (module docstring, rule 4).
 
         Raises:
             ConfigError: a bad mechanism, model spec or option. ArtifactError: unknown prompt.
@@ -222,7 +228,7 @@ class Guard:
             from saag_opt.agents.setup import bind_reviewer  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
             loaded = load_prompt(prompt, store)
-            review_lm = _open(reviewer, "reviewer", timeout, retries)
+            review_lm = _open(reviewer, "reviewer", timeout, retries, ledger)
             review_module = bind_reviewer(loaded.instructions, review_lm, saag_informed=saag_informed,
                                           grounding=_cascade_options(grounding)["grounding"])
             ledger_models[str(review_lm.model)] = getattr(review_lm, "spec", None)
@@ -232,7 +238,7 @@ class Guard:
         if revise and reviser_model is not None:
             from saag_opt.agents import BaseAgent  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
-            reviser_lm = _open(reviser_model, "reviser", timeout, retries)
+            reviser_lm = _open(reviser_model, "reviser", timeout, retries, ledger)
             reviser_agent = BaseAgent(reviser_lm, ledger=getattr(reviser_lm, "ledger", None))
             ledger_models[str(reviser_lm.model)] = getattr(reviser_lm, "spec", None)
             labels[1] = _label(reviser_lm)
@@ -421,6 +427,8 @@ class Guard:
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")
                 ruled = _Ruled(out.ruling, out.final, _decision_rounds(out.rounds))
+            except CostCapReached:
+                raise  # the caller's run is out of budget: not a reviewer failure on_error could answer
             except Exception as exc:  # noqa: BLE001 - a guard never throws into the agent loop
                 ruled = self._failed(inp, report, self._why(exc))
         return ruled, self._dollars(usage.get_total_tokens())
@@ -530,15 +538,15 @@ def _cascade_options(grounding: str | None) -> dict[str, Any]:
     return {"grounding": mode}
 
 
-def _open(model: Any, role: str, timeout: float | None, retries: int) -> Any:
-    """An LM for a spec string (booked in its own ledger), or the given ``dspy.LM`` as is."""
+def _open(model: Any, role: str, timeout: float | None, retries: int, ledger: CostLedger | None = None) -> Any:
+    """An LM for a spec string (booked in ``ledger``, else its own), or the given ``dspy.LM`` as is."""
     import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
     if isinstance(model, dspy.LM):
         return model
     from saag_opt.lm import open_lm, parse_model_spec  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
-    return open_lm(parse_model_spec(model), role=role,
+    return open_lm(parse_model_spec(model), role=role, ledger=ledger,
                    **call_options(retries=retries, retry_base_delay=0.5, request_timeout=timeout))
 
 
