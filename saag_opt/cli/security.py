@@ -14,14 +14,20 @@ from rich.console import Console
 
 from saag_opt.cli.common import (
     DATA,
+    DEFAULT_PROMPT,
     DEFAULT_RUNS_DIR,
     SETUP,
     ConfigFile,
     ConfigFileOpt,
     DryRunOpt,
     MaxCostOpt,
+    MechanismOpt,
+    PromptOpt,
     ResumeOpt,
+    ReviewerOpt,
     RunsDirOpt,
+    SaagInformedOpt,
+    StoreOpt,
     explicit_params,
     passed_values,
     validated,
@@ -34,8 +40,11 @@ Per suite and attack: utility without attack, utility under attack and attack su
 each arm with a 95% interval, beside the published defences' numbers (report.html). --agent scripted
 is the deterministic worst case (completes the user task from its ground truth and obeys every
 injected instruction: no LLM); any model spec (local, openai/<m>@URL, gpt-4o) drives a real agent.
---dry-run prints the runs and agent turns per suite and attack, with their tokens and price for a model
-agent. Needs: pip install 'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
+The guarded arm is Guard() (--mechanism guard: the SAAG cascade and the injection rule, no LLM), or the
+tuned reviewer that tune and optimize produce: --mechanism guard+r1 (or gate+guard+r1) --reviewer SPEC
+--prompt REF. --dry-run prints the runs, agent turns and reviews per suite and attack, with their tokens
+and price for a model; --max-cost caps agent and reviewer together. Needs: pip install
+'saag-opt\\[agentdojo]'. Each finished run is kept; --resume continues a run."""
 """Help text of ``saag-opt security``."""
 
 
@@ -74,6 +83,11 @@ def security(
     limit: Annotated[Optional[int], typer.Option(
         "--user-tasks", min=1, show_default="all", rich_help_panel=DATA,
         help="Run the first N user tasks of each suite (each with every injection task).")] = None,
+    mechanism: MechanismOpt = "guard",  # runtime.agentdojo.config.CASCADE_ONLY (not imported: CLI start-up)
+    reviewer: ReviewerOpt = None,
+    prompt: PromptOpt = DEFAULT_PROMPT,
+    saag_informed: SaagInformedOpt = False,
+    prompts_dir: StoreOpt = None,
     max_cost: MaxCostOpt = None,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = None,
@@ -82,9 +96,11 @@ def security(
     """Run the suites; print the tables; the run directory gets report.html."""
     try:
         from saag_opt.runtime.agentdojo.run import (  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
-            PLAN_ASSUMPTIONS,
+            CASCADE_ONLY,
             SecurityConfig,
             plan,
+            plan_assumptions,
+            priced,
             resume_config,
             run_security,
         )
@@ -99,7 +115,10 @@ def security(
     file = ConfigFile.read(config_file, SecurityConfig.model_fields, "security")
     given = {_FIELDS.get(name, name) for name in explicit_params(ctx)}
     values = file.under({"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
-                         "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir}, given)
+                         "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir,
+                         "mechanism": mechanism, "prompt": prompt,
+                         "reviewer": None if _from_env(ctx, "reviewer") and mechanism == CASCADE_ONLY else reviewer,
+                         "saag_informed": saag_informed, "prompts_dir": prompts_dir}, given)
     typed = passed_values(ctx, ctx.params, command_line_only=resume is not None)
     passed = {_FIELDS.get(k, k): v for k, v in typed.items() if _FIELDS.get(k, k) in values} | file.passed(given)
     if isinstance(passed.get("mode"), Enum):
@@ -110,9 +129,11 @@ def security(
         config = file.validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
     rows = plan(config)
     if dry_run:
-        print_security_plan(Console(), rows, config.agent, PLAN_ASSUMPTIONS)
+        print_security_plan(Console(), rows, config.agent, plan_assumptions(config),
+                            reviewer=f"{config.reviewer} ({config.mechanism})" if config.reviewed else None)
         return
-    with SecurityProgress(Console(stderr=True), sum(r.runs for r in rows), config.max_cost) as progress:
+    with SecurityProgress(Console(stderr=True), sum(r.runs for r in rows), config.max_cost,
+                          priced=priced(config)) as progress:
         result = run_security(config, resume=resume, args_passed=passed, on_run=progress, on_start=progress.start)
     print_security_report(Console(), result.summary, str(result.run_dir),
                           stopped=str(result.stopped_by) if result.stopped_by else None)
@@ -120,5 +141,11 @@ def security(
 
 _FIELDS = {"suite": "suites", "attack": "attacks"}
 """Option -> config field, where the names differ (a repeatable option is singular)."""
+
+
+def _from_env(ctx: typer.Context, name: str) -> bool:
+    """The option's value came from its environment variable (``$SAAG_OPT_REVIEWER`` is set for other verbs too)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "ENVIRONMENT"
 
 __all__ = ["SECURITY_HELP", "security"]

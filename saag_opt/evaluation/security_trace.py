@@ -86,6 +86,9 @@ class TraceCall(_Compact):
     findings: list[Finding] = Field(default_factory=list)
     scored: bool = True
     """False: the call was removed before AgentDojo scored the run (a blocked call, ``StripBlocked``)."""
+    review: str | None = None
+    """The LLM reviewer on that proposal: each verdict in order (``reject: <feedback>``, ``approve``) and a
+    failure (``reviewer failed: ...``), cut at ``TEXT_CHARS``; None: no reviewer was asked (``Guard()``, the gate)."""
 
 
 class TraceMessage(_Compact):

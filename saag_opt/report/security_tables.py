@@ -137,41 +137,57 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
         console.print(line)
 
 
-def print_security_plan(console: Console, rows: Sequence[Any], agent: str, assumptions: Sequence[str] = ()) -> None:
-    """``--dry-run``: the runs per suite and attack, the agent turns of a ground-truth run, their tokens and dollars."""
-    table = Table(title=f"security --dry-run: agent {agent} (nothing is run)")
+def print_security_plan(console: Console, rows: Sequence[Any], agent: str, assumptions: Sequence[str] = (), *,
+                        reviewer: str | None = None) -> None:
+    """``--dry-run``: the runs per suite and attack, the agent turns and reviews, their tokens and dollars.
+
+    ``reviewer``: the guarded arm's reviewer (``spec (mechanism)``), whose reviews get their own columns.
+    """
+    title = f"security --dry-run: agent {agent}" + (f", reviewer {reviewer}" if reviewer else "") + " (nothing is run)"
+    table = Table(title=title)
     priced = any(row.agent_turns for row in rows)
+    reviewed = reviewer is not None
     columns = ["suite", "attack", "runs", "agent turns (ground truth + answer)"]
     columns += ["prompt tokens", "reply tokens", "$"] if priced else []
+    columns += ["reviews (guarded arm)", "review prompt tokens", "review reply tokens", "review $"] if reviewed else []
+    columns += ["total $"] if priced and reviewed else []
     for column in columns:
         table.add_column(column, justify="left" if column in ("suite", "attack") else "right")
     for row in [*rows, None]:
         if row is None:
             table.add_section()
         cells = rows if row is None else [row]
-        dollars = [c.dollars for c in cells]
-        cost = "unknown" if None in dollars else f"{sum(d for d in dollars if d is not None):.4f}"
         line = ["all", ""] if row is None else [row.suite, row.attack]
         line += [str(sum(c.runs for c in cells)), str(sum(c.agent_turns for c in cells))]
-        line += [f"{sum(c.prompt_tokens for c in cells):,}", f"{sum(c.completion_tokens for c in cells):,}", cost] \
-            if priced else []
+        line += [f"{sum(c.prompt_tokens for c in cells):,}", f"{sum(c.completion_tokens for c in cells):,}",
+                 _dollars([c.dollars for c in cells])] if priced else []
+        line += [str(sum(c.reviews for c in cells)), f"{sum(c.review_prompt_tokens for c in cells):,}",
+                 f"{sum(c.review_completion_tokens for c in cells):,}",
+                 _dollars([c.review_dollars for c in cells])] if reviewed else []
+        line += [_dollars([d for c in cells for d in (c.dollars, c.review_dollars)])] if priced and reviewed else []
         table.add_row(*line)
     console.print(table)
-    for assumption in assumptions if priced else ():
+    for assumption in assumptions if priced or reviewed else ():
         print_line(console, f"assumes {assumption}")
+
+
+def _dollars(parts: Sequence[float | None]) -> str:
+    """The sum at four decimals, ``unknown`` when a part has no price."""
+    return "unknown" if None in parts else f"{sum(d for d in parts if d is not None):.4f}"
 
 
 class SecurityProgress:
     """The runs and the spend (of the cap): a live bar on a terminal, else log lines.
 
     A line per suite and attack and every ``EVERY`` runs (a full run is ~11,000). Call it with each
-    record and the dollars spent so far (``run_security``'s ``on_run``).
+    record and the dollars spent so far (``run_security``'s ``on_run``): agent and reviewer together.
+    ``priced`` False (the scripted agent and ``Guard()``: no model) leaves the spend out.
     """
 
     EVERY = 200
 
-    def __init__(self, console: Console, total: int, max_cost: float | None = None) -> None:
-        self.console, self.count, self.max_cost = console, 0, max_cost
+    def __init__(self, console: Console, total: int, max_cost: float | None = None, *, priced: bool = True) -> None:
+        self.console, self.count, self.max_cost, self.priced = console, 0, max_cost, priced
         self.group: tuple[str, str] | None = None
         self.progress = Progress(TextColumn("security"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
                                  TimeElapsedColumn(), TextColumn("{task.fields[spend]}"), console=console,
@@ -198,10 +214,11 @@ class SecurityProgress:
         """One run finished."""
         self.count += 1
         group = (record.suite, record.attack or "no attack")
+        spend = f"; spent {self.spend_text(spent)}" if self.priced else ""
         if self.progress.live.is_started:
-            self.progress.update(self.task, advance=1, spend=f"{group[0]}, {group[1]}: {self.spend_text(spent)}")
+            self.progress.update(self.task, advance=1, spend=f"{group[0]}, {group[1]}{spend}")
         elif group != self.group or self.count % self.EVERY == 0:
-            print_line(self.console, f"{self.count} runs; now {group[0]}, {group[1]}; spent {self.spend_text(spent)}")
+            print_line(self.console, f"{self.count} runs; now {group[0]}, {group[1]}{spend}")
         self.group = group
 
 

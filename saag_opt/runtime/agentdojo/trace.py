@@ -132,7 +132,7 @@ class Tracer:
             at = index.get(str(call.id), position)
             return TraceCall(id=call.id, name=call.function, arguments=clip_arguments(dict(call.args)),
                              guard=decision.action, reason=decision.reason, findings=findings_of(decision.provenance, at),
-                             scored=str(call.id) in scored_calls)
+                             scored=str(call.id) in scored_calls, review=review_of(decision))
 
         out = TraceMessage(role="assistant", text=text, chars=len(raw), calls=[view(c, i) for i, c in enumerate(calls)])
         if decision is not None and decision.action == "revise":
@@ -141,4 +141,13 @@ class Tracer:
         return out
 
 
-__all__ = ["Tracer"]
+def review_of(decision: Decision) -> str | None:
+    """What the LLM reviewer said on a decision (``TraceCall.review``); None when none was asked."""
+    said = [f"{r.get('verdict')}: {r.get('feedback')}" if r.get("feedback") else str(r.get("verdict"))
+            for r in decision.rounds]
+    if decision.error:
+        said.append(f"reviewer failed: {decision.error}")
+    return cut_keeping("; ".join(said))[0] if said else None
+
+
+__all__ = ["Tracer", "review_of"]
