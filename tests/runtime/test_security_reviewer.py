@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,19 @@ def test_resume_refuses_another_reviewer(rejected: tuple[Path, str, ReviewWorld]
     assert err.count("\n") == 1
     assert _cli(["security", "--resume", str(run_dir), "--mechanism", "gate+guard+r1"]) == 2
     assert "--mechanism 'gate+guard+r1'" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_prompt_whose_content_changed(rejected: tuple[Path, str, ReviewWorld], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """reviewer@best moved since the run began: the same reference no longer names what was measured."""
+    run_dir = shutil.copytree(rejected[0], tmp_path / "run")
+    header = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    header["plugins"]["guard"]["prompt_sha256"] = "0" * 64
+    (run_dir / "run.json").write_text(json.dumps(header | {"status": "interrupted"}), encoding="utf-8")
+    assert _cli(["security", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "the reviewer prompt reviewer@v2 now has sha256" in err and "the run measured 000000000000" in err
+    assert err.count("\n") == 1
 
 
 def test_a_guard_run_keeps_its_run_json_shape(tmp_path: Path) -> None:
