@@ -98,6 +98,9 @@ def optimize(
     minibatch: Annotated[int, typer.Option(
         "--minibatch", min=1, rich_help_panel=RUN,
         help="Train examples per GEPA reflection (each proposal is scored on them too).")] = 3,
+    proposals: Annotated[int, typer.Option(
+        "--proposals", min=1, max=8, rich_help_panel=RUN,
+        help="Proposals per GEPA iteration, each from the same parent on its own minibatch.")] = 1,
     proposer: Annotated[ProposerName, typer.Option(
         "--proposer", rich_help_panel=RUN,
         help="What the reflection LM writes: add (one new rule), edit (one rule added, replaced or deleted) or rewrite "

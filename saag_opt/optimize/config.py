@@ -69,6 +69,9 @@ class OptimizeConfig(SetupConfig):
     """Use at most this many TEST examples for the final comparison."""
     minibatch: int = Field(default=3, ge=1)
     """GEPA reflection minibatch size."""
+    proposals: int = Field(default=1, ge=1, le=8)
+    """Proposals per GEPA iteration, each from the same parent on its own minibatch (gepa's ``SameParentSampling``);
+    every one the acceptance criterion takes enters the pool. 1 = GEPA's sequential loop."""
     accept: AcceptName = "strict"
     """When a proposed instruction enters the pool: it must beat its parent on the minibatch
     (``strict``, GEPA's default) or may tie it (``equal``: GEPA's ``improvement_or_equal``). Ties

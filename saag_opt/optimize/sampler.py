@@ -7,8 +7,8 @@ own sampler does, but fills up to half of each minibatch (every other minibatch 
 examples whose last review by a pool member went wrong (``feedback.FAILING``), least recently shown
 first. It learns the outcomes as a gepa callback (``on_evaluation_end`` of a pool member's minibatch,
 read from the feedback metric's ``outcome_class``), so it costs no rollout. Deterministic for a seed;
-a resumed run skips the epoch order ahead by the iterations already run (``state.i``), and learns the
-outcomes again as it goes.
+a resumed run skips the epoch order ahead by the minibatches already drawn (``state.i`` iterations of
+``per_iteration`` each), and learns the outcomes again as it goes.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _item_key(example: Any) -> str | None:
 class FailureFirstSampler:
     """A gepa ``BatchSampler`` and callback (module docstring)."""
 
-    def __init__(self, minibatch_size: int, seed: int = 0) -> None:
-        self.minibatch_size = minibatch_size
+    def __init__(self, minibatch_size: int, seed: int = 0, *, per_iteration: int = 1) -> None:
+        self.minibatch_size, self.per_iteration = minibatch_size, per_iteration
         self.rng = random.Random(seed)
         self._order: list[Any] = []
         self._pos = 0
@@ -56,7 +56,7 @@ class FailureFirstSampler:
                     key = _item_key(example)
                     if key is not None:
                         self._ids_by_key[key] = data_id
-                for _ in range(int(getattr(state, "i", 0) or 0) * size):  # a resumed run goes on, not back
+                for _ in range(int(getattr(state, "i", 0) or 0) * size * self.per_iteration):  # a resume goes on
                     self._fresh(ids)
             self._calls += 1
             failing = sorted((i for i in self._failing if i in ids), key=lambda i: (self._last_shown.get(i, -1), str(i)))

@@ -11,6 +11,7 @@ from typing import Any
 
 import dspy
 from dspy.teleprompt.gepa import InstructionProposer
+from gepa.strategies.proposal_sampling import SameParentSampling
 
 from saag_opt.choices import AcceptName, ProposerName
 from saag_opt.errors import RunError
@@ -28,6 +29,8 @@ class GepaSettings:
     log_dir: Path
     reflection_lm: dspy.LM
     minibatch: int = 3
+    proposals: int = 1
+    """Proposals per iteration from the same parent, each on its own minibatch (1 = GEPA's default loop)."""
     max_chars: int = 4000
     workers: int = 4
     seed: int = 0
@@ -64,7 +67,8 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
     listens to gepa's evaluations as a callback.
     """
     memory = settings.memory if settings.memory is not None else EditMemory()
-    sampler = FailureFirstSampler(settings.minibatch, settings.seed)
+    sampler = FailureFirstSampler(settings.minibatch, settings.seed, per_iteration=settings.proposals)
+    several = {"sampling_strategy": SameParentSampling(settings.proposals)} if settings.proposals > 1 else {}
     gepa = dspy.GEPA(
         metric=metric,
         max_metric_calls=settings.max_metric_calls,
@@ -81,7 +85,8 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
         gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
                      "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine, memory),
                      "batch_sampler": sampler,
-                     "stop_callbacks": list(settings.stoppers), "callbacks": [*settings.callbacks, sampler]},
+                     "stop_callbacks": list(settings.stoppers), "callbacks": [*settings.callbacks, sampler],
+                     **several},
     )
     # gepa takes a minibatch size only with its own sampler (ours carries it); dspy reads the field only to
     # tell minibatch evaluations from full ones in its logging callbacks.

@@ -171,3 +171,21 @@ def test_a_run_that_kept_the_seed_says_so_instead_of_comparing_it_with_itself(tm
     text = console.export_text()
     assert "best is the seed (v2): no candidate cleared the val margin" in text
     assert "best (v2) vs seed (v2)" not in text and "TEST: help / harm vs the base agent alone" in text
+
+
+def test_several_proposals_per_iteration_come_from_one_parent_on_their_own_minibatches(tmp_path: Path,
+                                                                                      server) -> None:
+    """--proposals 2: gepa's SameParentSampling; each iteration reflects twice on the same parent."""
+    from saag_opt.optimize.reflections import REFLECTIONS_FILE, read_reflections  # noqa: PLC0415
+
+    result = run_optimize(_config(tmp_path, server, max_metric_calls=30, evaluate_test=False, proposals=2))
+    rows = list(read_reflections(result.run_dir / REFLECTIONS_FILE))
+    by_iteration: dict[int, list[dict]] = {}
+    for row in rows:
+        by_iteration.setdefault(row["iteration"], []).append(row)
+    assert by_iteration and all(len(group) == 2 for group in by_iteration.values()), [len(g) for g in by_iteration.values()]
+    first = next(iter(by_iteration.values()))
+    assert first[0]["parent"] == first[1]["parent"]
+    assert json.loads((result.run_dir / "run.json").read_text())["config"]["proposals"] == 2
+    with pytest.raises(ValueError, match="proposals"):
+        OptimizeConfig(proposals=9)
