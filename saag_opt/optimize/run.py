@@ -202,7 +202,8 @@ def _gepa_settings(config: OptimizeConfig, world: World, run_dir: Path, calls: i
     progress = GepaProgress(lambda message, **data: emit(sink, "progress", message, **data), budget=calls,
                             spent=world.ledger.total_dollars, accepted=len(writer.versions) - 1)
     return GepaSettings(max_metric_calls=calls, log_dir=run_dir / "gepa", reflection_lm=world.reflection_lm,
-                        minibatch=config.minibatch, proposals=config.proposals, max_chars=config.max_chars, workers=config.workers or 1,
+                        minibatch=config.minibatch, proposals=config.proposals, max_chars=config.max_chars,
+                        workers=config.workers or 1,
                         seed=config.seed, accept=config.accept, stoppers=stoppers, quarantine=writer,
                         proposer=config.proposer, memory=EditMemory(run_dir / EDIT_MEMORY_FILE), sink=sink,
                         callbacks=[writer, progress, CostSaver(run_dir, world.ledger),
