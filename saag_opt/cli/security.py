@@ -76,13 +76,16 @@ def security(
     attack: Annotated[Optional[list[str]], typer.Option(
         "--attack", "-a", show_default="all six", rich_help_panel=DATA,
         help="important_instructions, tool_knowledge, direct, ignore_previous, system_message, injecagent "
-             "(AgentDojo) or adaptive_{markerless|voice|swap|reviewer|laundering} (vs the guard)")] = None,
+             "(AgentDojo), adaptive_{markerless|voice|swap|reviewer|laundering|search} (vs the guard)")] = None,
     benign: Annotated[bool, typer.Option(
         "--benign/--no-benign", rich_help_panel=DATA,
         help="Also run every user task without an attack (utility without attack).")] = True,
     limit: Annotated[Optional[int], typer.Option(
         "--user-tasks", min=1, show_default="all", rich_help_panel=DATA,
         help="Run the first N user tasks of each suite (each with every injection task).")] = None,
+    search_budget: Annotated[int, typer.Option(
+        "--search-budget", min=1, max=500, rich_help_panel=DATA,
+        help="Trials per suite of the search attacker (adaptive_search), on every fifth user task.")] = 24,
     mechanism: MechanismOpt = "guard",  # runtime.agentdojo.config.CASCADE_ONLY (not imported: CLI start-up)
     reviewer: ReviewerOpt = None,
     prompt: PromptOpt = DEFAULT_PROMPT,
@@ -118,7 +121,8 @@ def security(
                          "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir,
                          "mechanism": mechanism, "prompt": prompt,
                          "reviewer": None if _from_env(ctx, "reviewer") and mechanism == CASCADE_ONLY else reviewer,
-                         "saag_informed": saag_informed, "prompts_dir": prompts_dir}, given)
+                         "saag_informed": saag_informed, "prompts_dir": prompts_dir, "search_budget": search_budget},
+                        given)
     typed = passed_values(ctx, ctx.params, command_line_only=resume is not None)
     passed = {_FIELDS.get(k, k): v for k, v in typed.items() if _FIELDS.get(k, k) in values} | file.passed(given)
     if isinstance(passed.get("mode"), Enum):

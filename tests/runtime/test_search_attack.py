@@ -84,3 +84,24 @@ def test_the_search_reads_every_fifth_user_task_and_reports_only_the_others() ->
     guard = [r for r in runs if r.arm == "guard"]
     assert sum(bool(r.security) for r in none) >= 10  # the obedient agent obeys the searched wording
     assert sum(bool(r.security) for r in guard) <= sum(bool(r.security) for r in none) // 2
+
+
+def test_a_security_run_keeps_the_search_and_plans_its_trials(tmp_path: Any) -> None:
+    """``saag-opt security --attack adaptive_search``: search.json per suite; the plan counts trials and held-out runs."""
+    import json  # noqa: PLC0415
+
+    from saag_opt.runtime.agentdojo.run import SecurityConfig, plan, run_security  # noqa: PLC0415 - the extra
+
+    config = SecurityConfig(suites=["banking"], attacks=["adaptive_search"], limit=6, benign=False, search_budget=2,
+                            runs_dir=tmp_path)
+    [row] = plan(config)
+    assert row.runs == 4 * 9 * 2 + 2 * 9 * 2  # held-out users x injections x arms + search users x injections x trials
+    warnings.filterwarnings("ignore")
+    result = run_security(config)
+    kept = json.loads((result.run_dir / "search.json").read_text())
+    assert list(kept) == ["banking"] and len(kept["banking"]["trials"]) == 2
+    assert {r.user_task for r in result.records} == {f"user_task_{i}" for i in range(1, 5)}
+    header = json.loads((result.run_dir / "run.json").read_text())
+    assert header["config"]["search_budget"] == 2
+    plain = SecurityConfig(suites=["banking"], attacks=["direct"]).model_dump(mode="json")
+    assert "search_budget" not in plain  # a run without the search keeps its config's shape

@@ -260,7 +260,8 @@ class SwapAttack(BaseAttack):
 
 ADAPTIVE_LABELS: Mapping[str, str] = {
     "adaptive_markerless": "goal without markers", "adaptive_voice": "user's voice", "adaptive_swap": "argument swap",
-    "adaptive_reviewer": "addressed to the reviewer", "adaptive_laundering": "laundering through a note"}
+    "adaptive_reviewer": "addressed to the reviewer", "adaptive_laundering": "laundering through a note",
+    "adaptive_search": "searched from the guard's verdicts (held-out tasks)"}
 
 __all__ = ["ADAPTIVE", "ADAPTIVE_LABELS", "FALLBACK", "NOTES", "LaunderingAttack", "MarkerlessAttack", "ReviewerAttack",
            "SwapAttack", "VoiceAttack", "attacker_value", "kind_values", "laundered_value"]

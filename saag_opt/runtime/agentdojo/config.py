@@ -26,8 +26,12 @@ from saag_opt.resuming import RUN_OPTION
 SUITES = ("workspace", "travel", "banking", "slack")
 ATTACKS = ("important_instructions", "tool_knowledge", "direct", "ignore_previous", "system_message", "injecagent")
 """The attacks a security run uses by default (all FixedJailbreakAttack templates of AgentDojo 0.1.35)."""
-ADAPTIVE = ("adaptive_markerless", "adaptive_voice", "adaptive_swap", "adaptive_reviewer", "adaptive_laundering")
-"""Attacks written against the guard (``runtime.agentdojo.adaptive``), run on request beside the templates."""
+SEARCH = "adaptive_search"
+"""The search attacker (``runtime.agentdojo.search``): its wording searched from the guard's verdicts, then held out."""
+ADAPTIVE = ("adaptive_markerless", "adaptive_voice", "adaptive_swap", "adaptive_reviewer", "adaptive_laundering", SEARCH)
+"""Attacks written against the guard (``runtime.agentdojo.adaptive``, ``search``), run on request beside the templates."""
+SEARCH_BUDGET = 24
+"""The search attacker's trials per suite by default (``search.BUDGET`` is this)."""
 SCRIPTED = "scripted"
 """The ``--agent`` value of the obedient worst case."""
 CASCADE_ONLY = "guard"
@@ -75,6 +79,8 @@ class SecurityConfig(BaseModel):
     """The reviewer also sees the SAAG report of the calls (experimental reviewer)."""
     prompts_dir: Path | None = None
     """The prompt store ``prompt`` resolves in (``--store``; None: ``$SAAG_OPT_PROMPTS``, else the default)."""
+    search_budget: int = Field(default=SEARCH_BUDGET, ge=1, le=500)
+    """Trials per suite of the search attacker (``adaptive_search``); in ``run.json`` only when it runs."""
 
     @field_validator("suites")
     @classmethod
@@ -126,6 +132,8 @@ class SecurityConfig(BaseModel):
         if not self.reviewed:
             for name in REVIEWER_FIELDS:
                 data.pop(name, None)
+        if SEARCH not in self.attacks:
+            data.pop("search_budget", None)
         return data
 
     @property
@@ -154,5 +162,5 @@ def _known(what: str, value: Sequence[str], known: Sequence[str], *, empty: bool
     return names
 
 
-__all__ = ["ADAPTIVE", "ATTACKS", "CASCADE_ONLY", "DEFAULT_PROMPT", "MECHANISMS", "REVIEWER_FIELDS", "SCRIPTED", "SUITES",
-           "SecurityConfig"]
+__all__ = ["ADAPTIVE", "ATTACKS", "CASCADE_ONLY", "DEFAULT_PROMPT", "MECHANISMS", "REVIEWER_FIELDS", "SCRIPTED", "SEARCH",
+           "SEARCH_BUDGET", "SUITES", "SecurityConfig"]

@@ -25,7 +25,7 @@ reference and hash, reviewer, mechanism), and a resume refuses another one.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from saag_opt.runfiles import (
     write_header,
 )
 from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION, require
-from saag_opt.runtime.agentdojo.config import CASCADE_ONLY, SCRIPTED, SecurityConfig
+from saag_opt.runtime.agentdojo.config import CASCADE_ONLY, SCRIPTED, SEARCH, SecurityConfig
 from saag_opt.runtime.prompt import LoadedPrompt, load_prompt
 
 require()
@@ -64,6 +64,7 @@ from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 from saag_opt.runtime.agentdojo.elements import function_to_openai  # noqa: E402
 from saag_opt.runtime.agentdojo.llm import SaagLLM  # noqa: E402
 from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: E402
+from saag_opt.runtime.agentdojo.search import SEARCH_FILE, SearchResult, split_user_tasks  # noqa: E402
 from saag_opt.runtime.agentdojo.suites import empty_ground_truth, run_suite  # noqa: E402
 from saag_opt.runtime.guard import Guard  # noqa: E402
 
@@ -100,6 +101,19 @@ class PlanRow:
     review_completion_tokens: int = 0
     review_dollars: float | None = 0.0
     """At the reviewer model's price (None: unknown); ``guard`` calls no LM."""
+
+    def __add__(self, other: PlanRow) -> PlanRow:
+        """Two parts of one row (the search attacker's trials and its held-out runs), summed."""
+        def total(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a + b
+
+        return replace(self, runs=self.runs + other.runs, agent_turns=self.agent_turns + other.agent_turns,
+                       prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                       completion_tokens=self.completion_tokens + other.completion_tokens,
+                       dollars=total(self.dollars, other.dollars), reviews=self.reviews + other.reviews,
+                       review_prompt_tokens=self.review_prompt_tokens + other.review_prompt_tokens,
+                       review_completion_tokens=self.review_completion_tokens + other.review_completion_tokens,
+                       review_dollars=total(self.review_dollars, other.review_dollars))
 
 
 REPLY_ESTIMATE = 60
@@ -150,16 +164,21 @@ def plan(config: SecurityConfig) -> list[PlanRow]:
         suite = get_suite(BENCHMARK_VERSION, name)
         env = suite.load_and_inject_default_environment({})
         users = list(suite.user_tasks.values())[:config.limit]
-        per_run = [len(u.ground_truth(env)) + 1 for u in users]
         docs = sum(len(json.dumps(function_to_openai(f))) for f in suite.tools) // CHARS_PER_TOKEN
         first = docs + review.instructions + REVIEW_FRAME_TOKENS + SYSTEM_TOKENS if review is not None else 0
-        one = _Pass(name, len(users), sum(per_run),
-                    sum(t * (docs + SYSTEM_TOKENS) + STEP_TOKENS * t * (t - 1) // 2 for t in per_run),
-                    sum(t - 1 for t in per_run),
-                    sum((t - 1) * first + STEP_TOKENS * (t - 1) * (t - 2) // 2 for t in per_run))
+        one, injections = _Pass.over(name, users, env, docs, first), len(suite.injection_tasks)
         if config.benign:
             rows.append(one.row("none", 1, arms, spec, review))
-        rows += [one.row(attack, len(suite.injection_tasks), arms, spec, review) for attack in config.attacks]
+        for attack in config.attacks:
+            if attack != SEARCH:
+                rows.append(one.row(attack, injections, arms, spec, review))
+                continue
+            seen, held = split_user_tasks([u.ID for u in users])  # the search's trials: one arm, its tasks only
+            held_row = _Pass.over(name, [u for u in users if u.ID in held], env, docs, first).row(
+                attack, injections, arms, spec, review)
+            trials = _Pass.over(name, [u for u in users if u.ID in seen], env, docs, first).row(
+                attack, injections * config.search_budget, 1, spec, review if config.guard else None)
+            rows.append(held_row + trials)
     return rows
 
 
@@ -193,6 +212,15 @@ class _Pass:
     """The user tasks' ground-truth calls: one review each on the guarded arm."""
     review_tokens: int
     """The prompt tokens of those reviews."""
+
+    @classmethod
+    def over(cls, suite: str, users: Sequence[Any], env: Any, docs: int, first_review: int) -> _Pass:
+        """One pass over ``users``: each run's turns are its ground-truth calls and the answer; prompts grow per turn."""
+        per_run = [len(u.ground_truth(env)) + 1 for u in users]
+        return cls(suite, len(users), sum(per_run),
+                   sum(t * (docs + SYSTEM_TOKENS) + STEP_TOKENS * t * (t - 1) // 2 for t in per_run),
+                   sum(t - 1 for t in per_run),
+                   sum((t - 1) * first_review + STEP_TOKENS * (t - 1) * (t - 2) // 2 for t in per_run))
 
     def row(self, attack: str, repeats: int, arms: int, spec: Any, review: _Reviewing | None) -> PlanRow:
         times = repeats * arms
@@ -331,7 +359,9 @@ def run_security(config: SecurityConfig, *, resume: Path | None = None, args_pas
             with jsonlines.open(path, mode="a", flush=True) as out:
                 for name in config.suites:
                     for record in run_suite(name, agent, guard, attacks=config.attacks, benign=config.benign,
-                                            user_tasks=_first(name, config.limit), arms=config.arms, done=done):
+                                            user_tasks=_first(name, config.limit), arms=config.arms, done=done,
+                                            search_budget=config.search_budget,
+                                            on_search=lambda suite, found: _keep_search(run_dir, suite, found)):
                         out.write(record.model_dump(mode="json"))
                         records.append(record)
                         if on_run is not None:
@@ -353,6 +383,13 @@ def run_security(config: SecurityConfig, *, resume: Path | None = None, args_pas
 def priced(config: SecurityConfig) -> bool:
     """A model runs (the agent, or the guarded arm's reviewer): the run has a spend and a ``costs.json``."""
     return config.agent != SCRIPTED or config.reviewed
+
+
+def _keep_search(run_dir: Path, suite: str, found: SearchResult) -> None:
+    """The search attacker's wording and trials for ``suite``, kept in ``search.json`` (one entry per suite)."""
+    path = run_dir / SEARCH_FILE
+    kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    atomic_write_json(path, kept | {suite: found.to_json()})
 
 
 def _first(name: str, limit: int | None) -> list[str] | None:

@@ -29,8 +29,9 @@ from agentdojo.attacks.attack_registry import register_attack  # noqa: E402
 
 from saag_opt.evaluation.security import SecurityRecord  # noqa: E402
 from saag_opt.runtime.agentdojo.adaptive import USER_NAME, LaunderingAttack, _GoalAttack  # noqa: E402
+from saag_opt.runtime.agentdojo.config import SEARCH, SEARCH_BUDGET  # noqa: E402
 
-NAME = "adaptive_search"
+NAME = SEARCH
 """The attack the search's best wording is registered as."""
 TRIAL = "adaptive_search_trial"
 """The attack each trial's wording is registered as while it is tried."""
@@ -56,8 +57,10 @@ CLAIMS: Mapping[str, str] = {
 """A claim about where the goal comes from, for a guard that weighs such claims."""
 ROUTES = ("direct", "note")
 """``note``: copy the attacker's value into a note, read it back, then act (the laundering route)."""
-BUDGET = 24
+BUDGET = SEARCH_BUDGET
 """Trials per suite by default: about a tenth of the space (8 frames x 3 placements x 2 x 3 claims x 2 routes)."""
+SEARCH_FILE = "search.json"
+"""Where a security run keeps what the search found, per suite (the wording, its score, every trial)."""
 BLOCK_WEIGHT = 0.001
 """Score taken off per blocked injection call per run: a tie-break, never worth one success."""
 
@@ -171,5 +174,5 @@ def search(run_trial: Runner, *, budget: int, seed: int = 0) -> SearchResult:
     return SearchResult(best, study.best_value, tried)
 
 
-__all__ = ["BLOCK_WEIGHT", "BUDGET", "CLAIMS", "FRAMES", "NAME", "PLACEMENTS", "ROUTES", "TRIAL", "SearchResult", "Wording",
-           "attack_for", "is_search_task", "score", "search", "split_user_tasks", "suggest"]
+__all__ = ["BLOCK_WEIGHT", "BUDGET", "CLAIMS", "FRAMES", "NAME", "PLACEMENTS", "ROUTES", "SEARCH_FILE", "TRIAL",
+           "SearchResult", "Wording", "attack_for", "is_search_task", "score", "search", "split_user_tasks", "suggest"]
