@@ -172,7 +172,8 @@ class _Loop:
         """The ruling and what runs (the loop of the module docstring)."""
         if self.current.declined:
             return Ruling("allow", "no tool calls to review"), self.current
-        found = injected(self.current.calls, self.registry, self.sources) if self.live is None else None
+        found = (injected(self.current.calls, self.registry, self.sources, self.ctx.injection_policy)
+                 if self.live is None else None)
         if found is not None:  # the live guard checked the proposal before its gate
             return Ruling("block", found.reason(), found.feedback(), provenance=found.to_dict()), NO_CALL
         for index in range(self.n):
@@ -271,7 +272,7 @@ class _Loop:
             feedback = "\n".join(filter(None, [text, correction_for(report) or ""]))
             return Ruling("block", f"{why}, but the revision {stage_summary(report)}", feedback, self.reviewed,
                           self.error, report), NO_CALL
-        found = injected(self.current.calls, self.registry, self.sources)
+        found = injected(self.current.calls, self.registry, self.sources, self.ctx.injection_policy)
         if found is not None:
             return Ruling("block", f"{why}, but the revision is an {found.reason()}", found.feedback(), self.reviewed,
                           self.error, report, provenance=found.to_dict()), NO_CALL

@@ -36,6 +36,7 @@ from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction
 from saag_opt.saag import correction_for
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
+from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 
 if TYPE_CHECKING:
     from saag_opt.saag import PredictionReport
@@ -129,14 +130,18 @@ class MechanismContext:
     """Shared state for mechanism runs.
 
     The base-prediction cache, the repair budget, the unusable-review policy (``r<N>``; selection
-    and grading fall back as their docs say) and the stage-3 mode (``paper`` | ``calibrated``) that
-    decides when the gold-free cascade triggers self-repair and lets the gate pass a call.
+    and grading fall back as their docs say), the stage-3 mode (``paper`` | ``calibrated``) that
+    decides when the gold-free cascade triggers self-repair and lets the gate pass a call, and the
+    injection rule's data-flow policy.
     """
 
     cache: BasePredictionCache = field(default_factory=BasePredictionCache)
     max_repairs: int = DEFAULT_MAX_REPAIRS
     on_unusable: OnUnusable = "approve"
     grounding: GroundingMode = INTERVENTION_GROUNDING
+    injection_policy: Policy | None = DEFAULT_POLICY
+    """The data-flow policy ``guard+r<N>``'s injection rule applies where tool results are in view (None: the
+    marker rules alone)."""
 
     def propose_initial(self, agent: BaseAgent, example: Example, temperature: float | None = None) -> Proposal:
         """A round-0 proposal, from the cache when another run already made it."""

@@ -15,6 +15,7 @@ from saag_opt.choices import GuardAction, OnError
 from saag_opt.model import Registry, ToolCall
 from saag_opt.saag import PredictionReport, correction_for
 from saag_opt.saag.injection import InjectionReport, Sources, check_injection
+from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,19 +69,21 @@ def failed_review(report: PredictionReport, error: str, on_error: OnError) -> Ru
 
 
 
-def injection_report(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
-    """The injection rule's report on ``calls`` (``saag.injection``: the marker rules and the data-flow policy).
+def injection_report(calls: Sequence[ToolCall], registry: Registry, sources: Sources,
+                     policy: Policy | None = DEFAULT_POLICY) -> InjectionReport | None:
+    """The injection rule's report on ``calls`` (``saag.injection``: the marker rules and the data-flow ``policy``).
 
     No call or no tool result in view: None without looking (the single-turn path is unchanged).
     """
     if not calls or not sources.tools:
         return None
-    return check_injection(calls, registry, sources)
+    return check_injection(calls, registry, sources, policy=policy)
 
 
-def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources) -> InjectionReport | None:
+def injected(calls: Sequence[ToolCall], registry: Registry, sources: Sources,
+             policy: Policy | None = DEFAULT_POLICY) -> InjectionReport | None:
     """The injection rule's report when it blocks ``calls``, else None (``injection_report``)."""
-    found = injection_report(calls, registry, sources)
+    found = injection_report(calls, registry, sources, policy)
     return found if found is not None and found.blocked else None
 
 

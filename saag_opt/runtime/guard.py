@@ -74,6 +74,7 @@ from saag_opt.runtime.inputs import (
 from saag_opt.runtime.prompt import load_prompt
 from saag_opt.saag import check_calls, correction_for
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, ModeName
+from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer, ReviewRound
@@ -143,7 +144,7 @@ class Guard:
                  gate: bool = True, on_error: OnError = "allow", timeout: float | None = 20.0,
                  revise: bool = True, grounding: str | None = None, cache: ReviewCache | None = None,
                  models: dict[str, Any] | None = None, labels: tuple[str | None, str | None] = (None, None),
-                 injection: bool = True, abstain: bool = False) -> None:
+                 injection: bool = True, abstain: bool = False, policy: Policy | None = DEFAULT_POLICY) -> None:
         if on_error not in ("allow", "block"):
             raise ConfigError(f"on_error must be 'allow' or 'block', got {on_error!r}")
         if timeout is not None and timeout <= 0:
@@ -157,7 +158,7 @@ class Guard:
         self.cache = cache if cache is not None else ReviewCache()
         self.models = dict(models or {})
         self.reviewer_label, self.reviser_label = labels
-        self.injection = injection
+        self.injection, self.policy = injection, policy
         self.abstain = abstain
         if abstain and (reviewer is not None or self.reviser is not None):
             raise ConfigError("abstain (saag+abstain) is a guard without reviewer or reviser: the cascade decides")
@@ -173,7 +174,8 @@ class Guard:
              timeout: float | None = 20.0, reviser: Any = None, revise: bool = True,
              store: str | os.PathLike[str] | None = None, cache: bool | str | os.PathLike[str] = True,
              grounding: str | None = None, retries: int = 2, saag_informed: bool = False,
-             injection: bool = True, ledger: CostLedger | None = None) -> Guard:
+             injection: bool = True, ledger: CostLedger | None = None,
+             policy: Policy | None = DEFAULT_POLICY) -> Guard:
         """A guard running prompt ``prompt`` on model ``reviewer``.
 
         Args:
@@ -196,6 +198,9 @@ class Guard:
             retries: extra attempts per LM request (backoff), within ``timeout``.
             saag_informed: the reviewer also sees the SAAG report (experimental reviewer).
             injection: block calls driven by instructions inside tool results (module docstring, rule 5).
+            policy: the data-flow policy of that rule (``saag.policy``: which sources may fill which
+                argument roles of which effects); ``Policy.from_dict(json.load(f))`` reads your own;
+                None = the marker rules alone.
             ledger: book the reviewer's and reviser's calls here (roles ``reviewer``, ``reviser``), e.g. a
                 run's ledger, so its ``--max-cost`` caps them with the rest; None = each LM its own. A
                 capped ledger's ``CostCapReached`` leaves ``review`` (module docstring, rule 4).
@@ -246,7 +251,7 @@ class Guard:
                    prompt_sha256=loaded.sha256 if loaded else None, prompt_label=loaded.label if loaded else None,
                    reviews=reviews, gate=gate, on_error=on_error, timeout=timeout, revise=revise,
                    grounding=grounding, cache=_cache(cache), models=ledger_models, labels=(labels[0], labels[1]),
-                   injection=injection, abstain=abstain)
+                   injection=injection, abstain=abstain, policy=policy)
 
     def __enter__(self) -> Guard:
         return self
@@ -266,7 +271,10 @@ class Guard:
         return {"prompt": self.prompt_sha256, "reviewer": self.reviewer_label, "reviser": self.reviser_label,
                 "reviews": self.reviews, "gate": self.gate, "grounding": self.grounding,
                 "saag_informed": bool(getattr(self.reviewer, "experimental", False))} | (
-                    {"abstain": True} if self.abstain else {})  # earlier guards' cache keys unchanged
+                    {"abstain": True} if self.abstain else {}) | (  # earlier guards' cache keys unchanged
+                    {} if self.policy is DEFAULT_POLICY else {"policy": None if self.policy is None else
+                                                                 review_key(self.policy.to_dict())}) | (
+                    {} if self.injection else {"injection": False})
 
     @cached_property
     def mechanism(self) -> GuardedReview:
@@ -358,7 +366,7 @@ class Guard:
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
         note: dict[str, Any] | None = None
         if self.injection and inp.sources.tools:
-            found = injection_report([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources)
+            found = injection_report([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources, self.policy)
             if found is not None and found.blocked:
                 return Decision("block", None, found.feedback(), found.reason(), report.to_dict(),
                                 latency_s=clock.seconds, provenance=found.to_dict())
@@ -422,7 +430,8 @@ class Guard:
             try:
                 turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
                                 grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
-                                grounding=self.grounding, sources=inp.sources)
+                                grounding=self.grounding, sources=inp.sources,
+                                injection_policy=self.policy)
                 out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")
