@@ -224,3 +224,18 @@ def test_the_trace_browser_filters_and_draws_the_blocked_call_and_the_injected_t
     page.drain()
     assert page.errors == [], page.errors
     assert page.screenshot(tmp_path / "security-traces.png").stat().st_size > 10_000
+
+
+def test_a_reviewed_call_shows_the_llm_reviewers_verdicts_before_the_guards_decision() -> None:
+    from saag_opt.evaluation.security_trace import TraceCall, TraceMessage  # noqa: PLC0415
+    from saag_opt.report.pages.security_traces import _Pool, _step  # noqa: PLC0415
+
+    said = "reject: use the IBAN the bill gives; approve"
+    call = TraceCall(id="c1", name="send_money", arguments={"recipient": "X"}, guard="revise",
+                     reason="revised after 1 rejection(s)", review=said)
+    pool = _Pool()
+    rounds = _step(TraceMessage(role="assistant", calls=[call]), pool)["rounds"]
+    assert [(r["reviewer"], r["verdict"]) for r in rounds] == [("llm", "approve"), ("guard", "revise")]
+    assert pool.texts[rounds[0]["reason"]] == said
+    plain = _step(TraceMessage(role="assistant", calls=[call.model_copy(update={"review": None})]), _Pool())["rounds"]
+    assert [r["reviewer"] for r in plain] == ["guard"]  # Guard(): no reviewer was asked

@@ -100,7 +100,9 @@ def _step(message: TraceMessage, pool: _Pool) -> dict[str, Any]:
         findings = [f for c in message.calls for f in _findings(c, pool)]
         if findings:
             review["findings"] = findings
-        step["rounds"] = [review]
+        said = [] if first.review is None else [  # the LLM reviewer's verdicts, before the guard's decision
+            {"reviewer": "llm", "verdict": first.review.rsplit("; ", 1)[-1].split(":", 1)[0], "reason": pool(first.review)}]
+        step["rounds"] = [*said, review]
         if action == "revise":
             step["final"] = {"calls": _calls(message.calls)}
             marks.append("revised")
