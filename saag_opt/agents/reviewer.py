@@ -27,6 +27,8 @@ from saag_opt.lm.client import SaagLM
 from saag_opt.lm.retry import ContextOverflowError
 from saag_opt.model import Example, Prediction
 from saag_opt.saag import check_calls, unanchored
+from saag_opt.saag.flow import check_flow
+from saag_opt.saag.injection import Sources
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
@@ -124,6 +126,34 @@ def render_calls(prediction: Prediction) -> str:
         return f"(the agent's reply could not be read as function calls) {prediction.raw or ''}".strip()
     text = (prediction.raw or "").strip()
     return "(no function call)" + (f" The agent answered: {text}" if text else "")
+
+
+SOURCE_WORDS: Mapping[str, str] = {
+    "user": "the user's words",
+    "system": "the system prompt",
+    "field": "a data field of the result of {tool}",
+    "named": "the result of {tool}, which the user's request names as the source",
+    "text": "the text of the result of {tool}, which the user's request does not name as a source",
+    "derived": "no message (the agent composed it)",
+}
+"""How the reviewer is told where a value comes from (``saag.policy`` source classes)."""
+VALUE_SOURCES_HEADER = "Where each value of the calls comes from (traced from the messages; not a verdict):"
+
+
+def render_value_sources(example: Example, prediction: Prediction) -> str:
+    """Lines on where each decisive value of the calls was found, when tool results are in view; else "".
+
+    Why: a reviewer asked whether a call serves the user's request should not have to trace an IBAN back
+    through the conversation itself; the data-flow trace (``saag.flow``, the default policy) does it
+    without a verdict: the guard's policy has already blocked what it blocks before any review.
+    """
+    sources = getattr(example, "sources", None)
+    if not isinstance(sources, Sources) or not sources.tools or not prediction.calls:
+        return ""
+    report = check_flow(list(prediction.calls), example.registry, sources)
+    lines = [f"- {prediction.calls[i].name}.{v.path} = {json.dumps(v.value, ensure_ascii=False, default=str)} "
+             f"({v.role}): {SOURCE_WORDS[v.source].format(tool=v.tool)}" for i, v in report.values]
+    return "\n".join([VALUE_SOURCES_HEADER, *lines]) if lines else ""
 
 
 def render_candidates(candidates: Sequence[Prediction]) -> str:
@@ -269,8 +299,9 @@ class Reviewer(dspy.Module):
 
     def review_inputs(self, example: Example, prediction: Prediction) -> dict[str, str]:
         """The review predictor's inputs for this tentative prediction."""
+        traced = render_value_sources(example, prediction)
         return {"conversation": render_conversation(example), "tool_docs": render_tool_docs(example),
-                "tentative_calls": render_calls(prediction)}
+                "tentative_calls": render_calls(prediction) + (f"\n\n{traced}" if traced else "")}
 
     def review_call(self, example: Example, prediction: Prediction) -> Verdict:
         """Approve or reject a tentative prediction.

@@ -84,7 +84,17 @@ class GuardInput:
 
     @cached_property
     def example(self) -> Example:
-        """What the reviewer and the reviser see (built only when an LM is asked)."""
+        """What the reviewer and the reviser see (built only when an LM is asked).
+
+        With tool results in view it is a conversation step (``StepExample``), as ``evaluate`` reviews one,
+        so the reviewer is told where each value of the calls comes from; without, a plain example as before.
+        """
+        if self.sources.tools:
+            from saag_opt.agents.conversation import StepExample  # noqa: PLC0415 - heavy: the agents package loads dspy
+
+            return StepExample(id=RUNTIME_EXAMPLE_ID, category="runtime", messages=self.messages,
+                               registry=self.registry, gold=None, expect="any_call", grounding=self.grounding_text,
+                               sources=self.sources)
         return Example(id=RUNTIME_EXAMPLE_ID, category="runtime", messages=self.messages, registry=self.registry,
                        gold=None, expect="any_call")
 

@@ -85,10 +85,10 @@ def test_an_optimize_run_of_main_reopens_with_its_recorded_configuration(tmp_pat
                                     overrides={"max_metric_calls"})
     assert {k: header.config[k] for k in recorded} == recorded | {"max_metric_calls": 60}
     # optimize did not record these set-up options: its LMs were opened with the values they now default to,
-    # and it wrote whole rewrites (the proposer of a run recorded before --proposer existed)
+    # and it wrote whole rewrites, one per iteration (a run recorded before --proposer and --proposals existed)
     assert {k: v for k, v in header.config.items() if k not in recorded} == {
         "max_repairs": 5, "reviewer_temperature": 0.0, "reasoning_effort": None, "retries": 4, "retry_base_delay": 1.0,
-        "proposer": "rewrite"}
+        "proposer": "rewrite", "proposals": 1}
     assert effective.model_dump(mode="json", exclude={"resume"}) == header.config
     with pytest.raises(ConfigError, match=r"--grounding 'paper' \(the run has 'calibrated'\)"):
         open_run(OptimizeConfig(resume=str(run_dir), grounding="paper"), overrides={"grounding"})
