@@ -50,6 +50,15 @@ class StepExample(Example):
         return self.grounding
 
 
+NO_SOURCES = Sources()
+"""No tool result in view (a single-turn example): the injection rule has nothing to read."""
+
+
+def sources_of(example: Example) -> Sources:
+    """What an example has in view apart: a conversation step's ``sources``, else none."""
+    return example.sources if isinstance(example, StepExample) else NO_SOURCES
+
+
 def step_position(example_id: str) -> tuple[str, int, int]:
     """``(episode id, turn, step)`` of a step example's id (``<episode>#t<turn>s<step>``).
 
@@ -121,4 +130,4 @@ class Conversation:
                            sources=Sources(tuple(self.users), tuple(self.systems), tuple(self.tools)))
 
 
-__all__ = ["Conversation", "StepExample", "called_text", "step_position", "tool_result_text"]
+__all__ = ["NO_SOURCES", "Conversation", "StepExample", "called_text", "sources_of", "step_position", "tool_result_text"]

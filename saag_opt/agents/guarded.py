@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from saag_opt.agents.base import BaseAgent, FeedbackTurn, Proposal
+from saag_opt.agents.conversation import NO_SOURCES, sources_of
 from saag_opt.agents.mechanisms import (
     DEFAULT_REJECTION,
     NO_CALL,
@@ -68,16 +69,6 @@ from saag_opt.saag.injection import Sources
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
     from saag_opt.saag import PredictionReport
-
-NO_SOURCES = Sources()
-"""No tool result in view (a single-turn example): the injection rule has nothing to read."""
-
-
-def sources_of(example: Example) -> Sources:
-    """What an example has in view apart: a conversation step's ``sources``, else none."""
-    found = getattr(example, "sources", None)
-    return found if isinstance(found, Sources) else NO_SOURCES
-
 
 @dataclass(kw_only=True)
 class LiveTurn(MechanismContext):
@@ -290,4 +281,4 @@ register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its
 if TYPE_CHECKING:
     _g: Mechanism = GuardedReview(2)
 
-__all__ = ["NO_CALL", "NO_SOURCES", "GuardedReview", "LiveTurn", "sources_of"]
+__all__ = ["NO_CALL", "GuardedReview", "LiveTurn"]

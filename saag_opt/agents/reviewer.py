@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from saag_opt.agents.conversation import StepExample
+from saag_opt.agents.conversation import StepExample, sources_of
 from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of, with_note
 from saag_opt.errors import ArtifactError, SaagOptError
 from saag_opt.lm.client import SaagLM
@@ -28,7 +28,6 @@ from saag_opt.lm.retry import ContextOverflowError
 from saag_opt.model import Example, Prediction
 from saag_opt.saag import check_calls, unanchored
 from saag_opt.saag.flow import check_flow
-from saag_opt.saag.injection import Sources
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
@@ -147,8 +146,8 @@ def render_value_sources(example: Example, prediction: Prediction) -> str:
     through the conversation itself; the data-flow trace (``saag.flow``, the default policy) does it
     without a verdict: the guard's policy has already blocked what it blocks before any review.
     """
-    sources = getattr(example, "sources", None)
-    if not isinstance(sources, Sources) or not sources.tools or not prediction.calls:
+    sources = sources_of(example)
+    if not sources.tools or not prediction.calls:
         return ""
     report = check_flow(list(prediction.calls), example.registry, sources)
     lines = [f"- {prediction.calls[i].name}.{v.path} = {json.dumps(v.value, ensure_ascii=False, default=str)} "
