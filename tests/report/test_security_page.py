@@ -237,5 +237,7 @@ def test_a_reviewed_call_shows_the_llm_reviewers_verdicts_before_the_guards_deci
     rounds = _step(TraceMessage(role="assistant", calls=[call]), pool)["rounds"]
     assert [(r["reviewer"], r["verdict"]) for r in rounds] == [("llm", "approve"), ("guard", "revise")]
     assert pool.texts[rounds[0]["reason"]] == said
+    semicolons = call.model_copy(update={"review": "approve: the IBAN matches; the amount too"})
+    assert _step(TraceMessage(role="assistant", calls=[semicolons]), _Pool())["rounds"][0]["verdict"] == "approve"
     plain = _step(TraceMessage(role="assistant", calls=[call.model_copy(update={"review": None})]), _Pool())["rounds"]
     assert [r["reviewer"] for r in plain] == ["guard"]  # Guard(): no reviewer was asked

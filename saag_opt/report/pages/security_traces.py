@@ -18,6 +18,7 @@ Records written before traces were kept still get a row, whose details say so.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -83,6 +84,17 @@ def _findings(call: TraceCall, pool: _Pool) -> list[dict[str, Any]]:
              "text": pool(f.text) if f.text else None, "markers": f.markers} for f in call.findings]
 
 
+_VERDICT = re.compile(r"(?:^|; )(approve|reject|reviewer failed)(?=:|;|$)")
+"""A verdict in ``TraceCall.review`` (``runtime.agentdojo.trace.review_of``: ``verdict[: feedback]`` joined by
+"; "), found where it starts an entry, so a "; " inside feedback is not taken for one."""
+
+
+def _last_verdict(review: str) -> str:
+    """The reviewer's last verdict in a ``TraceCall.review`` text."""
+    found = _VERDICT.findall(review)
+    return found[-1] if found else review.split(":", 1)[0]
+
+
 def _step(message: TraceMessage, pool: _Pool) -> dict[str, Any]:
     """An assistant message with calls as a conversation-browser step (its results are added as they come).
 
@@ -101,7 +113,7 @@ def _step(message: TraceMessage, pool: _Pool) -> dict[str, Any]:
         if findings:
             review["findings"] = findings
         said = [] if first.review is None else [  # the LLM reviewer's verdicts, before the guard's decision
-            {"reviewer": "llm", "verdict": first.review.rsplit("; ", 1)[-1].split(":", 1)[0], "reason": pool(first.review)}]
+            {"reviewer": "llm", "verdict": _last_verdict(first.review), "reason": pool(first.review)}]
         step["rounds"] = [*said, review]
         if action == "revise":
             step["final"] = {"calls": _calls(message.calls)}
