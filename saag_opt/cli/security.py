@@ -120,7 +120,8 @@ def security(
     values = file.under({"suites": suite, "attacks": attack, "agent": agent, "mode": mode.value, "guard": guard,
                          "benign": benign, "limit": limit, "max_cost": max_cost, "runs_dir": runs_dir,
                          "mechanism": mechanism, "prompt": prompt,
-                         "reviewer": None if _from_env(ctx, "reviewer") and mechanism == CASCADE_ONLY else reviewer,
+                         "reviewer": None if "reviewer" in explicit_params(ctx, ("ENVIRONMENT",)) and mechanism == CASCADE_ONLY
+                         else reviewer,
                          "saag_informed": saag_informed, "prompts_dir": prompts_dir, "search_budget": search_budget},
                         given)
     typed = passed_values(ctx, ctx.params, command_line_only=resume is not None)
@@ -145,11 +146,5 @@ def security(
 
 _FIELDS = {"suite": "suites", "attack": "attacks"}
 """Option -> config field, where the names differ (a repeatable option is singular)."""
-
-
-def _from_env(ctx: typer.Context, name: str) -> bool:
-    """The option's value came from its environment variable (``$SAAG_OPT_REVIEWER`` is set for other verbs too)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "ENVIRONMENT"
 
 __all__ = ["SECURITY_HELP", "security"]

@@ -177,7 +177,7 @@ def plan(config: SecurityConfig) -> list[PlanRow]:
             held_row = _Pass.over(name, [u for u in users if u.ID in held], env, docs, first).row(
                 attack, injections, arms, spec, review)
             trials = _Pass.over(name, [u for u in users if u.ID in seen], env, docs, first).row(
-                attack, injections * config.search_budget, 1, spec, review if config.guard else None)
+                attack, injections * config.search_budget, 1, spec, review)
             rows.append(held_row + trials)
     return rows
 

@@ -157,9 +157,9 @@ def search(run_trial: Runner, *, budget: int, seed: int = 0) -> SearchResult:
     """
     if budget < 1:
         raise ValueError(f"the search budget must be >= 1 trial, got {budget}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial would bury the run's progress
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     tried: list[tuple[Wording, float]] = []
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     def objective(trial: optuna.Trial) -> float:
         wording = suggest(trial)
