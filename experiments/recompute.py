@@ -35,6 +35,7 @@ import gzip
 import io
 import json
 import math
+import pickle
 import platform
 import re
 import sys
@@ -62,7 +63,10 @@ from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
 from saag_opt.optimize.callbacks import QUARANTINE_FILE  # noqa: E402
+from saag_opt.optimize.candidates import by_component, changed_components, val_flips  # noqa: E402
+from saag_opt.optimize.summary import CandidateHelpHarm  # noqa: E402
 from saag_opt.paths import base_predictions_dir  # noqa: E402
+from saag_opt.report.format import flips  # noqa: E402
 from saag_opt.runfiles import JsonShelf, Run, RunHeader, read_costs, read_header, read_run  # noqa: E402
 
 R = TypeVar("R", bound=ExampleRecord)
@@ -578,10 +582,38 @@ def gepa_runs(runs: dict[Path, Run]) -> dict[str, dict[str, Any]]:
         quarantine = run.path / QUARANTINE_FILE
         refused = json.loads(quarantine.read_text(encoding="utf-8")).get("quarantined", []) if quarantine.is_file() else []
         recorded = "candidates" in summary  # a run older than per-candidate counts kept neither them nor its quarantine
+        flips_file = run.path / FLIPS_FILE
+        flips = json.loads(flips_file.read_text(encoding="utf-8")) if flips_file.is_file() else {}
+        candidates = [{**flips.get(str(c["candidate"]), {}), **c} for c in summary.get("candidates") or []]
         out[str(rel)] = {"seed": summary.get("seed_version"), "best": summary.get("best_version"),
                          "stopped_by": summary.get("stopped_by"), "metric_calls": summary.get("metric_calls"),
-                         "candidates": summary.get("candidates") or [],
-                         "quarantined": len(refused) if recorded else None}
+                         "candidates": candidates, "quarantined": len(refused) if recorded else None,
+                         "by_component": by_component(CandidateHelpHarm.model_validate(c) for c in candidates)}
+    return out
+
+
+FLIPS_FILE = "val_flips.json"
+"""Per candidate, the edited predictors and the val examples gained and lost against the parent, read from the
+run's gepa state at collection for a run whose summary predates those fields (``candidates.from_state``'s)."""
+
+
+def state_flips(run: Path) -> dict[str, dict[str, Any]] | None:
+    """``FLIPS_FILE``'s content from ``run``'s gepa state; None when its summary has them or it kept no state."""
+    summary, state_file = run / "summary.json", run / "gepa" / "gepa_state.bin"
+    candidates = json.loads(summary.read_text(encoding="utf-8")).get("candidates") if summary.is_file() else None
+    if not candidates or "gained" in candidates[0] or not state_file.is_file():
+        return None
+    with state_file.open("rb") as handle:
+        state = pickle.load(handle)  # noqa: S301 - the run's own state file, written by gepa on this machine
+    out: dict[str, dict[str, Any]] = {}
+    for idx, texts in enumerate(state["program_candidates"]):
+        parent = next((p for p in state["parent_program_for_candidate"][idx] if p is not None), None)
+        if parent is None:
+            out[str(idx)] = {"components": [], "gained": None, "lost": None}  # the seed, as from_state gives it
+            continue
+        gained, lost = val_flips(state["prog_candidate_val_subscores"][parent], state["prog_candidate_val_subscores"][idx])
+        out[str(idx)] = {"components": changed_components(state["program_candidates"][parent], texts),
+                         "gained": gained, "lost": lost}
     return out
 
 
@@ -618,13 +650,29 @@ def _gepa_lines(gepa: dict[str, dict[str, Any]]) -> list[str]:
         if info["quarantined"] is None:
             lines += ["", "(The run predates per-candidate help/harm: its summary keeps val scores only.)", ""]
             continue
-        lines += ["", "| candidate | version | parent | val acc | fixed | broken | help | harm | edit |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| candidate | version | parent | val acc | vs parent | fixed | broken | help | harm | edit |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for c in info["candidates"]:
             edit = "; ".join(c.get("edit") or []).replace("|", "/") or "(seed)"
             parent = "-" if c.get("parent") is None else c["parent"]
             lines.append(f"| {c['candidate']} | {c.get('version') or '-'} | {parent} | {_pct(c['val_accuracy'])} | "
-                         f"{c['fixed']} | {c['broken']} | {_pct(c.get('help'))} | {_pct(c.get('harm'))} | {edit} |")
+                         f"{flips(c.get('gained'), c.get('lost'))} | {c['fixed']} | {c['broken']} | "
+                         f"{_pct(c.get('help'))} | {_pct(c.get('harm'))} | {edit} |")
+        lines.append("")
+    moved: dict[str, dict[str, int]] = {}
+    for info in gepa.values():
+        for name, row in (info.get("by_component") or {}).items():
+            total = moved.setdefault(name, dict.fromkeys(row, 0))
+            for key, value in row.items():
+                total[key] += value
+    if moved:
+        lines += ["### Which component moved val outcomes", "",
+                  "Over every GEPA run above, the candidates whose edit changed one predictor (`review`: the "
+                  "instructions; `report`: the note the informed reviewer reads above the SAAG report): how many "
+                  "changed any val outcome against their parent, and the val examples gained and lost.", "",
+                  "| edited | candidates | moved any val outcome | gained | lost |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {row['candidates']} | {row['moved']} | {row['gained']} | {row['lost']} |"
+                  for name, row in sorted(moved.items())]
         lines.append("")
     return lines
 
@@ -989,6 +1037,9 @@ def collect(name: str, source: Path, meta: dict[str, str], *, partial: bool = Fa
             if (run / part).is_file():
                 payload = strip_paths(json.loads((run / part).read_text(encoding="utf-8")))
                 (dest / part).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        flips = state_flips(run)
+        if flips is not None:
+            (dest / FLIPS_FILE).write_text(json.dumps(flips, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         kept = bundle_base_predictions(run, dest)
         print(f"collected {run.name} -> results/{dest.relative_to(RESULTS)}"
               + (f" (+{kept} base proposals)" if kept else ""))

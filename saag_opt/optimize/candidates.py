@@ -25,13 +25,54 @@ from saag_opt.optimize.summary import CandidateHelpHarm
 
 def count_help_harm(candidate: int, *, score: float, help_mean: float, no_harm_mean: float, n_val: int,
                     parent: int | None = None, version: str | None = None,
-                    edit: Sequence[str] = ()) -> CandidateHelpHarm:
+                    edit: Sequence[str] = (), components: Sequence[str] = (),
+                    flips: tuple[int, int] | None = None) -> CandidateHelpHarm:
     """The counts behind a candidate's val means (see the module docstring for the arithmetic)."""
     fixed = round(help_mean * n_val)
     broken = round((1.0 - no_harm_mean) * n_val)
     return CandidateHelpHarm(candidate=candidate, version=version, parent=parent, n_val=n_val,
                              base_right=round(score * n_val) - fixed + broken, fixed=fixed, broken=broken,
-                             val_accuracy=round(score, 6), edit=list(edit))
+                             val_accuracy=round(score, 6), edit=list(edit), components=list(components),
+                             gained=None if flips is None else flips[0], lost=None if flips is None else flips[1])
+
+
+def changed_components(parent: Mapping[str, str] | None, child: Mapping[str, str]) -> list[str]:
+    """The predictors (``review``, ``report``) whose text differs from the parent's; ``[]`` for the seed."""
+    if parent is None:
+        return []
+    return [key.removeprefix(COMPONENT_PREFIX) for key in sorted(child)
+            if _text(key, parent.get(key, "")) != _text(key, child[key])]
+
+
+def _text(key: str, text: str) -> str:
+    """A predictor's text as a rule list reads it (a note's "(no note)" is no text)."""
+    return note_of(text) if is_note(key) else text
+
+
+def val_flips(parent: Mapping[Any, float], child: Mapping[Any, float]) -> tuple[int, int]:
+    """``(gained, lost)`` over the val examples both were scored on: right now and wrong before, and the reverse."""
+    shared = parent.keys() & child.keys()
+    gained = sum(1 for i in shared if child[i] > parent[i])
+    return gained, sum(1 for i in shared if child[i] < parent[i])
+
+
+def by_component(candidates: Iterable[CandidateHelpHarm]) -> dict[str, dict[str, int]]:
+    """Per edited predictor: candidates whose edit touched only it, and their val examples gained and lost.
+
+    Why only single-component edits: a candidate that changed two predictors cannot say which one moved
+    its outcomes; those are counted under ``both``.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for c in candidates:
+        if not c.components or c.gained is None or c.lost is None:
+            continue
+        key = c.components[0] if len(c.components) == 1 else "both"
+        row = out.setdefault(key, {"candidates": 0, "gained": 0, "lost": 0, "moved": 0})
+        row["candidates"] += 1
+        row["gained"] += c.gained
+        row["lost"] += c.lost
+        row["moved"] += 1 if c.gained or c.lost else 0
+    return out
 
 
 def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -> list[str]:
@@ -44,9 +85,7 @@ def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -
         return []
     lines: list[str] = []
     for key in sorted(child):
-        before, after = parent.get(key, ""), child[key]
-        if is_note(key):  # "(no note)" is no rule
-            before, after = note_of(before), note_of(after)
+        before, after = _text(key, parent.get(key, "")), _text(key, child[key])
         if before == after:
             continue
         prefix = f"{key.removeprefix(COMPONENT_PREFIX)}: " if len(child) > 1 else ""
@@ -64,11 +103,13 @@ def from_state(state: Any, idx: int, version: str | None = None) -> CandidateHel
     if not n_val or "help" not in means or "no_harm" not in means:
         return None
     parent = next((p for p in state.parent_program_for_candidate[idx] if p is not None), None)
-    edit = candidate_edit(state.program_candidates[parent] if parent is not None else None,
-                          state.program_candidates[idx])
+    before, after = (state.program_candidates[parent] if parent is not None else None), state.program_candidates[idx]
+    parent_scores = state.prog_candidate_val_subscores[parent] if parent is not None else None
     return count_help_harm(idx, score=float(state.program_full_scores_val_set[idx]),
                            help_mean=float(means["help"]), no_harm_mean=float(means["no_harm"]), n_val=n_val,
-                           parent=parent, version=version, edit=edit)
+                           parent=parent, version=version, edit=candidate_edit(before, after),
+                           components=changed_components(before, after),
+                           flips=val_flips(parent_scores, state.prog_candidate_val_subscores[idx]) if parent_scores else None)
 
 
 def dominates(a: CandidateHelpHarm, b: CandidateHelpHarm) -> bool:
@@ -86,4 +127,5 @@ def help_harm_front(candidates: Iterable[CandidateHelpHarm]) -> set[int]:
     return {c.candidate for c in pool if not any(dominates(other, c) for other in pool)}
 
 
-__all__ = ["COMPONENT_PREFIX", "candidate_edit", "count_help_harm", "dominates", "from_state", "help_harm_front"]
+__all__ = ["COMPONENT_PREFIX", "by_component", "candidate_edit", "changed_components", "count_help_harm", "dominates",
+           "from_state", "help_harm_front", "val_flips"]

@@ -83,6 +83,12 @@ class CandidateHelpHarm(BaseModel):
     """Final calls right on val (GEPA's val score)."""
     edit: list[str] = Field(default_factory=list)
     """``edits.rule_changes`` from the parent, one line per change (empty for the seed)."""
+    components: list[str] = Field(default_factory=list)
+    """The predictors whose text differs from the parent's (``review``, ``report``; empty for the seed)."""
+    gained: int | None = None
+    """Val examples this candidate gets right and its parent got wrong (None: seed, or no per-example scores)."""
+    lost: int | None = None
+    """Val examples its parent got right and this candidate gets wrong: with ``gained``, which edit moved what."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -80,6 +80,11 @@ def first_change(lines: list[str], limit: int = 60) -> str:
     return text + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
 
 
+def flips(gained: int | None, lost: int | None) -> str:
+    """``+gained -lost`` (examples won and lost against a reference); ``-`` when not counted."""
+    return "-" if gained is None or lost is None else f"+{gained} -{lost}"
+
+
 def num(value: Any, fmt: str = ".3f") -> str:
     """A plain number; ``inf`` and ``-`` as above."""
     if value is None:

@@ -16,7 +16,7 @@ from saag_opt.optimize.bars import interactive, library_bars_off
 from saag_opt.optimize.candidates import help_harm_front
 from saag_opt.optimize.summary import OptimizeSummary, TestComparison
 from saag_opt.report.compare_tables import accuracy_table, paired_table, versions_helpharm_table
-from saag_opt.report.format import first_change, num, pct, run_footer
+from saag_opt.report.format import first_change, flips, num, pct, run_footer
 from saag_opt.report.live import start_bar, stop_bar
 
 
@@ -55,10 +55,11 @@ def candidates_table(summary: OptimizeSummary) -> Table:
     aliased ``best``. A summary older than the counts shows the val accuracy alone.
     """
     table = Table(title="GEPA candidates on val: help = fixed / base wrong, harm = broken / base right",
-                  caption="front * = on the help-vs-harm front: no other candidate fixes as many and breaks as "
-                          "few, one strictly. edit = the first rule-level change from the parent.",
+                  caption="±parent = val examples gained and lost against the parent. front * = on the "
+                          "help-vs-harm front: no other candidate fixes as many and breaks as few, one strictly. "
+                          "edit = the first rule-level change from the parent.",
                   box=box.SIMPLE_HEAD, padding=0)  # no frame: ten columns fit 80 characters
-    for name in ("#", "version", "parent", "val", "fixed", "broken", "help %", "harm %", "front"):
+    for name in ("#", "version", "parent", "val", "±parent", "fixed", "broken", "help %", "harm %", "front"):
         table.add_column(name, justify="left" if name in ("version", "parent") else "right")
     table.add_column("edit", min_width=16)
     for row in candidate_rows(summary):
@@ -78,11 +79,11 @@ def candidate_rows(summary: OptimizeSummary) -> list[list[str]]:
         mark = " (best)" if version == summary.best_version else ""
         val = c.val_accuracy if c is not None else (scores[idx] if idx < len(scores) else None)
         if c is None:
-            rows.append([str(idx), f"{version}{mark}", "-", num(val), "-", "-", "-", "-", "", "-"])
+            rows.append([str(idx), f"{version}{mark}", "-", num(val), "-", "-", "-", "-", "-", "", "-"])
             continue
         parent = "-" if c.parent is None else summary.versions.get(c.parent, f"#{c.parent}")
-        rows.append([str(idx), f"{version}{mark}", parent, num(val), str(c.fixed), str(c.broken), pct(c.help),
-                     pct(c.harm), "*" if idx in front else "", first_change(c.edit)])
+        rows.append([str(idx), f"{version}{mark}", parent, num(val), flips(c.gained, c.lost), str(c.fixed),
+                     str(c.broken), pct(c.help), pct(c.harm), "*" if idx in front else "", first_change(c.edit)])
     return rows
 
 

@@ -328,6 +328,21 @@ def test_an_optimize_run_without_a_test_phase_is_collected_with_each_candidates_
     assert any(c["edit"] for c in gepa["candidates"][1:]) and gepa["quarantined"] == 0
     page = recompute.render(data)
     assert "## GEPA runs" in page and world.KEYWORD in page
+    moved = [c for c in gepa["candidates"][1:] if c["gained"] or c["lost"]]
+    assert moved and all(c["components"] for c in gepa["candidates"][1:])
+    assert "### Which component moved val outcomes" in page and gepa["by_component"]
+
+    # a run whose summary predates the per-candidate flips: collection reads them from its gepa state
+    summary_file = result.run_dir / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    for c in summary["candidates"]:
+        for key in ("components", "gained", "lost"):
+            c.pop(key)
+    summary_file.write_text(json.dumps(summary))
+    recompute.collect("old", tmp_path / "out", {})
+    assert (results / "old" / "m" / "d-gepa" / "add" / recompute.FLIPS_FILE).is_file()
+    again = recompute.recompute("old")["gepa"]["m/d-gepa/add"]
+    assert again["candidates"] == gepa["candidates"] and again["by_component"] == gepa["by_component"]
 
 
 def _group(runs_by_variant: dict[str, list[tuple[bool, bool]]]) -> dict[str, list[ExampleRecord]]:

@@ -13,7 +13,15 @@ from rich.console import Console
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.callbacks import ArtifactWriter
-from saag_opt.optimize.candidates import candidate_edit, count_help_harm, from_state, help_harm_front
+from saag_opt.optimize.candidates import (
+    by_component,
+    candidate_edit,
+    changed_components,
+    count_help_harm,
+    from_state,
+    help_harm_front,
+    val_flips,
+)
 from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, OptimizeSummary
 from saag_opt.report.optimize_tables import candidate_rows, print_optimize_report
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
@@ -59,6 +67,31 @@ def test_counts_follow_from_the_objective_means() -> None:
     assert (child.base_right, child.fixed, child.broken, child.val_accuracy) == (6, 2, 1, 0.7)
     assert child.help == 2 / 4 and child.harm == 1 / 6 and child.parent == 0
     assert child.edit == ["rule 3 replaced: Reject a value the user never gave."]
+    assert child.components == ["review"] and (child.gained, child.lost) == (1, 0)  # example 6 newly right
+    assert seed.components == [] and seed.gained is None and seed.lost is None
+
+
+def test_flips_count_examples_both_were_scored_on_in_each_direction() -> None:
+    assert val_flips({0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0}, {0: 0.0, 1: 1.0, 2: 1.0, 3: 1.0, 9: 1.0}) == (2, 1)
+    assert val_flips({}, {0: 1.0}) == (0, 0)
+
+
+def test_a_note_edit_is_a_report_component_and_an_empty_note_is_no_change() -> None:
+    parent = {"reviewer.review": SEED_TEXT, "reviewer.report": "(no note)"}
+    assert changed_components(parent, {**parent, "reviewer.report": "- Doubt restated values."}) == ["report"]
+    assert changed_components(parent, {**parent, "reviewer.review": CHILD_TEXT}) == ["review"]
+    assert changed_components(parent, dict(parent)) == [] and changed_components(None, parent) == []
+
+
+def test_by_component_sums_single_component_edits_and_keeps_two_component_edits_apart() -> None:
+    def c(idx: int, components: list[str], gained: int | None, lost: int | None) -> CandidateHelpHarm:
+        return CandidateHelpHarm(candidate=idx, n_val=10, base_right=6, fixed=0, broken=0, val_accuracy=0.5,
+                                 components=components, gained=gained, lost=lost)
+    pool = [c(0, [], None, None), c(1, ["review"], 0, 0), c(2, ["report"], 2, 1), c(3, ["report"], 0, 1),
+            c(4, ["report", "review"], 1, 0), c(5, ["review"], None, None)]
+    assert by_component(pool) == {"review": {"candidates": 1, "gained": 0, "lost": 0, "moved": 0},
+                                  "report": {"candidates": 2, "gained": 2, "lost": 2, "moved": 2},
+                                  "both": {"candidates": 1, "gained": 1, "lost": 0, "moved": 1}}
 
 
 @pytest.mark.parametrize(("score", "help_mean", "no_harm", "expected"), [
@@ -131,7 +164,9 @@ def test_a_new_version_carries_its_counts_and_every_candidate_reaches_artifacts_
     on_disk = json.loads((tmp_path / "artifacts.json").read_text())["candidates"]
     assert sorted(on_disk) == ["0", "1"]
     assert on_disk["0"] == {"candidate": 0, "version": seed.version, "parent": None, "n_val": 10, "base_right": 6,
-                            "fixed": 0, "broken": 0, "val_accuracy": 0.6, "edit": [], "help": 0.0, "harm": 0.0}
+                            "fixed": 0, "broken": 0, "val_accuracy": 0.6, "edit": [], "components": [],
+                            "gained": None, "lost": None, "help": 0.0, "harm": 0.0}
+    assert (on_disk["1"]["gained"], on_disk["1"]["lost"], on_disk["1"]["components"]) == (1, 0, ["review"])
     assert (on_disk["1"]["version"], on_disk["1"]["fixed"], on_disk["1"]["broken"]) == (saved.version, 2, 1)
     assert on_disk["1"]["help"] == 0.5 and on_disk["1"]["edit"] == ["rule 3 replaced: Reject a value the user never gave."]
 
@@ -187,7 +222,8 @@ def _summary(tmp_path: Path) -> OptimizeSummary:
             {"candidate": 0, "version": "v2", "n_val": 10, "base_right": 6, "fixed": 0, "broken": 0,
              "val_accuracy": 0.6},
             {"candidate": 1, "version": "v3-gepa", "parent": 0, "n_val": 10, "base_right": 6, "fixed": 3,
-             "broken": 1, "val_accuracy": 0.8, "edit": ["added as rule 3: Reject a value the user never gave "
+             "broken": 1, "val_accuracy": 0.8, "components": ["review"], "gained": 3, "lost": 1,
+             "edit": ["added as rule 3: Reject a value the user never gave "
                                                         "in the request, even when it looks plausible.",
                                                         "rule 1 deleted: Check the function name."]},
             {"candidate": 2, "version": "v4-gepa", "parent": 0, "n_val": 10, "base_right": 6, "fixed": 2,
@@ -206,10 +242,10 @@ def test_summary_json_lists_each_candidates_fixed_and_broken_and_older_summaries
 def test_the_terminal_table_has_a_row_per_candidate_with_help_harm_front_and_edit(tmp_path: Path) -> None:
     summary = _summary(tmp_path)
     assert candidate_rows(summary) == [
-        ["0", "v2", "-", "0.600", "0", "0", "0.0", "0.0", "", "-"],
-        ["1", "v3-gepa", "v2", "0.800", "3", "1", "75.0", "16.7", "*",
+        ["0", "v2", "-", "0.600", "-", "0", "0", "0.0", "0.0", "", "-"],
+        ["1", "v3-gepa", "v2", "0.800", "+3 -1", "3", "1", "75.0", "16.7", "*",
          "added as rule 3: Reject a value the user never gave in the … (+1 more)"],
-        ["2", "v4-gepa (best)", "v2", "0.800", "2", "0", "50.0", "0.0", "*", "rule 2 replaced: Reject unknown values."]]
+        ["2", "v4-gepa (best)", "v2", "0.800", "-", "2", "0", "50.0", "0.0", "*", "rule 2 replaced: Reject unknown values."]]
     console = Console(width=220, record=True)
     print_optimize_report(console, summary.to_dict())
     text = console.export_text()
@@ -222,7 +258,7 @@ def test_an_older_summary_prints_its_val_scores_without_counts(tmp_path: Path) -
     data = _summary(tmp_path).to_dict()
     del data["candidates"]
     assert candidate_rows(OptimizeSummary.model_validate(data))[1] == [
-        "1", "v3-gepa", "-", "0.800", "-", "-", "-", "-", "", "-"]
+        "1", "v3-gepa", "-", "0.800", "-", "-", "-", "-", "-", "", "-"]
 
 
 @pytest.mark.integration

@@ -29,6 +29,8 @@ CANDIDATES = [  # (version, parent index, fixed, broken, val accuracy, edit)
     ("v4-gepa", 0, 2, 0, 0.8, ["added as rule 3: Reject unknown values."]),
     ("v5-gepa", 2, 1, 1, 0.6, ["rule 3 replaced: Reject values."]),
 ]
+FLIPS = [None, (2, 0), (2, 0), (0, 2)]
+"""Val examples gained and lost against the parent (val example i is right when i < 10 * accuracy)."""
 BEST = "v4-gepa"
 
 
@@ -45,8 +47,9 @@ def _store(prompts: Path) -> None:
 
 def _candidates() -> list[CandidateHelpHarm]:
     return [CandidateHelpHarm(candidate=idx, version=version, parent=parent, n_val=10, base_right=6, fixed=fixed,
-                              broken=broken, val_accuracy=val, edit=edit)
-            for idx, (version, parent, fixed, broken, val, edit) in enumerate(CANDIDATES)]
+                              broken=broken, val_accuracy=val, edit=edit, components=[] if flips is None else ["review"],
+                              gained=None if flips is None else flips[0], lost=None if flips is None else flips[1])
+            for idx, ((version, parent, fixed, broken, val, edit), flips) in enumerate(zip(CANDIDATES, FLIPS, strict=True))]
 
 
 def optimize_run(root: Path, *, in_summary: bool = True) -> Path:
@@ -75,12 +78,13 @@ def optimize_run(root: Path, *, in_summary: bool = True) -> Path:
 
 
 EXPECTED_ROWS = [
-    ["0", "v2", "-", "0.600", "6 / 10", "0", "0", "0.0", "0.0", "", "", "-"],
-    ["1", "v3-gepa", "v2", "0.800", "6 / 10", "3", "1", "75.0", "16.7", "yes", "",
+    ["0", "v2", "-", "0.600", "-", "6 / 10", "0", "0", "0.0", "0.0", "", "", "-"],
+    ["1", "v3-gepa", "v2", "0.800", "+2 -0", "6 / 10", "3", "1", "75.0", "16.7", "yes", "",
      "added as rule 3: Reject a value the user never gave. (+1 more)"],
-    ["2", "v4-gepa", "v2", "0.800", "6 / 10", "2", "0", "50.0", "0.0", "yes", "yes",
+    ["2", "v4-gepa", "v2", "0.800", "+2 -0", "6 / 10", "2", "0", "50.0", "0.0", "yes", "yes",
      "added as rule 3: Reject unknown values."],
-    ["3", "v5-gepa", "v4-gepa", "0.600", "6 / 10", "1", "1", "25.0", "16.7", "", "", "rule 3 replaced: Reject values."],
+    ["3", "v5-gepa", "v4-gepa", "0.600", "+0 -2", "6 / 10", "1", "1", "25.0", "16.7", "", "",
+     "rule 3 replaced: Reject values."],
 ]
 
 
@@ -90,6 +94,8 @@ def test_the_page_has_a_help_harm_table_and_scatter_per_candidate(tmp_path: Path
     check_page(html)
     assert section_ids(html)[:4] == ["run0-lineage", "run0-progress", "run0-candidates", "run0-prompts"]
     assert table_rows(html, "Help and harm per candidate (val)") == EXPECTED_ROWS
+    assert table_rows(html, "Which component moved val outcomes (candidates whose edit changed one predictor)") == [
+        ["review", "3", "3", "4", "2"]]
     section = re.search(r'<section id="run0-candidates".*?</section>', html, re.S).group(0)
     scatter = re.search(r'<svg class="scatter".*?</svg>', section, re.S).group(0)
     assert scatter.count('<g class="point">') == 4
@@ -144,7 +150,8 @@ def test_chromium_draws_the_candidates_table_and_the_help_harm_scatter(tmp_path:
         page.close()
     assert errors == [] and all(url.startswith("file://") for url in requests), (errors, requests)
     assert grid["caption"] == "Help and harm per candidate (val)" and grid["width"] > 0 and grid["height"] > 0
-    assert grid["head"][5:10] == ["fixed", "broken", "help %", "harm %", "help/harm front"]
+    assert grid["head"][4] == "vs parent (+gained -lost)"
+    assert grid["head"][6:11] == ["fixed", "broken", "help %", "harm %", "help/harm front"]
     assert grid["rows"] == EXPECTED_ROWS
     by_label = {p["label"]: p for p in points}
     assert sorted(by_label) == ["v2", "v3-gepa", "v5-gepa", "★ v4-gepa"]

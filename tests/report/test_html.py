@@ -101,10 +101,12 @@ def test_optimize_run_shows_lineage_diffs_and_the_test_table(optimize_run: Path)
     assert dag.count('<g class="node') == 2 and dag.count('class="edge"') == 1
     assert '<g class="node best frontier">' in dag and "★ v3-gepa" in dag
     counts = table_rows(html, "Help and harm per candidate (val)")
-    assert [row[:11] for row in counts] == [["0", "v2", "-", "0.500", "2 / 4", "0", "0", "0.0", "0.0", "", ""],
-                                            ["1", "v3-gepa", "v2", "1.000", "2 / 4", "2", "0", "100.0", "0.0", "yes",
-                                             "yes"]]
-    assert counts[0][11] == "-" and optimize_world.KEYWORD in counts[1][11]  # the edit from the parent
+    assert [row[:12] for row in counts] == [["0", "v2", "-", "0.500", "-", "2 / 4", "0", "0", "0.0", "0.0", "", ""],
+                                            ["1", "v3-gepa", "v2", "1.000", "+2 -0", "2 / 4", "2", "0", "100.0", "0.0",
+                                             "yes", "yes"]]
+    assert counts[0][12] == "-" and optimize_world.KEYWORD in counts[1][12]  # the edit from the parent
+    assert table_rows(html, "Which component moved val outcomes (candidates whose edit changed one predictor)") == [
+        ["review", "1", "1", "2", "0"]]
     # one rule edit (the default proposer): the seed's text kept, the new rule added as a list item
     assert f'<span class="d-add">+- {escape(optimize_world.PROPOSED_INSTRUCTION)}</span>' in html
     assert f'<span class="d-ctx"> {escape(optimize_world.SEED_INSTRUCTION)}</span>' in html

@@ -13,10 +13,10 @@ from typing import Any
 
 from saag_opt.artifacts import PromptStore, diff_versions
 from saag_opt.errors import SaagOptError
-from saag_opt.optimize.candidates import help_harm_front
+from saag_opt.optimize.candidates import by_component, help_harm_front
 from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, OptimizeSummary, QuarantineLog
 from saag_opt.report import charts
-from saag_opt.report.format import first_change, pct
+from saag_opt.report.format import first_change, flips, pct
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, table
 from saag_opt.report.pages.browser import browser_section, load_queries
 from saag_opt.report.pages.sections import compare_sections, reviewed_conditions
@@ -199,7 +199,8 @@ def _helpharm_section(candidates: Sequence[CandidateHelpHarm], versions: Mapping
     for c in candidates:
         version = c.version or versions.get(c.candidate, "-")
         parent = "-" if c.parent is None else versions.get(c.parent, f"#{c.parent}")
-        rows.append([c.candidate, version, parent, num(c.val_accuracy), f"{c.base_right} / {c.n_val}", c.fixed,
+        rows.append([c.candidate, version, parent, num(c.val_accuracy), flips(c.gained, c.lost),
+                     f"{c.base_right} / {c.n_val}", c.fixed,
                      c.broken, pct(c.help), pct(c.harm), "yes" if c.candidate in front else "",
                      "yes" if version == best else "", first_change(c.edit, 120)])
     section: dict[str, Any] = {
@@ -208,12 +209,21 @@ def _helpharm_section(candidates: Sequence[CandidateHelpHarm], versions: Mapping
                  "wrong base calls the review made right, broken = right base calls it made wrong; help % = fixed / "
                  "base wrong, harm % = broken / base right. On the front = no other candidate fixes at least as "
                  "many while breaking at most as many, one strictly (not GEPA's val-instance frontier of the "
-                 "lineage). The edit is the first rule-level change from the parent. Val picked the best, so "
+                 "lineage). Vs parent = val examples it gets right that its parent got wrong, and the reverse: what its "
+                 "edit moved. The edit is the first rule-level change from the parent. Val picked the best, so "
                  "these numbers are optimistic: TEST below is the unbiased comparison.",
         "tables": [table("Help and harm per candidate (val)",
-                         ["candidate", "version", "parent", "val accuracy", "base right / n", "fixed", "broken",
-                          "help %", "harm %", "help/harm front", "best", "edit from parent"],
-                         rows, numeric=[0, 3, 5, 6, 7, 8])]}
+                         ["candidate", "version", "parent", "val accuracy", "vs parent (+gained -lost)",
+                          "base right / n", "fixed", "broken", "help %", "harm %", "help/harm front", "best",
+                          "edit from parent"],
+                         rows, numeric=[0, 3, 6, 7, 8, 9])]}
+    moved = by_component(candidates)
+    if moved:
+        section["tables"].append(table(
+            "Which component moved val outcomes (candidates whose edit changed one predictor)",
+            ["edited", "candidates", "moved any val outcome", "val examples gained", "val examples lost"],
+            [[name, row["candidates"], row["moved"], row["gained"], row["lost"]] for name, row in sorted(moved.items())],
+            numeric=[1, 2, 3, 4]))
     scatter = _helpharm_scatter(candidates, versions, front, best)
     if scatter is not None:
         section["charts"] = [scatter]
