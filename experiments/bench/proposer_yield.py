@@ -5,7 +5,9 @@ text and reflective dataset, as GEPA built them from its minibatches) through th
 three times: dspy's rewrite proposer (``--proposer rewrite``, as optimize configures it: its
 additional instructions and ``max_chars``), the edit proposer as optimize runs it by default
 (``--proposer add``: one new rule) and with every op (``--proposer edit``: add, replace or delete),
-each at most two schema-constrained requests. A proposal is *usable* when the proposer returned a text
+each at most two schema-constrained requests; reflections with the same inputs count once, and the
+rewrite proposer is not asked for the report note (a rewrite run evolves the instructions only), so
+each proposer's fraction is over the reflections it would be asked. A proposal is *usable* when the proposer returned a text
 and GEPA's rails would let it into the pool (``rails.quarantine_reason`` against its parent; the copy
 checks run without the minibatch's examples, which the record does not hold). Every request is real
 when ``SAAG_OPT_CACHE`` is unset (the bench then uses an empty LM cache of its own); one llama server at a time.
@@ -23,6 +25,7 @@ Run:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -36,6 +39,7 @@ os.environ.setdefault("SAAG_OPT_CACHE", tempfile.mkdtemp(prefix="saag-opt-bench-
 
 import dspy  # noqa: E402
 
+from saag_opt.agents.report_note import is_note  # noqa: E402
 from saag_opt.lm import CostLedger, open_lm, parse_model_spec  # noqa: E402
 from saag_opt.lm.disk_cache import configure_lm_cache  # noqa: E402
 from saag_opt.optimize import rails  # noqa: E402
@@ -48,16 +52,33 @@ PROPOSERS = ("rewrite", "add", "edit")
 """dspy's whole rewrite, and the edit proposer as ``--proposer add`` (optimize's default) and ``--proposer edit``."""
 
 
-def _propose(proposer: Any, lm: Any, row: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+def _asked(name: str, row: dict[str, Any]) -> list[str]:
+    """The components of ``row`` that proposer ``name`` would be asked for: a rewrite run evolves no report note."""
+    return [c for c in row["components"] if name != "rewrite" or not is_note(c)]
+
+
+def _propose(proposer: Any, lm: Any, row: dict[str, Any], components: list[str]) -> tuple[dict[str, str], str | None]:
     """The proposer's texts for one recorded reflection, and why they are not usable (None = usable)."""
     parent = row["parent"]
     try:
         with dspy.context(lm=lm):
             texts = proposer(candidate=dict(parent), reflective_dataset=row["dataset"],
-                             components_to_update=list(row["components"]))
+                             components_to_update=components)
     except Exception as exc:  # noqa: BLE001 - a failed proposal is counted as unusable, with its reason
         return {}, f"{type(exc).__name__}: {str(exc)[:120]}"
     return texts, "no text" if not texts else rails.quarantine_reason({**parent, **texts}, parent)
+
+
+def distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reflections with the same inputs once (a resumed run records the reflection it was stopped in again)."""
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        key = json.dumps({k: row[k] for k in ("parent", "components", "dataset")}, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(run / REFLECTIONS_FILE) for run in args.runs if not (run / REFLECTIONS_FILE).is_file()]
     if missing:
         sys.exit(f"no recorded reflections: {', '.join(missing)} (give optimize run directories)")
-    rows = [row for run in args.runs for row in read_reflections(run / REFLECTIONS_FILE)][: args.limit]
+    rows = distinct([row for run in args.runs for row in read_reflections(run / REFLECTIONS_FILE)])[: args.limit]
     if not rows:
         sys.exit("no recorded reflection in the runs given (run optimize with a budget that reflects)")
     configure_lm_cache()
@@ -80,11 +101,17 @@ def main(argv: list[str] | None = None) -> int:
                                                    reflection_lm=lm, proposer=name), EditMemory())
                  for name in PROPOSERS if args.only in (None, name)}
     usable = dict.fromkeys(proposers, 0)
+    asked = dict.fromkeys(proposers, 0)
     seconds = dict.fromkeys(proposers, 0.0)
     for n, row in enumerate(rows, start=1):
         for name, proposer in proposers.items():
+            components = _asked(name, row)
+            if not components:
+                print(f"[{n}/{len(rows)}] {name:7s} not asked (a rewrite run evolves no report note)", flush=True)
+                continue
+            asked[name] += 1
             started = time.monotonic()
-            texts, why = _propose(proposer, lm, row)
+            texts, why = _propose(proposer, lm, row, components)
             seconds[name] += time.monotonic() - started
             usable[name] += why is None
             lengths = ", ".join(f"{len(t)} chars" for t in texts.values()) or "-"
@@ -93,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             if texts and name != "rewrite":
                 print("    " + "; ".join(candidate_edit(dict(row["parent"]), {**row["parent"], **texts})[:2])[:300],
                       flush=True)
-    fraction = {k: v / len(rows) for k, v in usable.items()}
+    fraction = {k: v / asked[k] if asked[k] else float("nan") for k, v in usable.items()}
     print(f"model={args.model} reflections={len(rows)} " + " ".join(
-        f"usable_{k}={v:.2f} seconds_{k}={seconds[k]:.1f}" for k, v in fraction.items()))
+        f"asked_{k}={asked[k]} usable_{k}={v:.2f} seconds_{k}={seconds[k]:.1f}" for k, v in fraction.items()))
     if args.only:
         return 0
     ratio = fraction["add"] / fraction["rewrite"] if fraction["rewrite"] else float("inf" if fraction["add"] else "nan")

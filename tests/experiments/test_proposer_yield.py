@@ -30,10 +30,13 @@ def test_the_bench_counts_usable_proposals_per_proposer_and_prints_the_ratio_las
     item = {"Inputs": {"conversation": "user: weather in Paris and Rome?", "tentative_calls": "[]"},
             "Generated Outputs": {"error": False, "feedback": ""},
             "Feedback": f"Outcome: missed error. Advice.\nExpected (gold, {GOLD_LABEL}): two calls"}
+    parent = {"reviewer.review": SEED, "reviewer.report": "(no note)"}
     with jsonlines.open(tmp_path / "reflections.jsonl", mode="w") as out:
-        for i in (1, 2):
-            out.write({"iteration": i, "parent": {"reviewer.review": SEED}, "components": ["reviewer.review"],
+        for i in (1, 2):  # the same reflection twice, as a resumed run records it: counted once
+            out.write({"iteration": i, "parent": parent, "components": ["reviewer.review"],
                        "dataset": {"reviewer.review": [item]}})
+        out.write({"iteration": 3, "parent": parent, "components": ["reviewer.report"],  # the note: no rewrite
+                   "dataset": {"reviewer.report": [item]}})
     spec = importlib.util.spec_from_file_location("proposer_yield", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -43,4 +46,6 @@ def test_the_bench_counts_usable_proposals_per_proposer_and_prints_the_ratio_las
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "usable_edit=1.00 usable_rewrite=0.00 ratio=inf"
     assert "usable_add=1.00" in lines[-2] and "usable_edit=1.00" in lines[-2] and "usable_rewrite=0.00" in lines[-2]
+    assert "reflections=2" in lines[-2] and "asked_rewrite=1" in lines[-2] and "asked_add=2" in lines[-2]
+    assert any("[2/2] rewrite not asked" in line for line in lines)
     assert any("added as rule 3: Reject a call that covers only part" in line for line in lines)
