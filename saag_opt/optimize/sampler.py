@@ -8,7 +8,8 @@ examples whose last review by a pool member went wrong (``feedback.FAILING``), l
 first. It learns the outcomes as a gepa callback (``on_evaluation_end`` of a pool member's minibatch,
 read from the feedback metric's ``outcome_class``), so it costs no rollout. Deterministic for a seed;
 a resumed run skips the epoch order ahead by the minibatches already drawn (``state.i`` iterations of
-``per_iteration`` each), and learns the outcomes again as it goes.
+``per_iteration`` each) and starts from the failures gepa's trace records (a parent's score of 0 on a
+minibatch example), then learns the outcomes again as it goes.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class FailureFirstSampler:
                         self._ids_by_key[key] = data_id
                 for _ in range(int(getattr(state, "i", 0) or 0) * size * self.per_iteration):  # a resume goes on
                     self._fresh(ids)
+                self._relearn(getattr(state, "full_program_trace", None) or (), set(ids))
             self._calls += 1
             failing = sorted((i for i in self._failing if i in ids), key=lambda i: (self._last_shown.get(i, -1), str(i)))
             batch = failing[: size // 2 if size > 1 else self._calls % 2]
@@ -77,6 +79,25 @@ class FailureFirstSampler:
             self._pos = 0
         self._pos += 1
         return self._order[self._pos - 1]
+
+    def _relearn(self, trace: Any, ids: set[Any]) -> None:
+        """A resumed run's failures from gepa's trace: the parent's score per minibatch example, latest last.
+
+        Why: the outcome classes the callback learned died with the stopped process, and without them the
+        first minibatches after a resume are drawn blind (gepa then skips "perfect" ones). A score of 0
+        (final call wrong) stands for a failing outcome here (``error``-free, class unknown: ``wrong``).
+        """
+        for entry in trace:
+            for task in (entry.get("tasks") or [entry]) if isinstance(entry, Mapping) else ():
+                scores = task.get("subsample_scores") or ()
+                for data_id, score in zip(task.get("subsample_ids") or (), scores, strict=False):
+                    if data_id not in ids:
+                        continue
+                    if score == 0:
+                        self._failing[data_id] = "wrong"
+                    else:
+                        self._failing.pop(data_id, None)
+                    self._last_shown[data_id] = int(entry.get("i", 0)) - len(trace)
 
     # -- gepa callback -----------------------------------------------------------------------------
 

@@ -204,6 +204,22 @@ def test_a_note_case_shows_the_request_the_call_and_the_report_not_a_verdict() -
     assert text.startswith("Case 1: the reviewer REJECTED a RIGHT call")
 
 
+def test_a_resumed_sampler_starts_from_the_failures_gepas_trace_records() -> None:
+    loader = _Loader(8)
+    ids = list(loader.all_ids())
+    trace = [{"i": 0, "tasks": [{"parent_idx": 0, "subsample_ids": [ids[0], ids[2]], "subsample_scores": [0.0, 0.0]}]},
+             {"i": 1, "tasks": [{"parent_idx": 0, "subsample_ids": [ids[1]], "subsample_scores": [0.0]}]},
+             {"i": 2, "tasks": [{"parent_idx": 1, "subsample_ids": [ids[0], ids[3]], "subsample_scores": [1.0, 1.0]}]}]
+    resumed = FailureFirstSampler(minibatch_size=4, seed=0)
+    batch = resumed.next_minibatch_ids(loader, SimpleNamespace(i=3, full_program_trace=trace))
+    assert resumed.failing == {ids[2]: "wrong", ids[1]: "wrong"}  # ids[0] was right when last seen
+    assert batch[:2] == [ids[2], ids[1]]  # half the minibatch: the known failures, least recently shown first
+    assert len(set(batch)) == 4  # the rest fresh from the epoch order
+    blind = FailureFirstSampler(minibatch_size=4, seed=0)
+    blind.next_minibatch_ids(loader, SimpleNamespace(i=3))
+    assert blind.failing == {}  # without gepa's trace nothing is known
+
+
 def test_a_minibatch_of_one_alternates_a_known_failure_with_a_fresh_example_and_a_resume_goes_on() -> None:
     loader = _Loader(6)
     sampler = FailureFirstSampler(minibatch_size=1, seed=0)
