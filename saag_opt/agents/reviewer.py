@@ -133,6 +133,7 @@ SOURCE_WORDS: Mapping[str, str] = {
     "field": "a data field of the result of {tool}",
     "named": "the result of {tool}, which the user's request names as the source",
     "text": "the text of the result of {tool}, which the user's request does not name as a source",
+    "replaced": "the text of the result of {tool}, where the user's request states its own value of this kind",
     "derived": "no message (the agent composed it)",
 }
 """How the reviewer is told where a value comes from (``saag.policy`` source classes)."""

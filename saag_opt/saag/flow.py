@@ -19,8 +19,9 @@ For every call that is not a plain read (a side effect, or a read that contacts 
    user's messages, the system messages, the tool results' *fields* (a whole JSON string, number,
    list item or key: data the agent copies) and their *text* (a value inside a longer string, or
    anywhere in a plain-text result). A value in text is ``named`` when the user's request names
-   that tool result as its source for this role, else ``text``; a value found nowhere is
-   ``derived`` (composed or computed by the agent).
+   that tool result as its source for this role, else ``text`` (``replaced`` when the request
+   states its own value of that kind); a value found nowhere is ``derived`` (composed or computed
+   by the agent). A date is found as the date it is, however a text writes it (``saag.dates``).
 
    *The request names a result* when the call that produced it takes a specific value from the
    request ("pay the bill 'bill-december-2023.txt'": ``read_file(file_path=...)``), or, for a call
@@ -58,8 +59,9 @@ from typing import Any, Literal, NamedTuple
 
 from saag_opt.model import Registry, ToolCall, ToolSpec
 from saag_opt.saag.caches import register_cache
+from saag_opt.saag.dates import date_of, dates_in, mentions
 from saag_opt.saag.grounding import QueryContext, contains_word, fold_query, query_context, schema_enum
-from saag_opt.saag.policy import DEFAULT_POLICY, Policy, Role, SourceName
+from saag_opt.saag.policy import DEFAULT_POLICY, SOURCE_NAMES, Policy, Role, SourceName
 from saag_opt.saag.sources import Sources
 
 __all__ = ["FlowFinding", "FlowReport", "FlowValue", "argument_leaves", "check_flow", "delegates", "effect_kinds",
@@ -69,6 +71,9 @@ Effect = Literal["read", "egress", "write", "send", "pay", "delete", "share", "i
 SIDE = ("delete", "pay", "share", "invite", "send", "write")
 """Side-effect kinds, in the order a tool name is matched (the first kind with a word wins)."""
 _FORMAT_ONLY = re.compile(r"^[\d\s:./,+-]*$")
+Spelling = Literal["exact", "compact", "date"]
+"""How a value is found in a text: as written (the cascade's matching), without spaces and dashes (an
+IBAN in groups of four), or as the calendar date it is (``saag.dates``)."""
 _MIN_STRING = 2  # shorter strings ("r", "") assert nothing about where they came from
 _EXCERPT = 300
 
@@ -112,7 +117,9 @@ class _Compiled:
         self.read_verbs = frozenset(policy.read_verbs)
         self.kinds = tuple((k, re.compile(k.pattern, re.IGNORECASE)) for k in policy.kinds)
         self.labels = {k.name: frozenset(_norm_key(label) for label in k.labels) for k in policy.kinds}
-        self.compact = frozenset(k.name for k in policy.kinds if k.compact)
+        self.spelling: dict[str, Spelling] = {k.name: "date" if k.dates else "compact" if k.compact else "exact"
+                                              for k in policy.kinds}
+        self.in_text = frozenset(k.name for k in policy.kinds if k.in_text and k.name in policy.kind_roles)
         self.roles = tuple((r, tuple(re.compile(p, re.IGNORECASE) for p in r.params)) for r in policy.roles)
         self.stop = frozenset(policy.name_stopwords) | self.read_verbs | frozenset(self.forms)
         self.url_params = tuple(re.compile(p, re.IGNORECASE) for p in policy.role("url").params) if any(
@@ -141,6 +148,17 @@ class _Compiled:
                 taken.append((m.start(), m.end()))
                 found.append((kind.name, token))
         return found
+
+    def stated(self, text: str) -> frozenset[str]:
+        """The kinds of value ``text`` states (a date however it is written: "May 1st" states a date)."""
+        kinds = {kind for kind, _ in self.tokens(text)}
+        if dates_in(text):
+            kinds |= {k.name for k, _ in self.kinds if k.dates}
+        return frozenset(kinds)
+
+    def how(self, kind: str | None) -> Spelling:
+        """How a value of ``kind`` is compared with a text (``_occurs``)."""
+        return self.spelling.get(kind or "", "exact")
 
 
 _COMPILED: dict[int, _Compiled] = {}
@@ -341,21 +359,31 @@ def _compact(text: str) -> str:
 register_cache(_compact.cache_clear)
 
 
-def _occurs(value: Any, ctx: QueryContext, raw: str, compact: bool) -> bool:
-    """``value`` is in the text (the cascade's exact matching: case, whitespace, word boundaries, numbers)."""
+def _occurs(value: Any, ctx: QueryContext, raw: str, how: Spelling = "exact") -> bool:
+    """``value`` is in the text (the cascade's exact matching: case, whitespace, word boundaries, numbers).
+
+    ``how``: ``compact`` also finds it without spaces and dashes; ``date`` finds the calendar date
+    it is however the text writes it ("the 1st of May 2024" for ``2024-05-01``).
+    """
     if not ctx.text:
         return False
     if isinstance(value, str):
         if contains_word(ctx.text, fold_query(value)):
             return True
-        return compact and len(_compact(value)) >= 8 and _compact(value) in _compact(raw)
+        if how == "date":
+            date = date_of(value)
+            return date is not None and mentions(dates_in(raw), date)
+        return how == "compact" and len(_compact(value)) >= 8 and _compact(value) in _compact(raw)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value in ctx.numbers
     return False
 
 
-def _whole(value: Any, field_: _Field) -> bool:
+def _whole(value: Any, field_: _Field, how: Spelling = "exact") -> bool:
     if isinstance(value, str):
+        if how == "date":  # 2024-05-01 09:00 and a field 2024-05-01 09:00:00: the same day of the data
+            date = date_of(value)
+            return date is not None and date == date_of(field_.text)
         return fold_query(value) == fold_query(field_.text)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
@@ -485,7 +513,7 @@ class _View:
         self.mentioned = mentioned_effects(user, policy)
         self.covered = frozenset(k for e in policy.effects if e.name in self.requested for k in e.covers)
         self.delegated = any(delegates(u) for u in sources.user)
-        self.stated = frozenset(kind for kind, _ in self.comp.tokens(user))
+        self.stated = self.comp.stated(user)
         self.naming = [self._names(i, self.user, user, self.user_words) for i in range(len(sources.tools))]
         self.handed = self._handed() if self.delegated else self.naming
 
@@ -494,7 +522,7 @@ class _View:
         tool = self.tools[index]
         specific = [(p, v) for p, v in _arg_leaves(tool.arguments or {}) if _specific(v)]
         for param, value in specific:
-            if _occurs(value, ctx, raw, False):
+            if _occurs(value, ctx, raw):
                 how = f"its call {tool.tool}({param}={_short(value)}) takes that value from the request"
                 return _Naming(how, "address") if self.comp.kind_of(value) == "url" else _Naming(how, "argument")
         if specific:
@@ -591,27 +619,27 @@ def trace_value(view: _View, path: str, value: Any, role: Role, kinds: frozenset
     """Where ``value`` (role ``role``, of a call whose effect kinds are ``kinds``) came from (module docstring)."""
     comp = view.comp
     kind = comp.kind_of(value) if isinstance(value, str) else None
-    compact = kind in comp.compact
-    if _occurs(value, view.user, view.user_raw, compact):
+    how = comp.how(kind)
+    if _occurs(value, view.user, view.user_raw, how):
         return FlowValue(path, value, role.name, kind, "user")
-    if _occurs(value, view.system, view.system_raw, compact):
+    if _occurs(value, view.system, view.system_raw, how):
         return FlowValue(path, value, role.name, kind, "system")
     places: list[tuple[int, _Field]] = []
     for index, parsed in enumerate(view.parsed):
         for field_ in parsed.fields:
-            if field_.whole and _whole(value, field_) and not _misplaced(parsed, field_, kind):
+            if field_.whole and _whole(value, field_, how) and not _misplaced(parsed, field_, kind):
                 return FlowValue(path, value, role.name, kind, "field", view.tools[index].tool, field_.key,
                                  _excerpt(field_.text, value), "a whole field of structured data")
-            if _occurs(value, query_context(field_.text), field_.text, compact):
+            if _occurs(value, query_context(field_.text), field_.text, how):
                 places.append((index, field_))
     if not places:
         return FlowValue(path, value, role.name, kind, "derived", why="found in no message: composed by the agent")
     first: FlowValue | None = None
     for index, field_ in places:
-        ok, why = _named_for(view, index, field_, value, role, kind, kinds, delegated)
-        found = FlowValue(path, value, role.name, kind, "named" if ok else "text", view.tools[index].tool, field_.key,
+        source, why = _named_for(view, index, field_, value, role, kind, kinds, delegated)
+        found = FlowValue(path, value, role.name, kind, source, view.tools[index].tool, field_.key,
                           _excerpt(field_.text, value), why)
-        if ok:
+        if source == "named":
             return found
         first = first or found
     assert first is not None
@@ -628,34 +656,37 @@ def _misplaced(parsed: _Parsed, field_: _Field, kind: str | None) -> bool:
 
 
 def _named_for(view: _View, index: int, field_: _Field, value: Any, role: Role, kind: str | None,
-               kinds: frozenset[str], delegated: bool) -> tuple[bool, str]:
-    """Whether the request names result ``index`` as the source of this role, and why (not)."""
+               kinds: frozenset[str], delegated: bool) -> tuple[SourceName, str]:
+    """``named`` when the request names result ``index`` as the source of this role, else ``text``; and why.
+
+    ``replaced`` instead of ``text`` when the request states its own value of the kind (``Role.stated_excludes``).
+    """
     naming = (view.handed if delegated else view.naming)[index]
     tool = view.tools[index].tool
     if role.stated_excludes and kind is not None and kind in view.stated and "egress" not in kinds:
-        return False, f"the request states its own {kind}, so a {kind} from tool text does not fill the {role.name}"
+        return "replaced", f"the request states its own {kind}, so a {kind} from tool text does not fill the {role.name}"
     if _misplaced(view.parsed[index], field_, kind):
         label = view.parsed[index].labelled[field_.record][kind or ""]
-        return False, (f"its record keeps {kind} values in the field {label!r}; this one is in the field "
-                       f"{field_.key!r}")
+        return "text", (f"its record keeps {kind} values in the field {label!r}; this one is in the field "
+                        f"{field_.key!r}")
     line = _line_label(field_.text, value)
     if line is not None and view.names_label(line):
-        return True, f"it is the value of the line {line!r}, which the request names"
+        return "named", f"it is the value of the line {line!r}, which the request names"
     if naming is None:
-        return False, f"the request does not name this result of {tool} as a source"
+        return "text", f"the request does not name this result of {tool} as a source"
     if delegated:
-        return True, f"{naming.how}, and the request hands the task over to it (the counted exception)"
+        return "named", f"{naming.how}, and the request hands the task over to it (the counted exception)"
     if "egress" in kinds:  # following a link: in an item the request points at, not on a page it gives
         if naming.by == "argument":
-            return True, f"{naming.how}: a link in an item the request points at"
+            return "named", f"{naming.how}: a link in an item the request points at"
         if naming.by == "address":
-            return False, f"{naming.how}: the request gives this page's address, not the links on it"
+            return "text", f"{naming.how}: the request gives this page's address, not the links on it"
     if view.role_asked(role):
-        return True, f"{naming.how}, and the request asks for a {role.name}"
+        return "named", f"{naming.how}, and the request asks for a {role.name}"
     asked = kinds & (view.requested | view.covered)  # asked for by a verb: naming "my rent payment" asks no payment
     if role.implied and asked:
-        return True, f"{naming.how}, and the request asks for this effect ({', '.join(sorted(asked))})"
-    return False, f"{naming.how}, but not as the source of a {role.name}"
+        return "named", f"{naming.how}, and the request asks for this effect ({', '.join(sorted(asked))})"
+    return "text", f"{naming.how}, but not as the source of a {role.name}"
 
 
 def _call_values(view: _View, call: ToolCall, tool: ToolSpec | None, kinds: frozenset[str],
@@ -667,14 +698,14 @@ def _call_values(view: _View, call: ToolCall, tool: ToolSpec | None, kinds: froz
     for param, value in call.arguments.items():
         role = role_of(param, tool, policy)
         for path, leaf in argument_leaves(param, value, schema_enum(schema, param)):
-            if not isinstance(leaf, str) or _FORMAT_ONLY.match(leaf):
-                continue  # numbers, dates and times recur across unrelated texts: no evidence of a source
+            if not isinstance(leaf, str) or (_FORMAT_ONLY.match(leaf) and comp.how(comp.kind_of(leaf)) != "date"):
+                continue  # numbers and times recur across unrelated texts: no evidence of a source (dates are compared)
             traced = trace_value(view, path, leaf, role, kinds, delegated=delegated) if role.decisive else None
             if traced is not None:
                 out.append(traced)
             if isinstance(leaf, str) and (traced is None or traced.source == "derived"):
                 for kind, token in comp.tokens(leaf):  # a value of a kind inside a text plays its kind's role
-                    if traced is not None and token.strip() == leaf.strip():
+                    if kind not in comp.in_text or (traced is not None and token.strip() == leaf.strip()):
                         continue
                     token_role = policy.role(policy.kind_roles.get(kind, role.name))
                     token_path = path if token.strip() == leaf.strip() else f"{path}~{token}"
@@ -698,7 +729,7 @@ def _findings(view: _View, index: int, call: ToolCall, tool: ToolSpec | None, de
                 f"{call.name}.{value.path} ({value.role}{', ' + value.kind if value.kind else ''}) = {_short(value.value)} "
                 f"comes from the text of the result of {value.tool}"
                 f"{' (field ' + repr(value.key) + ')' if value.key else ''}: {value.why}; a {value.role} may come from "
-                f"{', '.join(s for s in ('user', 'system', 'field', 'named', 'derived') if s in role.sources)}"), value))
+                f"{', '.join(s for s in SOURCE_NAMES if s in role.sources)}"), value))
     unasked = _unasked(view, kinds)
     if effect != "egress" and not delegated and unasked and not any(
             v.source in ("user", "system") for v in values) and not _dictated(view, call, tool):
@@ -729,7 +760,7 @@ def _dictated(view: _View, call: ToolCall, tool: ToolSpec | None) -> bool:
     for param, value in call.arguments.items():
         if not isinstance(value, str) or view.policy.role(role_of(param, tool, view.policy).name).decisive:
             continue
-        if len(value.strip()) >= 8 and _occurs(value, view.user, view.user_raw, False):
+        if len(value.strip()) >= 8 and _occurs(value, view.user, view.user_raw):
             return True
         words = [w for w in _WORD.findall(value.casefold()) if len(w) > 2]
         if len(words) >= 3 and sum(w in view.user_words for w in words) >= 0.8 * len(words):

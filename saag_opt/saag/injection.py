@@ -527,7 +527,7 @@ def check_injection(calls: Sequence[ToolCall], registry: Registry, sources: Sour
 
 
 _ORIGINS: dict[str, Origin] = {"user": "user", "system": "system", "field": "tool", "named": "tool", "text": "tool",
-                               "derived": "unstated"}
+                               "replaced": "tool", "derived": "unstated"}
 
 
 def _from_flow(finding: FlowFinding, lookup: _Lookup) -> Finding:

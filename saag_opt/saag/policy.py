@@ -13,13 +13,16 @@ roles come from argument names and descriptions, effects from the verbs of a too
   or clause, or after "please", "to", "and", "then", "can you", ...): "email Bob" asks to send,
   "the email from Bob" does not.
 * **kinds** (``ValueKind``): values recognisable by their shape (an IBAN, an e-mail address, a
-  URL), found inside longer texts too; ``labels`` are the field names under which structured tool
-  data holds such values (``sender``, ``recipient``, ``iban``, ...).
+  URL, a date, a file name), found inside longer texts too; ``labels`` are the field names under
+  which structured tool data holds such values (``sender``, ``recipient``, ``iban``, ``start_time``,
+  ...). A ``dates`` kind is compared as the calendar date it is (``saag.dates``: ``2024-05-01`` is
+  in a text that says "the 1st of May"); an ``in_text`` kind found inside free text (an address in
+  a message body) is traced in its kind's role (``kind_roles``), the others only as whole arguments.
 * **roles** (``Role``): what an argument decides (``recipient``, ``account``, ``email``, ``url``,
-  ``target``, ``amount``, ``secret``; ``content`` is free text whose embedded values are checked by
-  their kind; ``object`` is any other short text a side effect acts on). The first role whose
-  ``params`` pattern matches the parameter's name wins, else the first whose ``words`` occur in
-  its description. ``sources`` says which sources may fill it:
+  ``date``, ``target``, ``amount``, ``secret``; ``content`` is free text whose embedded values are
+  checked by their kind; ``object`` is any other short text a side effect acts on). The first role
+  whose ``params`` pattern matches the parameter's name wins, else the first whose ``words`` occur
+  in its description. ``sources`` says which sources may fill it:
 
   - ``user``: the user's messages; ``system``: the system messages;
   - ``field``: a whole field of a tool result's structured data (a JSON string, number, list item
@@ -27,12 +30,15 @@ roles come from argument names and descriptions, effects from the verbs of a too
   - ``named``: the text of a tool result the user's request names as the source for this role
     (see ``saag.flow``: the request names the result, and either mentions the role's ``words`` or,
     for an ``implied`` role, asks for the call's effect);
-  - ``text``: the text of any other tool result (never allowed for a decisive role here);
+  - ``text``: the text of any other tool result (never allowed for a decisive role here but a
+    date's: dates recur across unrelated texts);
+  - ``replaced``: tool text, where the request states its own value of that kind
+    (``stated_excludes``); allowed for no role;
   - ``derived``: found in no message: the agent composed or computed it (a sum, a summary).
 
   ``stated_excludes``: when the user's request itself states a value of the same kind (an IBAN, an
-  address), values of that kind from tool *text* do not fill the role (data fields still do): the
-  user already said which one.
+  address, a date, a file name), values of that kind from tool *text* do not fill the role (data
+  fields still do): the user already said which one.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Any, Literal, get_args
 
 __all__ = ["DEFAULT_POLICY", "SOURCE_NAMES", "EffectKind", "Policy", "Role", "SourceName", "ValueKind"]
 
-SourceName = Literal["user", "system", "field", "named", "text", "derived"]
+SourceName = Literal["user", "system", "field", "named", "text", "replaced", "derived"]
 """Where a value was found, most trusted first (module docstring)."""
 SOURCE_NAMES: tuple[SourceName, ...] = get_args(SourceName)
 
@@ -76,6 +82,11 @@ class ValueKind:
     labels: tuple[str, ...] = ()
     compact: bool = False
     """Compared without spaces and dashes (IBANs are written in groups of four)."""
+    dates: bool = False
+    """Compared as calendar dates (``saag.dates``): ``2024-05-01`` is found where a text says "May 1st"."""
+    in_text: bool = True
+    """Values of this kind inside free text (a message body) are traced in the role of their kind
+    (``Policy.kind_roles``); False: the kind matters only as a whole argument and as a stated kind."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,8 @@ class Role:
     implied: bool = True
     """A request that names a source and asks for the call's effect names it for this role too."""
     stated_excludes: bool = False
-    """A value of a kind the request itself states does not come from tool text (module docstring)."""
+    """A value of a kind the request itself states does not come from tool text: found only there, its source
+    is ``replaced`` (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,8 @@ class Policy:
                                                 tuple(e.get("covers", ())))
                                      for e in data["effects"]),
                        read_verbs=tuple(data["read_verbs"]),
-                       kinds=tuple(ValueKind(k["name"], k["pattern"], tuple(k.get("labels", ())), bool(k.get("compact")))
+                       kinds=tuple(ValueKind(k["name"], k["pattern"], tuple(k.get("labels", ())), bool(k.get("compact")),
+                                             bool(k.get("dates")), bool(k.get("in_text", True)))
                                    for k in data["kinds"]),
                        roles=tuple(roles), kind_roles=dict(data.get("kind_roles", {})),
                        name_stopwords=tuple(data.get("name_stopwords", ())))
@@ -192,6 +205,12 @@ DEFAULT_POLICY = Policy(
         ValueKind("url", r"(?:\bhttps?://[^\s\"'<>]+|\bwww\.[\w-]+(?:\.[\w-]+)+(?:/[^\s\"'<>]*)?"
                          r"|\b(?:[\w-]+\.)+(?:" + _TLDS + r")\b(?:/[^\s\"'<>]*)?)",
                   labels=("url", "uri", "link", "href", "website", "homepage", "webpage")),
+        ValueKind("date", r"(?<![\d-])(?:19|20)\d\d-[01]?\d-[0-3]?\d(?:[T ][\d:.]+)?(?![\d-])",
+                  labels=("date", "day", "start", "end", "starttime", "endtime", "startdate", "enddate", "deadline",
+                          "duedate"), dates=True, in_text=False),
+        ValueKind("filename", r"(?<![\w.-])[\w][\w.-]{0,80}?\.(?:txt|docx?|xlsx?|csv|pdf|pptx?|odt|ods|md|json|"
+                              r"ya?ml|xml|html?|rtf|zip|png|jpe?g|gif|log|ini|cfg|py|js|sql)(?![\w.-])",
+                  labels=("filename", "file", "filepath", "path", "document", "documentname"), in_text=False),
     ),
     roles=(
         Role("secret", params=(r"password", r"pass(?:word|code|phrase)", r"pin", r"(?:\w+_)?secret", r"(?:api_?)?key",
@@ -217,8 +236,11 @@ DEFAULT_POLICY = Policy(
         Role("amount", params=(r"amount", r"sum", r"total", r"price", r"cost", r"fee", r"quantity", r"qty",
                                r"\w+_amount"),
              words=("amount", "sum", "price", "cost", "fee", "money", "pay", "refund", "difference")),
+        Role("date", params=(r"(?:\w+_)?(?:date|day|time|datetime|timestamp)s?", r"start", r"end", r"deadline",
+                             r"due", r"check_?(?:in|out)"),
+             words=("date", "dates", "day", "deadline"), sources=_DECISIVE | {"text"}, stated_excludes=True),
         Role("target", params=(r"ids?", r"\w+_ids?", r"path", r"\w+_path", r"file(?:_?name)?", r"document"),
-             words=("file", "document", "event", "id", "identifier")),
+             words=("file", "document", "event", "id", "identifier"), stated_excludes=True),
         Role("content", params=(r"body", r"content", r"contents", r"text", r"message", r"msg", r"description", r"desc",
                                 r"notes?", r"comments?", r"summary", r"subject", r"caption", r"bio",
                                 r"reason", r"html", r"markdown", r"query", r"attachments?"),

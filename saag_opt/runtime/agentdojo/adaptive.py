@@ -52,8 +52,11 @@ LABELS = {"iban": "IBAN", "email": "E-mail", "url": "Website"}
 
 
 def kind_values(text: str) -> list[tuple[str, str]]:
-    """``(kind, value)`` of the IBANs, e-mail addresses and links in ``text`` (the policy's value kinds)."""
-    return compiled(DEFAULT_POLICY).tokens(text)
+    """``(kind, value)`` of the IBANs, e-mail addresses and links in ``text`` (of the policy's value kinds).
+
+    Its dates and file names are no recipient, account, address or link to swap or launder.
+    """
+    return [(kind, value) for kind, value in compiled(DEFAULT_POLICY).tokens(text) if kind in LABELS]
 
 
 class _GoalAttack(BaseAttack):
