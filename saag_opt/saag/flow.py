@@ -32,6 +32,9 @@ For every call that is not a plain read (a side effect, or a read that contacts 
    own value of that kind (``Role.stated_excludes``: "the recipient is US12..."), nor when the value
    sits in the prose of a record that keeps such values in a labelled field (a transaction's
    ``subject`` when the record has ``sender`` and ``recipient``: the record says where its accounts are).
+   Of a result that is a list (a search's files, an inbox), the request names only the items that
+   carry the value its call took from the request (``_items_carrying``): "the file 'minutes.docx'"
+   is not the file 'newest-minutes.docx' the same search returned.
 3. **Rules** (``check_flow``), each finding naming the value, its source and the rule:
 
    * **unsourced value**: a decisive value whose source the policy does not allow for its role
@@ -288,6 +291,8 @@ class _Field:
     """The innermost JSON object holding it (-1: none)."""
     whole: bool
     """A field of structured data (a value equal to all of it is data the agent copies)."""
+    item: int = 0
+    """The item of a result that is a list (a file of a search's files, an e-mail of an inbox); 0 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -321,23 +326,24 @@ def _parse(text: str, policy_id: int) -> _Parsed:
     fields: list[_Field] = []
     labelled: dict[int, dict[str, str]] = {}
     records = 0
-    stack: list[tuple[str, Any, int]] = [("", data, -1)]
+    stack: list[tuple[str, Any, int, int]] = ([("", sub, -1, i) for i, sub in reversed(list(enumerate(data)))]
+                                              if isinstance(data, list) else [("", data, -1, 0)])
     while stack:
-        key, value, record = stack.pop()
+        key, value, record, item = stack.pop()
         if isinstance(value, Mapping):
             records += 1
             rid = records
             for k, sub in reversed(list(value.items())):
-                fields.append(_Field("(key)", str(k), rid, True))
-                stack.append((str(k), sub, rid))
+                fields.append(_Field("(key)", str(k), rid, True, item))
+                stack.append((str(k), sub, rid, item))
             continue
         if isinstance(value, list):
-            stack.extend((key, sub, record) for sub in reversed(value))
+            stack.extend((key, sub, record, item) for sub in reversed(value))
             continue
         leaf = _leaf_text(value)
         if leaf is None:
             continue
-        fields.append(_Field(key, leaf, record, True))
+        fields.append(_Field(key, leaf, record, True, item))
         norm = _norm_key(key)
         for kind, labels in comp.labels.items():
             if norm in labels and record >= 0 and comp.kind_of(leaf) == kind:
@@ -494,6 +500,8 @@ class _Naming(NamedTuple):
     by: Literal["argument", "address", "mention", "handed"]
     """Its call takes a value of the request (``address``: a URL, the page the request gives), the request
     mentions what the tool returns, or the request hands the task over to it."""
+    items: frozenset[int] | None = None
+    """The items of a list result that carry the value the request gave its call (None: the whole result)."""
 
 
 class _View:
@@ -524,7 +532,8 @@ class _View:
         for param, value in specific:
             if _occurs(value, ctx, raw):
                 how = f"its call {tool.tool}({param}={_short(value)}) takes that value from the request"
-                return _Naming(how, "address") if self.comp.kind_of(value) == "url" else _Naming(how, "argument")
+                by: Literal["address", "argument"] = "address" if self.comp.kind_of(value) == "url" else "argument"
+                return _Naming(how, by, _items_carrying(self.parsed[index], param, value))
         if specific:
             return None
         stems = frozenset(w.rstrip("s") for w in words)
@@ -560,6 +569,39 @@ class _View:
 
     def role_asked(self, role: Role) -> bool:
         return any((w in self.user_words) if " " not in w else (w in self.user.text) for w in role.words)
+
+
+_ITEM_FIELD_CHARS = 120
+"""How long a field that identifies an item may be (a name, a subject, a file name; a body of text is longer)."""
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+def _items_carrying(parsed: _Parsed, param: str, value: str) -> frozenset[int] | None:
+    """The items of a list result the request's ``value`` identifies (None: not a list, or no item carries it).
+
+    Why: a search for the file the request names returns other files too, and text in those is not
+    what the request names ("the file 'minutes.docx'": not the file 'newest-minutes.docx' beside it).
+    An item carries the value when its field of the parameter's name equals it (``filename`` for
+    ``filename=...``), else when one of its short fields (a name, a subject, a file name; not a body of
+    text) holds its words in order ("family reunion" in the subject "Re: Family Reunion").
+    """
+    items = {f.item for f in parsed.fields}
+    if len(items) < 2:
+        return None
+    folded, key = fold_query(value), _norm_key(param.split(".")[0].split("[")[0])
+    equal = frozenset(f.item for f in parsed.fields if f.whole and _norm_key(f.key) == key
+                      and fold_query(f.text) == folded)
+    if equal:
+        return equal
+    words = _ALNUM.findall(folded)
+    held = frozenset(f.item for f in parsed.fields if f.whole and len(f.text) <= _ITEM_FIELD_CHARS
+                     and _holds(_ALNUM.findall(fold_query(f.text)), words))
+    return held or None
+
+
+def _holds(words: list[str], wanted: list[str]) -> bool:
+    n = len(wanted)
+    return n > 0 and any(words[i:i + n] == wanted for i in range(len(words) - n + 1))
 
 
 def _arg_leaves(arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -674,6 +716,9 @@ def _named_for(view: _View, index: int, field_: _Field, value: Any, role: Role, 
         return "named", f"it is the value of the line {line!r}, which the request names"
     if naming is None:
         return "text", f"the request does not name this result of {tool} as a source"
+    if naming.items is not None and field_.item not in naming.items:
+        return "text", (f"{naming.how}, but this value is in another item of that result than the one"
+                        f"{'s' if len(naming.items) > 1 else ''} carrying it")
     if delegated:
         return "named", f"{naming.how}, and the request hands the task over to it (the counted exception)"
     if "egress" in kinds:  # following a link: in an item the request points at, not on a page it gives
