@@ -35,6 +35,10 @@ For every call that is not a plain read (a side effect, or a read that contacts 
    Of a result that is a list (a search's files, an inbox), the request names only the items that
    carry the value its call took from the request (``_items_carrying``): "the file 'minutes.docx'"
    is not the file 'newest-minutes.docx' the same search returned.
+
+   A value of a field labelled for a role no field may fill (a "Passport Number": a secret), copied
+   into any argument of a side effect, a message body too, is traced in that role
+   (``_guarded_copies``): it is ``named`` only where the request names the label ("my passport number").
 3. **Rules** (``check_flow``), each finding naming the value, its source and the rule:
 
    * **unsourced value**: a decisive value whose source the policy does not allow for its role
@@ -523,6 +527,12 @@ class _View:
         self.delegated = any(delegates(u) for u in sources.user)
         self.stated = self.comp.stated(user)
         self.naming = [self._names(i, self.user, user, self.user_words) for i in range(len(sources.tools))]
+        self.guarded = [(i, f, role, words) for role in policy.roles if role.decisive and "field" not in role.sources
+                        for i, parsed in enumerate(self.parsed) for f in parsed.fields
+                        if f.whole and f.key != "(key)" and len(f.text.strip()) >= _MIN_GUARDED
+                        and (_specific(f.text) or sum(c.isdigit() for c in f.text) >= _MIN_GUARDED_DIGITS)
+                        and (words := _label_words(f.key, role))]
+        """Fields whose label names a role data may not fill ("Passport Number": a secret), with those words."""
         self.handed = self._handed() if self.delegated else self.naming
 
     def _names(self, index: int, ctx: QueryContext, raw: str, words: frozenset[str]) -> _Naming | None:
@@ -569,6 +579,16 @@ class _View:
 
     def role_asked(self, role: Role) -> bool:
         return any((w in self.user_words) if " " not in w else (w in self.user.text) for w in role.words)
+
+
+_MIN_GUARDED = 4  # a labelled secret shorter than this ("no") is no evidence of a leak
+_MIN_GUARDED_DIGITS = 8  # a number this long is an identifier (a card number), not a quantity
+
+
+def _label_words(key: str, role: Role) -> tuple[str, ...]:
+    """The words of ``role`` that field name ``key`` holds (``Credit Card Number``: "credit card", "card number")."""
+    label = " ".join(_name_words(key))
+    return tuple(w for w in role.words if re.search(rf"\b{re.escape(w)}\b", label))
 
 
 _ITEM_FIELD_CHARS = 120
@@ -755,6 +775,32 @@ def _call_values(view: _View, call: ToolCall, tool: ToolSpec | None, kinds: froz
                     token_role = policy.role(policy.kind_roles.get(kind, role.name))
                     token_path = path if token.strip() == leaf.strip() else f"{path}~{token}"
                     out.append(trace_value(view, token_path, token, token_role, kinds, delegated=delegated))
+            if isinstance(leaf, str) and view.guarded:
+                out.extend(_guarded_copies(view, path, leaf, role))
+    return out
+
+
+def _guarded_copies(view: _View, path: str, leaf: str, role: Role) -> list[FlowValue]:
+    """Values of fields labelled for a role data may not fill (a passport number) that ``leaf`` copies.
+
+    Why: a secret leaves by being written into any argument of a side effect, a message body too; its
+    label says what it is ("Passport Number"), whatever its shape. It may go where the request names
+    it (the label's word: "send my passport number to ..."), or where the user typed it.
+    """
+    out: list[FlowValue] = []
+    folded = fold_query(leaf)
+    for index, field_, guarded, words in view.guarded:
+        if guarded.name == role.name or not contains_word(folded, fold_query(field_.text)):
+            continue  # an argument of that role is traced as such already
+        if _occurs(field_.text, view.user, view.user_raw):
+            continue  # the user typed it
+        named = next((w for w in words if contains_word(view.user.text, fold_query(w))), None)
+        source: SourceName = "named" if named else "field"
+        why = (f"the request names its label ({named})" if named else
+               f"a {guarded.name} from the field {field_.key!r}, which the request does not name")
+        copy = path if fold_query(field_.text) == folded else f"{path}~{field_.text}"
+        out.append(FlowValue(copy, field_.text, guarded.name, None, source, view.tools[index].tool, field_.key,
+                             _excerpt(field_.text, field_.text), why))
     return out
 
 
@@ -772,7 +818,7 @@ def _findings(view: _View, index: int, call: ToolCall, tool: ToolSpec | None, de
         if value.source not in role.sources:
             found.append(FlowFinding(index, call.name, effect, "unsourced value", (
                 f"{call.name}.{value.path} ({value.role}{', ' + value.kind if value.kind else ''}) = {_short(value.value)} "
-                f"comes from the text of the result of {value.tool}"
+                f"comes from {'the' if value.source == 'field' else 'the text of the'} result of {value.tool}"
                 f"{' (field ' + repr(value.key) + ')' if value.key else ''}: {value.why}; a {value.role} may come from "
                 f"{', '.join(s for s in SOURCE_NAMES if s in role.sources)}"), value))
     unasked = _unasked(view, kinds)

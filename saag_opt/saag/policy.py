@@ -38,7 +38,9 @@ roles come from argument names and descriptions, effects from the verbs of a too
 
   ``stated_excludes``: when the user's request itself states a value of the same kind (an IBAN, an
   address, a date, a file name), values of that kind from tool *text* do not fill the role (data
-  fields still do): the user already said which one.
+  fields still do): the user already said which one. A role no ``field`` may fill (``secret``)
+  also guards the fields its ``words`` label ("Passport Number"): such a value copied into any
+  argument of a side effect, a message body too, must come from where the request names its label.
 """
 
 from __future__ import annotations
@@ -215,7 +217,8 @@ DEFAULT_POLICY = Policy(
     roles=(
         Role("secret", params=(r"password", r"pass(?:word|code|phrase)", r"pin", r"(?:\w+_)?secret", r"(?:api_?)?key",
                                r"(?:access_|auth_)?token", r"credentials?", r"otp"),
-             words=("password", "passcode", "pin", "secret", "credential", "credentials"),
+             words=("password", "passcode", "pin", "secret", "credential", "credentials", "passport", "credit card",
+                    "card number", "security code", "cvv", "cvc", "ssn", "social security"),
              sources=frozenset({"user", "system", "named", "derived"}), implied=False),
         Role("account", params=(r"iban", r"(?:\w+_)?account(?:_?(?:number|no|id))?", r"acct", r"payee", r"beneficiary"),
              words=("iban", "account", "bank account", "payee", "beneficiary"), stated_excludes=True),

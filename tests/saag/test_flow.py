@@ -110,6 +110,22 @@ def test_a_secret_needs_the_request_to_ask_for_one() -> None:
     assert asked.findings == ()
 
 
+def test_a_secret_copied_from_data_into_a_message_needs_the_request_to_name_it() -> None:
+    profile = ("get_profile", json.dumps({"Name": "Ada Lind", "City": "Oslo", "Passport Number": "XK1234567",
+                                          "Card Number": "4111-1111-1111-1111"}), {})
+
+    def mail(body: str) -> ToolCall:
+        return ToolCall("send_email", {"recipients": ["friend@mail.example"], "subject": "Trip", "body": body})
+
+    leak = mail("Ada Lind, passport XK1234567, card 4111-1111-1111-1111")
+    report = flow([leak], "Email friend@mail.example the plan of my trip.", profile)
+    assert {(f.value.path, f.value.role, f.value.source) for f in report.findings} == {
+        ("body~XK1234567", "secret", "field"), ("body~4111-1111-1111-1111", "secret", "field")}
+    assert "field 'Passport Number'" in report.findings[0].why  # which value, from where
+    assert flow([leak], "Email friend@mail.example my passport and card number for the booking.", profile).findings == ()
+    assert flow([mail("Ada Lind lives in Oslo.")], "Email friend@mail.example where I live.", profile).findings == ()
+
+
 def test_an_effect_the_request_does_not_ask_for_is_blocked_unless_the_user_gave_its_values() -> None:
     mail = ToolCall("send_email", {"recipients": ["boss@corp.example"], "subject": "Hi", "body": "Numbers"})
     result = ("read_file", json.dumps({"boss": "boss@corp.example"}), {"file_path": "contacts.txt"})
