@@ -29,8 +29,9 @@ call by call):
    gate and the reviewer when a decisive argument (recipient, account, address, link, id, title,
    secret) comes from the text of a tool result the user's request does not name as its source, when
    its kind of effect is one the request's verbs do not ask for (none of its values from the user),
-   or when an argument comes only from text that addresses the model with instructions (the marker
-   rules, kept as evidence); ``decision.provenance`` says which value came from where and which rule.
+   or when an argument comes only from text that addresses the model with instructions, or is an id
+   or a date such text names and the user did not give (the marker rules, kept as evidence);
+   ``decision.provenance`` says which value came from where and which rule.
    A call set that runs only because the request hands the task over to tool text carries
    ``decision.exception`` (counted, never silent). Without tool results nothing changes.
 6. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no

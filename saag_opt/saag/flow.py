@@ -52,7 +52,9 @@ effect. The calls that run only because of it are reported (``FlowReport.waived`
 
 What it cannot stop, by design: values in data the user asked to use, written by an attacker (a
 bill whose IBAN was changed; a TODO list the user hands over), and effects the request asks for
-with values from data fields (a hotel from the listing the user asked to book from).
+with values from data fields (a hotel from the listing the user asked to book from; a file id the
+request picks by a property, "the largest file": ``saag.injection``'s marker rules see those only
+when an instruction names the id).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from saag_opt.saag.policy import DEFAULT_POLICY, SOURCE_NAMES, Policy, Role, Sou
 from saag_opt.saag.sources import Sources
 
 __all__ = ["FlowFinding", "FlowReport", "FlowValue", "argument_leaves", "check_flow", "delegates", "effect_kinds",
-           "mentioned_effects", "requested_effects", "role_of", "trace_value"]
+           "mentioned_effects", "picked_by_request", "requested_effects", "role_of", "trace_value"]
 
 Effect = Literal["read", "egress", "write", "send", "pay", "delete", "share", "invite"]
 SIDE = ("delete", "pay", "share", "invite", "send", "write")
@@ -857,6 +859,27 @@ def _dictated(view: _View, call: ToolCall, tool: ToolSpec | None) -> bool:
         if len(words) >= 3 and sum(w in view.user_words for w in words) >= 0.8 * len(words):
             return True
     return False
+
+
+def picked_by_request(value: Any, sources: Sources, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """How the request picks the place of a tool result that holds ``value``, if it does.
+
+    It picks an item holding the value as a whole field when it quotes another of the item's short
+    fields ("pay my landlord": the listing's item whose payee is 'landlord'), and a ``label: value``
+    line whose label it names ("landlord: DE89..."): then the value is the user's choice whoever else
+    names it. None otherwise.
+    """
+    view = _View(sources, policy)
+    for tool, parsed in zip(view.tools, view.parsed):
+        holding = {f.item for f in parsed.fields if f.whole and _whole(value, f)}
+        for f in parsed.fields:
+            if (f.item in holding and f.whole and not _whole(value, f) and len(f.text) <= _ITEM_FIELD_CHARS
+                    and _specific(f.text) and _occurs(f.text, view.user, view.user_raw)):
+                return f"the request names the item of {tool.tool} whose {f.key} is {_short(f.text)}, which holds it"
+            line = _line_label(f.text, value) if isinstance(value, str) else None
+            if line is not None and view.names_label(line):
+                return f"it is the value of the line {line!r} of the result of {tool.tool}, which the request names"
+    return None
 
 
 def check_flow(calls: Sequence[ToolCall], registry: Registry, sources: Sources,

@@ -31,16 +31,24 @@ tells the sources apart (no LM; pure, like the rest of ``saag``):
   at ...", "follow the instructions in the file"; not "perform the following tasks", which are the
   user's own).
 
-Two rules block a side-effecting call (``check_injection``); each finding names the call, the value,
+Three rules block a side-effecting call (``check_injection``); each finding names the call, the value,
 the tool result and the markers:
 
 1. **planted value**: an argument value that occurs in an instruction span and nowhere else (not in
    the user's or system messages, not in clean tool text). Only *specific* values count: numbers,
    dates and times recur across unrelated texts, so they are no evidence of where a value came from.
-2. **unrequested action**: a span asks for this kind of effect, the user's request does not, and no
+2. **marked value**: a value of a ``marked`` role of the policy (an id, a date) that the user did not
+   give, named by a sentence of a span that asks for the call's kind of effect ("Delete the file with
+   ID '13'"), even when the value is also data (the listing's id '13'): the marker is the evidence
+   of who chose it. A date is named however the sentence writes it ("the 1st of May 2024"); a number
+   only written as an id (``ID '13'``, ``#13``, quoted: "add 2 cups" names no id 2). Not when the
+   request picks the item holding the value by another of its fields ("delete plan.docx": the
+   listing's item whose name is plan.docx; ``saag.flow.picked_by_request``).
+3. **unrequested action**: a span asks for this kind of effect, the user's request does not, and no
    specific argument comes from the user's messages. Not applied to ``egress`` (following a link
    found in data is what agents do; a planted link is rule 1) nor when the user handed the request
-   over (the kinds of effect it asks for are then unknown until the text is read).
+   over (the kinds of effect it asks for are then unknown until the text is read). Rules 1 and 2
+   hold then too: what an instruction span names is evidence whoever the request trusts.
 
 With no tool result there is nothing to check (``Sources.tools`` empty): a single-turn review is
 unchanged. Reads are never blocked here.
@@ -57,6 +65,7 @@ from typing import Any, Literal
 
 from saag_opt.model import Registry, ToolCall, ToolSpec
 from saag_opt.saag.caches import register_cache
+from saag_opt.saag.dates import date_of, dates_in, mentions
 from saag_opt.saag.flow import (
     FlowFinding,
     FlowReport,
@@ -65,8 +74,10 @@ from saag_opt.saag.flow import (
     delegates,
     effect_kinds,
     mentioned_effects,
+    picked_by_request,
+    role_of,
 )
-from saag_opt.saag.grounding import QueryContext, fold_query, ground_value, query_context, schema_enum
+from saag_opt.saag.grounding import QueryContext, contains_word, fold_query, ground_value, query_context, schema_enum
 from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 from saag_opt.saag.sources import Sources, ToolText
 
@@ -79,12 +90,13 @@ Effect = Literal["read", "egress", "write", "send", "pay", "delete", "share", "i
 """What a call does; everything but ``read`` is a side effect."""
 Origin = Literal["user", "system", "tool", "instruction", "unstated"]
 """Where a value was found, the most trusted source first."""
-Rule = Literal["planted value", "unrequested action", "unsourced value", "unrequested effect"]
-"""The marker rules (1-2: the words of tool text) and the data-flow policy's (``saag.flow``: no wording)."""
+Rule = Literal["planted value", "marked value", "unrequested action", "unsourced value", "unrequested effect"]
+"""The marker rules (the words of tool text: module docstring) and the data-flow policy's (``saag.flow``: no wording)."""
 
 SPAN_CHARS = 2000
 """The longest instruction span (from its marker's sentence); the rest of a long field is clean text."""
 _TOKEN_MIN_TEXT = 24  # inside strings at least this long, identifier tokens are traced on their own
+_MIN_NAMED = 2  # a one-letter value ("a") names nothing
 
 # --------------------------------------------------------------------------------------- the sources
 
@@ -384,6 +396,9 @@ class InjectionReport:
             if f.rule == "planted value" and f.value is not None:
                 parts.append(f"{f.name}: its argument {f.value.path.split('~')[0]} comes only from text inside {where} "
                              f"that gives the assistant instructions ({markers}), not from the user")
+            elif f.rule == "marked value" and f.value is not None:
+                parts.append(f"{f.name}: its argument {f.value.path.split('~')[0]} is named by text inside {where} that "
+                             f"gives the assistant instructions ({markers}), and the user did not give it")
             elif f.rule == "unsourced value" and f.value is not None:
                 parts.append(f"{f.name}: its argument {f.value.path.split('~')[0]} ({f.value.role}) comes from text "
                              f"inside {where}, which the user's request does not name as the source for it")
@@ -434,15 +449,32 @@ def _specific(value: Any) -> bool:
 class _Lookup:
     """The sources prepared once per review: contexts of the user, system and clean tool text, and the spans."""
 
-    def __init__(self, sources: Sources) -> None:
+    def __init__(self, sources: Sources, policy: Policy) -> None:
+        self.policy, self.sources = policy, sources
         self.user = query_context("\n".join(sources.user))
         self.system = query_context("\n".join(sources.system))
+        self.stated_dates = dates_in("\n".join((*sources.user, *sources.system)))
         self.clean = query_context("\n".join(_clean_text(t.text) for t in sources.tools))
         self.fields = frozenset(fold_query(f) for t in sources.tools for f in text_fields(t.text))
         self.spans = tuple(s for t in sources.tools for s in instruction_spans(t.text, t.tool))
         self.span_contexts = tuple((s, query_context(s.text)) for s in self.spans)
         self.user_kinds = requested_effects("\n".join(sources.user))
         self.delegated = any(delegates(u) for u in sources.user)
+        self.asking = tuple((s, sentence, effects) for s in self.spans for sentence in _SENTENCES.split(s.text)
+                            if (effects := mentioned_effects(sentence, policy)))
+        """Each sentence of a span that names a kind of effect, with those kinds (where ``marked value`` looks)."""
+
+    def stated(self, value: Any) -> bool:
+        """The user or the system gave ``value`` (a date however they wrote it)."""
+        if _found(value, self.user) or _found(value, self.system):
+            return True
+        date = date_of(value) if isinstance(value, str) else None
+        return date is not None and mentions(self.stated_dates, date)
+
+    def asked_with(self, value: Any, kinds: frozenset[str]) -> tuple[Span, str] | None:
+        """The first span sentence that asks for one of ``kinds`` and names ``value`` (``_names``), if any."""
+        return next(((span, sentence) for span, sentence, effects in self.asking
+                     if effects & kinds and _names(sentence, value)), None)
 
     def origin(self, value: Any) -> tuple[Origin, Span | None]:
         span = next((s for s, ctx in self.span_contexts if _found(value, ctx)), None)
@@ -461,6 +493,29 @@ def _found(value: Any, ctx: QueryContext) -> bool:
     return bool(ctx.text) and ground_value(value, ctx)[0]
 
 
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_DIGITS = re.compile(r"\d+")
+
+
+def _names(sentence: str, value: Any) -> bool:
+    """``sentence`` names ``value``: a date however written, a number written as an id, any other text as a word.
+
+    A number counts only written as an id (``ID '13'``, ``#13``, ``'13'``): a bare number in a sentence
+    is more often a quantity ("add 2 cups").
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    text = str(value).strip()
+    date = date_of(text)
+    if date is not None:
+        return mentions(dates_in(sentence), date)
+    if _DIGITS.fullmatch(text):
+        digits = re.escape(text)
+        return re.search(r"(?:\bids?\b|\bidentifier\b|\bnumber\b|\bno\.|#)\s*[:#]?\s*['\"\u2018\u201c]?" + digits
+                         + r"(?!\d)|['\"\u2018\u201c]" + digits + r"['\"\u2019\u201d]", sentence, re.IGNORECASE) is not None
+    return len(text) >= _MIN_NAMED and contains_word(fold_query(sentence), fold_query(text))
+
+
 def trace_call(index: int, call: ToolCall, tool: ToolSpec | None, lookup: _Lookup) -> CallTrace:
     """The effect of ``call`` and the origin of each of its values."""
     effect, kinds = effect_of(tool) if tool is not None else ("read", frozenset[str]())
@@ -476,7 +531,7 @@ def trace_call(index: int, call: ToolCall, tool: ToolSpec | None, lookup: _Looku
     return CallTrace(index, call.name, effect, tuple(values), kinds | {effect} if effect != "read" else kinds)
 
 
-def _findings(trace: CallTrace, lookup: _Lookup) -> list[Finding]:
+def _findings(trace: CallTrace, tool: ToolSpec | None, lookup: _Lookup) -> list[Finding]:
     if trace.effect == "read" or not lookup.spans:
         return []
     found = []
@@ -486,6 +541,8 @@ def _findings(trace: CallTrace, lookup: _Lookup) -> list[Finding]:
                                  f"{trace.name}.{value.path} = {_short(value.value)} occurs only inside an instruction in "
                                  f"the result of {value.span.tool} ({', '.join(value.span.markers)})", value.span, value))
             break
+    if not found:
+        found.extend(_marked(trace, tool, lookup))
     if found or trace.effect == "egress" or lookup.delegated or trace.kinds & lookup.user_kinds or any(
             v.origin == "user" and _specific(v.value) for v in trace.values):
         return found
@@ -496,6 +553,28 @@ def _findings(trace: CallTrace, lookup: _Lookup) -> list[Finding]:
                              f"({', '.join(asking.markers)}), not by the user's request, and no argument comes from the user",
                              asking))
     return found
+
+
+def _marked(trace: CallTrace, tool: ToolSpec | None, lookup: _Lookup) -> list[Finding]:
+    """Rule 2 (``marked value``): a ``marked`` role's value the user did not give, named by an instruction asking this effect.
+
+    Even when the value is also data (an id that is a whole field of a listing): the marker is the
+    evidence of where the choice of that value came from; unless the request picks the item holding it
+    by quoting another of its fields (``saag.flow.picked_by_request``: "pay my landlord").
+    """
+    for value in trace.values:
+        if "~" in value.path or not role_of(value.path.split(".")[0].split("[")[0], tool, lookup.policy).marked:
+            continue  # names of people and places, and free text, are the data-flow policy's to judge
+        if lookup.stated(value.value):
+            continue
+        asked = lookup.asked_with(value.value, trace.kinds)
+        if asked is not None and picked_by_request(value.value, lookup.sources, lookup.policy) is None:
+            span, sentence = asked
+            return [Finding(trace.index, trace.name, trace.effect, "marked value",
+                            f"{trace.name}.{value.path} = {_short(value.value)} is not in the user's request, and an "
+                            f"instruction in the result of {span.tool} ({', '.join(span.markers)}) asks for this "
+                            f"{trace.effect} with it: {_short(sentence.strip())}", span, value)]
+    return []
 
 
 def _short(value: Any) -> str:
@@ -512,9 +591,9 @@ def check_injection(calls: Sequence[ToolCall], registry: Registry, sources: Sour
     """
     if not sources.tools:
         return InjectionReport((), ())
-    lookup = _Lookup(sources)
+    lookup = _Lookup(sources, policy if policy is not None else DEFAULT_POLICY)
     traces = tuple(trace_call(i, c, registry.get(c.name), lookup) for i, c in enumerate(calls))
-    findings = [f for t in traces for f in _findings(t, lookup)]
+    findings = [f for t in traces for f in _findings(t, registry.get(t.name or ""), lookup)]
     flow = check_flow(calls, registry, sources, policy) if policy is not None else None
     if flow is not None:  # a value or effect a marker rule already names is said once, by the marker rule
         named = {(f.index, f.value.path if f.value is not None else None) for f in findings}

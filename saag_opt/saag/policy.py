@@ -41,6 +41,8 @@ roles come from argument names and descriptions, effects from the verbs of a too
   fields still do): the user already said which one. A role no ``field`` may fill (``secret``)
   also guards the fields its ``words`` label ("Passport Number"): such a value copied into any
   argument of a side effect, a message body too, must come from where the request names its label.
+  ``marked``: a value of the role that an instruction in tool text names is blocked unless the
+  user gave it, even when it is data (``saag.injection``'s third marker rule): ids and dates.
 """
 
 from __future__ import annotations
@@ -108,6 +110,11 @@ class Role:
     stated_excludes: bool = False
     """A value of a kind the request itself states does not come from tool text: found only there, its source
     is ``replaced`` (module docstring)."""
+    marked: bool = False
+    """A value of this role that an instruction in tool text names is not run unless the user gave it, even when
+    it is data (``saag.injection``'s ``marked value``): ids and dates recur in data, so that the instruction
+    names one is the evidence of who chose it. Off for names of people and places, which an injection shares
+    with the user's own task by coincidence."""
 
 
 @dataclass(frozen=True)
@@ -241,9 +248,10 @@ DEFAULT_POLICY = Policy(
              words=("amount", "sum", "price", "cost", "fee", "money", "pay", "refund", "difference")),
         Role("date", params=(r"(?:\w+_)?(?:date|day|time|datetime|timestamp)s?", r"start", r"end", r"deadline",
                              r"due", r"check_?(?:in|out)"),
-             words=("date", "dates", "day", "deadline"), sources=_DECISIVE | {"text"}, stated_excludes=True),
+             words=("date", "dates", "day", "deadline"), sources=_DECISIVE | {"text"}, stated_excludes=True,
+             marked=True),
         Role("target", params=(r"ids?", r"\w+_ids?", r"path", r"\w+_path", r"file(?:_?name)?", r"document"),
-             words=("file", "document", "event", "id", "identifier"), stated_excludes=True),
+             words=("file", "document", "event", "id", "identifier"), stated_excludes=True, marked=True),
         Role("content", params=(r"body", r"content", r"contents", r"text", r"message", r"msg", r"description", r"desc",
                                 r"notes?", r"comments?", r"summary", r"subject", r"caption", r"bio",
                                 r"reason", r"html", r"markdown", r"query", r"attachments?"),
