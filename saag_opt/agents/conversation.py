@@ -16,6 +16,9 @@ ctx)``; the example is a ``StepExample``:
 * ``sources``: the same texts kept apart, the user's messages and each tool result with its tool
   (``saag.injection.Sources``), so ``guard+r<N>`` can tell a value the user gave from one planted in
   a tool result (the runtime guard's injection rule, docs/design.md §21);
+* ``policy`` and ``traced``: the data-flow policy the guard applies and, once its injection rule has
+  run, that rule's trace of the calls under review (``traced_step``), so the reviewer is told where
+  each value comes from by the guard's own policy, traced once;
 * no gold and no expectation (``expect="any_call"``, as the runtime guard's example).
 
 Its id, ``<episode>#t<turn>s<step>``, with the fingerprint of its messages, keys the base-prediction
@@ -25,6 +28,7 @@ are proposed once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +36,9 @@ from typing import Any
 
 from saag_opt.episodes import ToolResult
 from saag_opt.model import Example, Prediction, Registry, ToolCall
+from saag_opt.saag.flow import FlowReport, check_flow
 from saag_opt.saag.injection import Sources, ToolText
+from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,10 @@ class StepExample(Example):
     """The user's messages and the tool results so far, one per line."""
     sources: Sources = Sources()
     """The user's messages and the tool results so far, apart (module docstring)."""
+    policy: Policy | None = DEFAULT_POLICY
+    """The data-flow policy the guard applies here (None: the marker rules alone, so no value trace)."""
+    traced: tuple[tuple[ToolCall, ...], FlowReport] | None = None
+    """The calls the guard's injection rule checked, and its data-flow trace of them (``value_trace``)."""
 
     @property
     def query(self) -> str:
@@ -57,6 +67,31 @@ NO_SOURCES = Sources()
 def sources_of(example: Example) -> Sources:
     """What an example has in view apart: a conversation step's ``sources``, else none."""
     return example.sources if isinstance(example, StepExample) else NO_SOURCES
+
+
+def traced_step(example: Example, policy: Policy | None, calls: Sequence[ToolCall] = (),
+                flow: FlowReport | None = None) -> Example:
+    """``example`` carrying the guard's ``policy`` and its trace ``flow`` of ``calls`` (a conversation step only).
+
+    Why: the reviewer is told where each value comes from (``value_trace``); that must be the guard's
+    policy, not the default one, and the trace the injection rule already made, not a second one.
+    """
+    if not isinstance(example, StepExample):
+        return example
+    return dataclasses.replace(example, policy=policy, traced=(tuple(calls), flow) if flow is not None else None)
+
+
+def value_trace(example: Example, calls: Sequence[ToolCall]) -> FlowReport | None:
+    """The data-flow trace of ``calls`` by the example's policy (None without tool results or without a policy).
+
+    The trace the guard made when it checked these calls, else one made now.
+    """
+    sources = sources_of(example)
+    if not sources.tools or not calls or not isinstance(example, StepExample) or example.policy is None:
+        return None
+    if example.traced is not None and example.traced[0] == tuple(calls):
+        return example.traced[1]
+    return check_flow(list(calls), example.registry, sources, example.policy)
 
 
 def step_position(example_id: str) -> tuple[str, int, int]:
@@ -130,4 +165,5 @@ class Conversation:
                            sources=Sources(tuple(self.users), tuple(self.systems), tuple(self.tools)))
 
 
-__all__ = ["NO_SOURCES", "Conversation", "StepExample", "called_text", "sources_of", "step_position", "tool_result_text"]
+__all__ = ["NO_SOURCES", "Conversation", "StepExample", "called_text", "sources_of", "step_position", "tool_result_text",
+           "traced_step", "value_trace"]

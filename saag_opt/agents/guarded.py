@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from saag_opt.agents.base import BaseAgent, FeedbackTurn, Proposal
-from saag_opt.agents.conversation import NO_SOURCES, sources_of
+from saag_opt.agents.conversation import NO_SOURCES, sources_of, traced_step
 from saag_opt.agents.mechanisms import (
     DEFAULT_REJECTION,
     NO_CALL,
@@ -58,17 +58,18 @@ from saag_opt.agents.mechanisms import (
     register_mechanism,
 )
 from saag_opt.agents.reviewer import Reviewer, Verdict, blind_cascade
-from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injected, stage_summary
+from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injection_report, stage_summary
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, Registry
 from saag_opt.saag import check_calls, correction_for
-from saag_opt.saag.injection import Sources
+from saag_opt.saag.injection import InjectionReport, Sources
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms import Mechanism
     from saag_opt.saag import PredictionReport
+    from saag_opt.saag.flow import FlowReport
 
 @dataclass(kw_only=True)
 class LiveTurn(MechanismContext):
@@ -88,6 +89,9 @@ class LiveTurn(MechanismContext):
     """How a reviewer exception reads in ``error`` (the guard names its timeout)."""
     sources: Sources = NO_SOURCES
     """The user's messages and the tool results, apart (the guard checked the proposal; revisions are checked here)."""
+    flow: FlowReport | None = None
+    """The data-flow trace of the proposed calls the guard's injection rule made (the reviewer is shown it,
+    not a second one)."""
 
     def propose_initial(self, agent: BaseAgent | None, example: Example, temperature: float | None = None) -> Proposal:
         """The proposed calls: the live agent already made its round-0 call."""
@@ -143,6 +147,13 @@ class _Loop:
         self.report = self.live.report if self.live is not None else self.check(self.current)
         self.sources = self.live.sources if self.live is not None else sources_of(example)
         self.registry = self.live.registry if self.live is not None else example.registry
+        self.given = example
+        self.found: InjectionReport | None = None
+        """The injection rule's report on the current calls (the live guard checked the proposal itself)."""
+        if self.live is not None:
+            self.example = traced_step(example, ctx.injection_policy, self.current.calls, self.live.flow)
+        else:
+            self.retrace()
         self.history: list[FeedbackTurn] = []
         self.rounds: list[ReviewRound] = []
         self.error: str | None = None
@@ -163,8 +174,7 @@ class _Loop:
         """The ruling and what runs (the loop of the module docstring)."""
         if self.current.declined:
             return Ruling("allow", "no tool calls to review"), self.current
-        found = (injected(self.current.calls, self.registry, self.sources, self.ctx.injection_policy)
-                 if self.live is None else None)
+        found = self.found if self.found is not None and self.found.blocked else None
         if found is not None:  # the live guard checked the proposal before its gate
             return Ruling("block", found.reason(), found.feedback(), provenance=found.to_dict()), NO_CALL
         for index in range(self.n):
@@ -252,7 +262,14 @@ class _Loop:
         self.seconds += revision.seconds
         self.history.append(FeedbackTurn(tentative, text))
         self.current, self.report = revision.prediction, self.check(revision.prediction)
+        self.retrace()
         return None
+
+    def retrace(self) -> None:
+        """The injection rule on the current calls, once: its report decides, its trace is what the reviewer sees."""
+        self.found = injection_report(self.current.calls, self.registry, self.sources, self.ctx.injection_policy)
+        self.example = traced_step(self.given, self.ctx.injection_policy, self.current.calls,
+                                   self.found.flow if self.found is not None else None)
 
     def revised(self, why: str) -> tuple[Ruling, Prediction]:
         """A revision runs only if it makes a call and passes stages 1-2; else block."""
@@ -263,7 +280,7 @@ class _Loop:
             feedback = "\n".join(filter(None, [text, correction_for(report) or ""]))
             return Ruling("block", f"{why}, but the revision {stage_summary(report)}", feedback, self.reviewed,
                           self.error, report), NO_CALL
-        found = injected(self.current.calls, self.registry, self.sources, self.ctx.injection_policy)
+        found = self.found if self.found is not None and self.found.blocked else None
         if found is not None:
             return Ruling("block", f"{why}, but the revision is an {found.reason()}", found.feedback(), self.reviewed,
                           self.error, report, provenance=found.to_dict()), NO_CALL

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from saag_opt.agents.conversation import StepExample, sources_of
+from saag_opt.agents.conversation import StepExample, value_trace
 from saag_opt.agents.report_note import EMPTY_NOTE, REPORT_NOTE, note_of, with_note
 from saag_opt.errors import ArtifactError, SaagOptError
 from saag_opt.lm.client import SaagLM
 from saag_opt.lm.retry import ContextOverflowError
 from saag_opt.model import Example, Prediction
 from saag_opt.saag import check_calls, unanchored
-from saag_opt.saag.flow import check_flow
 from saag_opt.saag.modes import INTERVENTION_GROUNDING, GroundingMode
 
 if TYPE_CHECKING:
@@ -144,13 +143,13 @@ def render_value_sources(example: Example, prediction: Prediction) -> str:
     """Lines on where each decisive value of the calls was found, when tool results are in view; else "".
 
     Why: a reviewer asked whether a call serves the user's request should not have to trace an IBAN back
-    through the conversation itself; the data-flow trace (``saag.flow``, the default policy) does it
-    without a verdict: the guard's policy has already blocked what it blocks before any review.
+    through the conversation itself; the data-flow trace (``saag.flow``, by the guard's policy, the one
+    its injection rule made: ``conversation.value_trace``) does it without a verdict: the guard's policy
+    has already blocked what it blocks before any review. No policy (the marker rules alone): no lines.
     """
-    sources = sources_of(example)
-    if not sources.tools or not prediction.calls:
+    report = value_trace(example, prediction.calls)
+    if report is None:
         return ""
-    report = check_flow(list(prediction.calls), example.registry, sources)
     lines = [f"- {prediction.calls[i].name}.{v.path} = {json.dumps(v.value, ensure_ascii=False, default=str)} "
              f"({v.role}): {SOURCE_WORDS[v.source].format(tool=v.tool)}" for i, v in report.values]
     return "\n".join([VALUE_SOURCES_HEADER, *lines]) if lines else ""

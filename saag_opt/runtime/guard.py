@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from saag_opt.lm.accounting import CostLedger
     from saag_opt.lm.latency import LatencyClock
     from saag_opt.saag import PredictionReport
+    from saag_opt.saag.flow import FlowReport
 
 
 class _Ruled(NamedTuple):
@@ -313,11 +314,11 @@ class Guard:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
                 return early
-            inp, report, key, note = early
+            inp, report, key, note, flow = early
             if self.timeout is None:
-                outcome, cost = self._run_lm(inp, report)
+                outcome, cost = self._run_lm(inp, report, flow)
             else:  # the worker runs in a copy of this context, so its cache hits reach the clock
-                future = self._executor().submit(contextvars.copy_context().run, self._run_lm, inp, report)
+                future = self._executor().submit(contextvars.copy_context().run, self._run_lm, inp, report, flow)
                 try:
                     outcome, cost = future.result(timeout=self.timeout)
                 except FutureTimeout:
@@ -336,9 +337,10 @@ class Guard:
             early = self._prepare(messages, tools, tool_calls, clock)
             if isinstance(early, Decision):
                 return early
-            inp, report, key, note = early
+            inp, report, key, note, flow = early
             loop = asyncio.get_running_loop()
-            work = loop.run_in_executor(self._executor(), contextvars.copy_context().run, self._run_lm, inp, report)
+            work = loop.run_in_executor(self._executor(), contextvars.copy_context().run, self._run_lm, inp, report,
+                                        flow)
             try:
                 outcome, cost = await asyncio.wait_for(work, timeout=self.timeout)
             except asyncio.TimeoutError:
@@ -350,12 +352,13 @@ class Guard:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="saag-guard")
         return self._pool
 
-    def _prepare(self, messages: Any, tools: Any, tool_calls: Any,
-                 clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str, dict[str, Any] | None]:
+    def _prepare(self, messages: Any, tools: Any, tool_calls: Any, clock: LatencyClock
+                 ) -> Decision | tuple[GuardInput, PredictionReport, str, dict[str, Any] | None, FlowReport | None]:
         """Read the input, run the cascade, the injection rule and the gate; a Decision when no LM is needed.
 
         A call set the injection rule lets run only under its counted exception carries it
-        (``Decision.exception``) whatever decides next.
+        (``Decision.exception``) whatever decides next. The rule's data-flow trace goes on to the
+        reviewer (``LiveTurn.flow``): traced once per decision.
         """
         try:
             inp = read_input(messages, tools, tool_calls, self.registries)
@@ -366,14 +369,16 @@ class Guard:
             return Decision("allow", [], None, "no tool calls to review", latency_s=clock.seconds)
         report = self._check(inp, [c.for_cascade() for c in inp.calls])
         note: dict[str, Any] | None = None
+        flow: FlowReport | None = None
         if self.injection and inp.sources.tools:
             found = injection_report([c.as_tool_call() for c in inp.calls], inp.registry, inp.sources, self.policy)
             if found is not None and found.blocked:
                 return Decision("block", None, found.feedback(), found.reason(), report.to_dict(),
                                 latency_s=clock.seconds, provenance=found.to_dict())
             note = found.exception_note() if found is not None else None
+            flow = found.flow if found is not None else None
         early = self._without_injection(inp, report, clock)
-        return early.noted(note) if isinstance(early, Decision) else (*early, note)
+        return early.noted(note) if isinstance(early, Decision) else (*early, note, flow)
 
     def _without_injection(self, inp: GuardInput, report: PredictionReport,
                            clock: LatencyClock) -> Decision | tuple[GuardInput, PredictionReport, str]:
@@ -421,8 +426,11 @@ class Guard:
     def _check(self, inp: GuardInput, calls: Any) -> PredictionReport:
         return check_calls(calls, inp.registry, inp.grounding_text, **self._cascade_options)
 
-    def _run_lm(self, inp: GuardInput, report: PredictionReport) -> tuple[_Ruled, float]:
-        """``guard.mechanism`` on the proposed calls, with its cost; an exception becomes an ``on_error`` ruling."""
+    def _run_lm(self, inp: GuardInput, report: PredictionReport, flow: FlowReport | None = None) -> tuple[_Ruled, float]:
+        """``guard.mechanism`` on the proposed calls, with its cost; an exception becomes an ``on_error`` ruling.
+
+        ``flow``: the injection rule's data-flow trace of the proposed calls, shown to the reviewer as it is.
+        """
         import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         from saag_opt.agents.guarded import LiveTurn  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
@@ -432,7 +440,7 @@ class Guard:
                 turn = LiveTurn(proposed=inp.tentative, report=report, registry=inp.registry,
                                 grounding_text=inp.grounding_text, on_error=self.on_error, why=self._why,
                                 grounding=self.grounding, sources=inp.sources,
-                                injection_policy=self.policy)
+                                injection_policy=self.policy, flow=flow)
                 out = self.mechanism.run(inp.example, self.reviser, self.reviewer, ctx=turn)
                 if out.ruling is None:
                     raise TypeError(f"{self.mechanism.spec} returned no ruling")

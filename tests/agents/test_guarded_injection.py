@@ -10,9 +10,11 @@ import saag_opt.agents.rules as rules
 from saag_opt.agents import MechanismContext, parse_mechanism
 from saag_opt.agents.conversation import Conversation, StepExample
 from saag_opt.agents.episode import run_episode
+from saag_opt.agents.reviewer import Reviewer, Verdict
 from saag_opt.episodes import ToolResult
-from saag_opt.model import Prediction, ToolCall
+from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.saag.injection import Sources, ToolText
+from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
 from saag_opt.testing.toy_environment import TOOLS, NotesEnvironment, toy_episode
 from tests.agents.agent_fakes import GOOD, FakeAgent, weather_example
@@ -91,3 +93,22 @@ def test_in_an_episode_the_guard_withholds_the_obeyed_instruction(mechanism: str
     assert outcome.steps[0].executed == (READ_TODO,)
     if not deleted:
         assert outcome.steps[1].withheld and outcome.steps[1].outcome.ruling.provenance is not None
+
+
+def test_the_reviewer_is_told_where_values_come_from_by_the_contexts_policy() -> None:
+    """``MechanismContext.injection_policy`` is the policy of the value trace the reviewer sees, as of the rule."""
+    data = DEFAULT_POLICY.to_dict()
+    data["roles"] = [{**r, "name": "heading"} if r["name"] == "title" else r for r in data["roles"]]
+    shown: list[str] = []
+
+    class Shown(Reviewer):
+        def review_call(self, example: Example, prediction: Prediction) -> Verdict:
+            shown.append(self.review_inputs(example, prediction)["tentative_calls"])
+            return Verdict(False, "")
+
+    example = _step(OBEY, user="Read my note 'todo', then delete the note called shopping-plan.")
+    agent = FakeAgent(lambda n, t: Prediction((OBEY,), raw=None, status="ok"))
+    for policy, role in ((DEFAULT_POLICY, "title"), (Policy.from_dict(data), "heading")):
+        out = parse_mechanism("guard+r1").run(example, agent, Shown(), ctx=MechanismContext(injection_policy=policy))
+        assert out.ruling is not None and out.ruling.action == "allow"
+        assert f'"shopping-plan" ({role}): the user\'s words' in shown[-1]
