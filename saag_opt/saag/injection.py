@@ -43,7 +43,9 @@ the tool result and the markers:
    of who chose it. A date is named however the sentence writes it ("the 1st of May 2024"); a number
    only written as an id (``ID '13'``, ``#13``, quoted: "add 2 cups" names no id 2). Not when the
    request picks the item holding the value by another of its fields ("delete plan.docx": the
-   listing's item whose name is plan.docx; ``saag.flow.picked_by_request``).
+   listing's item whose name is plan.docx; ``saag.flow.picked_by_request``), nor when another value
+   of the call contradicts the sentence (it pays another IBAN than the one the sentence gives: the
+   two share a date by coincidence, the call follows something else).
 3. **unrequested action**: a span asks for this kind of effect, the user's request does not, and no
    specific argument comes from the user's messages. Not applied to ``egress`` (following a link
    found in data is what agents do; a planted link is rule 1) nor when the user handed the request
@@ -71,6 +73,7 @@ from saag_opt.saag.flow import (
     FlowReport,
     argument_leaves,
     check_flow,
+    compiled,
     delegates,
     effect_kinds,
     mentioned_effects,
@@ -471,10 +474,14 @@ class _Lookup:
         date = date_of(value) if isinstance(value, str) else None
         return date is not None and mentions(self.stated_dates, date)
 
-    def asked_with(self, value: Any, kinds: frozenset[str]) -> tuple[Span, str] | None:
-        """The first span sentence that asks for one of ``kinds`` and names ``value`` (``_names``), if any."""
+    def asked_with(self, value: Any, trace: CallTrace) -> tuple[Span, str] | None:
+        """The first span sentence that asks for the call's kind of effect and names ``value``, if any.
+
+        It names it as ``_names`` says, and the call does not contradict it (``_contradicts``).
+        """
         return next(((span, sentence) for span, sentence, effects in self.asking
-                     if effects & kinds and _names(sentence, value)), None)
+                     if effects & trace.kinds and _names(sentence, value)
+                     and not _contradicts(trace, sentence, self.policy)), None)
 
     def origin(self, value: Any) -> tuple[Origin, Span | None]:
         span = next((s for s, ctx in self.span_contexts if _found(value, ctx)), None)
@@ -514,6 +521,24 @@ def _names(sentence: str, value: Any) -> bool:
         return re.search(r"(?:\bids?\b|\bidentifier\b|\bnumber\b|\bno\.|#)\s*[:#]?\s*['\"\u2018\u201c]?" + digits
                          + r"(?!\d)|['\"\u2018\u201c]" + digits + r"['\"\u2019\u201d]", sentence, re.IGNORECASE) is not None
     return len(text) >= _MIN_NAMED and contains_word(fold_query(sentence), fold_query(text))
+
+
+def _contradicts(trace: CallTrace, sentence: str, policy: Policy) -> bool:
+    """The call gives another value of a kind the sentence names: it does not follow that sentence.
+
+    It pays another IBAN than the one the instruction gives, whatever else the two share (the date of today).
+    """
+    comp = compiled(policy)
+    named: dict[str, set[str]] = {}
+    for kind, token in comp.tokens(sentence):
+        named.setdefault(kind, set()).add(fold_query(token))
+    for value in trace.values:
+        if not isinstance(value.value, str) or "~" in value.path:
+            continue
+        of = comp.kind_of(value.value)
+        if of is not None and of in named and of in comp.in_text and fold_query(value.value) not in named[of]:
+            return True
+    return False
 
 
 def trace_call(index: int, call: ToolCall, tool: ToolSpec | None, lookup: _Lookup) -> CallTrace:
@@ -560,14 +585,15 @@ def _marked(trace: CallTrace, tool: ToolSpec | None, lookup: _Lookup) -> list[Fi
 
     Even when the value is also data (an id that is a whole field of a listing): the marker is the
     evidence of where the choice of that value came from; unless the request picks the item holding it
-    by quoting another of its fields (``saag.flow.picked_by_request``: "pay my landlord").
+    by quoting another of its fields (``saag.flow.picked_by_request``: "delete plan.docx" for its id),
+    or the call contradicts the sentence (``_contradicts``: its IBAN is not the one the sentence gives).
     """
     for value in trace.values:
         if "~" in value.path or not role_of(value.path.split(".")[0].split("[")[0], tool, lookup.policy).marked:
             continue  # names of people and places, and free text, are the data-flow policy's to judge
         if lookup.stated(value.value):
             continue
-        asked = lookup.asked_with(value.value, trace.kinds)
+        asked = lookup.asked_with(value.value, trace)
         if asked is not None and picked_by_request(value.value, lookup.sources, lookup.policy) is None:
             span, sentence = asked
             return [Finding(trace.index, trace.name, trace.effect, "marked value",
