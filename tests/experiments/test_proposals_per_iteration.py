@@ -36,5 +36,5 @@ def test_both_arms_run_on_the_same_budget_and_the_comparison_is_printed_last(
         assert "1 entered the pool" in line and "0 quarantined" in line and "+2 val examples" in line
     last = dict(part.split("=") for part in lines[-1].split())
     assert last["proposals"] == "2" and last["pool_1"] == "1" and last["pool_N"] == "1"
-    assert last["pool_ratio"] == "1.00" and last["best_val_1"] == last["best_val_N"] == "1.000"
+    assert last["pool_ratio"] == "1.00" and last["top_val_1"] == last["top_val_N"] == "1.000"
     assert float(last["seconds_ratio"]) > 0
