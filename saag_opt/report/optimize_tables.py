@@ -55,15 +55,16 @@ def candidates_table(summary: OptimizeSummary) -> Table:
     aliased ``best``. A summary older than the counts shows the val accuracy alone.
     """
     table = Table(title="GEPA candidates on val: help = fixed / base wrong, harm = broken / base right",
-                  caption="±parent = val examples gained and lost against the parent. front * = on the "
-                          "help-vs-harm front: no other candidate fixes as many and breaks as few, one strictly. "
-                          "edit = the first rule-level change from the parent.",
-                  box=box.SIMPLE_HEAD, padding=0)  # no frame: ten columns fit 80 characters
-    for name in ("#", "version", "parent", "val", "±parent", "fixed", "broken", "help %", "harm %", "front"):
+                  caption="* after # = on the help-vs-harm front: no other candidate fixes as many and breaks as "
+                          "few, one strictly. ±par = val examples gained and lost against the parent. edit = the "
+                          "first rule-level change from the parent.",
+                  box=box.SIMPLE_HEAD, padding=0)  # no frame, the front a mark: ten columns fit 80 characters
+    for name in ("#", "version", "parent", "val", "±par", "fixed", "broken", "help %", "harm %"):
         table.add_column(name, justify="left" if name in ("version", "parent") else "right")
     table.add_column("edit", min_width=16)
-    for row in candidate_rows(summary):
-        table.add_row(*(escape(cell) for cell in row))
+    for idx, version, parent, val, flipped, fixed, broken, helped, harmed, front, edit in candidate_rows(summary):
+        table.add_row(*(escape(cell) for cell in (idx + front, version, parent, val, flipped, fixed, broken, helped,
+                                                  harmed, edit)))
     return table
 
 
