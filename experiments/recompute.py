@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ from saag_opt.evaluation.helpharm import HelpHarm, mcnemar_exact  # noqa: E402
 from saag_opt.evaluation.paired import summarise_pairs  # noqa: E402
 from saag_opt.evaluation.results import ExampleRecord  # noqa: E402 - also registers evaluate runs
 from saag_opt.optimize.callbacks import QUARANTINE_FILE  # noqa: E402
-from saag_opt.optimize.candidates import by_component, changed_components, val_flips  # noqa: E402
+from saag_opt.optimize.candidates import by_component, lineage_change  # noqa: E402
 from saag_opt.optimize.summary import CandidateHelpHarm  # noqa: E402
 from saag_opt.paths import base_predictions_dir  # noqa: E402
 from saag_opt.report.format import flips  # noqa: E402
@@ -605,15 +606,12 @@ def state_flips(run: Path) -> dict[str, dict[str, Any]] | None:
         return None
     with state_file.open("rb") as handle:
         state = pickle.load(handle)  # noqa: S301 - the run's own state file, written by gepa on this machine
+    view = SimpleNamespace(**state)  # the attributes candidates.lineage_change reads
     out: dict[str, dict[str, Any]] = {}
-    for idx, texts in enumerate(state["program_candidates"]):
-        parent = next((p for p in state["parent_program_for_candidate"][idx] if p is not None), None)
-        if parent is None:
-            out[str(idx)] = {"components": [], "gained": None, "lost": None}  # the seed, as from_state gives it
-            continue
-        gained, lost = val_flips(state["prog_candidate_val_subscores"][parent], state["prog_candidate_val_subscores"][idx])
-        out[str(idx)] = {"components": changed_components(state["program_candidates"][parent], texts),
-                         "gained": gained, "lost": lost}
+    for idx in range(len(view.program_candidates)):
+        _, components, flips = lineage_change(view, idx)
+        out[str(idx)] = {"components": components, "gained": flips[0] if flips else None,
+                         "lost": flips[1] if flips else None}
     return out
 
 

@@ -94,6 +94,19 @@ def candidate_edit(parent: Mapping[str, str] | None, child: Mapping[str, str]) -
     return lines
 
 
+def lineage_change(state: Any, idx: int) -> tuple[int | None, list[str], tuple[int, int] | None]:
+    """Candidate ``idx``'s parent, the predictors its edit changed and its val ``(gained, lost)`` against the parent.
+
+    Read by attribute from a gepa state (``from_state``; recompute.py reads a saved state the same way).
+    """
+    parent = next((p for p in state.parent_program_for_candidate[idx] if p is not None), None)
+    if parent is None:
+        return None, [], None
+    scores = state.prog_candidate_val_subscores
+    return (parent, changed_components(state.program_candidates[parent], state.program_candidates[idx]),
+            val_flips(scores[parent], scores[idx]) if scores[parent] else None)
+
+
 def from_state(state: Any, idx: int, version: str | None = None) -> CandidateHelpHarm | None:
     """Candidate ``idx``'s counts and edit from a gepa state; None when gepa kept no objective means for it."""
     if idx >= len(state.program_candidates):
@@ -102,14 +115,12 @@ def from_state(state: Any, idx: int, version: str | None = None) -> CandidateHel
     n_val = len(state.prog_candidate_val_subscores[idx])
     if not n_val or "help" not in means or "no_harm" not in means:
         return None
-    parent = next((p for p in state.parent_program_for_candidate[idx] if p is not None), None)
-    before, after = (state.program_candidates[parent] if parent is not None else None), state.program_candidates[idx]
-    parent_scores = state.prog_candidate_val_subscores[parent] if parent is not None else None
+    parent, components, flips = lineage_change(state, idx)
+    before = state.program_candidates[parent] if parent is not None else None
     return count_help_harm(idx, score=float(state.program_full_scores_val_set[idx]),
                            help_mean=float(means["help"]), no_harm_mean=float(means["no_harm"]), n_val=n_val,
-                           parent=parent, version=version, edit=candidate_edit(before, after),
-                           components=changed_components(before, after),
-                           flips=val_flips(parent_scores, state.prog_candidate_val_subscores[idx]) if parent_scores else None)
+                           parent=parent, version=version, edit=candidate_edit(before, state.program_candidates[idx]),
+                           components=components, flips=flips)
 
 
 def dominates(a: CandidateHelpHarm, b: CandidateHelpHarm) -> bool:
@@ -128,4 +139,4 @@ def help_harm_front(candidates: Iterable[CandidateHelpHarm]) -> set[int]:
 
 
 __all__ = ["COMPONENT_PREFIX", "by_component", "candidate_edit", "changed_components", "count_help_harm", "dominates",
-           "from_state", "help_harm_front", "val_flips"]
+           "from_state", "help_harm_front", "lineage_change", "val_flips"]
