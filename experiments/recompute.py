@@ -50,11 +50,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import saag_opt.optimize.summary  # noqa: E402, F401 - registers optimize runs with read_run (exp3 has one)
+from saag_opt.compare.comparison import holm  # noqa: E402
 from saag_opt.data.tau2 import task_id_of  # noqa: E402
-from saag_opt.evaluation.comparison import holm  # noqa: E402
-from saag_opt.evaluation.episode_run import pass_hat_k_by_condition  # noqa: E402
-from saag_opt.evaluation.episodes import VERB as MULTI_TURN_VERB  # noqa: E402 - also registers multi-turn runs
-from saag_opt.evaluation.episodes import (  # noqa: E402
+from saag_opt.evaluate.conversations import pass_hat_k_by_condition  # noqa: E402
+from saag_opt.evaluation.conversation_records import VERB as MULTI_TURN_VERB  # noqa: E402 - also registers multi-turn runs
+from saag_opt.evaluation.conversation_records import (  # noqa: E402
     EpisodeRecord,
     conversation_counts,
     leaderboard_share,

@@ -14,10 +14,10 @@ import typer.main
 from typer.testing import CliRunner
 
 import saag_opt.data
-import saag_opt.evaluation.score
 from saag_opt import __version__
 from saag_opt.cli import app, main
 from saag_opt.errors import DatasetError
+from saag_opt.score import predictions as score_module
 from tests.conftest import requires
 
 FIXTURES = Path(__file__).parent / "fixtures" / "predictions"
@@ -95,7 +95,7 @@ def test_main_keeps_the_traceback_of_unexpected_errors(monkeypatch: pytest.Monke
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("a bug, not a user mistake")
 
-    monkeypatch.setattr(saag_opt.evaluation.score, "score_predictions", boom)
+    monkeypatch.setattr(score_module, "score_predictions", boom)
     with pytest.raises(RuntimeError, match="a bug, not a user mistake"):
         main(["score", str(PREDICTIONS), "--dataset", str(DATASET)])
 
@@ -151,7 +151,7 @@ def test_version_and_help() -> None:
 
 
 def test_importing_the_cli_does_not_import_heavy_modules() -> None:
-    code = ("import sys, saag_opt.cli; heavy = [m for m in ('dspy', 'litellm', 'saag_opt.evaluation.score', "
+    code = ("import sys, saag_opt.cli; heavy = [m for m in ('dspy', 'litellm', 'saag_opt.score.predictions', "
             "'saag_opt.data', 'saag_opt.saag') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -273,7 +273,7 @@ def test_an_option_left_out_means_what_the_config_leaves_out() -> None:
     Deliberate differences: evaluate and compare pick a base model (the set-up requires one), the
     CLI reports on test (the config's None is every split) and leaves the grounding to the set-up.
     """
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
     from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415 - heavy; this test only
 
     command = typer.main.get_command(app)

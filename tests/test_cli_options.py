@@ -30,10 +30,10 @@ DOCUMENTED_DIFFERENCES = {
 }
 """Flags whose help may differ between commands, and why (the CLI reference shows each command's)."""
 RESUME_CONFIGS = {
-    "evaluate": "saag_opt.evaluation.config:EvaluateConfig",
-    "compare": "saag_opt.evaluation.config:EvaluateConfig",
+    "evaluate": "saag_opt.evaluate.config:EvaluateConfig",
+    "compare": "saag_opt.evaluate.config:EvaluateConfig",
     "optimize": "saag_opt.optimize.config:OptimizeConfig",
-    "security": "saag_opt.runtime.agentdojo.config:SecurityConfig",
+    "security": "saag_opt.security.config:SecurityConfig",
 }
 
 
@@ -158,7 +158,7 @@ def test_prompts_list_json_still_prints_json(tmp_path: Path) -> None:
 
 def test_security_attack_help_names_every_attack_the_config_takes() -> None:
     """The help is a literal (the CLI must not import the runtime package to print it); the config is the list."""
-    from saag_opt.runtime.agentdojo.config import ADAPTIVE, ATTACKS  # noqa: PLC0415
+    from saag_opt.security.config import ADAPTIVE, ATTACKS  # noqa: PLC0415
 
     security = typer.main.get_command(app).commands["security"]  # type: ignore[attr-defined]
     help_text = next(p.help for p in security.params if "--attack" in getattr(p, "opts", ()))

@@ -76,7 +76,7 @@ def test_evaluate_runs_with_the_files_options_and_records_them(tmp_path: Path, m
 
 
 def test_evaluate_flags_and_environment_override_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _spy(monkeypatch, "saag_opt.evaluation.evaluate", "preflight_evaluate")
+    seen = _spy(monkeypatch, "saag_opt.evaluate.run", "preflight_evaluate")
     config = _toml(tmp_path, 'base = "gpt-4o-mini"\nreviewer = "gpt-4o-mini"\nmechanism = "r1"\nlimit = 7\n'
                              'temperature = 0.5\nmax_cost = 2.5\n')
     monkeypatch.setenv("SAAG_OPT_BASE", "gpt-4o")
@@ -110,7 +110,7 @@ def test_a_file_that_is_not_toml_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 def test_compare_evaluates_both_versions_with_the_files_options(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _spy(monkeypatch, "saag_opt.evaluation.compare", "preflight_compare")
+    seen = _spy(monkeypatch, "saag_opt.compare.run", "preflight_compare")
     config = _toml(tmp_path, 'reviewer = "gpt-5-mini"\nmechanism = "r1"\nlimit = 9\nseed = 7\nworkers = 3\n')
     _stopped(["compare", "reviewer@v1", "reviewer@v2", "--config", str(config), "--workers", "2", "--dry-run"])
     (built,) = seen
@@ -133,7 +133,7 @@ def test_optimize_takes_gepas_options_from_the_file(tmp_path: Path, monkeypatch:
 def test_security_runs_the_files_suites_and_records_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _toml(tmp_path, 'suites = ["banking"]\nattacks = ["important_instructions"]\nlimit = 3\nbenign = false\n'
                              'guard = false\n')
-    seen = _spy(monkeypatch, "saag_opt.runtime.agentdojo.run", "plan")
+    seen = _spy(monkeypatch, "saag_opt.security.run", "plan")
     _stopped(["security", "--config", str(config), "--user-tasks", "1", "--runs-dir", str(tmp_path / "runs")])
     (built,) = seen
     assert (built.suites, built.attacks, built.limit, built.benign, built.guard) == (

@@ -24,13 +24,15 @@ from tests.conftest import requires
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 HEAVY = ("dspy", "optuna", "litellm")
-LAZY_FACES = ("saag_opt", "saag_opt.lm", "saag_opt.agents", "saag_opt.optimize", "saag_opt.evaluation")
+LAZY_FACES = ("saag_opt", "saag_opt.lm", "saag_opt.agents", "saag_opt.optimize", "saag_opt.evaluation",
+              "saag_opt.evaluate", "saag_opt.score")
 LIGHT = (
     "saag_opt.choices", "saag_opt.errors", "saag_opt.model", "saag_opt.credentials", "saag_opt.events",
-    "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry", "saag_opt.agents.rules",
-    "saag_opt.lm.backends", "saag_opt.lm.scripted_server", "saag_opt.testing", "saag_opt.artifacts",
-    "saag_opt.runtime.guard", "saag_opt.evaluation.comparison", "saag_opt.optimize.summary",  # the guard; run readers
-    "saag_opt.runtime.agentdojo.config",  # the security config the CLI reads for its help, without AgentDojo
+    "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry",
+    "saag_opt.agents.mechanisms.rules", "saag_opt.lm.backends", "saag_opt.lm.scripted_server", "saag_opt.testing",
+    "saag_opt.artifacts",
+    "saag_opt.runtime.guard", "saag_opt.compare.comparison", "saag_opt.optimize.summary",  # the guard; run readers
+    "saag_opt.security.config",  # the security config the CLI reads for its help, without AgentDojo
     *LAZY_FACES,
     "saag_opt.saag", *sorted(f"saag_opt.saag.{p.stem}" for p in (PACKAGE / "saag").glob("*.py") if p.stem != "__init__"),
 )
@@ -82,7 +84,7 @@ ROOT_API = ("evaluate", "compare", "optimize", "tune", "score", "read_run", "Rev
 
 def test_the_root_face_gives_the_verbs_without_loading_them() -> None:
     code = ("import json, sys\nimport saag_opt as s\nlisted = sorted(set(dir(s)) & set(s.__all__))\n"
-            "loaded = [m for m in ('dspy', 'optuna', 'saag_opt.evaluation.runner') if m in sys.modules]\n"
+            "loaded = [m for m in ('dspy', 'optuna', 'saag_opt.evaluate.calls') if m in sys.modules]\n"
             "s.evaluate, s.optimize, s.Guard\nprint(json.dumps([listed, loaded, 'dspy' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     listed, loaded, dspy_after = json.loads(out.stdout.strip().splitlines()[-1])
@@ -118,13 +120,13 @@ SPACE = PACKAGE.parent / "experiments" / "spaces" / "offline-bfcl.toml"
 
 
 @pytest.mark.parametrize(("name", "module", "attribute", "argv"), [
-    ("evaluate", "saag_opt.evaluation.evaluate", "evaluate",
+    ("evaluate", "saag_opt.evaluate.run", "evaluate",
      ["evaluate", "--base", "fake", "--mechanism", "none", "--dataset", str(FIXTURES / "dataset.jsonl"), "--split", "all"]),
-    ("compare", "saag_opt.evaluation.compare", "run_compare",
+    ("compare", "saag_opt.compare.run", "run_compare",
      ["compare", "reviewer@v1", "reviewer@v2", "--base", "fake", "--reviewer", "fake"]),
     ("optimize", "saag_opt.optimize.run", "run_optimize", ["optimize", "--base", "fake", "--reviewer", "fake"]),
     ("tune", "saag_opt.tune.run", "run_tune", ["tune", "--space", str(SPACE)]),
-    ("score", "saag_opt.evaluation.score", "score_predictions",
+    ("score", "saag_opt.score.predictions", "score_predictions",
      ["score", str(FIXTURES / "predictions.jsonl"), "--dataset", str(FIXTURES / "dataset.jsonl")]),
 ])
 def test_each_root_verb_is_the_function_its_command_calls(name: str, module: str, attribute: str, argv: list[str],
@@ -146,7 +148,7 @@ def test_each_root_verb_is_the_function_its_command_calls(name: str, module: str
 
 def test_the_root_classes_are_the_ones_the_commands_build() -> None:
     import saag_opt  # noqa: PLC0415 - loads the names
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415 - heavy; this test only
     from saag_opt.report.pages import read_run  # noqa: PLC0415 - what `saag-opt report` reads runs with
     from saag_opt.runtime.guard import Guard  # noqa: PLC0415 - what the adapters and `saag-opt security` use
 
@@ -157,6 +159,6 @@ def test_the_root_classes_are_the_ones_the_commands_build() -> None:
 @requires(None if importlib.util.find_spec("agentdojo") else "agentdojo is not installed (pip install 'saag-opt[agentdojo]')")
 def test_the_security_run_guards_with_the_root_guard() -> None:
     import saag_opt  # noqa: PLC0415 - loads the names
-    from saag_opt.runtime.agentdojo.run import Guard  # noqa: PLC0415 - needs the agentdojo extra
+    from saag_opt.security.run import Guard  # noqa: PLC0415 - needs the agentdojo extra
 
     assert saag_opt.Guard is Guard

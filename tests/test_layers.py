@@ -45,7 +45,8 @@ _RESOURCES = _CORE | {"lm", "data", "artifacts"}
 ALLOWED: dict[str, frozenset[str]] = {
     **{leaf: frozenset() for leaf in ("choices", "credentials", "errors", "events", "lazy", "memo", "stopping",
                                       "model")},
-    "__init__": frozenset({"lazy", "runfiles", "agents", "evaluation", "runtime", "optimize", "tune"}),
+    "__init__": frozenset({"lazy", "runfiles", "agents", "evaluate", "compare", "score", "runtime", "optimize",
+                            "tune"}),
     "paths": frozenset({"errors"}),
     "resuming": frozenset({"errors"}),
     "runfiles": frozenset({"errors", "memo"}),
@@ -58,15 +59,23 @@ ALLOWED: dict[str, frozenset[str]] = {
     "artifacts": FOUNDATION | {"model"},
     "agents": FOUNDATION | _RESOURCES,
     "testing": FOUNDATION | _RESOURCES | {"agents"},
+    # what every verb measures with: records, summaries, help/harm statistics, estimates
     "evaluation": FOUNDATION | _RESOURCES | {"agents"},
-    # the runtime guard runs agents/lm/saag for a live agent; nothing but cli imports it. The AgentDojo run
-    # (runtime/agentdojo/run.py) writes evaluation.security's rows and summary, which the report reads.
-    "runtime": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
-    "optimize": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
-    "tune": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
+    # the runtime guard runs agents/lm/saag for a live agent; the AgentDojo adapter (pipeline elements) is
+    # part of it. Nothing but the security verb and cli imports it.
+    "runtime": FOUNDATION | _RESOURCES | {"agents"},
+    # the verbs: one package each
+    "evaluate": FOUNDATION | _RESOURCES | {"agents", "evaluation"},
+    "score": FOUNDATION | _RESOURCES | {"evaluation"},
+    "compare": FOUNDATION | _RESOURCES | {"agents", "evaluation", "evaluate"},
+    "security": FOUNDATION | _RESOURCES | {"agents", "evaluation", "runtime"},
+    "optimize": FOUNDATION | _RESOURCES | {"agents", "evaluation", "evaluate", "compare"},
+    "tune": FOUNDATION | _RESOURCES | {"agents", "evaluation", "evaluate", "compare"},
     # report renders result types of the verbs; it never runs a model (no agents, lm or runtime)
-    "report": FOUNDATION | _CORE | {"data", "artifacts", "evaluation", "optimize", "tune"},
-    "cli": FOUNDATION | _RESOURCES | {"agents", "evaluation", "runtime", "optimize", "tune", "report"},
+    "report": FOUNDATION | _CORE | {"data", "artifacts", "evaluation", "evaluate", "compare", "score", "security",
+                                    "optimize", "tune"},
+    "cli": FOUNDATION | _RESOURCES | {"agents", "evaluation", "evaluate", "compare", "score", "security", "runtime",
+                                      "optimize", "tune", "report"},
 }
 
 CIRCLES: dict[str, tuple[str, str]] = {

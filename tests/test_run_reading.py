@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from saag_opt.compare.comparison import CompareSummary
 from saag_opt.errors import RunError
-from saag_opt.evaluation.comparison import CompareSummary
-from saag_opt.evaluation.episodes import EpisodeRecord, EpisodeSummary
+from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSummary
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
-from saag_opt.evaluation.security import SecurityRecord, SecuritySummary
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import new_header, read_run, write_header
+from saag_opt.security.records import SecurityRecord, SecuritySummary
 from saag_opt.tune.results import TrialRow, TuneSummary
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -74,8 +74,8 @@ def main() -> None:
             if summary is None:
                 sys.exit(f"{args.replay}: no summary.json (the run has not finished)")
         else:
-            from saag_opt.runtime.agentdojo.config import ADAPTIVE, ATTACKS  # noqa: PLC0415 - optional extra
-            from saag_opt.runtime.agentdojo.run import SecurityConfig, resume_config, run_security  # noqa: PLC0415 - optional extra
+            from saag_opt.security.config import ADAPTIVE, ATTACKS  # noqa: PLC0415 - optional extra
+            from saag_opt.security.run import SecurityConfig, resume_config, run_security  # noqa: PLC0415 - optional extra
 
             attacks = args.attacks.split(",") if args.attacks else [*ATTACKS, *ADAPTIVE]
             config = (resume_config(args.resume, {}) if args.resume is not None
@@ -96,8 +96,8 @@ def _rate(k: int, n: int) -> str:
 
 def family_lines(run_dir: Path) -> str:
     """Per attack over every suite run: the guarded ASR, its successes under the counted exception, the last line."""
-    from saag_opt.evaluation.security import SecurityRecord  # noqa: PLC0415 - after the run
     from saag_opt.runfiles import RECORDS_FILE, read_rows  # noqa: PLC0415 - after the run
+    from saag_opt.security.records import SecurityRecord  # noqa: PLC0415 - after the run
 
     records = list({r.key: r for r in read_rows(run_dir / RECORDS_FILE, SecurityRecord)}.values())
     clean = {(r.suite, r.user_task): r.utility for r in records if r.attack is None and r.arm == "none"}
@@ -130,7 +130,7 @@ def _swappable(record: object) -> bool:
     from agentdojo.task_suite.load_suites import get_suite  # noqa: PLC0415 - optional extra
 
     from saag_opt.runtime.agentdojo import BENCHMARK_VERSION  # noqa: PLC0415 - optional extra
-    from saag_opt.runtime.agentdojo.adaptive import SwapAttack  # noqa: PLC0415 - optional extra
+    from saag_opt.security.adaptive import SwapAttack  # noqa: PLC0415 - optional extra
 
     suite = get_suite(BENCHMARK_VERSION, record.suite)  # type: ignore[attr-defined]
     return SwapAttack(suite, None).applicable(suite.user_tasks[record.user_task])  # type: ignore[arg-type, attr-defined]

@@ -59,8 +59,8 @@ from r2_world import examples, handler  # noqa: E402
 
 from saag_opt.data import round_robin  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
-from saag_opt.evaluation import runner  # noqa: E402
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
+from saag_opt.evaluate import calls as runner  # noqa: E402
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation  # noqa: E402
 from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
 
 

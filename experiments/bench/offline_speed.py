@@ -4,7 +4,7 @@ Same model, same examples, empty LM caches, one run. The examples are cut into b
 is evaluated by both servers in ABBA order (legacy first in odd blocks, tuned first in even ones),
 each on a server started for it (``SAAG_OPT_LOCAL_SPEED`` selects it; one model server at a time),
 so drift in the machine's load falls on both alike. Every server writes a per-request trace
-(``saag_opt.lm.server_trace``), which gives load-independent counts next to the seconds: per role,
+(``saag_opt.lm.embedded.server_trace``), which gives load-independent counts next to the seconds: per role,
 calls, prompt tokens, tokens reused from the KV/prompt cache, tokens generated, and the seconds of
 prompt decoding, generation, sampling, prompt-cache copies and the rest of the server, plus the
 client's wait beyond the server time. Also: server CPU seconds, the peak RSS over the model file
@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
-from saag_opt.evaluation.episode_run import run_multi_turn  # noqa: E402
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation  # noqa: E402
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation  # noqa: E402
+from saag_opt.evaluate.conversations import run_multi_turn  # noqa: E402
 from saag_opt.lm import stop_embedded_servers  # noqa: E402
-from saag_opt.lm.embedded import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers, ensure_model_file  # noqa: E402
+from saag_opt.lm.embedded.server import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers, ensure_model_file  # noqa: E402
 
 PATHS = ("legacy", "tuned")
 ROLE_HEADS = {"You are a function-calling assistant": "base", "<instructions>": "base",

@@ -1,6 +1,6 @@
 """Resident memory and prompt-cache speed-up of the embedded llama.cpp server (needs the local model).
 
-Two phases against ``python -m saag_opt.lm.shim_server`` subprocesses started as ``EmbeddedServer``
+Two phases against ``python -m saag_opt.lm.embedded.shim_server`` subprocesses started as ``EmbeddedServer``
 starts them:
 
 * memory - N distinct chat prompts of ~T tokens (default 40 x 3,500: a shared ~3,400-token system
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from saag_opt.lm.embedded import LOCAL_MODELS, EmbeddedServer, ensure_model_file, free_port, server_ready  # noqa: E402
+from saag_opt.lm.embedded.server import LOCAL_MODELS, EmbeddedServer, ensure_model_file, free_port, server_ready  # noqa: E402
 
 TAIL = 100
 """Tokens of the distinct request in each memory-phase prompt (the rest is the shared system text)."""
@@ -159,7 +159,7 @@ def main() -> None:
     parser.add_argument("--alt-tokens", type=int, default=1000, help="system prompt size in the speed-up phase")
     parser.add_argument("--distinct-from-start", action="store_true", help="no shared prefix (slow: every prompt is cold)")
     parser.add_argument("--no-speedup", action="store_true", help="memory phase only")
-    parser.add_argument("--pythonpath", default=str(ROOT), help="checkout whose saag_opt.lm.shim_server runs")
+    parser.add_argument("--pythonpath", default=str(ROOT), help="checkout whose saag_opt.lm.embedded.shim_server runs")
     parser.add_argument("--legacy", action="store_true", help="the --pythonpath checkout predates the bounded cache")
     args = parser.parse_args()
     model_path = ensure_model_file(args.model)

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
         example_fingerprint,
         registry_json_schema,
     )
-    from saag_opt.agents.guarded import GuardedReview, LiveTurn
-    from saag_opt.agents.mechanisms import (
+    from saag_opt.agents.mechanisms.guarded import GuardedReview, LiveTurn
+    from saag_opt.agents.mechanisms.registry import (
         BINARY_FEEDBACK,
         DEFAULT_MAX_REPAIRS,
         Candidate,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         resolve_mechanism,
         spread_temperatures,
     )
+    from saag_opt.agents.mechanisms.rules import Ruling
     from saag_opt.agents.reviewer import (
         PREDICTOR_NAMES,
         Grade,
@@ -54,15 +55,14 @@ if TYPE_CHECKING:
         render_saag_report,
         render_tool_docs,
     )
-    from saag_opt.agents.rules import Ruling
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
         "base": (
             "BASE_PROMPT_HASH", "BASE_SYSTEM_PROMPT", "BaseAgent", "BasePredictionCache", "FeedbackTurn", "Proposal",
             "example_fingerprint", "registry_json_schema",
         ),
-        "guarded": ("GuardedReview", "LiveTurn"),
-        "mechanisms": (
+        "mechanisms.guarded": ("GuardedReview", "LiveTurn"),
+        "mechanisms.registry": (
             "BINARY_FEEDBACK", "DEFAULT_MAX_REPAIRS", "Candidate", "Gate", "Grading", "Mechanism", "MechanismContext",
             "MechanismFacts", "MechanismOutcome", "NoReview", "Progressive", "ReviewRound", "Selection",
             "SelfRepair",
@@ -74,7 +74,7 @@ else:
             "make_reviewer", "render_calls", "render_candidates", "render_conversation", "render_saag_report",
             "render_tool_docs",
         ),
-        "rules": ("Ruling",),
+        "mechanisms.rules": ("Ruling",),
     })
 
 __all__ = [

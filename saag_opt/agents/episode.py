@@ -17,7 +17,7 @@ There is no second review loop here: each step is one ``Mechanism.run(step_examp
 ctx=ctx)`` (``r<N>``, ``s<N>``, ``g<N>``, ``gate+...``, ``guard+r<N>``, ``binary`` / ``saag`` self-repair
 and ``none`` alike), on the ``StepExample`` of ``agents/conversation.py``, which says what the SAAG
 cascade grounds in (user turns and tool results). Nothing here reads gold: the environment's
-``check`` judges the transcript afterwards (``saag_opt.evaluation.episodes``).
+``check`` judges the transcript afterwards (``saag_opt.evaluation.conversation_records``).
 
 The caller owns the environment: ``run_episode`` resets it and leaves it open, so the caller can
 ``check`` the transcript and then ``close`` it.
@@ -31,7 +31,7 @@ from typing import Any
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import Conversation
-from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, ToolResult, Transcript
 from saag_opt.events import note_step

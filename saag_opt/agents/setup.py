@@ -34,7 +34,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache
-from saag_opt.agents.mechanisms import (
+from saag_opt.agents.mechanisms.registry import (
     DEFAULT_MAX_REPAIRS,
     Mechanism,
     MechanismContext,
@@ -46,7 +46,7 @@ from saag_opt.artifacts import PromptVersion, resolve_ref
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort
 from saag_opt.errors import ConfigError
 from saag_opt.lm import CostLedger, SaagLM, check_model, open_lm, parse_model_spec
-from saag_opt.lm.batching import BatchRounds
+from saag_opt.lm.batch.rounds import BatchRounds
 from saag_opt.lm.retry import RequestTimeout, call_options
 from saag_opt.model import Example
 from saag_opt.saag.modes import INTERVENTION_GROUNDING

@@ -4,7 +4,7 @@ Thin typer commands that parse flags, call one library function and hand the res
 ``saag_opt.report``.
 
 One module per command (``score``, ``evaluate``, ``optimize``, ``compare``, ``report``, ``tune``, ``security``) or noun group
-(``datasets`` in score.py, ``prompts``); shared options and helpers live in ``common``, the command class
+(``datasets``, ``prompts``); shared options and helpers live in ``common``, the command class
 (renamed flags, the generated ``--resume`` help) in ``command``.
 Heavy modules are imported inside command bodies so ``saag-opt --help`` stays fast. ``main()``
 turns any ``SaagOptError`` into one ``error: ...`` line on stderr and exit code 2 (1 for a run in
@@ -27,11 +27,12 @@ from saag_opt import __version__, stopping, telemetry
 from saag_opt.cli.command import verb_command
 from saag_opt.cli.common import EXIT_RUN_FAILED, EXIT_USER_ERROR
 from saag_opt.cli.compare import compare
+from saag_opt.cli.datasets import datasets_app
 from saag_opt.cli.evaluate import evaluate
 from saag_opt.cli.optimize import optimize
 from saag_opt.cli.prompts import prompts_app
 from saag_opt.cli.report import REPORT_HELP, report, write_run_report
-from saag_opt.cli.score import SCORE_HELP, datasets_app, score
+from saag_opt.cli.score import SCORE_HELP, score
 from saag_opt.cli.security import SECURITY_HELP, security
 from saag_opt.cli.tune import TUNE_HELP, tune
 from saag_opt.errors import ModelUnavailableError, RunError, RunFailed, SaagOptError
@@ -51,14 +52,14 @@ app = typer.Typer(
 # help names the run options of the config named here (cli.command.VerbCommand).
 app.command(name="score", help=SCORE_HELP, cls=verb_command())(score)
 app.command(name="evaluate", cls=verb_command(renamed={"--trials": "--tau2-trials"},
-                                              resume="saag_opt.evaluation.config:EvaluateConfig"))(evaluate)
+                                              resume="saag_opt.evaluate.config:EvaluateConfig"))(evaluate)
 app.command(name="optimize", cls=verb_command(resume="saag_opt.optimize.config:OptimizeConfig"))(optimize)
-app.command(name="compare", cls=verb_command(resume="saag_opt.evaluation.config:EvaluateConfig"))(compare)
+app.command(name="compare", cls=verb_command(resume="saag_opt.evaluate.config:EvaluateConfig"))(compare)
 app.command(name="report", help=REPORT_HELP, cls=verb_command())(report)
 app.command(name="tune", help=TUNE_HELP, cls=verb_command(renamed={"--workers": "--processes"}))(tune)
 app.command(name="security", help=SECURITY_HELP,
             cls=verb_command(renamed={"--limit": "--user-tasks"},
-                             resume="saag_opt.runtime.agentdojo.config:SecurityConfig"))(security)
+                             resume="saag_opt.security.config:SecurityConfig"))(security)
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(prompts_app, name="prompts")
 
@@ -195,7 +196,7 @@ def _has_work(run_dir: Path) -> bool:
 
 def _stop_embedded_servers() -> None:
     """Stop the llama.cpp servers this process started (only if the embedded module was used)."""
-    embedded = sys.modules.get("saag_opt.lm.embedded")
+    embedded = sys.modules.get("saag_opt.lm.embedded.server")
     if embedded is not None:
         embedded.stop_embedded_servers()
 

@@ -183,7 +183,7 @@ def warn_workers_under_batch(batch: bool, passed: dict[str, Any]) -> None:
     run may be given ``--workers`` (a run option) whether or not it batches.
     """
     if batch and "workers" in passed:
-        from saag_opt.lm.batching import BATCH_WORKERS  # noqa: PLC0415 - heavy (dspy): --batch runs only
+        from saag_opt.lm.batch.rounds import BATCH_WORKERS  # noqa: PLC0415 - heavy (dspy): --batch runs only
 
         typer.echo(f"warning: --workers has no effect under --batch: every example is in flight at once (up to "
                    f"{BATCH_WORKERS}), each waiting on its batch", err=True)

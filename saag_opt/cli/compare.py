@@ -103,9 +103,9 @@ def compare(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluation import compare as comparing  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.comparison import MAX_VERSIONS, side_keys  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.compare import run as comparing  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.compare.comparison import MAX_VERSIONS, side_keys  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.compare_tables import print_compare_report  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
 

@@ -118,8 +118,8 @@ def evaluate(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluation import evaluate as evaluating  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate import run as evaluating  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
@@ -146,7 +146,7 @@ def evaluate(
 
 def _print_report(console: Console, result: Any) -> None:
     """The tables of a single-call run (``report.evaluate_tables``) or of a multi-turn one (``report.episode_tables``)."""
-    from saag_opt.evaluation.episode_run import MultiTurnResult  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate.conversations import MultiTurnResult  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     if isinstance(result, MultiTurnResult):
         from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table

@@ -1,10 +1,9 @@
-"""``saag-opt score`` and ``saag-opt datasets ...``: offline diagnostics, no LM involved."""
+"""``saag-opt score``: a predictions file diagnosed offline, no LM involved."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -13,16 +12,11 @@ from saag_opt.choices import GroundingName
 from saag_opt.cli.common import (
     EXIT_USER_ERROR,
     GROUNDING_HELP,
-    OUTPUT,
     SETUP,
     DatasetOpt,
     JsonOutOpt,
     output_path,
 )
-
-datasets_app = typer.Typer(help="List the known datasets and fetch the ones that need a download.",
-                           no_args_is_help=True)
-
 
 SCORE_HELP = (
     "Score saved predictions offline: SAAG cascade diagnostics and BFCL ground truth.\n\n"
@@ -56,8 +50,8 @@ def score(
         _score_multi_turn(predictions, dataset, json_out)
         return
     from saag_opt.data import load_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.score import score_predictions, write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.score_tables import print_score_report  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.score.predictions import score_predictions, write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     result = score_predictions(predictions, load_dataset(dataset), grounding=grounding)
     console = Console()
@@ -75,8 +69,8 @@ def score(
 
 def _score_multi_turn(path: Path, dataset: str, json_out: Path | None) -> None:
     from saag_opt.data.catalog import load_episodes  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluation.episode_score import score_multi_turn, write_episode_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.episode_tables import print_episode_score  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.score.conversations import score_multi_turn, write_episode_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     result = score_multi_turn(path, load_episodes(dataset))
     console = Console()
@@ -88,33 +82,4 @@ def _score_multi_turn(path: Path, dataset: str, json_out: Path | None) -> None:
         raise typer.Exit(EXIT_USER_ERROR)
 
 
-@datasets_app.command("list")
-def datasets_list() -> None:
-    """List every known dataset, its size and whether it is available offline."""
-    from saag_opt.data import list_datasets  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.report.score_tables import datasets_table  # noqa: PLC0415 - start-up: --help loads no report table
-
-    Console().print(datasets_table(list_datasets()))
-
-
-class FetchTarget(str, Enum):
-    """Datasets that need a download."""
-
-    bfcl = "bfcl"
-
-
-@datasets_app.command("fetch")
-def datasets_fetch(
-    name: Annotated[FetchTarget, typer.Argument(help="What to fetch.", show_default=False)],
-    cache_dir: Annotated[Optional[Path], typer.Option(
-        "--cache-dir", file_okay=False, envvar="SAAG_OPT_CACHE", show_default="the user cache dir",
-        rich_help_panel=OUTPUT, help="Where to keep the download.")] = None,
-) -> None:
-    """Download a dataset for offline use (bfcl: the pinned bfcl-eval wheel, without dependencies)."""
-    from saag_opt.data import fetch_bfcl  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
-    where = fetch_bfcl(cache_dir)
-    typer.echo(f"{name.value}: {where}")
-
-
-__all__ = ["datasets_app", "score"]
+__all__ = ["SCORE_HELP", "score"]

@@ -98,7 +98,7 @@ def security(
 ) -> None:
     """Run the suites; print the tables; the run directory gets report.html."""
     try:
-        from saag_opt.runtime.agentdojo.run import (  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
+        from saag_opt.security.run import (  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
             CASCADE_ONLY,
             SecurityConfig,
             plan,

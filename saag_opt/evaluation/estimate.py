@@ -20,11 +20,11 @@ from saag_opt.agents.reviewer import render_conversation, render_tool_docs
 from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes
 from saag_opt.episodes import Episode
 from saag_opt.lm import is_reasoning_model, parse_model_spec
-from saag_opt.lm.accounting import price_call
+from saag_opt.lm.spend.accounting import price_call
 from saag_opt.model import Example
 
 if TYPE_CHECKING:
-    from saag_opt.agents.mechanisms import Mechanism
+    from saag_opt.agents.mechanisms.registry import Mechanism
 
 REJECT_RATE = 0.5
 """Assumed share of reviews that reject (each rejection costs one base revision)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from saag_opt.evaluation.categories import CategoryScore, relevance_suite
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import ConditionSummary, ExampleRecord, LatencySummary
-from saag_opt.evaluation.score import CategoryScore, relevance_suite
 
 
 def _mean(values: Sequence[float]) -> float | None:

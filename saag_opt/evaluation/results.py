@@ -17,8 +17,8 @@ from typing import Any
 import jsonlines
 from pydantic import BaseModel, Field
 
+from saag_opt.evaluation.categories import CategoryScore, RelevanceSuite
 from saag_opt.evaluation.helpharm import HelpHarm
-from saag_opt.evaluation.score import CategoryScore, RelevanceSuite
 from saag_opt.runfiles import read_rows, read_run, register_summary
 
 

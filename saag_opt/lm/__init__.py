@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from saag_opt.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from saag_opt.lm.accounting import CostLedger, RoleAccount, price_call, usage_numbers
     from saag_opt.lm.backends import (
         Endpoint,
         ModelBackend,
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
         register_backend,
     )
     from saag_opt.lm.client import CallInfo, ChatChoice, ChatResult, SaagLM, chat_completion, open_lm
-    from saag_opt.lm.embedded import (
+    from saag_opt.lm.embedded.server import (
         LOCAL_MODELS,
         EmbeddedServer,
         LocalModel,
@@ -30,13 +29,14 @@ if TYPE_CHECKING:
     from saag_opt.lm.request_rules import check_model, efforts_of, is_reasoning_model, shape_request
     from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
     from saag_opt.lm.specs import ModelSpec
+    from saag_opt.lm.spend.accounting import CostLedger, RoleAccount, price_call, usage_numbers
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
-        "accounting": ("CostLedger", "RoleAccount", "price_call", "usage_numbers"),
+        "spend.accounting": ("CostLedger", "RoleAccount", "price_call", "usage_numbers"),
         "backends": ("Endpoint", "ModelBackend", "backend_names", "default_workers", "get_backend", "parse_model_spec",
                      "register_backend"),
         "client": ("CallInfo", "ChatChoice", "ChatResult", "SaagLM", "chat_completion", "open_lm"),
-        "embedded": (
+        "embedded.server": (
             "LOCAL_MODELS", "EmbeddedServer", "LocalModel", "embedded_servers", "ensure_model_file", "local_base_url",
             "stop_embedded_servers",
         ),

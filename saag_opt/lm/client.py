@@ -45,16 +45,9 @@ from dspy.utils.usage_tracker import UsageTracker
 
 from saag_opt import telemetry
 from saag_opt.errors import ConfigError, ModelUnavailableError, SaagOptError
-from saag_opt.lm.accounting import (
-    CostLedger,
-    price_call,
-    prompt_token_bound,
-    usage_numbers,
-    worst_case_dollars,
-)
 from saag_opt.lm.backends import MISSING_KEY_MESSAGE, Endpoint, get_backend, parse_model_spec
-from saag_opt.lm.batch_api import BatchClient
-from saag_opt.lm.batching import BatchFallback, BatchRounds, BatchRoute, batch_failure
+from saag_opt.lm.batch.api import BatchClient
+from saag_opt.lm.batch.rounds import BatchFallback, BatchRounds, BatchRoute, batch_failure
 from saag_opt.lm.dspy_call_path import lighten_dspy_call_path
 from saag_opt.lm.inflight import lock_dir, one_at_a_time
 from saag_opt.lm.latency import CallTimes, note_replay
@@ -70,7 +63,14 @@ from saag_opt.lm.retry import (
     with_retries,
 )
 from saag_opt.lm.specs import ModelSpec
-from saag_opt.lm.spendcap import Hold
+from saag_opt.lm.spend.accounting import (
+    CostLedger,
+    price_call,
+    prompt_token_bound,
+    usage_numbers,
+    worst_case_dollars,
+)
+from saag_opt.lm.spend.cap import Hold
 
 _RETRY_MARK = "#retry"  # in the rollout id of a caller's retry; see SaagLM._salted
 # lm15 says "failed to connect to host:port: [Errno 111] Connection refused"; DNS failures look alike.

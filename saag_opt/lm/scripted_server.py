@@ -39,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Union
 from urllib.parse import parse_qs, urlsplit
 
-from saag_opt.lm.scripted_batches import BatchDesk, BatchOutcome
+from saag_opt.lm.batch.scripted import BatchDesk, BatchOutcome
 
 FaultKind = Literal["timeout", "garbage", "reset", "empty"]
 

@@ -27,7 +27,7 @@ import dspy
 
 from saag_opt.data.bfcl_environment import gold_calls
 from saag_opt.episodes import Episode
-from saag_opt.evaluation.episodes import EpisodeRecord, JudgementRecord, StepRecord, TurnRecord
+from saag_opt.evaluation.conversation_records import EpisodeRecord, JudgementRecord, StepRecord, TurnRecord
 from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Example, GoldCall, ToolCall
 from saag_opt.optimize.episode_rollout import EpisodeRollout, focus_step, objected, step_objected

@@ -29,12 +29,12 @@ import dspy
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import step_position
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT
-from saag_opt.agents.mechanisms import Mechanism, MechanismContext, MechanismOutcome, NoReview
+from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome, NoReview
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.agents.setup import Condition
 from saag_opt.episodes import Environment, Episode, open_environment
-from saag_opt.evaluation.episode_runner import BASE, RunParts, play_episode, run_condition
-from saag_opt.evaluation.episodes import EpisodeRecord, StepRecord
+from saag_opt.evaluate.conversation_loop import BASE, RunParts, play_episode, run_condition
+from saag_opt.evaluation.conversation_records import EpisodeRecord, StepRecord
 from saag_opt.model import Example
 
 Span = tuple[int, int, int, int]

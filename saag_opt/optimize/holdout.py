@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.agents.setup import ReviewSetup
+from saag_opt.compare.run import CompareConfig, compare_prompts
 from saag_opt.errors import CostCapReached
-from saag_opt.evaluation.compare import CompareConfig, compare_prompts
-from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.config import OptimizeConfig

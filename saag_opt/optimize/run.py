@@ -26,7 +26,7 @@ from saag_opt.data import split_hash
 from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.disk_cache import configure_lm_cache
-from saag_opt.lm.spendcap import SpendCap
+from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
 from saag_opt.optimize.config import OptimizeConfig

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.compare.comparison import CompareSummary
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.optimize.budget import CostEstimate
 from saag_opt.runfiles import register_summary

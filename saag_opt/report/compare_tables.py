@@ -28,7 +28,7 @@ from saag_opt.report.format import (
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
-    from saag_opt.evaluation.comparison import CompareSummary, SideSummary
+    from saag_opt.compare.comparison import CompareSummary, SideSummary
 
 
 def names(summary: CompareSummary, a: str = "A", b: str = "B") -> list[str]:

@@ -15,8 +15,8 @@ from saag_opt.report.format import delta, pct, run_footer
 from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
-    from saag_opt.evaluation.episode_score import EpisodeScoreResult
-    from saag_opt.evaluation.episodes import ConversationCounts, EpisodeSummary
+    from saag_opt.evaluation.conversation_records import ConversationCounts, EpisodeSummary
+    from saag_opt.score.conversations import EpisodeScoreResult
 
 
 def validity_table(summary: EpisodeSummary) -> Table:

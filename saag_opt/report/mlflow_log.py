@@ -35,10 +35,10 @@ from typing import Any
 
 from saag_opt.artifacts.export import export_version
 from saag_opt.artifacts.version import PromptVersion
+from saag_opt.compare.comparison import CompareSummary, SideSummary
 from saag_opt.credentials import MASK, is_secret_param, redacted_url
 from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
-from saag_opt.evaluation.comparison import CompareSummary, SideSummary
-from saag_opt.evaluation.episodes import EpisodeSummary
+from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import SUMMARY_FILE, Run, read_costs, read_header, read_run

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.compare.comparison import CompareSummary
 from saag_opt.optimize.bars import interactive, library_bars_off
 from saag_opt.optimize.candidates import help_harm_front
 from saag_opt.optimize.summary import OptimizeSummary, TestComparison

@@ -21,8 +21,8 @@ from saag_opt.report.format import num
 
 if TYPE_CHECKING:
     from saag_opt.data import DatasetInfo
-    from saag_opt.evaluation.score import Rejection, ScoreResult, ScoreSummary
     from saag_opt.saag import CascadeStats
+    from saag_opt.score.predictions import Rejection, ScoreResult, ScoreSummary
 
 __all__ = [
     "METRIC_LABELS", "STAGE_NAMES", "abstentions_text", "accuracy_table", "datasets_table", "funnel_table",

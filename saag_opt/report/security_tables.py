@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from saag_opt.evaluation.security import ALL, BENIGN, PUBLISHED, ArmCell, Rate, SecuritySummary
 from saag_opt.report.format import run_footer
 from saag_opt.report.live import print_line, start_bar, stop_bar
+from saag_opt.security.records import ALL, BENIGN, PUBLISHED, ArmCell, Rate, SecuritySummary
 
 
 def rate_text(rate: Rate | None) -> str:

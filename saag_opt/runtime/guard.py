@@ -6,13 +6,13 @@ call by call):
 1. The gold-free SAAG cascade (``check_calls``) runs on the calls. With ``gate=True`` a call set
    that passes cleanly (no correction, not even drift) with a value from the request in every call
    that has arguments (``PredictionReport.vouched``) is allowed without an LLM call.
-2. Otherwise the guard runs the registered mechanism ``guard+r<N>`` (``agents/guarded.py``;
+2. Otherwise the guard runs the registered mechanism ``guard+r<N>`` (``agents/mechanisms/guarded.py``;
    ``guard.mechanism``), the loop ``evaluate --mechanism guard+r<N>`` measures (``guard.spec``
    names it, with ``gate+`` when the gate is on). The reviewer (at most N reviews) judges the
    calls. A rejection is revised: the reviser (the base agent's code path, by default on the
    reviewer's model) rewrites the calls with the feedback as a system message, as GEPA tuned the
    prompt (agents/base.py). The revision after the N-th rejection is not reviewed again (the
-   ``r<N>`` reading of agents/mechanisms.py).
+   ``r<N>`` reading of agents/mechanisms/registry.py).
 3. Rules that hold whatever the reviewer says (the loop's own): a call that fails stage 1 or 2
    (unknown function, missing required or spurious parameter, unreadable arguments) never runs as
    is; it is revised with the psi feedback, or blocked. A revision must pass stages 1-2 and make a
@@ -37,7 +37,7 @@ call by call):
 6. Bad input (unreadable tools, messages or calls) is a block whose reason names the problem; no
    exception reaches the agent loop.
 7. ``mechanism="saag+abstain"`` (experimental, no LLM): a call set the cascade verifies (passed, a
-   value from the request or a tool result in each call; ``agents/verified.py``) runs, any other is
+   value from the request or a tool result in each call; ``agents/mechanisms/verified.py``) runs, any other is
    blocked with the cascade's reason and feedback, as ``evaluate --mechanism saag+abstain`` scores it.
 
 ``timeout`` bounds the LM part of one decision (reviews and revisions together); the work runs on
@@ -56,7 +56,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
 from saag_opt import telemetry
-from saag_opt.agents.rules import Ruling, describe_error, failed_review, hard_failure, injection_report, stage_summary
+from saag_opt.agents.mechanisms.rules import (
+    Ruling,
+    describe_error,
+    failed_review,
+    hard_failure,
+    injection_report,
+    stage_summary,
+)
 from saag_opt.choices import OnError
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.lm import price_call, usage_numbers
@@ -79,10 +86,10 @@ from saag_opt.saag.policy import DEFAULT_POLICY, Policy
 
 if TYPE_CHECKING:
     from saag_opt.agents import BaseAgent, Reviewer, ReviewRound
-    from saag_opt.agents.guarded import GuardedReview
+    from saag_opt.agents.mechanisms.guarded import GuardedReview
     from saag_opt.artifacts import PromptVersion
-    from saag_opt.lm.accounting import CostLedger
     from saag_opt.lm.latency import LatencyClock
+    from saag_opt.lm.spend.accounting import CostLedger
     from saag_opt.saag import PredictionReport
     from saag_opt.saag.flow import FlowReport
 
@@ -212,7 +219,7 @@ class Guard:
             ModelUnavailableError: a missing key or model runtime (checked here, not per review).
         """
         from saag_opt.agents import Gate, GuardedReview, NoReview, Progressive, parse_mechanism  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
-        from saag_opt.agents.verified import VerifiedOrAbstain  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+        from saag_opt.agents.mechanisms.verified import VerifiedOrAbstain  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         parsed = parse_mechanism(mechanism)
         abstain = isinstance(parsed, VerifiedOrAbstain)
@@ -281,7 +288,7 @@ class Guard:
     @cached_property
     def mechanism(self) -> GuardedReview:
         """The loop this guard runs once the gate has not settled a decision: ``guard+r<reviews>``."""
-        from saag_opt.agents.guarded import GuardedReview  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+        from saag_opt.agents.mechanisms.guarded import GuardedReview  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         return GuardedReview(self.reviews)
 
@@ -413,7 +420,7 @@ class Guard:
 
     def _verified_or_blocked(self, inp: GuardInput, report: PredictionReport, clock: LatencyClock) -> Decision:
         """``saag+abstain``: allow a call set the cascade verifies, block any other with its reason."""
-        from saag_opt.agents.verified import verified, withheld_because  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+        from saag_opt.agents.mechanisms.verified import verified, withheld_because  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         if verified(report):
             return Decision.deferred("allow", [c.to_dict() for c in inp.calls],
@@ -433,7 +440,7 @@ class Guard:
         """
         import dspy  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
-        from saag_opt.agents.guarded import LiveTurn  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
+        from saag_opt.agents.mechanisms.guarded import LiveTurn  # noqa: PLC0415 - heavy: dspy; importing the guard stays light
 
         with dspy.track_usage() as usage:
             try:

@@ -20,7 +20,7 @@ from saag_opt.data import load_dataset
 from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
 from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError
-from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
 from saag_opt.tune.run import DEFAULT_TPE_TRIALS, TuneConfig, check_inputs
 from saag_opt.tune.space import Range, Space, load_space

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from saag_opt.errors import SaagOptError
 from saag_opt.evaluation.results import EvaluationSummary
-from saag_opt.lm.accounting import CostLedger
+from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.runfiles import atomic_write_jsonl, register_summary
 from saag_opt.tune.space import Space, canonical_params
 from saag_opt.tune.storage import WORKER_ATTR

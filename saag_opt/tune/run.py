@@ -32,10 +32,10 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
 from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
 from saag_opt.errors import ConfigError, CostCapReached, SaagOptError
-from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.events import EventSink, emit
-from saag_opt.lm.accounting import CostLedger
-from saag_opt.lm.ledgerfile import earlier_roles
+from saag_opt.lm.spend.accounting import CostLedger
+from saag_opt.lm.spend.ledgerfile import earlier_roles
 from saag_opt.runfiles import (
     RunHeader,
     atomic_write_json,

@@ -51,7 +51,7 @@ from pydantic import (
 )
 
 from saag_opt.errors import ConfigError, option_path
-from saag_opt.evaluation.config import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.lm.request_rules import efforts_of, warn_once
 
 Direction = Literal["maximize", "minimize"]

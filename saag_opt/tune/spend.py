@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from saag_opt.errors import CostCapReached
-from saag_opt.lm.accounting import CostLedger
-from saag_opt.lm.spendcap import ROUNDING_MARGIN, Hold, SpendCap
+from saag_opt.lm.spend.accounting import CostLedger
+from saag_opt.lm.spend.cap import ROUNDING_MARGIN, Hold, SpendCap
 from saag_opt.runfiles import atomic_write_json
 from saag_opt.tune.storage import StorageSpec, dead_local_worker, worker_id
 

@@ -30,10 +30,10 @@ from typing import Any, Literal, Protocol
 
 from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
-from saag_opt.evaluation.episode_run import evaluate_pass
+from saag_opt.evaluate.calls import run_evaluation
+from saag_opt.evaluate.conversations import evaluate_pass
 from saag_opt.evaluation.results import EvaluationSummary
-from saag_opt.evaluation.runner import run_evaluation
-from saag_opt.lm.accounting import CostLedger
+from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
 from saag_opt.tune.spend import tune_ledger
 from saag_opt.tune.storage import (

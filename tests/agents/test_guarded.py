@@ -11,12 +11,12 @@ from saag_opt.agents import (
     Progressive,
     Verdict,
     mechanism_names,
-    mechanisms,
     parse_mechanism,
 )
-from saag_opt.agents.mechanisms import DEFAULT_REJECTION
+from saag_opt.agents.mechanisms import registry as mechanisms
+from saag_opt.agents.mechanisms.registry import DEFAULT_REJECTION
 from saag_opt.errors import ConfigError
-from saag_opt.evaluation.runner import EvaluateConfig
+from saag_opt.evaluate.calls import EvaluateConfig
 from saag_opt.model import Prediction
 from saag_opt.saag import check_calls
 from saag_opt.tune.space import parse_space

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-import saag_opt.agents.rules as rules
+import saag_opt.agents.mechanisms.rules as rules
 from saag_opt.agents import MechanismContext, parse_mechanism
 from saag_opt.agents.conversation import Conversation, StepExample
 from saag_opt.agents.episode import run_episode
@@ -28,7 +28,7 @@ def test_a_single_turn_example_is_never_checked_for_injections(monkeypatch: pyte
     def boom(*_: object) -> None:
         raise AssertionError("no tool result in view: the injection rule must not run")
 
-    monkeypatch.setattr(rules, "check_injection", boom)  # the rule guard+r<N> applies (agents/rules.py)
+    monkeypatch.setattr(rules, "check_injection", boom)  # the rule guard+r<N> applies (agents/mechanisms/rules.py)
     out = parse_mechanism("guard+r1").run(weather_example(), FakeAgent(lambda n, t: GOOD), None, ctx=MechanismContext())
     assert out.final == GOOD and out.ruling is not None and out.ruling.action == "allow"
 

@@ -14,11 +14,11 @@ from saag_opt.agents import (
     Progressive,
     Verdict,
     mechanism_names,
-    mechanisms,
     parse_mechanism,
     resolve_mechanism,
     spread_temperatures,
 )
+from saag_opt.agents.mechanisms import registry as mechanisms
 from saag_opt.errors import ConfigError
 from saag_opt.model import Prediction, Registry
 from tests.agents.agent_fakes import (

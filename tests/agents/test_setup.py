@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.agents import mechanisms
 from saag_opt.agents.base import BasePredictionCache
-from saag_opt.agents.mechanisms import Gate, Progressive, SelfRepair
+from saag_opt.agents.mechanisms import registry as mechanisms
+from saag_opt.agents.mechanisms.registry import Gate, Progressive, SelfRepair
 from saag_opt.agents.setup import ReviewSetup, open_setup
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
-from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.runner import run_evaluation
+from saag_opt.evaluate.calls import run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.lm import CostLedger
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.world import build_world

@@ -12,7 +12,7 @@ from saag_opt.agents import MechanismContext, NoReview
 from saag_opt.agents.tau2 import pass_hat_ks, run_task, trial_seeds
 from saag_opt.data.tau2 import TAU2_TASKS, load_tau2
 from saag_opt.data.tau2_package import missing
-from saag_opt.evaluation.episodes import episode_record
+from saag_opt.evaluation.conversation_records import episode_record
 from saag_opt.testing.tau2_gold import OPENING, GoldProposer, GoldScript, gold_user, replayable
 from tests.conftest import requires
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from saag_opt.agents.base import REVISION_INSTRUCTION
-from saag_opt.agents.verified import verified
+from saag_opt.agents.mechanisms.verified import verified
 from saag_opt.data import load_dataset
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
 from saag_opt.evaluation.results import ExampleRecord, read_run
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag import check_calls
 from saag_opt.saag.modes import INTERVENTION_GROUNDING

@@ -18,15 +18,15 @@ import pytest
 
 from saag_opt import stopping
 from saag_opt.cli import main
+from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.errors import ModelUnavailableError
-from saag_opt.evaluation.compare import CompareConfig, run_compare
-from saag_opt.evaluation.config import EvaluateConfig, resume_config
+from saag_opt.evaluate.calls import EvaluationResult, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig, resume_config
 from saag_opt.evaluation.results import read_run
-from saag_opt.evaluation.runner import EvaluationResult, run_evaluation
-from saag_opt.lm.accounting import BATCH_PRICE_FACTOR, ModelPrice
-from saag_opt.lm.batch_api import BatchClient
-from saag_opt.lm.batching import BATCHES_FILE
+from saag_opt.lm.batch.api import BatchClient
+from saag_opt.lm.batch.rounds import BATCHES_FILE
+from saag_opt.lm.spend.accounting import BATCH_PRICE_FACTOR, ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_runner import World
@@ -43,7 +43,7 @@ SECRET = "sk-proj-batch-secret-0123456789"
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from saag_opt.data import load_dataset
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
 from saag_opt.evaluation.results import read_run
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
@@ -122,7 +122,7 @@ def test_an_identical_rerun_makes_zero_requests(tmp_path: Path, examples: list[E
 
 def test_max_cost_is_never_passed_and_the_run_resumes_from_the_cache(
         tmp_path: Path, examples: list[Example], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     cap = 0.03
     with ScriptedOpenAIServer(World(examples)) as server:
         stopped = run_evaluation(_config(server, tmp_path, max_cost=cap))

@@ -10,7 +10,7 @@ import pytest
 
 from saag_opt.cli import main
 from saag_opt.data import load_dataset, round_robin
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_caps_and_cache import World
 from tests.optimize import optimize_world as world
@@ -68,7 +68,7 @@ def test_optimize_dry_run_counts_reflection_and_the_test_phase(tmp_path: Path,
 
 def test_evaluate_stops_at_max_cost_with_a_clear_line_and_shows_unusable_reviews(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     examples = load_dataset("shipped:bfcl", split="test", limit=12)
     scripted = World(examples)

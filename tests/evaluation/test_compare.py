@@ -13,15 +13,15 @@ import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
 from saag_opt.cli import main
+from saag_opt.compare.comparison import CompareSummary
+from saag_opt.compare.run import CompareConfig, detect_mode, parse_side, resume_compare_config, run_compare
+from saag_opt.compare.sides import RunRef
 from saag_opt.data import load_dataset
 from saag_opt.errors import ArtifactError, ConfigError, CostCapReached
-from saag_opt.evaluation.compare import CompareConfig, detect_mode, parse_side, resume_compare_config, run_compare
-from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.evaluate.calls import EvaluateConfig
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
-from saag_opt.evaluation.runner import EvaluateConfig
-from saag_opt.evaluation.sides import RunRef
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong
@@ -286,7 +286,7 @@ def test_cli_mixed_arguments_is_one_line_error(tmp_path: Path, capsys: pytest.Ca
 
 def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     _, server = world
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))  # a port reused in this pytest session: no hits
@@ -312,7 +312,7 @@ def test_max_cost_caps_all_three_passes_together(world, prompts, tmp_path: Path,
 def test_resume_continues_a_stopped_comparison_in_the_same_run(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     w, server = world
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))

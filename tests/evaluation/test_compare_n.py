@@ -18,13 +18,13 @@ import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
 from saag_opt.cli import main
+from saag_opt.compare.comparison import CompareSummary, holm, pair_keys, side_keys
+from saag_opt.compare.run import CompareConfig, preflight_compare, resume_compare_config, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, CostCapReached
-from saag_opt.evaluation.compare import CompareConfig, preflight_compare, resume_compare_config, run_compare
-from saag_opt.evaluation.comparison import CompareSummary, holm, pair_keys, side_keys
+from saag_opt.evaluate.calls import EvaluateConfig
 from saag_opt.evaluation.helpharm import mcnemar_exact
-from saag_opt.evaluation.runner import EvaluateConfig
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.report.html import render_report
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
@@ -204,7 +204,7 @@ def test_three_finished_runs_compare_offline(world, prompts, tmp_path: Path) -> 
 
 def test_max_cost_stops_during_the_third_pass_and_resume_finishes_only_it(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     w, server = world
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache-full"))
@@ -246,7 +246,7 @@ def test_max_cost_stops_during_the_third_pass_and_resume_finishes_only_it(world,
 
 def test_cost_cap_before_any_call_fits_is_one_clear_error(world, prompts, tmp_path: Path,  # noqa: ANN001
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price",
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price",
                         lambda spec: ModelPrice(2.5e-6, 1e-5, 1.25e-6, max_output_tokens=400))
     _, server = world
     with pytest.raises(CostCapReached, match="--max-cost"):

@@ -12,8 +12,8 @@ from rich.console import Console
 from saag_opt import stopping
 from saag_opt.agents import BasePredictionCache, MechanismContext, Verdict, parse_mechanism
 from saag_opt.errors import ModelUnavailableError
-from saag_opt.evaluation.episode_runner import evaluate_episodes
-from saag_opt.evaluation.episodes import (
+from saag_opt.evaluate.conversation_loop import evaluate_episodes
+from saag_opt.evaluation.conversation_records import (
     EpisodeRecord,
     EpisodeSummary,
     StepRecord,

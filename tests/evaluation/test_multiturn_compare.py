@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from saag_opt.compare.run import CompareConfig, preflight_compare, run_compare
 from saag_opt.data.catalog import load_episodes
-from saag_opt.evaluation.compare import CompareConfig, preflight_compare, run_compare
-from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_run import run_multi_turn
-from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.conversations import run_multi_turn
+from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.report.pages import build_part
 from saag_opt.runfiles import read_rows, read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer

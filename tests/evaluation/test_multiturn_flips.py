@@ -25,10 +25,10 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.cli import app
 from saag_opt.data.bfcl_environment import BfclEnvironment, gold_calls
 from saag_opt.episodes import Episode, ToolResult
-from saag_opt.evaluation.episode_runner import EpisodeRun, evaluate_episodes
+from saag_opt.evaluate.conversation_loop import EpisodeRun, evaluate_episodes
 from saag_opt.evaluation.estimate import STEPS_PER_TURN, estimate_episodes, prompt_tokens
 from saag_opt.lm import open_lm
-from saag_opt.lm.spendcap import SpendCap
+from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.model import ToolCall
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from saag_opt.cli import app
 from saag_opt.data.bfcl_environment import bfcl_call_string, gold_calls
 from saag_opt.episodes import Episode
-from saag_opt.evaluation.episode_score import score_multi_turn, write_episode_score_json
+from saag_opt.score.conversations import score_multi_turn, write_episode_score_json
 from tests.episodes.world import episodes, needs_bfcl
 
 pytestmark = [pytest.mark.integration, needs_bfcl]

@@ -9,7 +9,8 @@ import pytest
 
 from saag_opt.data import load_dataset
 from saag_opt.errors import DatasetError
-from saag_opt.evaluation.score import (
+from saag_opt.model import Example
+from saag_opt.score.predictions import (
     CategoryScore,
     ScoreResult,
     relevance_suite,
@@ -17,7 +18,6 @@ from saag_opt.evaluation.score import (
     summary_path,
     write_score_json,
 )
-from saag_opt.model import Example
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "predictions"
 DATASET = FIXTURES / "dataset.jsonl"

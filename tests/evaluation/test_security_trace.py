@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from saag_opt.evaluation.security import SecurityRecord
-from saag_opt.evaluation.security_trace import (
+from saag_opt.security.records import SecurityRecord
+from saag_opt.security.trace_records import (
     TEXT_CHARS,
     InjectedSpan,
     Trace,

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.agents.mechanisms.registry import parse_mechanism
 from saag_opt.agents.tau2 import DEFAULT_SEED, USER_ROLE_REMINDER, task_sizes, trial_seeds
 from saag_opt.cli import app
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2_package import missing, tau2
-from saag_opt.evaluation.config import EvaluateConfig
-from saag_opt.evaluation.episode_run import preflight_compare_episodes, preflight_multi_turn
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.conversations import preflight_compare_episodes, preflight_multi_turn
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
@@ -209,7 +209,7 @@ def test_max_cost_holds_across_agent_reviewer_and_user_and_the_run_resumes(tmp_p
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))  # a private LM cache: counts are exact
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)  # the scripted model, priced
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)  # the scripted model, priced
     cap = 0.03  # trial 0 (base and r1) fits; trial 1's first reviewer call could pass it (worst case)
     with ScriptedOpenAIServer(world) as server:
         args = ["evaluate", "--dataset", "tau2:mock", "--split", "test", "--limit", "1", "--tau2-trials", "2",
@@ -296,7 +296,7 @@ def test_a_gated_dry_run_says_it_assumes_every_call_reaches_the_reviewer() -> No
 
 def test_a_tau2_task_reports_its_steps_as_it_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tau2's orchestrator drives our agent: each of its steps is an event before the task finishes."""
-    from saag_opt.evaluation.episode_run import run_multi_turn  # noqa: PLC0415
+    from saag_opt.evaluate.conversations import run_multi_turn  # noqa: PLC0415
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     events: list[Any] = []

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.data.perturb import gold_calls
-from saag_opt.evaluation.compare import CompareConfig, run_compare
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
 from saag_opt.evaluation.results import ExampleRecord, read_run
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
 from saag_opt.model import Example
 from saag_opt.report.html import render_report
 from saag_opt.saag import check_calls

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from saag_opt.cli import app
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2_package import missing as tau2_missing
-from saag_opt.evaluation.episodes import EpisodeSummary
+from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.runfiles import read_model
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires

@@ -19,10 +19,10 @@ import pytest
 
 from saag_opt.errors import CostCapReached
 from saag_opt.lm import CostLedger, open_lm
-from saag_opt.lm.accounting import BATCH_PRICE_FACTOR, ModelPrice
-from saag_opt.lm.batch_api import INTENT_KEY, BatchClient, request_line
-from saag_opt.lm.batching import BATCHES_FILE, BatchRounds, custom_id
-from saag_opt.lm.spendcap import SpendCap
+from saag_opt.lm.batch.api import INTENT_KEY, BatchClient, request_line
+from saag_opt.lm.batch.rounds import BATCHES_FILE, BatchRounds, custom_id
+from saag_opt.lm.spend.accounting import BATCH_PRICE_FACTOR, ModelPrice
+from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -131,7 +131,7 @@ def _calls(outputs: list[Any]) -> list[tuple[str, Any]]:
 
 def test_ledger_and_cap_book_the_batch_at_half_price(server: ScriptedOpenAIServer,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     full = 1000 * PRICE.input + 100 * PRICE.output
     rounds = BatchRounds()
     batched = open_lm(f"fake@{server.url}", role="base", batch=rounds)
@@ -171,7 +171,7 @@ def _worst(lm: Any, city: str) -> float:
 
 def test_a_failed_line_falls_back_for_that_request_only(server: ScriptedOpenAIServer,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     server.batch_desk.failing = lambda body: "Rome" in str(body["messages"][-1]["content"])
     rounds = BatchRounds()
     lm = open_lm(f"fake@{server.url}", role="base", batch=rounds, retry_base_delay=0.01)
@@ -207,7 +207,7 @@ def test_the_batch_and_its_requests_are_recorded_without_the_key(server: Scripte
 @pytest.fixture
 def quick_creates(monkeypatch: pytest.MonkeyPatch) -> None:
     """A create asked again waits 5-15 ms, not 0.5-1.5 s."""
-    monkeypatch.setattr("saag_opt.lm.batch_api.CREATE_DELAY", 0.01)
+    monkeypatch.setattr("saag_opt.lm.batch.api.CREATE_DELAY", 0.01)
 
 
 def _rows(run_dir: Path) -> list[dict[str, Any]]:

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from saag_opt.lm import embedded
-from saag_opt.lm.compute_lock import ComputeLock, computes, take_turns
-from saag_opt.lm.embedded import EmbeddedServer, LocalModel
-from saag_opt.lm.shim import Receive, Scope, Send
+from saag_opt.lm.embedded import server as embedded
+from saag_opt.lm.embedded.compute_lock import ComputeLock, computes, take_turns
+from saag_opt.lm.embedded.server import EmbeddedServer, LocalModel
+from saag_opt.lm.embedded.shim import Receive, Scope, Send
 from tests.conftest import requires
 
 # ------------------------------------------------------------------ in process: the ASGI wrapper
@@ -148,8 +148,8 @@ _UVICORN = importlib.util.find_spec("uvicorn") is not None
 
 FAKE_SERVER = r'''
 import asyncio, json, os, sys, time
-from saag_opt.lm.compute_lock import ComputeLock, computes, take_turns
-from saag_opt.lm.shim_server import serve
+from saag_opt.lm.embedded.compute_lock import ComputeLock, computes, take_turns
+from saag_opt.lm.embedded.shim_server import serve
 
 port, lock, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 

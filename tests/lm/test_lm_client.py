@@ -14,7 +14,7 @@ import pytest
 from saag_opt.errors import ModelUnavailableError
 from saag_opt.lm import CostLedger, LMCallError, ModelSpec, SaagLM, chat_completion, open_lm
 from saag_opt.lm.backends import Endpoint
-from saag_opt.lm.embedded import free_port
+from saag_opt.lm.embedded.server import free_port
 from saag_opt.lm.retry import RetryPolicy
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 

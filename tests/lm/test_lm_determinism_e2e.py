@@ -3,9 +3,9 @@
 Upstream llama-cpp-python reuses any matching prefix, so a warm server decodes a prompt in other
 batches than a cold one and the logits differ in the last bits. On this prompt pair that flipped the
 greedy reply of the old server (measured with the 0.5B: cold " tool_12\\nExplanation: ...", warm after
-OTHER " tool_10(arg3: int) returns v19"). ``saag_opt.lm.prompt_cache`` reuses only whole-batch
+OTHER " tool_10(arg3: int) returns v19"). ``saag_opt.lm.embedded.prompt_cache`` reuses only whole-batch
 prefixes, which makes the decode identical: whole batches, or (tuned) the finer grid measured to
-leave every logit as it was (``saag_opt.lm.reuse_grid``).
+leave every logit as it was (``saag_opt.lm.embedded.reuse_grid``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from saag_opt.agents.base import BaseAgent, registry_json_schema
 from saag_opt.data import load_dataset
-from saag_opt.lm.embedded import (
+from saag_opt.lm.embedded.server import (
     REUSE_GRID_RECORD,
     TRACE_ENV,
     EmbeddedServer,

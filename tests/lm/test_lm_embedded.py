@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
-from saag_opt.lm import LOCAL_MODELS, embedded, open_lm
-from saag_opt.lm.embedded import EmbeddedServer, LocalModel, ensure_model_file, get_local_model
+from saag_opt.lm import LOCAL_MODELS, open_lm
+from saag_opt.lm.embedded import server as embedded
+from saag_opt.lm.embedded.server import EmbeddedServer, LocalModel, ensure_model_file, get_local_model
 from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
 from saag_opt.testing import ScriptedOpenAIServer
 

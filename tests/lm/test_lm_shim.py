@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from saag_opt.lm.shim import json_schema_shim, rewrite_body
+from saag_opt.lm.embedded.shim import json_schema_shim, rewrite_body
 
 SCHEMA = {"type": "object", "properties": {"name": {"const": "f"}}}
 

@@ -9,10 +9,10 @@ import pytest
 
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.lm import CostLedger, ModelSpec, SaagLM, chat_completion, open_lm
-from saag_opt.lm.accounting import model_price, prompt_token_bound, worst_case_dollars
 from saag_opt.lm.backends import Endpoint
 from saag_opt.lm.retry import RetryPolicy
-from saag_opt.lm.spendcap import SpendCap
+from saag_opt.lm.spend.accounting import model_price, prompt_token_bound, worst_case_dollars
+from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,14 @@ pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed
 if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
     from llama_cpp.llama import LlamaState
 
-    from saag_opt.lm.prompt_cache import BoundedPromptCache, ReproducibleLlama, decode_batches, entry_bytes, reach
-    from saag_opt.lm.reuse_grid import ReuseGrid
+    from saag_opt.lm.embedded.prompt_cache import (
+        BoundedPromptCache,
+        ReproducibleLlama,
+        decode_batches,
+        entry_bytes,
+        reach,
+    )
+    from saag_opt.lm.embedded.reuse_grid import ReuseGrid
 
 N_CTX, N_VOCAB = 64, 1000
 

@@ -18,8 +18,15 @@ from tests.conftest import requires
 _LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed (pip install 'saag-opt[local]')")
 if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
-    from saag_opt.lm import reuse_grid
-    from saag_opt.lm.reuse_grid import CANDIDATES, ReuseGrid, load_or_measure, measure, warm_schedules, whole_batches
+    from saag_opt.lm.embedded import reuse_grid
+    from saag_opt.lm.embedded.reuse_grid import (
+        CANDIDATES,
+        ReuseGrid,
+        load_or_measure,
+        measure,
+        warm_schedules,
+        whole_batches,
+    )
 
 
 class KernelLlama:

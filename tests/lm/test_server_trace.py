@@ -14,7 +14,7 @@ from tests.conftest import requires
 _LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 pytestmark = requires(None if _LLAMA_CPP else "llama-cpp-python is not installed (pip install 'saag-opt[local]')")
 if _LLAMA_CPP:  # the module under test imports llama_cpp at its top
-    from saag_opt.lm.server_trace import TracedLlama
+    from saag_opt.lm.embedded.server_trace import TracedLlama
 
 
 def test_one_line_per_chat_completion_with_reused_decoded_and_generated_tokens(tmp_path: Path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saag_opt.errors import ConfigError, CostCapReached
-from saag_opt.lm.spendcap import SpendCap
+from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.optimize.budget import (
     Price,
     auto_metric_calls,

@@ -16,7 +16,7 @@ from dspy.utils import parallelizer
 from gepa.core import engine
 from rich.console import Console
 
-from saag_opt.lm.accounting import ModelPrice
+from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.bars import library_bars_off
 from saag_opt.report.optimize_tables import OptimizeProgress
@@ -40,7 +40,7 @@ def server() -> Iterator[ScriptedOpenAIServer]:
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))  # a private LM cache: counts are exact
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
 
 
 def _config(tmp_path: Path, server: ScriptedOpenAIServer, **extra: object) -> OptimizeConfig:

@@ -13,7 +13,13 @@ import pytest
 
 from saag_opt.data.catalog import load_episodes
 from saag_opt.episodes import Episode
-from saag_opt.evaluation.episodes import EpisodeRecord, JudgementRecord, StepRecord, ToolResultRecord, TurnRecord
+from saag_opt.evaluation.conversation_records import (
+    EpisodeRecord,
+    JudgementRecord,
+    StepRecord,
+    ToolResultRecord,
+    TurnRecord,
+)
 from saag_opt.evaluation.results import CallRecord, RoundRecord
 from saag_opt.optimize.acceptance import ReviewerAcceptance
 from saag_opt.optimize.episode_feedback import episode_metric, rail_example, render_episode_gold

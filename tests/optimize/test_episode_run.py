@@ -17,7 +17,7 @@ from saag_opt.artifacts.store import PromptStore
 from saag_opt.cli import main
 from saag_opt.data import catalog
 from saag_opt.episodes import Episode
-from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.feedback import GOLD_LABEL

@@ -13,7 +13,7 @@ import dspy
 import pytest
 from pydantic import ValidationError
 
-from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.agents.mechanisms.registry import parse_mechanism
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.artifacts.store import PromptStore
 from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, RunError

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from saag_opt.artifacts import PromptStore
+from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.data.catalog import load_episodes
-from saag_opt.evaluation.compare import CompareConfig, run_compare
-from saag_opt.evaluation.episode_run import run_multi_turn
-from saag_opt.evaluation.runner import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.conversations import run_multi_turn
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from saag_opt.evaluation.episodes import EpisodeRecord, JudgementRecord, TurnRecord
+from saag_opt.evaluation.conversation_records import EpisodeRecord, JudgementRecord, TurnRecord
 from saag_opt.report.html import REPORT_NAME
 from saag_opt.report.pages import build_part
 from saag_opt.report.pages.base import new_part

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from saag_opt.cli import app
 from saag_opt.cli.report import write_run_report
+from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.errors import RunError
-from saag_opt.evaluation.compare import CompareConfig, run_compare
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
 from saag_opt.report.pages import outcome

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from saag_opt.evaluation.episodes import VERB as MULTI_TURN_VERB
+from saag_opt.evaluation.conversation_records import VERB as MULTI_TURN_VERB
 from saag_opt.events import RunEvent
 from saag_opt.report.format import resume_command
 from saag_opt.report.live import EvaluationLines, with_lines

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.evaluation.security import PUBLISHED
 from saag_opt.report.html import REPORT_NAME, render_report, write_report
 from saag_opt.report.pages import build_part
 from saag_opt.report.pages.security_traces import NO_TRACE
 from saag_opt.runfiles import read_run
+from saag_opt.security.records import PUBLISHED
 from tests.conftest import requires
 from tests.report.browser import Browser, Page, require_chromium
 from tests.report.checks import check_page
@@ -29,7 +29,7 @@ traces; its runs_dir made relative."""
 @pytest.fixture(scope="module")
 def security_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """banking, 3 user tasks x 9 injection tasks, two attacks, both arms, and the user tasks without attack."""
-    from saag_opt.runtime.agentdojo.run import SecurityConfig, run_security  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import SecurityConfig, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     root = tmp_path_factory.mktemp("security-run")
     config = SecurityConfig(suites=["banking"], attacks=["important_instructions", "direct"], limit=3,
@@ -227,8 +227,8 @@ def test_the_trace_browser_filters_and_draws_the_blocked_call_and_the_injected_t
 
 
 def test_a_reviewed_call_shows_the_llm_reviewers_verdicts_before_the_guards_decision() -> None:
-    from saag_opt.evaluation.security_trace import TraceCall, TraceMessage  # noqa: PLC0415
     from saag_opt.report.pages.security_traces import _Pool, _step  # noqa: PLC0415
+    from saag_opt.security.trace_records import TraceCall, TraceMessage  # noqa: PLC0415
 
     said = "reject: use the IBAN the bill gives; approve"
     call = TraceCall(id="c1", name="send_money", arguments={"recipient": "X"}, guard="revise",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.evaluation.compare import CompareConfig, run_compare
-from saag_opt.evaluation.comparison import CompareSummary
+from saag_opt.compare.comparison import CompareSummary
+from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import read_run

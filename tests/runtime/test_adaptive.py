@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import saag_opt.saag.injection as injection
-from saag_opt.evaluation.security import summarize
 from saag_opt.runtime import Guard
 from saag_opt.saag.flow import FlowReport
 from saag_opt.saag.injection import instruction_spans
+from saag_opt.security.records import summarize
 from tests.conftest import requires
 
 pytestmark = requires(None if importlib.util.find_spec("agentdojo") else
@@ -31,7 +31,7 @@ user gives, payments the user describes, a password the user gives. 5 x 9 pairs.
 
 def _runs(attack: str, users: list[str], injections: list[str] | None = None, suite: str = "banking") -> list[Any]:
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: PLC0415 - the agentdojo extra
-    from saag_opt.runtime.agentdojo.suites import run_suite  # noqa: PLC0415 - the agentdojo extra
+    from saag_opt.security.suites import run_suite  # noqa: PLC0415 - the agentdojo extra
 
     warnings.filterwarnings("ignore")
     return list(run_suite(suite, ObedientAgent(), Guard(), attacks=[attack], benign=False, user_tasks=users,
@@ -97,7 +97,7 @@ def test_an_argument_swap_in_the_data_the_user_names_gets_through_by_design() ->
     from agentdojo.task_suite.load_suites import get_suite  # noqa: PLC0415 - the agentdojo extra
 
     from saag_opt.runtime.agentdojo import BENCHMARK_VERSION  # noqa: PLC0415 - the agentdojo extra
-    from saag_opt.runtime.agentdojo.adaptive import SwapAttack  # noqa: PLC0415 - the agentdojo extra
+    from saag_opt.security.adaptive import SwapAttack  # noqa: PLC0415 - the agentdojo extra
 
     suite = get_suite(BENCHMARK_VERSION, "banking")
     swap = SwapAttack(suite, None)  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ PAIRS = [
 def test_the_guard_stops_the_obedient_agent_and_keeps_the_user_task(suite: str, user: str, injection: str,
                                                                     attack: str) -> None:
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent
-    from saag_opt.runtime.agentdojo.suites import run_suite
+    from saag_opt.security.suites import run_suite
 
     runs = {r.arm: r for r in run_suite(suite, ObedientAgent(), Guard(), attacks=[attack], benign=False,
                                         user_tasks=[user], injection_tasks=[injection])}
@@ -63,10 +63,10 @@ def test_the_record_keeps_the_trace_the_blocked_injection_and_what_agentdojo_sco
         argument: str) -> None:
     import agentdojo.task_suite.task_suite as task_suite
 
-    from saag_opt.evaluation.security_trace import locate
     from saag_opt.runtime.agentdojo.elements import BLOCKED_PREFIX
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent, squeeze
-    from saag_opt.runtime.agentdojo.suites import run_suite
+    from saag_opt.security.suites import run_suite
+    from saag_opt.security.trace_records import locate
 
     scored: list[list[Any]] = []  # the calls AgentDojo's checks read, per run (none arm first)
     real = task_suite.functions_stack_trace_from_messages
@@ -108,8 +108,8 @@ def test_the_tracer_keeps_a_revision_as_proposed_and_an_unreviewed_proposal_as_s
     from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
 
     from saag_opt.runtime.agentdojo.elements import strip_blocked
-    from saag_opt.runtime.agentdojo.trace import Tracer
     from saag_opt.runtime.decision import Decision
+    from saag_opt.security.trace import Tracer
 
     def text(value: str) -> list[Any]:
         return [text_content_block_from_string(value)]

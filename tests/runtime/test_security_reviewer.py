@@ -66,7 +66,7 @@ def test_a_rejecting_reviewer_changes_the_guarded_arm_from_what_guard_alone_does
     from saag_opt.runtime import Guard  # noqa: PLC0415
     from saag_opt.runtime.agentdojo import BENCHMARK_VERSION  # noqa: PLC0415 - optional: the agentdojo extra
     from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: PLC0415 - optional: the agentdojo extra
-    from saag_opt.runtime.agentdojo.suites import run_suite  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.suites import run_suite  # noqa: PLC0415 - optional: the agentdojo extra
 
     run_dir, _, world = rejected
     (alone,) = run_suite("banking", ObedientAgent(), Guard(), attacks=(), user_tasks=["user_task_0"], arms=["guard"])
@@ -133,7 +133,7 @@ def test_resume_refuses_a_prompt_whose_content_changed(rejected: tuple[Path, str
 
 
 def test_a_guard_run_keeps_its_run_json_shape(tmp_path: Path) -> None:
-    from saag_opt.runtime.agentdojo.run import GUARD_LABEL, SecurityConfig, guard_label  # noqa: PLC0415 - optional
+    from saag_opt.security.run import GUARD_LABEL, SecurityConfig, guard_label  # noqa: PLC0415 - optional
 
     config = SecurityConfig(suites=["banking"], attacks=["direct"], limit=1)
     assert "mechanism" not in config.model_dump(mode="json") and "reviewer" not in config.model_dump(mode="json")
@@ -155,7 +155,7 @@ def test_a_reviewer_mechanism_without_a_reviewer_is_one_line(tmp_path: Path,
 
 def test_the_dry_run_prices_the_reviewers_calls(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.runtime.agentdojo.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
 
     monkeypatch.setenv("COLUMNS", "250")  # the table unwrapped
     argv = [*BANKING_1, "--mechanism", "guard+r1", "--reviewer", "gpt-4o-mini", "--runs-dir", str(tmp_path)]
@@ -180,7 +180,7 @@ def test_the_cap_stops_the_run_when_the_reviewers_spend_reaches_it(tmp_path: Pat
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from tests.evaluation.test_caps_and_cache import PRICE  # noqa: PLC0415
 
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     cap = 0.05
     world = ReviewWorld()  # approves every call
     with ScriptedOpenAIServer(world) as server:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from saag_opt.cli import main
-from saag_opt.evaluation.security import SecurityRecord, SecuritySummary, summarize, wilson_interval
 from saag_opt.report.pages import build_part
 from saag_opt.runfiles import read_header, read_run
+from saag_opt.security.records import SecurityRecord, SecuritySummary, summarize, wilson_interval
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 
@@ -76,7 +76,7 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     (run_dir / "run.json").write_text(json.dumps(header | {"status": "interrupted"}), encoding="utf-8")
     (run_dir / "summary.json").unlink()
 
-    from saag_opt.runtime.agentdojo.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     ran: list[SecurityRecord] = []
     result = run_security(resume_config(run_dir, {}), resume=run_dir, on_run=lambda record, spent: ran.append(record))
@@ -100,7 +100,7 @@ def test_a_run_written_before_traces_resumes_and_its_new_records_keep_theirs(tmp
     (run_dir / "run.json").write_text(json.dumps(header | {"status": "interrupted"}), encoding="utf-8")
     (run_dir / "summary.json").unlink()
 
-    from saag_opt.runtime.agentdojo.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import resume_config, run_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     result = run_security(resume_config(run_dir, {}), resume=run_dir)
     assert len(result.records) == 20 and [r.trace is None for r in result.records] == [True] * 15 + [False] * 5
@@ -236,7 +236,7 @@ def test_a_model_agents_dry_run_is_priced(tmp_path: Path, capsys: pytest.Capture
     assert _cli([*BANKING_2, "--runs-dir", str(tmp_path), "--dry-run", "--agent", "gpt-4o-mini"]) == 0
     out = capsys.readouterr().out
     assert "prompt tokens" in out and "assumes" in out and "--max-cost" in out
-    from saag_opt.runtime.agentdojo.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
 
     rows = plan(SecurityConfig(suites=["banking"], attacks=["important_instructions"], agent="gpt-4o-mini", limit=2))
     assert all(r.prompt_tokens > 1000 * r.runs and r.dollars and r.dollars > 0 for r in rows)
@@ -247,7 +247,7 @@ def test_the_cap_stops_a_model_agents_run_cleanly_within_it_and_a_resume_goes_on
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.evaluation.test_caps_and_cache import PRICE  # noqa: PLC0415
 
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     cap = 0.1
     with ScriptedOpenAIServer(_model) as server:
         argv = [*BANKING_2[:-1], "1", "--agent", f"fake@{server.url}", "--mode", "json", "--runs-dir", str(tmp_path)]

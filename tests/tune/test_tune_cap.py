@@ -38,7 +38,7 @@ UNCAPPED_TRIALS, UNCAPPED_RUN = 0.0383, 0.0619
 def _priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "lm-cache"))  # private: every call is paid once
-    monkeypatch.setattr("saag_opt.lm.accounting.model_price", lambda spec: PRICE)
+    monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from saag_opt.agents.mechanisms import parse_mechanism
+from saag_opt.agents.mechanisms.registry import parse_mechanism
 from saag_opt.artifacts import resolve_ref
 from saag_opt.cli import main
 from saag_opt.data import load_dataset

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.errors import CostCapReached
+from saag_opt.evaluation.categories import CategoryScore
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.results import (
     ConditionSummary,
     EvaluationSummary,
     LatencySummary,
 )
-from saag_opt.evaluation.score import CategoryScore
 
 N = 20
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from saag_opt.errors import RunError
 from saag_opt.report.pages.base import Part
 from saag_opt.report.pages.browser import OUTCOMES, outcome, stage_of
-from saag_opt.report.pages.episodes import episode_part
+from saag_opt.report.pages.conversation_runs import episode_part
 from saag_opt.report.pages.optimize import optimize_part
 from saag_opt.report.pages.runs import compare_part, evaluate_part
 from saag_opt.report.pages.score import score_files, score_part

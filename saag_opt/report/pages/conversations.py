@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from saag_opt.errors import SaagOptError
-from saag_opt.evaluation.episodes import EpisodeRecord, JudgementRecord
+from saag_opt.evaluation.conversation_records import EpisodeRecord, JudgementRecord
 from saag_opt.report.pages.base import Part
 from saag_opt.report.pages.browser import OUTCOMES, by_example, cut, outcome
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from saag_opt.compare.comparison import CompareSummary
 from saag_opt.data.catalog import is_multi_turn_dataset
-from saag_opt.evaluation.comparison import CompareSummary
-from saag_opt.evaluation.episodes import EpisodeRecord
+from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, times
 from saag_opt.report.pages.browser import browser_section, load_queries

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from saag_opt.evaluation.comparison import CompareSummary, SideSummary
+from saag_opt.compare.comparison import CompareSummary, SideSummary
+from saag_opt.evaluation.categories import CategoryScore
 from saag_opt.evaluation.helpharm import HelpHarm, bootstrap_rate_ci
 from saag_opt.evaluation.results import ExampleRecord
-from saag_opt.evaluation.score import CategoryScore
 from saag_opt.model import CascadeReport
 from saag_opt.report import charts
 from saag_opt.report.format import ci_points, pct, points, ratio, stars

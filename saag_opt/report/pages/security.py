@@ -14,7 +14,6 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from saag_opt.evaluation.security import ALL, BENIGN, SecurityRecord, SecuritySummary
 from saag_opt.report import charts
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, table
 from saag_opt.report.pages.security_traces import trace_section
@@ -28,6 +27,7 @@ from saag_opt.report.security_tables import (
     security_rows,
 )
 from saag_opt.runfiles import Run
+from saag_opt.security.records import ALL, BENIGN, SecurityRecord, SecuritySummary
 
 _CALL_CHARS = 160
 

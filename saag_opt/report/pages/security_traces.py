@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from saag_opt.evaluation.security import BENIGN, SecurityRecord
-from saag_opt.evaluation.security_trace import Trace, TraceCall, TraceMessage
 from saag_opt.report.pages.base import Part
+from saag_opt.security.records import BENIGN, SecurityRecord
+from saag_opt.security.trace_records import Trace, TraceCall, TraceMessage
 
 ARM_LABELS = {"none": "no guard", "guard": "guard"}
 OUTCOMES = ("hijacked", "safe, task done", "safe, task not done", "task done", "task not done")

@@ -1,0 +1,1 @@
+"""OpenAI's Batch API: rounds of independent calls sent as one job each, and its offline double."""

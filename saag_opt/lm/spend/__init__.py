@@ -1,0 +1,1 @@
+"""Money: cost per role, the hard ``--max-cost`` cap, and a run's ``costs.json``."""

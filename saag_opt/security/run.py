@@ -1,0 +1,403 @@
+"""``saag-opt security``: AgentDojo's suites with and without the guard, as a resumable run directory.
+
+``run_security(config)`` writes ``runs/<ts>-security/`` (docs/design.md §21): ``run.json`` (the
+config, the agent, the suites and attacks, provenance), ``records.jsonl`` (one
+``evaluation.security.SecurityRecord`` per arm and task or pair, appended as each finishes),
+``costs.json`` for a model agent or reviewer, and at the end ``summary.json`` (``SecuritySummary``: utility
+without attack, utility under attack and ASR per suite and attack, each arm with its interval).
+``--resume`` continues the same directory: runs already recorded are not run again; only
+``max_cost`` may change. ``experiments/bench/agentdojo_guard.py`` calls this same function.
+
+Agents: ``scripted`` (``ObedientAgent``, the deterministic worst case: no LLM) or any model spec
+(``SaagLLM`` on ``lm.open_lm``: the embedded model, ``openai/<m>@URL``, ``gpt-4o``, ``fake@URL``),
+which is told nothing but the user's prompt.
+
+The guarded arm (``config.mechanism``): ``guard`` is ``Guard()``, the SAAG cascade and the injection
+rule with no LLM reviewer; ``guard+r<N>`` / ``gate+guard+r<N>`` is ``Guard.load`` with the tuned
+reviewer (``--reviewer``, ``--prompt``, ``--saag-informed``, ``--store``): what ``tune`` and
+``optimize`` produce, with the rejection revised on the reviewer's model as the deployed guard does.
+Its LMs book on the run's ledger, so ``--max-cost`` caps agent and reviewer together and
+``costs.json`` has both; a decision has no time bound here (the request's own timeout holds), so a
+slow model is measured, not timed out into ``on_error``. ``run.json`` names the guard (prompt
+reference and hash, reviewer, mechanism), and a resume refuses another one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+
+from saag_opt.errors import ConfigError, CostCapReached
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, REPLY_TOKENS, THINKING_TOKENS
+from saag_opt.lm import is_reasoning_model, open_lm, parse_model_spec, price_call
+from saag_opt.lm.spend.ledgerfile import open_ledger, save_costs
+from saag_opt.resuming import refuse_changes
+from saag_opt.runfiles import (
+    RECORDS_FILE,
+    SUMMARY_FILE,
+    RunHeader,
+    atomic_write_json,
+    atomic_write_jsonl,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_rows,
+    resume_header,
+    resumed,
+    write_header,
+)
+from saag_opt.runtime.agentdojo import AGENTDOJO_VERSION, BENCHMARK_VERSION, require
+from saag_opt.runtime.prompt import LoadedPrompt, load_prompt
+from saag_opt.security.config import CASCADE_ONLY, SCRIPTED, SEARCH, SecurityConfig
+from saag_opt.security.records import VERB, SecurityRecord, SecuritySummary, summarize
+
+require()
+
+from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
+
+from saag_opt.runtime.agentdojo.elements import function_to_openai  # noqa: E402
+from saag_opt.runtime.agentdojo.llm import SaagLLM  # noqa: E402
+from saag_opt.runtime.agentdojo.scripted import ObedientAgent  # noqa: E402
+from saag_opt.runtime.guard import Guard  # noqa: E402
+from saag_opt.security.search import SEARCH_FILE, SearchResult, split_user_tasks  # noqa: E402
+from saag_opt.security.suites import empty_ground_truth, run_suite  # noqa: E402
+
+GUARD_LABEL = "Guard() (SAAG cascade + injection rule, no LLM reviewer)"
+"""The guarded arm of ``--mechanism guard`` (``guard_label`` names a reviewer mechanism's)."""
+
+
+@dataclass(frozen=True)
+class SecurityResult:
+    """A finished (or stopped) security run."""
+
+    run_dir: Path
+    summary: SecuritySummary
+    records: list[SecurityRecord]
+    stopped_by: CostCapReached | None = None
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """What ``--dry-run`` prints for one suite and attack: the runs, the agent turns, their tokens and price."""
+
+    suite: str
+    attack: str
+    runs: int
+    agent_turns: int
+    """Scripted: 0 LM calls; a model: one turn per ground-truth call plus the answer, per run (a model may take more)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float | None = 0.0
+    """At the agent model's price (None: unknown)."""
+    reviews: int = 0
+    """A reviewer mechanism: one review per ground-truth tool call of the user task, guarded arm only."""
+    review_prompt_tokens: int = 0
+    review_completion_tokens: int = 0
+    review_dollars: float | None = 0.0
+    """At the reviewer model's price (None: unknown); ``guard`` calls no LM."""
+
+    def __add__(self, other: PlanRow) -> PlanRow:
+        """Two parts of one row (the search attacker's trials and its held-out runs), summed."""
+        def total(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a + b
+
+        return replace(self, runs=self.runs + other.runs, agent_turns=self.agent_turns + other.agent_turns,
+                       prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                       completion_tokens=self.completion_tokens + other.completion_tokens,
+                       dollars=total(self.dollars, other.dollars), reviews=self.reviews + other.reviews,
+                       review_prompt_tokens=self.review_prompt_tokens + other.review_prompt_tokens,
+                       review_completion_tokens=self.review_completion_tokens + other.review_completion_tokens,
+                       review_dollars=total(self.review_dollars, other.review_dollars))
+
+
+REPLY_ESTIMATE = 60
+"""Tokens of one agent reply: a tool call, or a short final answer (estimate)."""
+SYSTEM_TOKENS = 150
+"""The agent's system prompt and the user's request, per turn (estimate)."""
+STEP_TOKENS = 250
+"""What each earlier turn adds to the next prompt: the call and its tool result (estimate)."""
+PLAN_ASSUMPTIONS = (f"each turn's prompt: the suite's tool docs + {SYSTEM_TOKENS} tokens + {STEP_TOKENS} per earlier "
+                    f"turn; each reply {REPLY_ESTIMATE} tokens", "about 4 characters per token",
+                    "a ground-truth run's turns: a model may take more, so --max-cost USD caps the real spend")
+REVIEW_FRAME_TOKENS = 250
+"""A review's fields, their descriptions and the calls under review, beside its instructions (estimate)."""
+
+
+def plan_assumptions(config: SecurityConfig) -> tuple[str, ...]:
+    """What ``plan(config)`` assumes, as ``--dry-run`` prints it (the reviewer's part for a reviewer mechanism)."""
+    if not config.reviewed:
+        return PLAN_ASSUMPTIONS
+    agent = PLAN_ASSUMPTIONS if config.agent != SCRIPTED else (
+        PLAN_ASSUMPTIONS[1], "the reviews of a ground-truth run: more calls mean more reviews, so --max-cost USD "
+                             "caps the real spend")
+    said: tuple[str, ...] = (f"one review per ground-truth tool call of the user task, on the guarded arm only; its prompt: the "
+                             f"reviewer's instructions + the suite's tool docs + {REVIEW_FRAME_TOKENS} tokens + the "
+                             f"conversation so far (as the agent's turn); each reply {_review_reply(config.reviewer)} tokens",
+                             "every review approves (a rejection adds a revision on the reviewer's model; a call the "
+                             "injection rule blocks is never reviewed; the obedient agent's injected calls add reviews "
+                             "not counted here)")
+    if config.gated:
+        said += (f"{config.mechanism}: every call reaches the reviewer (none vouched for by the SAAG gate), "
+                 "so this is the upper end",)
+    return agent + said
+
+
+def _review_reply(reviewer: str | None) -> int:
+    """Completion tokens of one review (a reasoning model thinks first)."""
+    spec = parse_model_spec(reviewer) if reviewer is not None else None
+    return REPLY_TOKENS["reviewer"] + (THINKING_TOKENS if spec is not None and is_reasoning_model(spec) else 0)
+
+
+def plan(config: SecurityConfig) -> list[PlanRow]:
+    """The runs ``config`` asks for, per suite and attack, priced for a model agent and reviewer (no LM is called)."""
+    rows = []
+    arms = len(config.arms)
+    spec = parse_model_spec(config.agent) if config.agent != SCRIPTED else None
+    review = _Reviewing.of(config)
+    for name in config.suites:
+        suite = get_suite(BENCHMARK_VERSION, name)
+        env = suite.load_and_inject_default_environment({})
+        users = list(suite.user_tasks.values())[:config.limit]
+        docs = sum(len(json.dumps(function_to_openai(f))) for f in suite.tools) // CHARS_PER_TOKEN
+        first = docs + review.instructions + REVIEW_FRAME_TOKENS + SYSTEM_TOKENS if review is not None else 0
+        one, injections = _Pass.over(name, users, env, docs, first), len(suite.injection_tasks)
+        if config.benign:
+            rows.append(one.row("none", 1, arms, spec, review))
+        for attack in config.attacks:
+            if attack != SEARCH:
+                rows.append(one.row(attack, injections, arms, spec, review))
+                continue
+            seen, held = split_user_tasks([u.ID for u in users])  # the search's trials: one arm, its tasks only
+            held_row = _Pass.over(name, [u for u in users if u.ID in held], env, docs, first).row(
+                attack, injections, arms, spec, review)
+            trials = _Pass.over(name, [u for u in users if u.ID in seen], env, docs, first).row(
+                attack, injections * config.search_budget, 1, spec, review)
+            rows.append(held_row + trials)
+    return rows
+
+
+@dataclass(frozen=True)
+class _Reviewing:
+    """What ``plan`` prices a review at: the reviewer's model, its instructions' tokens, its reply's."""
+
+    spec: Any
+    instructions: int
+    reply: int
+
+    @classmethod
+    def of(cls, config: SecurityConfig) -> _Reviewing | None:
+        """None without a reviewer (``guard``, or the unguarded arm alone); resolves the prompt (an unknown one fails here)."""
+        if not config.reviewed or config.reviewer is None:
+            return None
+        loaded = _prompt(config)
+        chars = sum(len(text) for text in loaded.instructions.values()) if loaded is not None else 0
+        return cls(parse_model_spec(config.reviewer), chars // CHARS_PER_TOKEN, _review_reply(config.reviewer))
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One pass over a suite's user tasks: what each (suite, attack) row repeats per arm."""
+
+    suite: str
+    users: int
+    turns: int
+    prompt_tokens: int
+    calls: int
+    """The user tasks' ground-truth calls: one review each on the guarded arm."""
+    review_tokens: int
+    """The prompt tokens of those reviews."""
+
+    @classmethod
+    def over(cls, suite: str, users: Sequence[Any], env: Any, docs: int, first_review: int) -> _Pass:
+        """One pass over ``users``: each run's turns are its ground-truth calls and the answer; prompts grow per turn."""
+        per_run = [len(u.ground_truth(env)) + 1 for u in users]
+        return cls(suite, len(users), sum(per_run),
+                   sum(t * (docs + SYSTEM_TOKENS) + STEP_TOKENS * t * (t - 1) // 2 for t in per_run),
+                   sum(t - 1 for t in per_run),
+                   sum((t - 1) * first_review + STEP_TOKENS * (t - 1) * (t - 2) // 2 for t in per_run))
+
+    def row(self, attack: str, repeats: int, arms: int, spec: Any, review: _Reviewing | None) -> PlanRow:
+        times = repeats * arms
+        row = PlanRow(self.suite, attack, self.users * times, 0)
+        if spec is not None:
+            tokens_in, tokens_out = self.prompt_tokens * times, self.turns * times * REPLY_ESTIMATE
+            row = replace(row, agent_turns=self.turns * times, prompt_tokens=tokens_in, completion_tokens=tokens_out,
+                          dollars=price_call(spec, tokens_in, tokens_out))
+        if review is None:
+            return row
+        reviews, tokens_in = self.calls * repeats, self.review_tokens * repeats  # the guarded arm only
+        tokens_out = reviews * review.reply
+        return replace(row, reviews=reviews, review_prompt_tokens=tokens_in, review_completion_tokens=tokens_out,
+                       review_dollars=price_call(review.spec, tokens_in, tokens_out))
+
+
+def resume_config(run_dir: Path, passed: dict[str, Any]) -> SecurityConfig:
+    """The recorded config of ``run_dir`` with the allowed changes in ``passed`` (``max_cost``).
+
+    Raises:
+        RunError: not a security run, or unreadable.
+        ConfigError: an option that contradicts the recorded run.
+    """
+    header = resume_header(run_dir, VERB)
+    try:
+        recorded = SecurityConfig.model_validate(header.config)
+    except ValueError as exc:
+        raise ConfigError(f"--resume {run_dir}: its run.json config is not a security config ({exc})") from exc
+    return refuse_changes(recorded, passed, where=f"--resume {run_dir}")
+
+
+def _prompt(config: SecurityConfig) -> LoadedPrompt | None:
+    """The reviewer's prompt, resolved (None for ``guard``).
+
+    Raises:
+        ArtifactError: an unknown reference or unreadable file.
+    """
+    return load_prompt(config.prompt, config.prompts_dir) if config.reviewed else None
+
+
+def guard_label(config: SecurityConfig, prompt: LoadedPrompt | None) -> str:
+    """What the guarded arm ran, for run.json, the summary and the tables: ``GUARD_LABEL``, or the reviewer set-up."""
+    if not config.reviewed or prompt is None:
+        return GUARD_LABEL
+    informed = ", saag-informed" if config.saag_informed else ""
+    return (f"Guard.load({prompt.label}, reviewer={config.reviewer}, mechanism={config.mechanism}{informed}) "
+            f"(SAAG cascade + injection rule, then the LLM reviewer; prompt sha256 {prompt.sha256[:12]})")
+
+
+def _guard_plugin(config: SecurityConfig, prompt: LoadedPrompt | None) -> dict[str, Any]:
+    """``run.json``'s ``plugins.guard``: the label and arms, and a reviewer mechanism's set-up."""
+    plugin: dict[str, Any] = {"spec": guard_label(config, prompt), "arms": list(config.arms)}
+    if config.reviewed and prompt is not None:
+        plugin |= {"mechanism": config.mechanism, "reviewer": config.reviewer, "prompt": prompt.label,
+                   "prompt_sha256": prompt.sha256, "saag_informed": config.saag_informed}
+    return plugin
+
+
+def _header(config: SecurityConfig, run_dir: Path, args_passed: dict[str, Any] | None,
+            prompt: LoadedPrompt | None) -> RunHeader:
+    models = {"agent": config.agent} | ({"reviewer": config.reviewer} if config.reviewed else {})
+    return new_header(run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {},
+                      models=models, plugins={"guard": _guard_plugin(config, prompt)},
+                      dataset={"spec": f"agentdojo=={AGENTDOJO_VERSION} {BENCHMARK_VERSION}",
+                               "suites": ",".join(config.suites), "attacks": ",".join(config.attacks) or None,
+                               "limit": config.limit})
+
+
+def _same_prompt(header: RunHeader, prompt: LoadedPrompt | None, run_dir: Path) -> None:
+    """A resumed run's reviewer prompt still has the content it measured (an alias may have moved).
+
+    Raises:
+        ConfigError: the reference now resolves to other instructions.
+    """
+    recorded = (header.plugins.get("guard") or {}).get("prompt_sha256")
+    if prompt is not None and recorded is not None and recorded != prompt.sha256:
+        raise ConfigError(f"--resume {run_dir}: the reviewer prompt {prompt.label} now has sha256 {prompt.sha256[:12]}, "
+                          f"the run measured {recorded[:12]}; start a new run to measure it")
+
+
+def _agent(config: SecurityConfig, ledger: Any) -> Any:
+    if config.agent == SCRIPTED:
+        return ObedientAgent()
+    return SaagLLM(open_lm(config.agent, role="base", ledger=ledger, temperature=0.0), mode=config.mode)
+
+
+def _guard(config: SecurityConfig, prompt: LoadedPrompt | None, ledger: Any) -> Guard:
+    """``Guard()``, or ``Guard.load`` with the tuned reviewer booking on the run's ledger (module docstring)."""
+    if not config.reviewed or prompt is None:
+        return Guard()
+    return Guard.load(config.prompt, reviewer=config.reviewer, mechanism=config.mechanism, gate=config.gated,
+                      saag_informed=config.saag_informed, store=config.prompts_dir, ledger=ledger, timeout=None,
+                      cache=False)
+
+
+def run_security(config: SecurityConfig, *, resume: Path | None = None, args_passed: dict[str, Any] | None = None,
+                 on_run: Callable[[SecurityRecord, float], None] | None = None,
+                 on_start: Callable[[int], None] | None = None) -> SecurityResult:
+    """Run ``config`` into a new run directory, or continue ``resume`` (module docstring).
+
+    ``on_run(record, spent)``: after each run, with the dollars the run directory has spent so far;
+    ``on_start(done)``: once, with the runs an earlier attempt finished (0 for a new run).
+
+    Raises:
+        ConfigError: a bad agent or reviewer spec (or a ``max_cost`` on a model without a price); a resume
+            whose reviewer prompt now resolves to other instructions.
+        ArtifactError: an unknown reviewer prompt (before a run directory is made).
+        ModelUnavailableError: the agent's or reviewer's model cannot be reached (finished runs stay; resume continues).
+        RunError: the run directory cannot be written or read back.
+    """
+    prompt = _prompt(config)
+    if resume is None:
+        run_dir = create_run_dir(config.runs_dir, VERB)
+        header = _header(config, run_dir, args_passed, prompt)
+    else:
+        run_dir = resume
+        old = resume_header(run_dir, VERB)
+        _same_prompt(old, prompt, run_dir)
+        resumes = resumed(old, args_passed)
+        header = old.model_copy(update={"status": "started", "finished": None, "error": None,
+                                        "config": config.model_dump(mode="json"), "resumes": resumes})
+    write_header(run_dir, header)
+    path = run_dir / RECORDS_FILE
+    stopped: CostCapReached | None = None
+    with guarded_run(run_dir, header):
+        records = list({r.key: r for r in read_rows(path, SecurityRecord)}.values()) if path.is_file() else []
+        if path.is_file():  # rewritten whole: a row cut short by a kill must not glue onto the next one
+            atomic_write_jsonl(path, [r.model_dump(mode="json") for r in records])
+        done = {r.key for r in records}
+        if on_start is not None:
+            on_start(len(done))
+        ledger = open_ledger(config.max_cost, run_dir if resume is not None else None)
+        agent = _agent(config, ledger)
+        guard = _guard(config, prompt, ledger)
+        try:
+            with jsonlines.open(path, mode="a", flush=True) as out:
+                for name in config.suites:
+                    for record in run_suite(name, agent, guard, attacks=config.attacks, benign=config.benign,
+                                            user_tasks=_first(name, config.limit), arms=config.arms, done=done,
+                                            search_budget=config.search_budget,
+                                            on_search=lambda suite, found: _keep_search(run_dir, suite, found)):
+                        out.write(record.model_dump(mode="json"))
+                        records.append(record)
+                        if on_run is not None:
+                            on_run(record, ledger.total_dollars())
+        except CostCapReached as exc:
+            stopped = exc
+        finally:
+            guard.close()
+            if priced(config):
+                save_costs(run_dir, ledger)
+        summary = summarize(records, agent=config.agent, guard=guard_label(config, prompt),
+                            benchmark=f"AgentDojo {AGENTDOJO_VERSION} (benchmark {BENCHMARK_VERSION})",
+                            unreachable_tasks=empty_ground_truth(config.suites) if config.agent == SCRIPTED else ())
+        atomic_write_json(run_dir / SUMMARY_FILE, summary.model_dump(mode="json"))
+    finish_header(run_dir, header, stopped)
+    return SecurityResult(run_dir, summary, records, stopped)
+
+
+def priced(config: SecurityConfig) -> bool:
+    """A model runs (the agent, or the guarded arm's reviewer): the run has a spend and a ``costs.json``."""
+    return config.agent != SCRIPTED or config.reviewed
+
+
+def _keep_search(run_dir: Path, suite: str, found: SearchResult) -> None:
+    """The search attacker's wording and trials for ``suite``, kept in ``search.json`` (one entry per suite)."""
+    path = run_dir / SEARCH_FILE
+    kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    atomic_write_json(path, kept | {suite: found.to_json()})
+
+
+def _first(name: str, limit: int | None) -> list[str] | None:
+    """The ids of the first ``limit`` user tasks of suite ``name`` (None: all)."""
+    if limit is None:
+        return None
+    return list(get_suite(BENCHMARK_VERSION, name).user_tasks)[:limit]
+
+
+__all__ = ["CASCADE_ONLY", "GUARD_LABEL", "PLAN_ASSUMPTIONS", "SCRIPTED", "PlanRow", "SecurityConfig", "SecurityResult",
+           "guard_label", "plan", "plan_assumptions", "priced", "resume_config", "run_security"]
