@@ -16,9 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from saag_opt.data import load_dataset
-from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
-from saag_opt.episodes import Episode
+from saag_opt.data.workload import workload
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
@@ -86,20 +84,18 @@ def _config(space: Space, params: dict[str, Any]) -> EvaluateConfig | None:
 
 def _items(config: EvaluateConfig, split: str | None, limit: int | None) -> list[Any]:
     """The examples (or, on a multi-turn dataset, the entries) a pass over ``split`` runs."""
-    load = load_episodes if is_multi_turn_dataset(config.dataset) else load_dataset
-    return list(load(config.dataset, split=split, limit=limit))
+    return list(workload(config.dataset).load(split=split, limit=limit))
 
 
-def _estimate(items: list[Any], **options: Any) -> Estimate:
+def _estimate(dataset: str, items: list[Any], **options: Any) -> Estimate:
     """The estimate of one pass: evaluate's per example, or per conversation (``estimate_episodes``)."""
-    episodes = bool(items) and isinstance(items[0], Episode)
-    return (estimate_episodes if episodes else estimate_evaluation)(items, **options)
+    return (estimate_episodes if workload(dataset).conversations else estimate_evaluation)(items, **options)
 
 
 def _base_pass(config: EvaluateConfig, examples: list[Any]) -> Estimate:
     setup = config.setup
-    return _estimate(examples, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none").mechanism,
-                     command="tune")
+    return _estimate(config.dataset, examples, base=setup.base, reviewer=None,
+                     mechanism=setup.replace(mechanism="none").mechanism, command="tune")
 
 
 def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -> Estimate:
@@ -108,7 +104,7 @@ def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -
     for config in configs:
         setup = config.setup
         version = setup.prompt_version()
-        one = _estimate(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
+        one = _estimate(config.dataset, examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                         instructions=dict(version.instructions) if version is not None else {},
                         base_cached=True, command="tune")
         for role, part in one.roles.items():

@@ -29,8 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from saag_opt.artifacts import resolve_ref
-from saag_opt.data import load_dataset
-from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes
+from saag_opt.data.workload import workload
 from saag_opt.errors import ConfigError, CostCapReached, SaagOptError
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.events import EventSink, emit
@@ -262,8 +261,7 @@ def check_inputs(space: Space) -> None:
 
     dataset = str(space.fixed.get("dataset", fields["dataset"].default))  # never searched (space.py)
     split = space.fixed.get("split")
-    load = load_episodes if is_multi_turn_dataset(dataset) else load_dataset  # conversations: trials are entries
-    if not load(dataset, split=split, limit=space.fixed.get("limit")):
+    if not workload(dataset).load(split=split, limit=space.fixed.get("limit")):  # conversations: trials are entries
         raise ConfigError(f"{space.source}: fixed.dataset: {dataset!r} has no {split} examples")
     where, prompts = choices("prompt")
     store = space.fixed.get("prompts_dir")
