@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 
 from saag_opt.agents.base import BaseAgent, Proposal  # noqa: E402
-from saag_opt.agents.mechanisms.registry import MechanismContext, parse_mechanism  # noqa: E402
+from saag_opt.agents.mechanisms.base import MechanismContext  # noqa: E402
+from saag_opt.agents.mechanisms.registry import parse_mechanism  # noqa: E402
 from saag_opt.agents.reviewer import Reviewer  # noqa: E402
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.lm import CostLedger, open_lm  # noqa: E402

@@ -17,30 +17,29 @@ if TYPE_CHECKING:
         example_fingerprint,
         registry_json_schema,
     )
-    from saag_opt.agents.mechanisms.guarded import GuardedReview, LiveTurn
-    from saag_opt.agents.mechanisms.registry import (
-        BINARY_FEEDBACK,
+    from saag_opt.agents.mechanisms.base import (
         DEFAULT_MAX_REPAIRS,
         Candidate,
-        Gate,
-        Grading,
         Mechanism,
         MechanismContext,
         MechanismFacts,
         MechanismOutcome,
-        NoReview,
-        Progressive,
         ReviewRound,
-        Selection,
-        SelfRepair,
+    )
+    from saag_opt.agents.mechanisms.gate import Gate
+    from saag_opt.agents.mechanisms.guarded import GuardedReview, LiveTurn
+    from saag_opt.agents.mechanisms.no_review import NoReview
+    from saag_opt.agents.mechanisms.progressive import Progressive
+    from saag_opt.agents.mechanisms.registry import (
         describe_mechanisms,
         mechanism_names,
         parse_mechanism,
         register_mechanism,
         resolve_mechanism,
-        spread_temperatures,
     )
+    from saag_opt.agents.mechanisms.repair import BINARY_FEEDBACK, SelfRepair
     from saag_opt.agents.mechanisms.rules import Ruling
+    from saag_opt.agents.mechanisms.selection import Grading, Selection, spread_temperatures
     from saag_opt.agents.reviewer import (
         PREDICTOR_NAMES,
         Grade,
@@ -61,20 +60,25 @@ else:
             "BASE_PROMPT_HASH", "BASE_SYSTEM_PROMPT", "BaseAgent", "BasePredictionCache", "FeedbackTurn", "Proposal",
             "example_fingerprint", "registry_json_schema",
         ),
-        "mechanisms.guarded": ("GuardedReview", "LiveTurn"),
-        "mechanisms.registry": (
-            "BINARY_FEEDBACK", "DEFAULT_MAX_REPAIRS", "Candidate", "Gate", "Grading", "Mechanism", "MechanismContext",
-            "MechanismFacts", "MechanismOutcome", "NoReview", "Progressive", "ReviewRound", "Selection",
-            "SelfRepair",
-            "describe_mechanisms", "mechanism_names", "parse_mechanism", "register_mechanism", "resolve_mechanism",
-            "spread_temperatures",
+        "mechanisms.base": (
+            "DEFAULT_MAX_REPAIRS", "Candidate", "Mechanism", "MechanismContext", "MechanismFacts", "MechanismOutcome",
+            "ReviewRound",
         ),
+        "mechanisms.gate": ("Gate",),
+        "mechanisms.guarded": ("GuardedReview", "LiveTurn"),
+        "mechanisms.no_review": ("NoReview",),
+        "mechanisms.progressive": ("Progressive",),
+        "mechanisms.registry": (
+            "describe_mechanisms", "mechanism_names", "parse_mechanism", "register_mechanism", "resolve_mechanism",
+        ),
+        "mechanisms.repair": ("BINARY_FEEDBACK", "SelfRepair"),
+        "mechanisms.rules": ("Ruling",),
+        "mechanisms.selection": ("Grading", "Selection", "spread_temperatures"),
         "reviewer": (
             "PREDICTOR_NAMES", "Grade", "Reviewer", "SaagInformedReviewer", "Verdict", "blind_cascade",
             "make_reviewer", "render_calls", "render_candidates", "render_conversation", "render_saag_report",
             "render_tool_docs",
         ),
-        "mechanisms.rules": ("Ruling",),
     })
 
 __all__ = [

@@ -31,7 +31,7 @@ from typing import Any
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import Conversation
-from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, ToolResult, Transcript
 from saag_opt.events import note_step

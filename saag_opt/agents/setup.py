@@ -34,13 +34,8 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from saag_opt.agents.base import BaseAgent, BasePredictionCache
-from saag_opt.agents.mechanisms.registry import (
-    DEFAULT_MAX_REPAIRS,
-    Mechanism,
-    MechanismContext,
-    MechanismOutcome,
-    resolve_mechanism,
-)
+from saag_opt.agents.mechanisms.base import DEFAULT_MAX_REPAIRS, Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.registry import resolve_mechanism
 from saag_opt.agents.reviewer import Reviewer, make_reviewer
 from saag_opt.artifacts import PromptVersion, resolve_ref
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort

@@ -40,7 +40,7 @@ from typing import Any
 from saag_opt.agents.base import BASE_PROMPT_HASH, BaseAgent, FeedbackTurn, registry_json_schema, render_calls_json
 from saag_opt.agents.conversation import Conversation
 from saag_opt.agents.episode import EpisodeOutcome, StepOutcome, TurnOutcome
-from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.choices import UserReminder
 from saag_opt.data.tau2 import domain_of, domain_tools, task_of

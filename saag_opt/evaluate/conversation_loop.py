@@ -33,7 +33,8 @@ import dspy
 from saag_opt import stopping
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, EpisodeOutcome, run_episode
-from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, NoReview
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext
+from saag_opt.agents.mechanisms.no_review import NoReview
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, Judgement, open_environment
 from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError

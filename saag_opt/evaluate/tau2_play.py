@@ -10,7 +10,7 @@ first step the reviewer changes, whose proposals the base-prediction cache then 
 from __future__ import annotations
 
 from saag_opt.agents.episode import EpisodeOutcome
-from saag_opt.agents.mechanisms.registry import Mechanism
+from saag_opt.agents.mechanisms.base import Mechanism
 from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2BaseAgent, UserFactory, run_task
 from saag_opt.episodes import Episode, Judgement
 from saag_opt.evaluate.conversation_loop import Play, RunParts

@@ -24,7 +24,7 @@ from saag_opt.lm.spend.accounting import price_call
 from saag_opt.model import Example
 
 if TYPE_CHECKING:
-    from saag_opt.agents.mechanisms.registry import Mechanism
+    from saag_opt.agents.mechanisms.base import Mechanism
 
 REJECT_RATE = 0.5
 """Assumed share of reviews that reject (each rejection costs one base revision)."""

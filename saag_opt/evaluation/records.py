@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from saag_opt.agents.base import Proposal
-from saag_opt.agents.mechanisms.registry import MechanismOutcome
+from saag_opt.agents.mechanisms.base import MechanismOutcome
 from saag_opt.agents.setup import Condition
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import CallRecord, CandidateRecord, EvaluationSummary, ExampleRecord, RoundRecord

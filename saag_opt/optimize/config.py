@@ -8,7 +8,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from saag_opt.agents.mechanisms.registry import Mechanism, mechanism_names
+from saag_opt.agents.mechanisms.base import Mechanism
+from saag_opt.agents.mechanisms.registry import mechanism_names
 from saag_opt.agents.report_note import REPORT_NOTE
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName, ProposerName

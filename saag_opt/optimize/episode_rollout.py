@@ -29,7 +29,8 @@ import dspy
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.conversation import step_position
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT
-from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome, NoReview
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.no_review import NoReview
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.agents.setup import Condition
 from saag_opt.episodes import Environment, Episode, open_environment

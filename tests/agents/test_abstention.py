@@ -17,7 +17,8 @@ from saag_opt.agents import (
     render_saag_report,
 )
 from saag_opt.agents.base import REVISION_INSTRUCTION, BaseAgent, FeedbackTurn
-from saag_opt.agents.mechanisms.registry import NO_CALL, NO_CALL_FEEDBACK
+from saag_opt.agents.mechanisms.base import NO_CALL
+from saag_opt.agents.mechanisms.repair import NO_CALL_FEEDBACK
 from saag_opt.agents.reviewer import NO_CALL_REPORT, UNANCHORED_NOTE, blind_cascade
 from saag_opt.model import Example, Prediction, Registry, ToolSpec
 from saag_opt.saag.truth import check_truth

@@ -10,7 +10,7 @@ import pytest
 from saag_opt.agents import MechanismContext, NoReview, Verdict, parse_mechanism
 from saag_opt.agents.conversation import StepExample, step_position
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT, run_episode
-from saag_opt.agents.mechanisms.registry import MechanismOutcome
+from saag_opt.agents.mechanisms.base import MechanismOutcome
 from saag_opt.episodes import Episode, ToolResult
 from saag_opt.model import Example, Prediction, ToolCall, ToolSpec
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls

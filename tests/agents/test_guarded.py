@@ -14,7 +14,7 @@ from saag_opt.agents import (
     parse_mechanism,
 )
 from saag_opt.agents.mechanisms import registry as mechanisms
-from saag_opt.agents.mechanisms.registry import DEFAULT_REJECTION
+from saag_opt.agents.mechanisms.progressive import DEFAULT_REJECTION
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.calls import EvaluateConfig
 from saag_opt.model import Prediction

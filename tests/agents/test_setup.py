@@ -9,7 +9,9 @@ import pytest
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.mechanisms import registry as mechanisms
-from saag_opt.agents.mechanisms.registry import Gate, Progressive, SelfRepair
+from saag_opt.agents.mechanisms.gate import Gate
+from saag_opt.agents.mechanisms.progressive import Progressive
+from saag_opt.agents.mechanisms.repair import SelfRepair
 from saag_opt.agents.setup import ReviewSetup, open_setup
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saag_opt.agents import MechanismContext, mechanism_names, parse_mechanism
-from saag_opt.agents.mechanisms.registry import spread_temperatures
+from saag_opt.agents.mechanisms.selection import spread_temperatures
 from saag_opt.agents.reviewer import blind_cascade
 from saag_opt.errors import ConfigError
 from saag_opt.model import Example, Prediction, Registry, ToolCall, ToolSpec

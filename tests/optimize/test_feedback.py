@@ -8,7 +8,7 @@ import dspy
 import pytest
 
 from saag_opt.agents.base import Proposal
-from saag_opt.agents.mechanisms.registry import MechanismOutcome, ReviewRound
+from saag_opt.agents.mechanisms.base import MechanismOutcome, ReviewRound
 from saag_opt.model import Prediction, ToolCall
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.feedback import classify_outcome, metric, view_outcome

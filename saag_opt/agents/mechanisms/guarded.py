@@ -46,17 +46,15 @@ from typing import TYPE_CHECKING
 
 from saag_opt.agents.base import BaseAgent, FeedbackTurn, Proposal
 from saag_opt.agents.conversation import NO_SOURCES, sources_of, traced_step
-from saag_opt.agents.mechanisms.registry import (
-    DEFAULT_REJECTION,
+from saag_opt.agents.mechanisms.base import (
     NO_CALL,
     MechanismContext,
     MechanismFacts,
     MechanismOutcome,
-    Progressive,
     ReviewRound,
     RoundVerdict,
-    register_mechanism,
 )
+from saag_opt.agents.mechanisms.progressive import DEFAULT_REJECTION, Progressive
 from saag_opt.agents.mechanisms.rules import (
     Ruling,
     describe_error,
@@ -74,7 +72,7 @@ from saag_opt.saag import check_calls, correction_for
 from saag_opt.saag.injection import InjectionReport, Sources
 
 if TYPE_CHECKING:
-    from saag_opt.agents.mechanisms.registry import Mechanism
+    from saag_opt.agents.mechanisms.base import Mechanism
     from saag_opt.saag import PredictionReport
     from saag_opt.saag.flow import FlowReport
 
@@ -292,14 +290,6 @@ class _Loop:
             return Ruling("block", f"{why}, but the revision is an {found.reason()}", found.feedback(), self.reviewed,
                           self.error, report, provenance=found.to_dict()), NO_CALL
         return Ruling("revise", why, text or None, self.reviewed, self.error, report), self.current
-
-
-def _guarded(n: int, max_repairs: int | None) -> Mechanism:
-    return GuardedReview(n)
-
-
-register_mechanism("guard+r", _guarded, "the runtime guard's loop: r<N> plus its stage 1-2 rules (experimental)",
-                   numbered=True)
 
 
 if TYPE_CHECKING:

@@ -34,18 +34,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from saag_opt.agents.base import BaseAgent
-from saag_opt.agents.mechanisms.registry import (
+from saag_opt.agents.mechanisms.base import (
     NO_CALL,
     Candidate,
     MechanismContext,
     MechanismFacts,
     MechanismOutcome,
     ReviewRound,
-    options_with_no_call,
-    register_mechanism,
-    sample_candidates,
 )
 from saag_opt.agents.mechanisms.rules import Ruling, stage_summary
+from saag_opt.agents.mechanisms.selection import options_with_no_call, sample_candidates
 from saag_opt.agents.reviewer import UNANCHORED_NOTE, Reviewer, blind_cascade
 from saag_opt.errors import ConfigError
 from saag_opt.lm.latency import lm_clock
@@ -53,11 +51,11 @@ from saag_opt.model import Example
 from saag_opt.saag import correction_for
 
 if TYPE_CHECKING:
-    from saag_opt.agents.mechanisms.registry import Mechanism
+    from saag_opt.agents.mechanisms.base import Mechanism
     from saag_opt.saag import PredictionReport
 
 NO_CALL_OPTION = NO_CALL
-"""The selector's extra option when no candidate abstains (``mechanisms.NO_CALL``): "(no function call)"."""
+"""The selector's extra option when no candidate abstains (``mechanisms.base.NO_CALL``): "(no function call)"."""
 
 
 @dataclass(frozen=True)
@@ -161,16 +159,6 @@ def withheld_because(report: PredictionReport) -> tuple[str, str]:
     if report.passed is not True:
         return stage_summary(report, (1, 2, 3)), correction_for(report) or "The call does not pass the automatic checks."
     return "no value of the request is in its arguments", f"The call: {UNANCHORED_NOTE}."
-
-
-def _verified(n: int, max_repairs: int | None) -> Mechanism:
-    return VerifiedSelection(n)
-
-
-register_mechanism("saag+s", _verified, "SAAG-verified best-of-N: the first candidate the cascade passes; "
-                   "the selector only when it cannot decide (experimental)", numbered=True)
-register_mechanism("saag+abstain", lambda max_repairs: VerifiedOrAbstain(),
-                   "the base call if the SAAG cascade verifies it, else no call; no LLM reviewer (experimental)")
 
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saag_opt.agents.base import Proposal
-from saag_opt.agents.mechanisms.registry import Mechanism, MechanismContext, MechanismOutcome
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext, MechanismOutcome
 from saag_opt.agents.mechanisms.rules import hard_failure
 from saag_opt.agents.reviewer import Grade, Verdict, blind_cascade
 from saag_opt.errors import ConfigError
