@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from saag_opt.compare.run import CompareConfig
     from saag_opt.compare.run import run_compare as compare
     from saag_opt.evaluate.config import EvaluateConfig
-    from saag_opt.evaluate.run import evaluate
+    from saag_opt.evaluate.run import run_evaluation as evaluate
     from saag_opt.optimize.config import OptimizeConfig
     from saag_opt.optimize.run import run_optimize as optimize
     from saag_opt.runfiles import read_run
@@ -36,7 +36,7 @@ else:
         "agents.setup": ("ReviewSetup",),
         "compare.run": ("CompareConfig", ("compare", "run_compare")),
         "evaluate.config": ("EvaluateConfig",),
-        "evaluate.run": ("evaluate",),
+        "evaluate.run": (("evaluate", "run_evaluation"),),
         "score.predictions": (("score", "score_predictions"),),
         "optimize.config": ("OptimizeConfig",),
         "optimize.run": (("optimize", "run_optimize"),),

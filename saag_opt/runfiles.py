@@ -421,8 +421,8 @@ def read_header(run_dir: Path) -> RunHeader:
     return read_model(run_dir / "run.json", RunHeader, what="run.json")
 
 
-def resume_header(run_dir: Path, verb: str) -> RunHeader:
-    """``run.json`` of the run ``--resume RUN_DIR`` names, which must be a ``verb`` run.
+def resume_header(run_dir: Path, verb: str, *also: str) -> RunHeader:
+    """``run.json`` of the run ``--resume RUN_DIR`` names, which must be a ``verb`` run (or one of ``also``).
 
     Raises:
         RunError: missing or unreadable ``run.json``, or a run of another verb (both name ``--resume``).
@@ -431,7 +431,7 @@ def resume_header(run_dir: Path, verb: str) -> RunHeader:
         header = read_header(run_dir)
     except RunError as exc:
         raise RunError(f"--resume {exc}") from exc
-    if header.verb != verb:
+    if header.verb not in (verb, *also):
         raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not {'an' if verb[0] in 'aeiou' else 'a'} "
                        f"{verb} run")
     return header

@@ -76,7 +76,8 @@ def test_text_is_recorded_only_when_the_user_opts_in(spans: Any, monkeypatch: py
 @pytest.mark.integration
 def test_an_evaluation_traces_each_example_with_its_lm_calls_inside(spans: Any, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation  # noqa: PLC0415
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415
+    from saag_opt.evaluate.run import run_evaluation  # noqa: PLC0415
     from saag_opt.testing import ScriptedOpenAIServer  # noqa: PLC0415
     from tests.optimize import optimize_world as world  # noqa: PLC0415
 

@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # r2_world, beside thi
 from r2_world import examples, handler  # noqa: E402
 
 from saag_opt.data.jsonl import write_examples  # noqa: E402
-from saag_opt.evaluate.calls import EvaluateConfig, EvaluationResult, run_evaluation  # noqa: E402
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import EvaluationResult, run_evaluation  # noqa: E402
 from saag_opt.lm.specs import ModelSpec  # noqa: E402
 from saag_opt.lm.spend import accounting  # noqa: E402
 from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402

@@ -60,7 +60,8 @@ from r2_world import examples, handler  # noqa: E402
 from saag_opt.data import round_robin  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
 from saag_opt.evaluate import calls as runner  # noqa: E402
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation  # noqa: E402
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation  # noqa: E402
 from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
 
 

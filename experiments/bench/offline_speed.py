@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes  # noqa: E402
 from saag_opt.data.jsonl import write_examples  # noqa: E402
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation  # noqa: E402
-from saag_opt.evaluate.conversations import run_multi_turn  # noqa: E402
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation  # noqa: E402
 from saag_opt.lm import stop_embedded_servers  # noqa: E402
 from saag_opt.lm.embedded.server import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers, ensure_model_file  # noqa: E402
 
@@ -113,7 +113,7 @@ def run_block(path: str, model: str, block: int, data: Path | tuple[int, int], a
     started = time.perf_counter()
     try:
         if isinstance(data, tuple):
-            episodes = run_multi_turn(config)
+            episodes = run_evaluation(config)
             result: Any = episodes
             n, errors = episodes.summary.n_episodes, episodes.summary.errors
             costs = json.loads((episodes.run_dir / "costs.json").read_text())

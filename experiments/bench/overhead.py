@@ -33,7 +33,8 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.setdefault("SAAG_OPT_PROMPTS", str(ROOT / "prompts"))
 sys.path.insert(0, str(ROOT))
 
-from saag_opt.evaluate.calls import EvaluateConfig, EvaluationResult, run_evaluation  # noqa: E402
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import EvaluationResult, run_evaluation  # noqa: E402
 from saag_opt.lm import stop_embedded_servers  # noqa: E402
 
 MECHANISMS = ("none", "r2", "gate+r2")

@@ -118,8 +118,8 @@ def evaluate(
     """
     json_out = output_path(json_out)
 
-    from saag_opt.evaluate import run as evaluating  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluate.run import preflight_evaluate, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
@@ -130,15 +130,15 @@ def evaluate(
     # A resume checks only what was typed against its record (a shell's SAAG_OPT_BASE is no request to change it).
     passed = passed_values(ctx, values, command_line_only=resume is not None) | file.passed(given)
     log_to_mlflow(ctx, mlflow_uri, dry_run)
-    config = (validated(evaluating.resume_evaluate_config, resume, passed) if resume is not None
+    config = (validated(resume_config, resume, passed) if resume is not None
               else file.validated(EvaluateConfig, **values))
     warn_workers_under_batch(config.batch, passed)
     if dry_run:
-        print_dry_run(evaluating.preflight_evaluate(config))
+        print_dry_run(preflight_evaluate(config))
         return
     with EvaluateProgress(Console(stderr=True)) as progress:
-        result = evaluating.evaluate(config, on_event=with_lines(progress, progress.progress.console),
-                                     args_passed=passed, resume=resume)
+        result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console),
+                                args_passed=passed, resume=resume)
     _print_report(Console(), result)
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
@@ -146,9 +146,9 @@ def evaluate(
 
 def _print_report(console: Console, result: Any) -> None:
     """The tables of a single-call run (``report.evaluate_tables``) or of a multi-turn one (``report.episode_tables``)."""
-    from saag_opt.evaluate.conversations import MultiTurnResult  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.evaluation.conversation_records import EpisodeSummary  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    if isinstance(result, MultiTurnResult):
+    if isinstance(result.summary, EpisodeSummary):
         from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
 
         print_episode_report(console, result.summary, str(result.run_dir))

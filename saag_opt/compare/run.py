@@ -44,11 +44,10 @@ from saag_opt.compare.sides import (
     side_from_records,
 )
 from saag_opt.data import load_dataset
-from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
-from saag_opt.evaluate.calls import EvaluationResult, run_evaluation
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversations import evaluate_pass, preflight_compare_episodes
+from saag_opt.evaluate.conversations import preflight_compare_episodes
+from saag_opt.evaluate.run import EvaluationResult, run_evaluation
 from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.results import RecordWriter
 from saag_opt.events import EventSink, emit
@@ -292,8 +291,7 @@ def _evaluate(settings: EvaluateConfig, on_event: EventSink | None, ledger: Any,
     """
     earlier = _pass_dir(runs_dir) if resume else None
     config = settings.with_setup(**setup).model_copy(update={"runs_dir": runs_dir, "seed": seed})
-    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation  # conversations: §18
-    return runner(config, on_event=on_event, ledger=ledger, resume=earlier)
+    return run_evaluation(config, on_event=on_event, ledger=ledger, resume=earlier)
 
 
 def compare_ledger(settings: EvaluateConfig, passes: Sequence[Path] = ()) -> Any:
@@ -470,7 +468,7 @@ def preflight_compare(config: CompareConfig) -> Estimate:
     if mode == "runs" or settings is None:
         count = "two" if len(sides) == 2 else str(len(sides))
         return Estimate("compare", 0, assumptions=[f"{count} finished runs: no LM call"])
-    if is_multi_turn_dataset(settings.dataset):
+    if settings.workload.conversations:
         return preflight_compare_episodes(settings, [str(side) for side in sides])
     examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit, skip=settings.skip)
     setup = settings.setup

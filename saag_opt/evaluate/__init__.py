@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING
 from saag_opt.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from saag_opt.evaluate.calls import EvaluationResult, run_evaluation
-    from saag_opt.evaluate.config import EvaluateConfig
-    from saag_opt.evaluate.run import evaluate
+    from saag_opt.evaluate.config import EvaluateConfig, resume_config
+    from saag_opt.evaluate.run import EvaluationResult, preflight_evaluate, run_evaluation
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
-        "calls": ("EvaluationResult", "run_evaluation"),
-        "config": ("EvaluateConfig",),
-        "run": ("evaluate",),
+        "config": ("EvaluateConfig", "resume_config"),
+        "run": ("EvaluationResult", "preflight_evaluate", "run_evaluation"),
     })
 
-__all__ = ["EvaluateConfig", "EvaluationResult", "evaluate", "run_evaluation"]
+__all__ = ["EvaluateConfig", "EvaluationResult", "preflight_evaluate", "resume_config", "run_evaluation"]

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from saag_opt.agents.setup import SetupConfig
 from saag_opt.choices import UserReminder
+from saag_opt.data.workload import Workload, workload
 from saag_opt.lm import default_workers, parse_model_spec
 from saag_opt.resuming import RUN_OPTION, refuse_changes
 from saag_opt.runfiles import resume_header
@@ -72,9 +73,14 @@ class EvaluateConfig(SetupConfig):
             parse_model_spec(value)
         return value
 
+    @property
+    def workload(self) -> Workload:
+        """The dataset's kind of work, resolved once here (``data.workload``)."""
+        return workload(self.dataset)
+
     @model_validator(mode="after")
     def _tau2_options_need_tau2(self) -> EvaluateConfig:
-        if self.dataset.startswith("tau2:"):
+        if self.workload.simulated_user:
             return self
         if self.user_model is not None:
             raise ValueError(f"user_model is the model of tau2's user simulator; dataset {self.dataset!r} has its "
@@ -96,8 +102,12 @@ class EvaluateConfig(SetupConfig):
         return self
 
 
+EVALUATE_VERBS = ("evaluate", "evaluate-multiturn")
+"""The verbs an evaluate run records: single calls, conversations (``Workload.evaluate_verb``)."""
+
+
 def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
-    """The configuration an evaluate run continues with: its ``run.json``'s, plus the run options in ``passed``.
+    """The configuration an evaluate run of either kind continues with: its ``run.json``'s, plus ``passed``'s run options.
 
     ``passed``: options the user gave with ``--resume`` (option name -> value); any that is not a
     run option must repeat the recorded value (``resuming.refuse_changes``).
@@ -106,8 +116,8 @@ def resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> Eva
         RunError: ``run_dir`` is not an evaluate run, or its ``run.json`` cannot be read.
         ConfigError: ``passed`` contradicts the recorded configuration (one line naming the options).
     """
-    header = resume_header(run_dir, "evaluate")
+    header = resume_header(run_dir, *EVALUATE_VERBS)
     return refuse_changes(EvaluateConfig.model_validate(header.config), passed or {}, where=f"--resume {run_dir}")
 
 
-__all__ = ["EvaluateConfig", "resume_config"]
+__all__ = ["EVALUATE_VERBS", "EvaluateConfig", "resume_config"]

@@ -1,121 +1,93 @@
-"""``saag-opt evaluate`` on a multi-turn dataset: ``EvaluateConfig`` -> ``runs/<timestamp>-evaluate-multiturn/``.
+"""Conversations as evaluate work: per entry, the base agent alone and the mechanism, each on a fresh environment.
 
-The same configuration as single-call ``evaluate`` (one ``ReviewSetup``, opened by
-``agents.setup.open_setup``), the same run files (``run.json``, ``records.jsonl`` with one
-``EpisodeRecord`` per entry and condition, ``summary.json`` an ``EpisodeSummary``, ``costs.json``)
-and the same resume rule (``resuming``: the set-up and the dataset never change, run options may),
-at entry granularity. ``--workers`` runs entries in parallel (records in episode order at the
-end); ``--max-cost`` caps the whole run (a spent cap starts no further entry); ``--dry-run`` is
-``preflight_multi_turn`` (``evaluation.estimate.estimate_episodes``: tool docs and the history's
-growth step by step).
+Both runs of an entry share the base-prediction cache of the set-up's context, so the steps they
+have in common (up to the first one the reviewer changes) are proposed once; the environment's
+``check`` (or tau2's evaluator, ``evaluate/tau2_play.py``) judges each transcript. A failure inside
+one run is an ``error`` record (scored invalid). ``--dry-run`` is ``preflight_multi_turn``
+(``evaluation.estimate.estimate_episodes``: tool docs and the history's growth step by step). The
+loop that runs entries is ``evaluate.loop``; the run directory around it is ``evaluate.run``.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import cast
 
-from saag_opt.agents.base import BasePredictionCache
-from saag_opt.agents.setup import open_setup
+from saag_opt.agents.mechanisms.base import Mechanism
+from saag_opt.agents.mechanisms.no_review import NoReview
 from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes, pass_hat_ks, simulated_user, task_sizes
-from saag_opt.data.catalog import load_episodes
-from saag_opt.data.tau2 import task_id_of, with_trials
+from saag_opt.data.tau2 import task_id_of
+from saag_opt.data.workload import Workload
 from saag_opt.episodes import Episode
-from saag_opt.errors import ConfigError, RunError
-from saag_opt.evaluate.calls import EvaluationResult
+from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversation_loop import Play, evaluate_episodes, play_episode
+from saag_opt.evaluate.play import BASE, Play, RunParts, play_episode, run_condition
 from saag_opt.evaluate.tau2_play import tau2_play
-from saag_opt.evaluation.conversation_records import VERB, EpisodeRecord, EpisodeSummary
+from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSummary, summarise_episodes
 from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_tau2
-from saag_opt.evaluation.results import EvaluationSummary
-from saag_opt.events import EventSink
+from saag_opt.events import emit, listening_for_steps
 from saag_opt.lm import CostLedger
-from saag_opt.lm.disk_cache import configure_lm_cache
-from saag_opt.lm.spend.ledgerfile import open_ledger, save_costs
-from saag_opt.paths import base_predictions_dir
-from saag_opt.resuming import refuse_changes
-from saag_opt.runfiles import (
-    RunHeader,
-    atomic_write_json,
-    create_run_dir,
-    finish_header,
-    guarded_run,
-    new_header,
-    read_costs,
-    read_header,
-    resume_header,
-    resumed,
-    write_header,
-)
 
 
-@dataclass
-class MultiTurnResult:
-    """What ``run_multi_turn`` returns."""
+@dataclass(frozen=True)
+class ConversationWork:
+    """Conversations, opened for a run: the set-up's pieces, how an entry is played, how many run at once."""
 
-    run_dir: Path
-    summary: EpisodeSummary
-    records: list[EpisodeRecord] = field(default_factory=list)
+    parts: RunParts
+    workers: int = 1
+    pass_hat_k: bool = False
+    """Report tau2's pass^k over each task's trials (a simulated user's entries)."""
+    none: Mechanism = field(default_factory=NoReview)
+    """The base condition: every step through ``none``."""
+
+    def in_flight(self, todo: int) -> int:
+        """``workers`` entries at once, each on its own environment."""
+        return self.workers
+
+    def run_item(self, item: Episode) -> tuple[EpisodeRecord, EpisodeRecord]:
+        """Both conditions of one entry, base first (``run_condition``'s errors and raises)."""
+        return (self._with_steps(item, self.none, BASE),
+                self._with_steps(item, self.parts.mechanism, self.parts.mechanism.spec))
+
+    def progress(self, pair: tuple[EpisodeRecord, EpisodeRecord]) -> str:
+        """The entry's id and each condition's verdict."""
+        base, final = pair
+        return (f"{base.example_id}: base {'valid' if base.correct else 'invalid'}, "
+                f"{final.condition} {'valid' if final.correct else 'invalid'}")
+
+    def summarise(self, pairs: Sequence[tuple[EpisodeRecord, EpisodeRecord]], *, seed: int,
+                  stopped: str | None) -> EpisodeSummary:
+        """The paired numbers and the conversation counts of the entries that finished (tau2: pass^k too)."""
+        mechanism = self.parts.mechanism
+        summary = summarise_episodes(self.parts.run_id, mechanism.spec, pairs, experimental=mechanism.experimental,
+                                     gated=mechanism.gated, seed=seed, stopped=stopped)
+        if self.pass_hat_k:
+            records = [record for pair in pairs for record in pair]
+            summary = summary.model_copy(update={"pass_hat_k": pass_hat_k_by_condition(records)})
+        return summary
+
+    def close(self) -> None:
+        """Nothing stays open between entries (each closes its environment)."""
+
+    def _with_steps(self, episode: Episode, mechanism: Mechanism, condition: str) -> EpisodeRecord:
+        """``run_condition`` with a ``step`` event at each step: a tau2 task can take minutes on a small model."""
+        steps = 0
+
+        def stepped() -> None:
+            nonlocal steps
+            steps += 1
+            emit(self.parts.on_event, "step", f"{episode.id} ({condition}): step {steps}", entry=episode.id,
+                 condition=condition, steps=steps)
+
+        with listening_for_steps(stepped):
+            return run_condition(self.parts, episode, mechanism, condition)
 
 
-def is_multi_turn_run(run_dir: Path) -> bool:
-    """``run_dir`` is a multi-turn evaluate run (what ``--resume`` dispatches on)."""
-    try:
-        return read_header(run_dir).verb == VERB
-    except RunError:
-        return False
-
-
-def multi_turn_resume_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
-    """The configuration a multi-turn run continues with (``evaluation.config.resume_config``'s rule).
-
-    Raises:
-        RunError: not a multi-turn evaluate run, or an unreadable ``run.json``.
-        ConfigError: ``passed`` contradicts the recorded configuration.
-    """
-    header = resume_header(run_dir, VERB)
-    return refuse_changes(EvaluateConfig.model_validate(header.config), passed or {}, where=f"--resume {run_dir}")
-
-
-def _ids_hash(episodes: Sequence[Episode]) -> str:
-    return hashlib.sha256("\n".join(e.id for e in episodes).encode()).hexdigest()[:16]
-
-
-def _header(config: EvaluateConfig, run_dir: Path, episodes: Sequence[Episode],
-            args_passed: dict[str, Any] | None) -> RunHeader:
-    setup = config.setup
-    version = setup.prompt_version()
-    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
-    if config.dataset.startswith("tau2:"):
-        models["user"] = config.user_model or setup.base
-    return new_header(
-        run_dir, VERB, config=config.model_dump(mode="json"), args_passed=args_passed or {}, models=models,
-        plugins={"mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
-                               "args": {"max_repairs": setup.max_repairs, "grounding": setup.grounding}},
-                 "reviewer": {"prompt": setup.prompt, "sha256": version.sha256 if version is not None else None},
-                 "environments": sorted({e.environment for e in episodes})},
-        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
-                 **({"skip": config.skip} if config.skip else {}), "n": len(episodes), "ids_hash": _ids_hash(episodes)})
-
-
-def _reopen(run_dir: Path, config: EvaluateConfig, episodes: Sequence[Episode],
-            args_passed: dict[str, Any] | None) -> RunHeader:
-    header = read_header(run_dir)
-    if header.dataset.get("ids_hash") not in (None, _ids_hash(episodes)):
-        raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's entries; "
-                       "start a new run")
-    version = config.setup.prompt_version()
-    recorded = (header.plugins.get("reviewer") or {}).get("sha256")
-    if recorded and version is not None and version.sha256 != recorded:
-        raise RunError(f"--resume {run_dir}: prompt {config.setup.prompt!r} now resolves to other instructions; "
-                       "start a new run")
-    resumes = resumed(header, args_passed)
-    return header.model_copy(update={"status": "started", "finished": None, "error": None,
-                                     "config": config.model_dump(mode="json"), "resumes": resumes})
+def _entries(config: EvaluateConfig) -> list[Episode]:
+    """The run's entries (tau2: each task ``trials`` times), as ``run_evaluation`` loads them."""
+    return cast(list[Episode], config.workload.load(split=config.split, limit=config.limit, skip=config.skip,
+                                                    trials=config.trials))
 
 
 def tau2_max_steps(config: EvaluateConfig) -> int:
@@ -123,13 +95,13 @@ def tau2_max_steps(config: EvaluateConfig) -> int:
     return config.max_steps or DEFAULT_MAX_STEPS
 
 
-def _play(config: EvaluateConfig, ledger: CostLedger) -> Play:
+def play_for(config: EvaluateConfig, workload: Workload, ledger: CostLedger) -> Play:
     """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
 
     tau2's user simulator runs on ``user_model`` (default the base model), booked on the run's ledger
     under role ``user``.
     """
-    if not config.dataset.startswith("tau2:"):
+    if not workload.simulated_user:
         return play_episode
     return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
                                     call_options=config.setup.call_options(), reminder=config.user_reminder),
@@ -155,68 +127,20 @@ def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
     """``--dry-run`` on a multi-turn dataset: expected calls, tokens and dollars by role; opens no model.
 
     Raises:
-        ConfigError, DatasetError, ArtifactError: as ``run_multi_turn`` would, before any work.
+        ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
     """
-    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
+    episodes = _entries(config)
     if not episodes:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
     setup = config.setup
     version = setup.prompt_version()
-    if config.dataset.startswith("tau2:"):
-        return estimate_tau2(task_sizes(with_trials(episodes, config.trials)), base=setup.base,
+    if config.workload.simulated_user:
+        return estimate_tau2(task_sizes(episodes), base=setup.base,
                              reviewer=setup.reviewer, user=config.user_model or setup.base, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {},
                              max_steps=tau2_max_steps(config))
     return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
                              instructions=dict(version.instructions) if version is not None else {})
-
-
-def run_multi_turn(config: EvaluateConfig, *, on_event: EventSink | None = None,
-                   args_passed: dict[str, Any] | None = None, resume: Path | None = None,
-                   ledger: CostLedger | None = None) -> MultiTurnResult:
-    """Evaluate ``config`` (a multi-turn dataset) and write its run directory; ``resume`` continues one.
-
-    ``ledger``: the ledger (and spend cap) of a bigger run this evaluation is a pass of (compare);
-    the run books into a child of it, as ``run_evaluation`` does.
-
-    Raises:
-        ConfigError: not a multi-turn dataset, no entries, a mechanism without a reviewer.
-        ModelUnavailableError: a model cannot be reached (the finished entries stay; ``--resume`` continues).
-        RunError: the run directory cannot be written or resumed.
-    """
-    if config.batch:
-        raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
-                          "the one before it, so a round would hold one step per entry); drop --batch")
-    episodes = load_episodes(config.dataset, split=config.split, limit=config.limit, skip=config.skip)
-    if config.dataset.startswith("tau2:"):
-        episodes = with_trials(episodes, config.trials)
-    if not episodes:
-        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
-    configure_lm_cache()
-    if resume is None:
-        run_dir = create_run_dir(config.runs_dir, VERB)
-        header = _header(config, run_dir, episodes, args_passed)
-    else:
-        run_dir, header = resume, _reopen(resume, config, episodes, args_passed)
-    write_header(run_dir, header)
-    with guarded_run(run_dir, header):
-        own = open_ledger(config.max_cost, run_dir, parent=ledger)
-        condition = open_setup(config.setup, own, BasePredictionCache(config.cache_dir or base_predictions_dir()))
-        play = _play(config, own)
-        try:
-            run = evaluate_episodes(episodes, agent=condition.agent, reviewer=condition.reviewer,
-                                    mechanism=condition.mechanism, ctx=condition.ctx,
-                                    reviewer_lm=condition.reviewer_lm, run_id=run_dir.name,
-                                    records_path=run_dir / "records.jsonl", seed=config.seed, on_event=on_event,
-                                    costs=own.snapshot, workers=config.workers or 1, cap=own.cap, play=play)
-        finally:
-            save_costs(run_dir, own)
-        summary = run.summary
-        if config.dataset.startswith("tau2:"):
-            summary = summary.model_copy(update={"pass_hat_k": pass_hat_k_by_condition(run.records)})
-        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
-    finish_header(run_dir, header, run.stopped_by)
-    return MultiTurnResult(run_dir, summary, run.records)
 
 
 def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) -> Estimate:
@@ -225,10 +149,10 @@ def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) ->
     Raises:
         ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
     """
-    episodes = load_episodes(settings.dataset, split=settings.split, limit=settings.limit, skip=settings.skip)
+    episodes = _entries(settings)
     setup = settings.setup
-    if settings.dataset.startswith("tau2:"):
-        return _compare_tau2(settings, refs, task_sizes(with_trials(episodes, settings.trials)))
+    if settings.workload.simulated_user:
+        return _compare_tau2(settings, refs, task_sizes(episodes))
     total = estimate_episodes(episodes, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none")
                               .mechanism, command="compare")
     for ref in refs:
@@ -254,29 +178,5 @@ def _compare_tau2(settings: EvaluateConfig, refs: Sequence[str], sizes: Sequence
     return total
 
 
-def evaluate_pass(config: EvaluateConfig, *, on_event: EventSink | None = None, ledger: CostLedger | None = None,
-                 resume: Path | None = None) -> EvaluationResult:
-    """``run_multi_turn`` handed back as ``run_evaluation``'s result: compare's passes, tune's trials.
-
-    The adapter that lets those verbs treat conversations like examples: the run is a multi-turn
-    evaluate run (its records keep every turn), its summary the evaluate summary's fields they read
-    (the paired numbers, costs, contamination, the stop).
-    """
-    result = run_multi_turn(config, on_event=on_event, ledger=ledger, resume=resume)
-    episode, setup = result.summary, config.setup
-    version = setup.prompt_version() if setup.reviewer else None
-    splits = {r.split for r in result.records if r.split}
-    summary = EvaluationSummary(
-        run_id=episode.run_id, mechanism=episode.mechanism, experimental=episode.experimental,
-        prompt=setup.prompt if setup.reviewer else None, n_examples=episode.n_episodes, errors=episode.errors,
-        base=episode.base, reviewed=episode.reviewed, help_harm=episode.help_harm, latency=episode.latency,
-        reviewer_calls_per_item=episode.reviewer_calls_per_item, agent_calls_per_item=episode.agent_calls_per_item,
-        gated_share=episode.gated_share, costs=read_costs(result.run_dir) or {}, on_unusable=setup.on_unusable,
-        contaminated=list(version.contaminated(splits)) if version is not None else [],
-        reviewer_mismatch=version.reviewer_mismatch(setup.saag_informed, setup.grounding) if version else None,
-        stopped=episode.stopped)
-    return EvaluationResult(result.run_dir, summary, list(result.records))
-
-
-__all__ = ["MultiTurnResult", "evaluate_pass", "is_multi_turn_run", "multi_turn_resume_config", "pass_hat_k_by_condition",
-           "preflight_compare_episodes", "preflight_multi_turn", "run_multi_turn"]
+__all__ = ["ConversationWork", "pass_hat_k_by_condition", "play_for", "preflight_compare_episodes",
+           "preflight_multi_turn", "tau2_max_steps"]

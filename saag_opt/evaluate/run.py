@@ -1,75 +1,273 @@
-"""The evaluate verb on either kind of dataset: single calls (``runner``) or conversations (``episode_run``).
+"""``saag-opt evaluate``: a review set-up over a dataset, single calls or conversations, as one run directory.
 
-Which kind a run is gets asked here once: a new run by its dataset spec, a resumed one by its run
-directory (docs/design.md §18). ``saag_opt.evaluate`` and ``saag-opt evaluate`` are ``evaluate``.
+Per item, two conditions are recorded: ``base`` (the base agent alone) and the mechanism (``r2``,
+``gate+r2``, ...). The kind of work is resolved once, from the dataset spec (``data.workload``) or,
+for ``--resume``, from the run's own ``run.json``; the ``Work`` of that kind (``evaluate.calls``,
+``evaluate.conversations``) runs one item, and everything else is the same for both: the run
+header and its resume rule, the loop (``evaluate.loop``), the summary's core, the failure policy.
+
+Failure policy (docs/design.md §10): an error inside one item becomes a record with ``error``; no
+item is ever lost. Systemic faults raise before work starts (bad config, missing key), as soon as a
+model turns out to be gone (dead server, rejected key: the finished items stay in records.jsonl,
+run.json says ``error``, ``--resume RUN_DIR`` continues) or after it: a run in which every item
+failed has no result (``RunFailed``), and ``fail_on_error`` bounds the error share of any other.
+Progress and cost are reported through ``saag_opt.events`` (``run_started``, ``example_finished``,
+``run_finished``); an observer that raises is logged, never allowed to stop the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from saag_opt.data.catalog import is_multi_turn_dataset
-from saag_opt.evaluate.calls import EvaluationResult, preflight, run_evaluation
-from saag_opt.evaluate.config import EvaluateConfig, resume_config
-from saag_opt.evaluate.conversations import (
-    MultiTurnResult,
-    is_multi_turn_run,
-    multi_turn_resume_config,
-    preflight_multi_turn,
-    run_multi_turn,
+from saag_opt.agents.base import BasePredictionCache
+from saag_opt.agents.setup import Condition, open_setup
+from saag_opt.data import split_hash
+from saag_opt.data.workload import Workload
+from saag_opt.episodes import Episode, open_environment
+from saag_opt.errors import ConfigError, RunError, RunFailed, SaagOptError
+from saag_opt.evaluate.calls import CallWork
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.conversations import ConversationWork, play_for, preflight_multi_turn, tau2_max_steps
+from saag_opt.evaluate.loop import Work, run_pairs
+from saag_opt.evaluate.play import RunParts
+from saag_opt.evaluation.conversation_records import EpisodeRecord
+from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
+from saag_opt.evaluation.records import setup_facts
+from saag_opt.evaluation.results import ExampleRecord, PairedSummary, finished_records
+from saag_opt.events import EventSink, emit
+from saag_opt.lm import CostLedger
+from saag_opt.lm.batch.rounds import BatchRounds
+from saag_opt.lm.disk_cache import configure_lm_cache
+from saag_opt.lm.spend.ledgerfile import open_ledger, save_costs
+from saag_opt.model import Example
+from saag_opt.paths import base_predictions_dir
+from saag_opt.runfiles import (
+    RunHeader,
+    atomic_write_json,
+    atomic_write_jsonl,
+    create_run_dir,
+    finish_header,
+    guarded_run,
+    new_header,
+    read_header,
+    resumed,
+    write_header,
 )
-from saag_opt.evaluation.estimate import Estimate
-from saag_opt.events import EventSink
+
+Item = Example | Episode
 
 
-def evaluate(config: EvaluateConfig, *, on_event: EventSink | None = None, args_passed: dict[str, Any] | None = None,
-             resume: Path | None = None) -> EvaluationResult | MultiTurnResult:
-    """Run the base agent with and without a reviewer mechanism on a dataset and write its run directory.
+@dataclass
+class EvaluationResult:
+    """What ``run_evaluation`` returns: the run directory, its summary and its records (item order, base first)."""
 
-    A single-call dataset gives an ``EvaluationResult`` (``runner.run_evaluation``), a multi-turn
-    one a ``MultiTurnResult`` (``episode_run.run_multi_turn``); both carry ``run_dir`` and ``summary``.
+    run_dir: Path
+    summary: PairedSummary
+    """An ``EvaluationSummary`` on single calls, an ``EpisodeSummary`` on conversations."""
+    records: list[ExampleRecord] = field(default_factory=list)
 
-    Args:
-        config: what to measure and how, e.g. ``EvaluateConfig(base="gpt-4o", reviewer="gpt-5-mini", limit=20)``.
-        on_event: called with each progress event (``saag_opt.events``).
-        args_passed: the options the user set, recorded in ``run.json``.
-        resume: continue this run directory (``config`` then comes from ``resume_evaluate_config``).
+
+def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
+                   args_passed: dict[str, Any] | None = None, ledger: CostLedger | None = None,
+                   resume: Path | None = None) -> EvaluationResult:
+    """Evaluate ``config`` and write ``runs/<timestamp>-evaluate/`` (``-evaluate-multiturn/`` on conversations).
+
+    ``ledger``: the ledger (and spend cap) of a bigger run this evaluation is part of (compare's
+    passes, optimize's test phase, tune's trials); the run books into a child of it. When the cap
+    is reached the run ends with ``status="stopped"`` and a summary over the items that finished.
+
+    ``resume``: continue that evaluate run directory instead (``config`` from ``resume_config``):
+    finished items are kept and not asked again, the rest are appended, and ``summary.json``,
+    ``costs.json`` (summed over attempts) and ``run.json`` are rewritten at the end.
 
     Raises:
-        ConfigError: a bad dataset, split, prompt or mechanism.
+        ConfigError: bad dataset/split/prompt/mechanism, or a mechanism without a reviewer.
         ModelUnavailableError: a model cannot be reached (missing key, dead server).
-        RunError: the run directory cannot be written or resumed.
-        RunFailed: every example failed.
+        RunError: the run directory cannot be written or resumed, or the error rate exceeds ``fail_on_error``.
+        RunFailed: every item failed (``run.json`` says ``error``, the records are kept).
     """
-    if _multi_turn(config.dataset, resume):
-        return run_multi_turn(config, on_event=on_event, args_passed=args_passed, resume=resume)
-    return run_evaluation(config, on_event=on_event, args_passed=args_passed, resume=resume)
+    work_of = config.workload
+    if config.batch and work_of.conversations:
+        raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
+                          "the one before it, so a round would hold one step per entry); drop --batch")
+    items = _items(config, work_of)
+    configure_lm_cache()
+    record = EpisodeRecord if work_of.conversations else ExampleRecord
+    kept: list[Any] = []
+    if resume is None:
+        run_dir = create_run_dir(config.runs_dir, work_of.evaluate_verb)
+        header = _header(config, work_of, run_dir, items, args_passed)
+    else:
+        run_dir = resume
+        header, kept = _reopen(run_dir, config, items, record, args_passed)
+    write_header(run_dir, header)
+    with guarded_run(run_dir, header):
+        own = open_ledger(config.max_cost, run_dir, parent=ledger)
+        condition, work = _open(config, work_of, run_dir, own, on_event)
+        emit(on_event, "resumed" if resume is not None else "run_started", f"run directory {run_dir}",
+             run_dir=str(run_dir), total=len(items), done=len(kept) // 2)
+        try:
+            run = run_pairs(work, items, kept=kept, records_path=run_dir / "records.jsonl", cap=own.cap,
+                            on_event=on_event, costs=own.snapshot)
+        finally:  # an interrupted attempt's spend is counted when the run resumes
+            work.close()
+            save_costs(run_dir, own)
+        summary = work.summarise(run.pairs, seed=config.seed, stopped=run.stopped)
+        summary = summary.model_copy(update=setup_facts(condition, {i.split for i in items if i.split}, own))
+        atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
+        _check_errors(config, summary, run.records, run_dir)
+    finish_header(run_dir, header, run.capped)
+    emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
+    return EvaluationResult(run_dir, summary, run.records)
 
 
 def preflight_evaluate(config: EvaluateConfig) -> Estimate:
     """``--dry-run``: the expected LM calls, tokens and dollars by role; loads the data, opens no model.
 
     Raises:
-        ConfigError, DatasetError, ArtifactError: as ``evaluate`` would, before any work.
+        ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
     """
-    return preflight_multi_turn(config) if _multi_turn(config.dataset, None) else preflight(config)
+    if config.workload.conversations:
+        return preflight_multi_turn(config)
+    examples = _items(config, config.workload)
+    setup = config.setup
+    version = setup.prompt_version()
+    return estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer,  # type: ignore[arg-type]
+                               mechanism=setup.mechanism,
+                               instructions=dict(version.instructions) if version is not None else {})
 
 
-def resume_evaluate_config(run_dir: Path, passed: Mapping[str, Any] | None = None) -> EvaluateConfig:
-    """The configuration an evaluate run of either kind continues with: its ``run.json``'s, plus ``passed``'s run options.
+class _Work(Work[Any, Any], Protocol):
+    """What ``run_evaluation`` asks of either kind's work beyond the loop's ``Work``: its summary, its close."""
+
+    def summarise(self, pairs: Sequence[tuple[Any, Any]], *, seed: int, stopped: str | None) -> PairedSummary:
+        """The summary of the items that finished."""
+        ...
+
+    def close(self) -> None:
+        """Release what the work holds open (the Batch API rounds)."""
+        ...
+
+
+def _items(config: EvaluateConfig, work_of: Workload) -> list[Any]:
+    items = work_of.load(split=config.split, limit=config.limit, skip=config.skip, trials=config.trials)
+    if not items:
+        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no {work_of.unit}")
+    return items
+
+
+def _open(config: EvaluateConfig, work_of: Workload, run_dir: Path, ledger: CostLedger,
+          on_event: EventSink | None) -> tuple[Condition, _Work]:
+    """Open the set-up and the work of the run's kind (raises for systemic faults: a missing key, an unknown prompt)."""
+    cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
+    workers = config.workers or 1
+    if not work_of.conversations:
+        batch = BatchRounds(run_dir, on_event=on_event) if config.batch else None
+        condition = open_setup(config.setup, ledger, cache, batch=batch)
+        return condition, CallWork(condition, run_dir.name, workers, batch)
+    condition = open_setup(config.setup, ledger, cache)
+    parts = RunParts(condition.agent, condition.reviewer, condition.mechanism, condition.ctx, condition.reviewer_lm,
+                     run_dir.name, max_steps=tau2_max_steps(config), environment=open_environment,
+                     play=play_for(config, work_of, ledger), on_event=on_event)
+    return condition, ConversationWork(parts, workers, pass_hat_k=work_of.simulated_user)
+
+
+def _ids_hash(items: Sequence[Item]) -> str:
+    """Which items, in which order: a resumed run must see the same ones."""
+    return hashlib.sha256("\n".join(i.id for i in items).encode()).hexdigest()[:16]
+
+
+def _prompt_sha(config: EvaluateConfig, *, quiet: bool = False) -> str | None:
+    """The reviewer prompt's content hash (None without a reviewer): what a resume must match.
+
+    ``quiet``: None for an unknown reference too (the run then fails where it builds the reviewer,
+    with the run directory marked ``error``).
+    """
+    try:
+        version = config.setup.prompt_version()
+    except SaagOptError:
+        if quiet:
+            return None
+        raise
+    return version.sha256 if version is not None else None
+
+
+def _header(config: EvaluateConfig, work_of: Workload, run_dir: Path, items: Sequence[Item],
+            args_passed: dict[str, Any] | None) -> RunHeader:
+    setup = config.setup
+    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
+    if work_of.simulated_user:
+        models["user"] = config.user_model or setup.base
+    plugins: dict[str, Any] = {
+        "mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
+                      "args": {"max_repairs": setup.max_repairs, "grounding": setup.grounding}},
+        "reviewer": {"class": "SaagInformedReviewer" if setup.saag_informed else "Reviewer", "prompt": setup.prompt,
+                     "sha256": _prompt_sha(config, quiet=True), "experimental": setup.saag_informed}}
+    if work_of.conversations:
+        plugins["environments"] = sorted({item.environment for item in items if isinstance(item, Episode)})
+    return new_header(
+        run_dir, work_of.evaluate_verb, config=config.model_dump(mode="json"), args_passed=args_passed or {},
+        models=models, plugins=plugins,
+        dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
+                 **({"skip": config.skip} if config.skip else {}), "n": len(items), "ids_hash": _ids_hash(items),
+                 "split_hash": split_hash(items)})
+
+
+def _reopen(run_dir: Path, config: EvaluateConfig, items: Sequence[Item], record: type[ExampleRecord],
+            args_passed: dict[str, Any] | None) -> tuple[RunHeader, list[ExampleRecord]]:
+    """``run.json`` of a resumed run set back to ``started``, and the finished items' records.
+
+    ``records.jsonl`` is rewritten (atomically) with those records only, so an item cut in half
+    (or a line torn by a crash) is redone and every item appears exactly once.
 
     Raises:
-        RunError: ``run_dir`` is not an evaluate run, or its ``run.json`` cannot be read.
-        ConfigError: ``passed`` contradicts the recorded configuration.
+        RunError: not an evaluate run, or its items are not the recorded ones any more.
     """
-    return multi_turn_resume_config(run_dir, passed) if _multi_turn("", run_dir) else resume_config(run_dir, passed)
+    header = read_header(run_dir)
+    if header.verb != config.workload.evaluate_verb:
+        raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run of {config.dataset!r}")
+    ids = _ids_hash(items)
+    if header.dataset.get("ids_hash") not in (None, ids):
+        raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's "
+                       f"{config.workload.unit} (ids hash {ids} != {header.dataset.get('ids_hash')}); start a new run")
+    recorded = (header.plugins.get("reviewer") or {}).get("sha256")
+    if recorded and (now := _prompt_sha(config)) != recorded:  # e.g. an alias (reviewer@best) that moved
+        raise RunError(f"--resume {run_dir}: prompt {config.setup.prompt!r} now resolves to other instructions "
+                       f"(sha256 {str(now)[:12]}; the run used {recorded[:12]}); start a new run")
+    kept = finished_records(run_dir / "records.jsonl", config.setup.mechanism.spec, (i.id for i in items), record)
+    atomic_write_jsonl(run_dir / "records.jsonl", [r.model_dump(mode="json") for r in kept])
+    resumes = resumed(header, args_passed, finished_before=len(kept) // 2)
+    header = header.model_copy(update={"status": "started", "finished": None, "error": None,
+                                       "config": config.model_dump(mode="json"), "resumes": resumes})
+    return header, kept
 
 
-def _multi_turn(dataset: str, resume: Path | None) -> bool:
-    """Conversations or single calls: by the run being resumed, else by the dataset."""
-    return is_multi_turn_run(resume) if resume is not None else is_multi_turn_dataset(dataset)
+def _check_errors(config: EvaluateConfig, summary: PairedSummary, records: Sequence[ExampleRecord],
+                  run_dir: Path) -> None:
+    """Fail a run whose every item failed (no result to report), or whose error share passes ``fail_on_error``.
+
+    Raises:
+        RunFailed: every item has an error (the first one is quoted).
+        RunError: more than ``fail_on_error`` of the items have one.
+    """
+    n, unit = summary.n_items, config.workload.unit
+    if n == 0:
+        return
+    if summary.errors == n:
+        first = next((r.error for r in records if r.error), "")
+        line = " ".join(first.split())
+        raise RunFailed(f"all {n} {unit} failed, the first with: "
+                        f"{line[:300] + '...' if len(line) > 300 else line} (see {run_dir / 'records.jsonl'})")
+    if config.fail_on_error is None:
+        return
+    rate = summary.errors / n
+    if rate > config.fail_on_error:
+        raise RunError(f"{summary.errors}/{n} {unit} failed ({rate:.1%}), above "
+                       f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
 
 
-__all__ = ["evaluate", "preflight_evaluate", "resume_evaluate_config"]
+__all__ = ["EvaluationResult", "preflight_evaluate", "run_evaluation"]

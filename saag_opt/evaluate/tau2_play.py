@@ -1,6 +1,6 @@
 """How ``evaluate`` plays a tau2 task: tau2's orchestrator with the reviewed agent, tau2's evaluator as the truth.
 
-The ``Play`` of ``evaluate/conversation_loop.py`` for ``tau2:<domain>`` entries: the runner pairs
+The ``Play`` of ``evaluate/play.py`` for ``tau2:<domain>`` entries: the runner pairs
 ``base`` (``none``) and the mechanism per task as it pairs BFCL entries, and both runs of a task use
 the same user model, trial and seed (trial k of tau2's ``DEFAULT_SEED``), so the user's side is as
 comparable as tau2 allows; with a deterministic user model the two conversations agree up to the
@@ -13,7 +13,7 @@ from saag_opt.agents.episode import EpisodeOutcome
 from saag_opt.agents.mechanisms.base import Mechanism
 from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2BaseAgent, UserFactory, run_task
 from saag_opt.episodes import Episode, Judgement
-from saag_opt.evaluate.conversation_loop import Play, RunParts
+from saag_opt.evaluate.play import Play, RunParts
 
 
 def tau2_play(user: UserFactory, *, max_steps: int = DEFAULT_MAX_STEPS) -> Play:

@@ -30,9 +30,8 @@ from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import (
     CallRecord,
     CandidateRecord,
-    ConditionSummary,
     ExampleRecord,
-    LatencySummary,
+    PairedSummary,
     RoundRecord,
 )
 from saag_opt.model import Prediction, canonical_json
@@ -343,33 +342,14 @@ def abstention_pairs(pairs: Iterable[tuple[EpisodeRecord, EpisodeRecord]]) -> li
     return out
 
 
-class EpisodeSummary(BaseModel):
-    """``summary.json`` of a multi-turn evaluation: the paired summary, plus the conversation counts."""
+class EpisodeSummary(PairedSummary):
+    """``summary.json`` of a multi-turn evaluation: the paired summary, plus the conversation counts.
 
-    run_id: str
-    """Run directory name."""
-    mechanism: str
-    """Mechanism spec."""
-    experimental: bool
-    """The mechanism is experimental."""
+    ``correct`` means the entry is valid by the environment's checkers (or tau2's reward of 1).
+    """
+
     n_episodes: int
     """Entries evaluated."""
-    errors: int
-    """Entries with an error in either condition."""
-    base: ConditionSummary
-    """The base agent alone (``correct`` = BFCL valid)."""
-    reviewed: ConditionSummary
-    """With the mechanism."""
-    help_harm: HelpHarm
-    """Per entry: valid vs not, base vs reviewed (McNemar, bootstrap CI of the net change)."""
-    latency: LatencySummary
-    """Mean seconds per entry, base vs reviewed."""
-    reviewer_calls_per_item: float | None
-    """Mean LLM reviewer calls per entry."""
-    agent_calls_per_item: float | None
-    """Mean extra base-agent calls per entry."""
-    gated_share: float | None = None
-    """gate+: share of the reviewed steps the SAAG gate passed without an LLM review (``gated_step_share``)."""
     leaderboard: dict[str, float | None] = Field(default_factory=dict)
     """Per condition, the share valid by ``multi_turn_checker`` alone (BFCL's own leaderboard number)."""
     conversation: dict[str, ConversationCounts] = Field(default_factory=dict)
@@ -378,8 +358,10 @@ class EpisodeSummary(BaseModel):
     """Over abstention turns alone: left without a call, base vs reviewed (None without such turns)."""
     pass_hat_k: dict[str, dict[int, float]] = Field(default_factory=dict)
     """tau2 datasets: per condition, pass^k for k = 1 .. the trials, as tau2 computes it (``agents.tau2.pass_hat_ks``)."""
-    stopped: str | None = None
-    """Why the run ended early; None = complete."""
+    @property
+    def n_items(self) -> int:
+        """Entries evaluated."""
+        return self.n_episodes
 
     @property
     def is_tau2(self) -> bool:

@@ -7,11 +7,11 @@ what a mechanism did, judged against gold here and only here (``judge_with_gold`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from saag_opt.agents.base import Proposal
-from saag_opt.agents.mechanisms.base import MechanismOutcome
+from saag_opt.agents.mechanisms.base import Mechanism, MechanismOutcome
 from saag_opt.agents.setup import Condition
 from saag_opt.evaluation.paired import summarise_pairs
 from saag_opt.evaluation.results import CallRecord, CandidateRecord, EvaluationSummary, ExampleRecord, RoundRecord
@@ -67,23 +67,29 @@ def failed_record(run_id: str, example: Example, condition: str, message: str) -
     return ExampleRecord(**_common(run_id, example, condition), correct=False, truth_reason="error", error=message)
 
 
-def summarise(records: Sequence[ExampleRecord], condition: Condition, examples: Sequence[Example], *,
-              run_id: str, ledger: CostLedger, seed: int = 0) -> EvaluationSummary:
-    """``summary.json`` content from the records of both conditions (records sorted base-first per example)."""
-    base = [r for r in records if r.condition == "base"]
-    final = [r for r in records if r.condition != "base"]
-    mechanism, setup, version = condition.mechanism, condition.setup, condition.prompt_version
-    paired = summarise_pairs(mechanism.spec, list(zip(base, final)), gated=mechanism.gated, seed=seed)
+def setup_facts(condition: Condition, splits: Iterable[str], ledger: CostLedger) -> dict[str, Any]:
+    """The summary fields a run's set-up decides, for either kind of work.
+
+    The prompt, what the reviewer was tuned on, how unreadable reviews were ruled, the costs.
+    """
+    setup, version = condition.setup, condition.prompt_version
+    return {"experimental": condition.mechanism.experimental or setup.saag_informed,
+            "prompt": setup.prompt if condition.reviewer is not None else None, "costs": ledger.to_dict(),
+            "on_unusable": setup.on_unusable,
+            "contaminated": list(version.contaminated(set(splits))) if version is not None else [],
+            "reviewer_mismatch": version.reviewer_mismatch(setup.saag_informed, setup.grounding)
+            if version is not None else None}
+
+
+def summarise(pairs: Sequence[tuple[ExampleRecord, ExampleRecord]], mechanism: Mechanism, *, run_id: str,
+              seed: int = 0, stopped: str | None = None) -> EvaluationSummary:
+    """``summary.json`` content from each example's ``(base, mechanism)`` records (``setup_facts`` adds the set-up's)."""
+    paired = summarise_pairs(mechanism.spec, list(pairs), gated=mechanism.gated, seed=seed)
     return EvaluationSummary(
-        run_id=run_id, mechanism=mechanism.spec, experimental=mechanism.experimental or setup.saag_informed,
-        prompt=setup.prompt if condition.reviewer is not None else None, n_examples=len(final),
+        run_id=run_id, mechanism=mechanism.spec, experimental=mechanism.experimental, n_examples=len(pairs),
         errors=paired.errors, base=paired.base, reviewed=paired.reviewed, help_harm=paired.help_harm,
         latency=paired.latency, reviewer_calls_per_item=paired.reviewer_calls_per_item,
-        agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share,
-        costs=ledger.to_dict(), on_unusable=setup.on_unusable,
-        contaminated=list(version.contaminated({e.split for e in examples if e.split})) if version is not None else [],
-        reviewer_mismatch=version.reviewer_mismatch(setup.saag_informed, setup.grounding)
-        if version is not None else None)
+        agent_calls_per_item=paired.agent_calls_per_item, gated_share=paired.gated_share, stopped=stopped)
 
 
-__all__ = ["base_record", "call_record", "failed_record", "mechanism_record", "summarise"]
+__all__ = ["base_record", "call_record", "failed_record", "mechanism_record", "setup_facts", "summarise"]

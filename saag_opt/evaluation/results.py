@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonlines
 from pydantic import BaseModel, Field
@@ -124,6 +124,10 @@ class ExampleRecord(BaseModel):
     """Set when the example failed (LM call failed after retries, ...); the row still counts."""
 
 
+R = TypeVar("R", bound=ExampleRecord)
+"""A record type: ``ExampleRecord`` or one that extends it (a conversation's ``EpisodeRecord``)."""
+
+
 class RecordWriter:
     """Append-only, thread-safe ``records.jsonl`` writer (one flushed line per record)."""
 
@@ -185,8 +189,11 @@ class LatencySummary(BaseModel):
     when > 0 the seconds above are lower bounds (latency incomplete)."""
 
 
-class EvaluationSummary(BaseModel):
-    """``summary.json`` of an evaluate run."""
+class PairedSummary(BaseModel):
+    """What every evaluate run's ``summary.json`` holds, single calls or conversations: the paired numbers.
+
+    One core, so compare, tune and optimize read either kind alike; each kind adds its own fields.
+    """
 
     run_id: str
     """Run directory name."""
@@ -194,26 +201,25 @@ class EvaluationSummary(BaseModel):
     """Mechanism spec."""
     experimental: bool
     """The mechanism or reviewer variant is experimental (SAAG gate, SAAG-informed reviewer)."""
-    prompt: str | None
+    prompt: str | None = None
     """Reviewer prompt reference (None without a reviewer)."""
-    n_examples: int
-    """Examples evaluated."""
     errors: int
-    """Examples with an error in either condition."""
+    """Items with an error in either condition."""
     base: ConditionSummary
     """The base agent alone."""
     reviewed: ConditionSummary
     """With the mechanism."""
     help_harm: HelpHarm
-    """Help/harm table over examples without errors."""
+    """Help/harm table over the items without errors (McNemar, bootstrap CI of the net change)."""
     latency: LatencySummary
     """Latency overhead."""
     reviewer_calls_per_item: float | None
-    """Mean LLM reviewer calls per example."""
+    """Mean LLM reviewer calls per item."""
     agent_calls_per_item: float | None
-    """Mean extra base-agent calls (revisions, candidates) per example."""
+    """Mean extra base-agent calls (revisions, candidates) per item."""
     gated_share: float | None = None
-    """gate+ mechanisms: share of examples the SAAG gate passed without an LLM review."""
+    """gate+ mechanisms: share of the items (of conversations: of the steps) the SAAG gate passed without an
+    LLM review."""
     costs: dict[str, Any] = Field(default_factory=dict)
     """Cost ledger per role (calls, tokens, dollars, seconds)."""
     contaminated: list[str] = Field(default_factory=list)
@@ -222,9 +228,26 @@ class EvaluationSummary(BaseModel):
     """Why the reviewer run is not the one the (GEPA) prompt was tuned for, e.g. tuned seeing the SAAG
     report and run without ``--saag-informed`` (``PromptVersion.reviewer_mismatch``); None = it is."""
     stopped: str | None = None
-    """Why the run ended before every example was evaluated (``--max-cost`` reached); None = complete."""
+    """Why the run ended before every item was evaluated (``--max-cost`` reached); None = complete."""
     on_unusable: str = "approve"
     """How unreadable reviews (``reviewed.reviewer_unusable``) were decided: approve or reject."""
+
+    @property
+    def n_items(self) -> int:
+        """Items evaluated (examples or entries)."""
+        raise NotImplementedError
+
+
+class EvaluationSummary(PairedSummary):
+    """``summary.json`` of an evaluate run on single calls."""
+
+    n_examples: int
+    """Examples evaluated."""
+
+    @property
+    def n_items(self) -> int:
+        """Examples evaluated."""
+        return self.n_examples
 
 
 def read_records(path: Path) -> list[ExampleRecord]:
@@ -238,8 +261,8 @@ def read_records(path: Path) -> list[ExampleRecord]:
     return read_rows(path, ExampleRecord)
 
 
-def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[ExampleRecord]:
-    """The records of the examples in ``ids`` that finished: a ``base`` row and a ``condition`` row each.
+def finished_records(path: Path, condition: str, ids: Iterable[str], record: type[R]) -> list[R]:
+    """The ``record`` rows of the items in ``ids`` that finished: a ``base`` row and a ``condition`` row each.
 
     What a resumed run keeps (``evaluate --resume``). A last row cut short by a crash is skipped
     (``runfiles.read_run_jsonl``) so its example is redone; an example with only one of its rows, one
@@ -254,10 +277,10 @@ def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[Exa
     if not path.is_file():
         return []
     wanted = set(ids)
-    rows: dict[tuple[str, str], ExampleRecord] = {}
-    for record in read_records(path):
-        if record.example_id in wanted and record.condition in ("base", condition):
-            rows.setdefault((record.example_id, record.condition), record)
+    rows: dict[tuple[str, str], R] = {}
+    for row in read_rows(path, record):
+        if row.example_id in wanted and row.condition in ("base", condition):
+            rows.setdefault((row.example_id, row.condition), row)
     done = {example_id for (example_id, _), record in rows.items()
             if (example_id, "base") in rows and (example_id, condition) in rows
             and rows[(example_id, "base")].error is None and rows[(example_id, condition)].error is None}
@@ -267,4 +290,4 @@ def finished_records(path: Path, condition: str, ids: Iterable[str]) -> list[Exa
 register_summary("evaluate", EvaluationSummary, records=ExampleRecord)
 
 __all__ = ["CallRecord", "CandidateRecord", "ConditionSummary", "EvaluationSummary", "ExampleRecord", "LatencySummary",
-           "RecordWriter", "RoundRecord", "finished_records", "read_records", "read_run"]
+           "PairedSummary", "RecordWriter", "RoundRecord", "finished_records", "read_records", "read_run"]

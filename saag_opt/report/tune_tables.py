@@ -124,7 +124,7 @@ def test_table(results: list[TestResult]) -> Table:
             continue
         s, hh = res.summary, res.summary.help_harm
         lat = s.latency.overhead_x
-        table.add_row(str(res.trial), escape(format_params(res.params)), str(s.n_examples), pct(s.base.accuracy),
+        table.add_row(str(res.trial), escape(format_params(res.params)), str(s.n_items), pct(s.base.accuracy),
                       pct(s.reviewed.accuracy), pct(hh.helpfulness), pct(hh.harmfulness),
                       ratio(hh.ratio), f"{hh.p_value:.3g}", ci_points(hh.net_change_ci95),
                       f"{res.metrics.get('cost_per_item_usd', 0.0):.4g}", "-" if lat is None else f"{lat:.1f}x")

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from saag_opt.errors import SaagOptError
+from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.runfiles import atomic_write_jsonl, register_summary
@@ -149,8 +150,9 @@ class TestResult(BaseModel):
     """Metrics measured on the trial split."""
     run_dir: str | None = None
     """The test evaluate run directory."""
-    summary: EvaluationSummary | None = None
-    """Its full summary (accuracy per category, help/harm with McNemar p and CI, cost, latency)."""
+    summary: EvaluationSummary | EpisodeSummary | None = None
+    """Its full summary (accuracy per category, help/harm with McNemar p and CI, cost, latency; on conversations
+    the conversation counts too)."""
     metrics: dict[str, float] = Field(default_factory=dict)
     """The tune metrics on test."""
     error: str | None = None
@@ -188,7 +190,7 @@ def evaluate_on_test(space: Space, trials: list[Any], test_dir: Path, *, limit: 
         if summary.stopped:
             stopped = summary.stopped
             out.append(result.model_copy(update={"run_dir": str(run_dir), "error": f"cut by --max-cost after "
-                                                 f"{summary.n_examples} examples"}))
+                                                 f"{summary.n_items} examples"}))
             continue
         out.append(result.model_copy(update={"run_dir": str(run_dir), "summary": summary,
                                              "metrics": trial_metrics(summary)}))

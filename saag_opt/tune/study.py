@@ -28,11 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from saag_opt.data.catalog import is_multi_turn_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError, SaagOptError
-from saag_opt.evaluate.calls import run_evaluation
-from saag_opt.evaluate.conversations import evaluate_pass
-from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.evaluate.run import run_evaluation
+from saag_opt.evaluation.results import PairedSummary
 from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.tune.space import METRICS, Range, Space, canonical_params
 from saag_opt.tune.spend import tune_ledger
@@ -152,10 +150,10 @@ def _suggest_range(trial: Any, key: str, dim: Range) -> float | int:
     return trial.suggest_float(key, dim.low, dim.high, step=dim.step, log=dim.log)
 
 
-def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
+def trial_metrics(summary: PairedSummary) -> dict[str, float]:
     """Every metric of ``METRICS`` from an evaluate summary; undefined rates count as 0."""
     hh = summary.help_harm
-    n = max(summary.n_examples, 1)
+    n = max(summary.n_items, 1)
     total = (summary.costs.get("roles") or {}).get("total") or {}
     overhead = summary.latency.overhead_x
     out = {
@@ -174,23 +172,18 @@ def trial_metrics(summary: EvaluationSummary) -> dict[str, float]:
 class EvaluateFn(Protocol):
     """``EvaluateConfig -> (run_dir, summary)``, booking into a child of ``ledger``; the runner, swappable in tests."""
 
-    def __call__(self, config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
+    def __call__(self, config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, PairedSummary]:
         """Evaluate ``config``; a ``ledger`` with a cap stops it there (``summary.stopped``)."""
         ...
 
 
-def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, EvaluationSummary]:
-    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``).
-
-    On a multi-turn dataset: the multi-turn evaluate run, read as an evaluate pass
-    (``episode_run.evaluate_pass``, docs/design.md §18).
-    """
-    runner = evaluate_pass if is_multi_turn_dataset(config.dataset) else run_evaluation
-    result = runner(config, ledger=ledger)
+def run_config(config: Any, *, ledger: CostLedger | None = None) -> tuple[Path, PairedSummary]:
+    """The default trial runner: ``run_evaluation`` (the same as ``saag-opt evaluate``), on either kind of dataset."""
+    result = run_evaluation(config, ledger=ledger)
     return result.run_dir, result.summary
 
 
-def summary_dollars(summary: EvaluationSummary) -> float:
+def summary_dollars(summary: PairedSummary) -> float:
     """Dollars one evaluation spent (its own ledger's total)."""
     return float(((summary.costs.get("roles") or {}).get("total") or {}).get("dollars") or 0.0)
 
@@ -231,7 +224,7 @@ class Objective:
         trial.set_user_attr(RUN_DIR_ATTR, str(run_dir))
         trial.set_user_attr(DOLLARS_ATTR, summary_dollars(summary))
         if summary.stopped:  # part of the split only: not a result to compare
-            self._requeue(trial, params, f"cut by --max-cost after {summary.n_examples} examples")
+            self._requeue(trial, params, f"cut by --max-cost after {summary.n_items} examples")
             raise CostCapReached(summary.stopped)
         metrics = trial_metrics(summary)
         trial.set_user_attr(METRICS_ATTR, metrics)

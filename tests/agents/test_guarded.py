@@ -16,7 +16,7 @@ from saag_opt.agents import (
 from saag_opt.agents.mechanisms import registry as mechanisms
 from saag_opt.agents.mechanisms.progressive import DEFAULT_REJECTION
 from saag_opt.errors import ConfigError
-from saag_opt.evaluate.calls import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.model import Prediction
 from saag_opt.saag import check_calls
 from saag_opt.tune.space import parse_space

@@ -15,8 +15,8 @@ from saag_opt.agents.mechanisms.repair import SelfRepair
 from saag_opt.agents.setup import ReviewSetup, open_setup
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
-from saag_opt.evaluate.calls import run_evaluation
 from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.lm import CostLedger
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.world import build_world

@@ -15,7 +15,8 @@ import pytest
 from saag_opt.agents.base import REVISION_INSTRUCTION
 from saag_opt.agents.mechanisms.verified import verified
 from saag_opt.data import load_dataset
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag import check_calls

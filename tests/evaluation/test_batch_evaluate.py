@@ -21,8 +21,8 @@ from saag_opt.cli import main
 from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.errors import ModelUnavailableError
-from saag_opt.evaluate.calls import EvaluationResult, run_evaluation
 from saag_opt.evaluate.config import EvaluateConfig, resume_config
+from saag_opt.evaluate.run import EvaluationResult, run_evaluation
 from saag_opt.evaluation.results import read_run
 from saag_opt.lm.batch.api import BatchClient
 from saag_opt.lm.batch.rounds import BATCHES_FILE

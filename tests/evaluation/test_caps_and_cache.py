@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from saag_opt.data import load_dataset
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_run
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example

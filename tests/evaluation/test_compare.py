@@ -18,7 +18,7 @@ from saag_opt.compare.run import CompareConfig, detect_mode, parse_side, resume_
 from saag_opt.compare.sides import RunRef
 from saag_opt.data import load_dataset
 from saag_opt.errors import ArtifactError, ConfigError, CostCapReached
-from saag_opt.evaluate.calls import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
 from saag_opt.lm.spend.accounting import ModelPrice

@@ -22,7 +22,7 @@ from saag_opt.compare.comparison import CompareSummary, holm, pair_keys, side_ke
 from saag_opt.compare.run import CompareConfig, preflight_compare, resume_compare_config, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, CostCapReached
-from saag_opt.evaluate.calls import EvaluateConfig
+from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.report.html import render_report

@@ -12,7 +12,6 @@ from rich.console import Console
 from saag_opt import stopping
 from saag_opt.agents import BasePredictionCache, MechanismContext, Verdict, parse_mechanism
 from saag_opt.errors import ModelUnavailableError
-from saag_opt.evaluate.conversation_loop import evaluate_episodes
 from saag_opt.evaluation.conversation_records import (
     EpisodeRecord,
     EpisodeSummary,
@@ -28,6 +27,7 @@ from saag_opt.runfiles import read_rows
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
 from saag_opt.testing.toy_environment import toy_episode
 from tests.agents.agent_fakes import FakeReviewer
+from tests.evaluation.conversation_parts import run_entries
 
 WRITE = ToolCall("write_note", {"title": "plan", "text": "buy milk"})
 BREAD = ToolCall("write_note", {"title": "plan", "text": "buy bread"})
@@ -63,7 +63,7 @@ class BreadReviewer(FakeReviewer):
 
 
 def _run(tmp_path: Path | None = None, *, agent: ScriptedStepAgent | None = None, spec: str = "r2", **kw):  # noqa: ANN003, ANN202
-    return evaluate_episodes(_episodes(), agent=agent or _agent(), reviewer=BreadReviewer(),  # type: ignore[arg-type]
+    return run_entries(_episodes(), agent=agent or _agent(), reviewer=BreadReviewer(),  # type: ignore[arg-type]
                              mechanism=parse_mechanism(spec), ctx=MechanismContext(cache=BasePredictionCache()),
                              run_id="t", records_path=tmp_path / "records.jsonl" if tmp_path else None, **kw)
 

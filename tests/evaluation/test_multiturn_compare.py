@@ -16,7 +16,7 @@ import pytest
 from saag_opt.compare.run import CompareConfig, preflight_compare, run_compare
 from saag_opt.data.catalog import load_episodes
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversations import run_multi_turn
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.report.pages import build_part
 from saag_opt.runfiles import read_rows, read_run
@@ -89,9 +89,9 @@ def test_finished_multi_turn_runs_compare_without_a_model_call(tmp_path: Path,
     v1, v2 = runs.prompt_files(tmp_path / "prompts", MARKER)
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(tmp_path / "prompts"))
     with ScriptedOpenAIServer(Scripted()) as server:
-        one = run_multi_turn(_settings(server, tmp_path / "one", v1)).run_dir
-        two = run_multi_turn(_settings(server, tmp_path / "two", v2)).run_dir
-        three = run_multi_turn(_settings(server, tmp_path / "three", v1)).run_dir
+        one = run_evaluation(_settings(server, tmp_path / "one", v1)).run_dir
+        two = run_evaluation(_settings(server, tmp_path / "two", v2)).run_dir
+        three = run_evaluation(_settings(server, tmp_path / "three", v1)).run_dir
         asked = len(server.chat_requests)
         result = run_compare(CompareConfig(a=str(one), b=str(two), runs_dir=tmp_path / "runs"))
         many = run_compare(CompareConfig(versions=[str(one), str(two), str(three)], runs_dir=tmp_path / "runs"))

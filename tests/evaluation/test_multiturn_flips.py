@@ -25,7 +25,6 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.cli import app
 from saag_opt.data.bfcl_environment import BfclEnvironment, gold_calls
 from saag_opt.episodes import Episode, ToolResult
-from saag_opt.evaluate.conversation_loop import EpisodeRun, evaluate_episodes
 from saag_opt.evaluation.estimate import STEPS_PER_TURN, estimate_episodes, prompt_tokens
 from saag_opt.lm import open_lm
 from saag_opt.lm.spend.cap import SpendCap
@@ -33,6 +32,7 @@ from saag_opt.model import ToolCall
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.episodes.world import episodes, needs_bfcl
+from tests.evaluation.conversation_parts import EntriesRun, run_entries
 from tests.runtime.world import verdict
 
 pytestmark = [pytest.mark.integration, needs_bfcl]
@@ -116,7 +116,7 @@ class SpyEnvironment:
 
 
 def _run(world: World, spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
-         records: Path | None = None) -> tuple[EpisodeRun, ScriptedOpenAIServer]:
+         records: Path | None = None) -> tuple[EntriesRun, ScriptedOpenAIServer]:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     SpyEnvironment.ran = []
     with ScriptedOpenAIServer(world) as server:
@@ -124,7 +124,7 @@ def _run(world: World, spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         reviewer_lm = open_lm(f"fake@{server.url}", role="reviewer", retries=0, cache=False)
         reviewer = make_reviewer(resolve_ref("reviewer@v2"))
         reviewer.set_lm(reviewer_lm)
-        run = evaluate_episodes([_entry()], agent=agent, reviewer=reviewer, mechanism=parse_mechanism(spec),
+        run = run_entries([_entry()], agent=agent, reviewer=reviewer, mechanism=parse_mechanism(spec),
                                 ctx=MechanismContext(cache=BasePredictionCache()), reviewer_lm=reviewer_lm,
                                 run_id="flip", records_path=records,
                                 environment=lambda name: SpyEnvironment())  # type: ignore[arg-type, return-value]
@@ -272,7 +272,7 @@ def test_entries_run_in_parallel_and_records_keep_episode_order(tmp_path: Path,
         reviewer_lm = open_lm(f"fake@{server.url}", role="reviewer", retries=0, cache=False)
         reviewer = make_reviewer(resolve_ref("reviewer@v2"))
         reviewer.set_lm(reviewer_lm)
-        run = evaluate_episodes(entries, agent=agent, reviewer=reviewer, mechanism=parse_mechanism("r2"),
+        run = run_entries(entries, agent=agent, reviewer=reviewer, mechanism=parse_mechanism("r2"),
                                 ctx=MechanismContext(cache=BasePredictionCache()), reviewer_lm=reviewer_lm,
                                 run_id="par", records_path=records, workers=3)
     assert [(r.example_id, r.condition) for r in run.records] == [(e.id, c) for e in entries for c in ("base", "r2")]
@@ -287,7 +287,7 @@ def test_a_spent_cost_cap_starts_no_further_entry(tmp_path: Path) -> None:
     world = World(_gold(_entry()))
     with ScriptedOpenAIServer(world) as server:
         agent = BaseAgent(f"fake@{server.url}")
-        run = evaluate_episodes([_entry()], agent=agent, reviewer=None, mechanism=parse_mechanism("none"),
+        run = run_entries([_entry()], agent=agent, reviewer=None, mechanism=parse_mechanism("none"),
                                 ctx=MechanismContext(cache=BasePredictionCache()), run_id="cap",
                                 records_path=tmp_path / "records.jsonl", cap=spent)
         assert server.chat_requests == []
@@ -300,7 +300,7 @@ def test_a_requested_stop_starts_no_further_entry(tmp_path: Path) -> None:
     stopping.request_stop()
     try:
         with ScriptedOpenAIServer(world) as server:
-            run = evaluate_episodes([_entry()], agent=BaseAgent(f"fake@{server.url}"), reviewer=None,
+            run = run_entries([_entry()], agent=BaseAgent(f"fake@{server.url}"), reviewer=None,
                                     mechanism=parse_mechanism("none"), ctx=MechanismContext(cache=BasePredictionCache()),
                                     run_id="stop", records_path=tmp_path / "records.jsonl", workers=2)
             assert server.chat_requests == []

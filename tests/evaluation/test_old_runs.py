@@ -20,8 +20,8 @@ from saag_opt.compare.comparison import CompareSummary
 from saag_opt.compare.run import resume_compare_config
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
-from saag_opt.evaluate.calls import run_evaluation
 from saag_opt.evaluate.config import resume_config
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run

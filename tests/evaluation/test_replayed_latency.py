@@ -11,7 +11,8 @@ import pytest
 
 import saag_opt.lm.client as client
 from saag_opt.data import load_dataset
-from saag_opt.evaluate.calls import EvaluateConfig, EvaluationResult, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import EvaluationResult, run_evaluation
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.evaluation.scripted_replies import chat, right, wrong

@@ -82,7 +82,7 @@ def test_resume_redoes_an_example_whose_last_row_was_cut_short(tmp_path: Path, t
     """evaluate --resume on a records.jsonl whose torn last row held non-UTF-8 bytes was a UnicodeDecodeError
     traceback (finished_records read it with jsonlines.open)."""
     path = _write(tmp_path / "records.jsonl", [*_pair(0), *_pair(1), _record(2)], tail=torn)
-    kept = finished_records(path, "r1", ["ex_0", "ex_1", "ex_2"])
+    kept = finished_records(path, "r1", ["ex_0", "ex_1", "ex_2"], ExampleRecord)
     assert sorted((r.example_id, r.condition) for r in kept) == [
         ("ex_0", "base"), ("ex_0", "r1"), ("ex_1", "base"), ("ex_1", "r1")]
 
@@ -97,4 +97,4 @@ def test_resume_names_a_bad_line_inside_records_by_file_and_line(tmp_path: Path,
     path = _write(tmp_path / "records.jsonl", _pair(0), tail=bad + b"\n" + b"".join(
         json.dumps(r).encode() + b"\n" for r in _pair(1)))
     with pytest.raises(RunError, match=message):
-        finished_records(path, "r1", ["ex_0", "ex_1"])
+        finished_records(path, "r1", ["ex_0", "ex_1"], ExampleRecord)

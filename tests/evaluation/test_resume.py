@@ -19,8 +19,8 @@ import pytest
 from saag_opt.cli import main
 from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, RunError
-from saag_opt.evaluate.calls import run_evaluation
 from saag_opt.evaluate.config import EvaluateConfig, resume_config
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.model import Example
 from saag_opt.testing import ScriptedOpenAIServer

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration

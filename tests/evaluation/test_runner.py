@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from saag_opt.cli import main
 from saag_opt.data import load_dataset, round_robin
 from saag_opt.errors import ConfigError, RunError
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_run
 from saag_opt.model import Example
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer

@@ -296,12 +296,12 @@ def test_a_gated_dry_run_says_it_assumes_every_call_reaches_the_reviewer() -> No
 
 def test_a_tau2_task_reports_its_steps_as_it_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tau2's orchestrator drives our agent: each of its steps is an event before the task finishes."""
-    from saag_opt.evaluate.conversations import run_multi_turn  # noqa: PLC0415
+    from saag_opt.evaluate.run import run_evaluation  # noqa: PLC0415
 
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
     events: list[Any] = []
     with ScriptedOpenAIServer(world) as server:
-        run_multi_turn(EvaluateConfig(dataset="tau2:mock", split="test", limit=1, base=f"fake@{server.url}",
+        run_evaluation(EvaluateConfig(dataset="tau2:mock", split="test", limit=1, base=f"fake@{server.url}",
                                       reviewer=f"fake@{server.url}", mechanism="r1", runs_dir=tmp_path / "runs"),
                        on_event=events.append)
     kinds = [e.kind for e in events]

@@ -12,7 +12,8 @@ import pytest
 from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.data.perturb import gold_calls
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.model import Example
 from saag_opt.report.html import render_report

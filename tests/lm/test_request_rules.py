@@ -14,7 +14,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from saag_opt.agents.setup import ReviewSetup
 from saag_opt.errors import ConfigError
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.lm.request_rules import check_model, efforts_of, family_of, shape_request, takes_json_schema
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.testing import ScriptedOpenAIServer

@@ -16,7 +16,8 @@ import pytest
 from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.cli import main
 from saag_opt.errors import ConfigError
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.events import RunEvent
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
 from saag_opt.optimize.edit_proposer import NOTE_PROMPT, REPORT_LABEL

@@ -12,7 +12,8 @@ import pytest
 from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.cli import main
 from saag_opt.data import load_dataset, split_hash
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.events import RunEvent
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.testing.scripted_server import RecordedRequest, ScriptedOpenAIServer

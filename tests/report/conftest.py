@@ -16,8 +16,8 @@ from saag_opt.artifacts import PromptStore
 from saag_opt.compare.run import CompareConfig, run_compare
 from saag_opt.data import load_dataset
 from saag_opt.data.catalog import load_episodes
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
-from saag_opt.evaluate.conversations import run_multi_turn
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished
@@ -121,4 +121,4 @@ def multiturn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         config = EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r2",
                                 dataset=dataset, split=None, limit=3, workers=2, runs_dir=root / "runs",
                                 cache_dir=root / "cache", retry_base_delay=0.01, retries=0)
-        return run_multi_turn(config).run_dir
+        return run_evaluation(config).run_dir

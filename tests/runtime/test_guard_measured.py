@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from saag_opt.data.jsonl import write_examples
-from saag_opt.evaluate.calls import EvaluateConfig, run_evaluation
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluate.run import run_evaluation
 from saag_opt.model import Example, Registry
 from saag_opt.runtime import Guard
 from saag_opt.runtime.inputs import read_tools
