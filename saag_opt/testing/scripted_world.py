@@ -503,6 +503,18 @@ def predictor_reply(request: PredictorRequest, outputs: Mapping[str, Any]) -> st
     return str(_adapter(request.as_json).format_assistant_message_content(request.signature, dict(outputs)))
 
 
+def dspy_reply(outputs: Mapping[str, Any], *, as_json: bool = False, **reply: Any) -> Reply:
+    """A reply any dspy predictor with these output fields reads: ``outputs`` as dspy's adapter writes them.
+
+    For a script that answers without ``ScriptedWorld`` (one predictor, or a client test); ``reply``: the
+    other ``Reply`` fields (token counts, a delay).
+    """
+    import dspy  # noqa: PLC0415 - keeps saag_opt.testing light
+
+    signature = dspy.Signature(f"request -> {', '.join(outputs)}")
+    return Reply(text=str(_adapter(as_json).format_assistant_message_content(signature, dict(outputs))), **reply)
+
+
 __all__ = ["ROLES", "BaseRequest", "EditRequest", "GradeRequest", "PredictorRequest", "ReflectRequest", "Request",
-           "ReviewRequest", "Role", "ScriptedWorld", "SelectRequest", "UnknownRequest", "UserRequest", "encode",
+           "ReviewRequest", "Role", "ScriptedWorld", "SelectRequest", "UnknownRequest", "UserRequest", "dspy_reply", "encode",
            "predictor_reply", "read_request"]

@@ -1,5 +1,5 @@
 """Replies the scripted OpenAI-compatible server gives in evaluation tests: a right or wrong base
-call for an example, and a DSPy ChatAdapter-shaped reviewer answer."""
+call for an example, and a reviewer answer (``saag_opt.testing.dspy_reply``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from saag_opt.data.perturb import gold_calls
 from saag_opt.model import Example
-from saag_opt.testing import Reply
+from saag_opt.testing import Reply, dspy_reply
 
 
 def right_call_args(example: Example) -> list[dict[str, Any]]:
@@ -29,5 +29,5 @@ def right(example: Example) -> Reply:
 
 
 def chat(fields: dict[str, str]) -> Reply:
-    """A ChatAdapter reply: ``[[ ## field ## ]]`` sections then ``[[ ## completed ## ]]``."""
-    return Reply(text="".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]")
+    """A reviewer predictor's reply with these output fields, as dspy's ChatAdapter writes it."""
+    return dspy_reply(fields)

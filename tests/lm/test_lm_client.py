@@ -16,7 +16,7 @@ from saag_opt.lm import CostLedger, LMCallError, ModelSpec, SaagLM, chat_complet
 from saag_opt.lm.backends import Endpoint
 from saag_opt.lm.embedded.server import free_port
 from saag_opt.lm.retry import RetryPolicy
-from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
+from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer, dspy_reply
 
 pytestmark = pytest.mark.integration
 USER = [{"role": "user", "content": "What's the weather in Paris?"}]
@@ -104,8 +104,7 @@ def test_compatible_and_local_cost_zero_but_count_tokens(scripted_server: Script
 
 
 def test_dspy_programs_book_into_the_ledger_and_track_usage_still_works(scripted_server: ScriptedOpenAIServer) -> None:
-    scripted_server.handler = lambda req: Reply(text="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]",
-                                                prompt_tokens=40, completion_tokens=6)
+    scripted_server.handler = lambda req: dspy_reply({"answer": "Paris"}, prompt_tokens=40, completion_tokens=6)
     lm = open_lm(f"openai/m@{scripted_server.url}", role="reviewer", cache=False)
     with dspy.context(lm=lm), dspy.track_usage() as tracker:
         pred = dspy.Predict("question -> answer")(question="Capital of France?")

@@ -1,7 +1,7 @@
 """A scripted reviewer + reviser for runtime-guard tests: one OpenAI-compatible server on 127.0.0.1.
 
-Requests with ``tools`` (or a JSON schema) come from the reviser (the base agent's code path) and
-get ``revision``; other requests come from the dspy reviewer and get a ChatAdapter verdict.
+``ScriptedWorld`` tells the reviser (the base agent's code path), which gets ``revision``, from the
+dspy reviewer, which gets the verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from saag_opt.testing import Fault, Reply
+from saag_opt.testing import Fault, Reply, ScriptedWorld, dspy_reply
+from saag_opt.testing.scripted_world import BaseRequest, ReviewRequest
 from tests.conftest import requires
 
 TOOLS = [
@@ -38,12 +39,12 @@ def openai_call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str,
 
 
 def verdict(error: bool, feedback: str = "") -> Reply:
-    """A dspy ChatAdapter reply of the review predictor."""
-    return Reply(text=f"[[ ## error ## ]]\n{error}\n\n[[ ## feedback ## ]]\n{feedback}\n\n[[ ## completed ## ]]")
+    """The review predictor's reply (for a script that answers without ``ScriptedWorld``)."""
+    return dspy_reply({"error": error, "feedback": feedback})
 
 
 @dataclass
-class ReviewWorld:
+class ReviewWorld(ScriptedWorld):
     """Scripted behaviour: the reviewer's verdict and the reviser's calls (``None`` = no call)."""
 
     error: bool = False
@@ -54,15 +55,18 @@ class ReviewWorld:
     reviews: int = 0
     revisions: int = 0
 
-    def __call__(self, request: dict) -> Reply | Fault:
-        if "tools" in request or "response_format" in request:
-            self.revisions += 1
-            if self.revision is None:
-                return Reply(text="No function applies.")
-            return Reply(tool_calls=self.revision)
-        self.reviews += 1
-        return self.reviewer_reply or verdict(self.error, self.feedback)
+    def __post_init__(self) -> None:
+        ScriptedWorld.__init__(self)
 
+    def base(self, request: BaseRequest) -> Reply:
+        """The reviser (the base agent's code path): its calls, or a text answer."""
+        self.revisions += 1
+        return Reply(text="No function applies.") if self.revision is None else Reply(tool_calls=self.revision)
+
+    def review(self, request: ReviewRequest) -> Reply | Fault | tuple[bool, str]:
+        """The reviewer's verdict."""
+        self.reviews += 1
+        return self.reviewer_reply or (self.error, self.feedback)
 
 
 def needs(module: str, extra: str) -> pytest.MarkDecorator:
