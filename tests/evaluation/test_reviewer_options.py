@@ -9,17 +9,16 @@ import pytest
 
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.run import run_evaluation
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import ScriptedOpenAIServer, ScriptedWorld
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _reply(request: dict) -> Reply:
-    if "tools" in request:
-        return Reply(tool_calls=[{"name": request["tools"][0]["function"]["name"], "arguments": {}}])
-    return Reply(text="[[ ## error ## ]]\nFalse\n\n[[ ## feedback ## ]]\n\n\n[[ ## completed ## ]]")
+def _world() -> ScriptedWorld:
+    """The base agent calls the first tool with no arguments; the reviewer approves."""
+    return ScriptedWorld(base=lambda r: [{"name": r.tools[0], "arguments": {}}], review=lambda r: False)
 
 
 @pytest.mark.parametrize(("options", "expected"), [
@@ -29,13 +28,13 @@ def _reply(request: dict) -> Reply:
 def test_reviewer_options_are_sent_with_reviewer_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           options: dict, expected: dict) -> None:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
-    with ScriptedOpenAIServer(_reply) as server:
+    world = _world()
+    with ScriptedOpenAIServer(world) as server:
         run_evaluation(EvaluateConfig(base=f"fake@{server.url}", reviewer=f"fake@{server.url}", mechanism="r1",
                                       limit=2, split="val", runs_dir=tmp_path / "runs", cache_dir=tmp_path / "c",
                                       **options))
-        bodies = [r.body or {} for r in server.chat_requests]
-    reviewer = [b for b in bodies if "tools" not in b]
-    base = [b for b in bodies if "tools" in b]
+    reviewer = [r.body for r in world.of("review")]
+    base = [r.body for r in world.of("base")]
     assert reviewer and base
     for body in reviewer:
         assert {k: body.get(k) for k in expected} == expected

@@ -18,8 +18,9 @@ from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_run
 from saag_opt.model import Example
-from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat, right, wrong
+from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer, ScriptedWorld, read_request
+from saag_opt.testing.scripted_world import BaseRequest, Request, ReviewRequest
+from tests.evaluation.scripted_replies import right, wrong
 
 pytestmark = pytest.mark.integration
 
@@ -39,11 +40,12 @@ def examples() -> list[Example]:
     return load_dataset(DATASET, split=SPLIT, limit=LIMIT)
 
 
-class World:
+class World(ScriptedWorld):
     """Scripted base agent + reviewer. Base wrong on every 4th example (the reviewer fixes it);
     a false alarm on every 6th+1 (the revision breaks it). Faults for chosen examples."""
 
     def __init__(self, examples: list[Example]) -> None:
+        super().__init__()
         self.examples = examples
         self.failing: set[str] = set()
 
@@ -57,21 +59,25 @@ class World:
     def false_alarm(self, i: int) -> bool:
         return i % 6 == 1 and not self.wrong_base(i)
 
-    def __call__(self, request: dict) -> Reply | Fault:
-        text = "\n".join(str(m.get("content")) for m in request["messages"])
-        i = self._which(text)
-        example = self.examples[i]
-        if example.id in self.failing:
+    def respond(self, request: Request) -> Any:
+        if self.examples[self._which(request.text)].id in self.failing:
             return Fault(500)
-        if "tools" in request:  # base agent
-            revised = any(m["role"] == "system" and "Reviewer feedback" in m["content"] for m in request["messages"])
-            if not revised:
-                return wrong(example) if self.wrong_base(i) else right(example)
-            return wrong(example) if self.false_alarm(i) else right(example)
-        tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
+        return super().respond(request)
+
+    def base(self, request: BaseRequest) -> Reply:
+        i = self._which(request.text)
+        example = self.examples[i]
+        if not request.revising:
+            return wrong(example) if self.wrong_base(i) else right(example)
+        return wrong(example) if self.false_alarm(i) else right(example)
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        i = self._which(request.text)
+        example = self.examples[i]
+        tentative = request.tentative_calls
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
-        first_review = not looks_wrong and self.false_alarm(i) and "revision" not in text
-        return chat({"error": str(looks_wrong or first_review), "feedback": "Please fix the call."})
+        first_review = not looks_wrong and self.false_alarm(i) and "revision" not in request.text
+        return looks_wrong or first_review, "Please fix the call."
 
 
 @pytest.fixture
@@ -131,11 +137,11 @@ def test_run_writes_the_run_dir_and_exact_help_harm(world, tmp_path: Path, examp
 def test_base_predictions_are_reused_across_mechanisms(world, tmp_path: Path, examples: list[Example]) -> None:  # noqa: ANN001
     _, server = world
     first = run_evaluation(_config(server, tmp_path, mechanism="none"))
-    base_requests = sum("tools" in (r.body or {}) for r in server.chat_requests)
+    base_requests = sum(r.role == "base" for r in _requests(server))
     assert base_requests == len(examples)
     server.reset()
     second = run_evaluation(_config(server, tmp_path, mechanism="gate+r1"))
-    assert not any("tools" in (r.body or {}) and not _has_feedback(r.body) for r in server.chat_requests)
+    assert not any(isinstance(r, BaseRequest) and not r.revising for r in _requests(server))
     base1 = {r.example_id: r for r in read_run(first.run_dir).records if r.condition == "base"}
     base2 = {r.example_id: r for r in read_run(second.run_dir).records if r.condition == "base"}
     assert {k: (v.final, v.seconds) for k, v in base1.items()} == {k: (v.final, v.seconds) for k, v in base2.items()}
@@ -143,8 +149,9 @@ def test_base_predictions_are_reused_across_mechanisms(world, tmp_path: Path, ex
     assert second.summary.gated_share is not None and second.summary.experimental
 
 
-def _has_feedback(body: dict | None) -> bool:
-    return any(m["role"] == "system" and "Reviewer feedback" in m["content"] for m in (body or {}).get("messages", [])[1:])
+def _requests(server: ScriptedOpenAIServer) -> list[Request]:
+    """The server's chat requests, each with the role it came from."""
+    return [read_request(r.body or {}) for r in server.chat_requests]
 
 
 def test_transient_faults_lose_no_example(world, tmp_path: Path, examples: list[Example]) -> None:  # noqa: ANN001
@@ -234,23 +241,18 @@ def _gold_only_strings(example: Example) -> set[str]:
     return out
 
 
-def _gold_blind_world(request: dict) -> Reply:
+def _gold_blind_world() -> ScriptedWorld:
     """Answers without ever emitting gold: the base calls the first tool with no arguments."""
-    if "tools" in request:
-        return Reply(tool_calls=[{"name": request["tools"][0]["function"]["name"], "arguments": {}}])
-    system = request["messages"][0]["content"]
-    if "`tentative_calls`" in system:
-        return chat({"error": "True", "feedback": "Add the missing arguments."})
-    if "`candidates`" in system:
-        return chat({"index": "0"})
-    return chat({"score": "0.5", "rationale": "unsure"})
+    return ScriptedWorld(base=lambda r: [{"name": r.tools[0], "arguments": {}}],
+                         review=lambda r: (True, "Add the missing arguments."), select=lambda r: 0,
+                         grade=lambda r: (0.5, "unsure"))
 
 
 def test_no_gold_reaches_any_agent_or_reviewer_request(tmp_path: Path) -> None:
     examples = load_dataset(DATASET)
     secrets = {ex.query.lower(): _gold_only_strings(ex) for ex in examples}
     assert sum(map(len, secrets.values())) >= 10  # the scan can fail: there are gold values no input contains
-    with ScriptedOpenAIServer(_gold_blind_world) as server:
+    with ScriptedOpenAIServer(_gold_blind_world()) as server:
         for mechanism, informed in [("r2", True), ("saag", False), ("gate+s2", False), ("g2", False)]:
             run_evaluation(_config(server, tmp_path, mechanism=mechanism, saag_informed=informed, split=None,
                                    limit=None, workers=8))

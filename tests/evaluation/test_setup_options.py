@@ -6,7 +6,6 @@ had one; nor could it or evaluate set the reviewer's temperature, reasoning effo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,11 @@ from saag_opt.cli import app, main
 from saag_opt.data import load_dataset
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.runfiles import read_header
-from saag_opt.testing import ScriptedOpenAIServer
+from saag_opt.testing import ScriptedOpenAIServer, read_request
+from saag_opt.testing.scripted_world import ReviewRequest
 from tests.evaluation.test_runner import World
 
 REPO = Path(__file__).resolve().parents[2]
-REPORT = "[[ ## saag_report ## ]]"
 
 
 @pytest.mark.integration
@@ -37,9 +36,9 @@ def test_compare_saag_informed_and_the_reviewer_options_reach_both_versions(
                   "--saag-informed", "--grounding", "paper", "--reviewer-temperature", "0.5", "--retries", "1",
                   "--limit", "2", "--workers", "1", "--runs-dir", str(tmp_path / "runs")])
         assert info.value.code in (0, None)
-        bodies = [r.body or {} for r in server.chat_requests]
-    reviews = [b for b in bodies if "tools" not in b]
-    assert reviews and all(REPORT in json.dumps(b["messages"]) and b.get("temperature") == 0.5 for b in reviews)
+        requests = [read_request(r.body or {}) for r in server.chat_requests]
+    reviews = [r for r in requests if isinstance(r, ReviewRequest)]
+    assert reviews and all(r.saag_report and r.body.get("temperature") == 0.5 for r in reviews)
     (run_dir,) = (tmp_path / "runs").glob("*-compare")
     evaluation = read_header(run_dir).config["evaluation"]
     assert (evaluation["saag_informed"], evaluation["grounding"], evaluation["retries"]) == (True, "paper", 1)
