@@ -23,8 +23,9 @@ from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import read_run
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example
-from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat, right, wrong
+from saag_opt.testing import Reply, ScriptedOpenAIServer, ScriptedWorld, read_request
+from saag_opt.testing.scripted_world import BaseRequest, Request, ReviewRequest
+from tests.evaluation.scripted_replies import right, wrong
 
 pytestmark = pytest.mark.integration
 
@@ -49,16 +50,18 @@ def examples() -> list[Example]:
     return load_dataset(DATASET, split=SPLIT, limit=LIMIT)
 
 
-def _has_feedback(body: dict | None) -> bool:
-    return any(m["role"] == "system" and "Reviewer feedback" in m["content"] for m in (body or {}).get("messages", [])[1:])
+def _requests(server: ScriptedOpenAIServer) -> list[Request]:
+    """The server's chat requests, each with the role it came from."""
+    return [read_request(r.body or {}) for r in server.chat_requests]
 
 
-class World:
-    """Base wrong on every 3rd example. Reviewer v1 approves everything. Reviewer v2 (system prompt has
-    the marker) rejects wrong calls (the revision is right: a fix) and raises a false alarm on every
+class World(ScriptedWorld):
+    """Base wrong on every 3rd example. Reviewer v1 approves everything. Reviewer v2 (its instructions
+    have the marker) rejects wrong calls (the revision is right: a fix) and raises a false alarm on every
     4th+1 right call (after any feedback the base answers wrong: a break)."""
 
     def __init__(self, examples: list[Example]) -> None:
+        super().__init__()
         self.examples = examples
 
     def wrong_base(self, i: int) -> bool:
@@ -71,19 +74,21 @@ class World:
         hits = [i for i, ex in enumerate(self.examples) if ex.query and ex.query in text]
         return max(hits, key=lambda i: len(self.examples[i].query))
 
-    def __call__(self, request: dict) -> Reply:
-        text = "\n".join(str(m.get("content")) for m in request["messages"])
-        i = self._which(text)
+    def base(self, request: BaseRequest) -> Reply:
+        i = self._which(request.text)
         example = self.examples[i]
-        if "tools" in request:  # the base agent
-            if not _has_feedback(request):
-                return wrong(example) if self.wrong_base(i) else right(example)
-            return wrong(example) if self.false_alarm(i) else right(example)
-        if MARKER not in request["messages"][0]["content"]:
-            return chat({"error": "False", "feedback": ""})
-        tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
+        if not request.revising:
+            return wrong(example) if self.wrong_base(i) else right(example)
+        return wrong(example) if self.false_alarm(i) else right(example)
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        if MARKER not in request.instructions:
+            return False, ""
+        i = self._which(request.text)
+        example = self.examples[i]
+        tentative = request.tentative_calls
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
-        return chat({"error": str(looks_wrong or self.false_alarm(i)), "feedback": "Please fix the call."})
+        return looks_wrong or self.false_alarm(i), "Please fix the call."
 
 
 @pytest.fixture
@@ -142,11 +147,11 @@ def test_two_prompt_versions_side_by_side(world, prompts, tmp_path: Path) -> Non
 def test_base_agent_is_called_once_per_example_across_both_versions(world, prompts, tmp_path: Path) -> None:  # noqa: ANN001
     w, server = world
     run_compare(_config(server, tmp_path))
-    bodies = [r.body for r in server.chat_requests]
-    first_calls = [b for b in bodies if "tools" in b and not _has_feedback(b)]
+    requests = _requests(server)
+    first_calls = [r for r in requests if isinstance(r, BaseRequest) and not r.revising]
     assert len(first_calls) == LIMIT
     fixed, broken, _ = _expected(w, LIMIT)
-    reviews = [b for b in bodies if "tools" not in b]
+    reviews = [r for r in requests if r.role == "review"]
     # v1: one review each; v2: one review for kept-right, two for fixes and for breaks (r2).
     assert len(reviews) == LIMIT + (LIMIT - fixed - broken) + 2 * (fixed + broken)
 
@@ -338,7 +343,7 @@ def test_resume_continues_a_stopped_comparison_in_the_same_run(world, prompts, t
     asked = {w.examples[w._which("\n".join(str(m.get("content")) for m in r.body["messages"]))].id
              for r in server.chat_requests}
     assert asked and not asked & finished_b, "B's finished examples were asked again"
-    assert not any(MARKER not in r.body["messages"][0]["content"] for r in server.chat_requests if "tools" not in r.body)
+    assert not any(MARKER not in r.instructions for r in _requests(server) if isinstance(r, ReviewRequest))
     s, f = resumed.summary, full.summary
     assert s.stopped is None and s.matched == LIMIT and s.paired.model_dump() == f.paired.model_dump()
     assert json.loads((run_dir / "run.json").read_text())["status"] == "success"

@@ -27,9 +27,9 @@ from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.report.html import render_report
 from saag_opt.runfiles import read_run
-from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat
-from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World, _has_feedback
+from saag_opt.testing import ScriptedOpenAIServer
+from saag_opt.testing.scripted_world import BaseRequest, ReviewRequest
+from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World, _requests
 
 pytestmark = pytest.mark.integration
 
@@ -58,14 +58,13 @@ def test_keys_and_pairs_in_argument_order() -> None:
 class ThreeWorld(World):
     """test_compare's world with v3: it rejects the wrong calls only (no false alarm)."""
 
-    def __call__(self, request: dict) -> Reply:
-        if "tools" in request or V3_MARKER not in request["messages"][0]["content"]:
-            return super().__call__(request)
-        i = self._which("\n".join(str(m.get("content")) for m in request["messages"]))
-        example = self.examples[i]
-        tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        if V3_MARKER not in request.instructions:
+            return super().review(request)
+        example = self.examples[self._which(request.text)]
+        tentative = request.tentative_calls
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
-        return chat({"error": str(looks_wrong), "feedback": "Please fix the call."})
+        return looks_wrong, "Please fix the call."
 
 
 def add_v3(store: PromptStore) -> None:
@@ -124,10 +123,10 @@ def test_three_prompt_versions_every_pair_with_holm(world, prompts, tmp_path: Pa
     assert [p[3] for p in pairs.values()] == pytest.approx(HOLM)
     assert s.pair("b", "c").net_change == pytest.approx(BROKEN / n) and s.paired == s.pair("a", "b")
     # each version evaluated once: the base agent's first calls once per example, each review asked once
-    bodies = [r.body for r in server.chat_requests]
-    assert len([b for b in bodies if "tools" in b and not _has_feedback(b)]) == n
+    requests = _requests(server)
+    assert len([r for r in requests if isinstance(r, BaseRequest) and not r.revising]) == n
     kept = n - FIXED - BROKEN
-    reviews = [b for b in bodies if "tools" not in b]
+    reviews = [r for r in requests if r.role == "review"]
     assert len(reviews) == n + (kept + 2 * (FIXED + BROKEN)) + ((n - FIXED) + 2 * FIXED)
     assert s.base_costs is not None and s.base_costs["roles"]["base"]["calls"] == n
 
@@ -237,7 +236,7 @@ def test_max_cost_stops_during_the_third_pass_and_resume_finishes_only_it(world,
     asked = {w.examples[w._which("\n".join(str(m.get("content")) for m in r.body["messages"]))].id
              for r in server.chat_requests}
     assert asked and not asked & finished_c, "C's finished examples were asked again"
-    reviews = [r.body["messages"][0]["content"] for r in server.chat_requests if "tools" not in r.body]
+    reviews = [r.instructions for r in _requests(server) if isinstance(r, ReviewRequest)]
     assert reviews and all(V3_MARKER in text for text in reviews), "a finished pass (A or B) was asked again"
     assert resumed.summary.stopped is None and resumed.summary.matched == LIMIT
     assert _pairs(resumed.summary) == _pairs(full.summary)
