@@ -21,8 +21,9 @@ from saag_opt.evaluation.results import ExampleRecord, read_run
 from saag_opt.model import Example, ToolCall
 from saag_opt.saag import check_calls
 from saag_opt.saag.modes import INTERVENTION_GROUNDING
-from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat, right
+from saag_opt.testing import Reply, ScriptedOpenAIServer, ScriptedWorld
+from saag_opt.testing.scripted_world import BaseRequest, GradeRequest, Request, ReviewRequest, SelectRequest
+from tests.evaluation.scripted_replies import right
 
 pytestmark = pytest.mark.integration
 
@@ -49,32 +50,35 @@ def vouched(example: Example) -> bool:
     return check_calls([call], example.registry, example.query, grounding=INTERVENTION_GROUNDING).vouched
 
 
-class World:
+class World(ScriptedWorld):
     """Base agent: right on relevant examples; on irrelevance an invented call, no call once it has feedback.
     Reviewer: approves calls on relevant examples and, on irrelevance, finds that no function fits."""
 
     def __init__(self, examples: list[Example]) -> None:
+        super().__init__()
         self.examples = examples
 
-    def __call__(self, request: dict) -> Reply:
-        text = "\n".join(str(m.get("content")) for m in request["messages"])
-        example = max((ex for ex in self.examples if ex.query in text), key=lambda ex: len(ex.query))
-        no_fit = example.expect == "no_call"
-        if "tools" in request:
-            revising = any(m["role"] == "system" and "Reviewer feedback" in str(m["content"])
-                           for m in request["messages"])
-            if not no_fit:
-                return right(example)
-            return Reply(text="No function applies.") if revising else invented(example)
-        asked = request["messages"][-1]["content"]
-        if "[[ ## tentative_calls ## ]]" in asked:
-            calls = "(no function call)" not in asked.split("[[ ## tentative_calls ## ]]")[-1]
-            return chat({"error": str(no_fit and calls), "feedback": NO_FIT if no_fit and calls else "Fine."})
-        if "[[ ## candidates ## ]]" in asked:
-            option = re.search(r"\[(\d+)\] \(no function call\)", asked.split("[[ ## candidates ## ]]")[-1])
-            return chat({"index": option.group(1) if no_fit and option else "0"})
-        calls = "(no function call)" not in asked.split("[[ ## candidate ## ]]")[-1]
-        return chat({"score": "0.0" if calls == no_fit else "1.0", "rationale": "scripted"})
+    def _example(self, request: Request) -> Example:
+        return max((ex for ex in self.examples if ex.query in request.text), key=lambda ex: len(ex.query))
+
+    def base(self, request: BaseRequest) -> Reply:
+        example = self._example(request)
+        if example.expect != "no_call":
+            return right(example)
+        return Reply(text="No function applies.") if request.revising else invented(example)
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        no_fit = self._example(request).expect == "no_call"
+        calls = "(no function call)" not in request.tentative_calls
+        return no_fit and calls, NO_FIT if no_fit and calls else "Fine."
+
+    def select(self, request: SelectRequest) -> int:
+        option = re.search(r"\[(\d+)\] \(no function call\)", request.candidates)
+        return int(option.group(1)) if self._example(request).expect == "no_call" and option else 0
+
+    def grade(self, request: GradeRequest) -> tuple[float, str]:
+        calls = "(no function call)" not in request.candidate
+        return (0.0 if calls == (self._example(request).expect == "no_call") else 1.0), "scripted"
 
 
 @dataclass

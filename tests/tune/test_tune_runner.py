@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 from saag_opt.cli import app, main
 from saag_opt.data import load_dataset
 from saag_opt.evaluation.results import read_run
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, ScriptedWorld, read_request
+from saag_opt.testing.scripted_world import BaseRequest, ReviewRequest
 from saag_opt.tune import TuneConfig, run_tune
 from saag_opt.tune.storage import open_storage, parse_storage
-from tests.evaluation.scripted_replies import chat, right, wrong
+from tests.evaluation.scripted_replies import right, wrong
 from tests.tune.kill_workers import (
     assert_each_configuration_completed_once,
     run_and_kill_one,
@@ -37,24 +38,22 @@ def _prompts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
 
 
-class World:
+class World(ScriptedWorld):
     """The base agent answers in text (wrong) when an example's number is even and a call is expected;
     the reviewer flags a text answer, and the revision after feedback is right."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.examples = load_dataset("shipped:bfcl")
 
-    def __call__(self, request: dict) -> Reply:
-        text = "\n".join(str(m.get("content")) for m in request["messages"])
-        hits = [ex for ex in self.examples if ex.query and ex.query in text]
+    def base(self, request: BaseRequest) -> Reply:
+        hits = [ex for ex in self.examples if ex.query and ex.query in request.text]
         example = max(hits, key=lambda ex: len(ex.query))
-        index = int(example.id.rsplit("_", 1)[-1])
-        if "tools" in request:
-            revised = "Reviewer feedback" in text
-            base_wrong = index % 2 == 0 and example.expect != "no_call"
-            return wrong(example) if base_wrong and not revised else right(example)
-        tentative = request["messages"][-1]["content"].split("[[ ## tentative_calls ## ]]")[-1]
-        return chat({"error": str("cannot help" in tentative), "feedback": "Call the right function."})
+        base_wrong = int(example.id.rsplit("_", 1)[-1]) % 2 == 0 and example.expect != "no_call"
+        return wrong(example) if base_wrong and not request.revising else right(example)
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        return "cannot help" in request.tentative_calls, "Call the right function."
 
 
 @pytest.fixture
@@ -73,8 +72,12 @@ def _space(tmp_path: Path, server: ScriptedOpenAIServer) -> Path:
 
 
 def _base_requests(server: ScriptedOpenAIServer) -> int:
-    return sum("tools" in (r.body or {}) and "Reviewer feedback" not in json.dumps(r.body)
-               for r in server.chat_requests)
+    """First proposals of the base agent (not revisions) the server was asked for."""
+    return sum(isinstance(r, BaseRequest) and not r.revising for r in map(read_request, _bodies(server)))
+
+
+def _bodies(server: ScriptedOpenAIServer) -> list[dict]:
+    return [r.body or {} for r in server.chat_requests]
 
 
 def test_trials_share_base_answers_run_on_val_and_the_front_is_re_evaluated_on_test(
