@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import saag_opt.optimize.summary  # noqa: E402, F401 - registers optimize runs with read_run (exp3 has one)
+from saag_opt.atomic import JsonShelf  # noqa: E402
 from saag_opt.compare.comparison import holm  # noqa: E402
 from saag_opt.data.tau2 import task_id_of  # noqa: E402
 from saag_opt.evaluate.conversations import pass_hat_k_by_condition  # noqa: E402
@@ -68,7 +69,7 @@ from saag_opt.optimize.candidates import by_component, lineage_change  # noqa: E
 from saag_opt.optimize.summary import CandidateHelpHarm  # noqa: E402
 from saag_opt.paths import base_predictions_dir  # noqa: E402
 from saag_opt.report.format import flips  # noqa: E402
-from saag_opt.runfiles import JsonShelf, Run, RunHeader, read_costs, read_header, read_run  # noqa: E402
+from saag_opt.runfiles import Run, RunHeader, read_costs, read_header, read_run  # noqa: E402
 
 R = TypeVar("R", bound=ExampleRecord)
 

@@ -1,8 +1,7 @@
-"""Files a run writes, and how: atomic writes, timestamps, the run directory lifecycle, provenance.
+"""The run directory: its files, its lifecycle, its provenance, and how a run reads back.
 
-Every verb (evaluate, compare, optimize, score) and every store (prompt versions, the
-base-prediction cache, dataset files) writes through ``atomic_file``: a temp file in the target's
-directory + ``os.replace``, so a reader (or a crash) never sees half a file.
+Every file here is written through ``saag_opt.atomic`` (a temp file + ``os.replace``), so a reader
+(or a crash) never sees half a file.
 
 A run directory is shaped like an eval log (docs/design.md §10): ``run.json`` (``RunHeader``) is
 written at start with ``status="started"`` and rewritten atomically at the end through
@@ -11,15 +10,13 @@ run hold is the verb's business: each verb says so with ``register_summary`` (``
 for evaluate runs), and ``read_run`` reads any registered run back typed, the way inspect's
 ``read_eval_log`` does. ``read_model`` is the one reader of a JSON file as a pydantic model.
 
-Low layer: imports only ``errors``, pydantic and jsonlines, so ``agents``, ``artifacts``, ``data``
-and ``lm`` can use it.
+Low layer: imports only ``atomic``, ``errors``, ``memo``, pydantic and jsonlines, so ``agents``,
+``artifacts``, ``data`` and ``lm`` can use it.
 """
 
 from __future__ import annotations
 
 import gzip
-import itertools
-import json
 import logging
 import os
 import platform
@@ -27,17 +24,18 @@ import subprocess
 import sys
 import traceback
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.errors import CostCapReached, RunError, SaagOptError, validation_message
 from saag_opt.memo import Memo, file_stamps
 
@@ -58,114 +56,12 @@ M = TypeVar("M", bound=BaseModel)
 _PACKAGES = ("saag-opt", "dspy", "gepa", "litellm", "openai", "rapidfuzz", "pydantic", "bfcl-eval")
 
 
-# -- atomic writes and time -------------------------------------------------------------------------
+# -- time and JSONL rows ---------------------------------------------------------------------------
 
 
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with seconds precision, e.g. ``2026-03-30T12:00:00+00:00``."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@contextmanager
-def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = False) -> Iterator[IO[Any]]:
-    """Open a temp file beside ``path``; on a clean exit it replaces ``path``, on an error it is removed.
-
-    Why: readers (and a run resumed after a crash) see the old file or the new one, never half.
-    The parent directory is created; the file is 0644 (temp files are made 0600, but these are shared
-    files); ``fsync`` makes the content durable before the rename (prompt versions in git).
-
-    Raises:
-        OSError: the directory or the temp file cannot be created or written.
-    """
-    fd, tmp = _temp_beside(path)
-    try:
-        share_file(fd, tmp)
-        handle: IO[Any] = os.fdopen(fd, "wb") if mode == "wb" else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        with handle:
-            yield handle
-            if fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Write ``data`` atomically, as ``atomic_file`` does, in five system calls.
-
-    Why not ``atomic_file``: the small entries written per LM call and per example (call times, base
-    proposals) paid a mkdir, a file object's fstat, ioctl and lseek on top; each system call lets
-    go of the GIL, which the other workers then queue to take back. Here: open, fchmod, write,
-    close, rename (and a mkdir only when the directory is missing).
-
-    Raises:
-        OSError: the directory or the temp file cannot be created or written.
-    """
-    fd, tmp = _temp_beside(path)
-    try:
-        try:
-            share_file(fd, tmp)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def share_file(fd: int, path: str | os.PathLike[str]) -> None:
-    """Make the open file ``fd`` (at ``path``) 0644 whatever the umask: cache and run files are shared."""
-    if hasattr(os, "fchmod"):
-        os.fchmod(fd, 0o644)
-    else:  # pragma: no cover - Windows (Python < 3.13)
-        os.chmod(path, 0o644)
-
-
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-_TEMP_SERIAL = itertools.count()
-
-
-def _temp_beside(path: Path) -> tuple[int, str]:
-    """A new 0600 temp file in ``path``'s directory, which is created only when it is missing.
-
-    Named ``.<name>.<pid>-<serial>.tmp``: unique among live writers without a random draw; a name a
-    dead process left behind is skipped.
-    """
-    made = False
-    while True:
-        tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}-{next(_TEMP_SERIAL)}.tmp")
-        try:
-            return os.open(tmp, _TEMP_FLAGS, 0o600), tmp
-        except FileExistsError:
-            continue
-        except FileNotFoundError:
-            if made:
-                raise
-            path.parent.mkdir(parents=True, exist_ok=True)
-            made = True
-
-
-def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
-    """Write ``text`` (UTF-8, newlines as given) atomically (see ``atomic_file``)."""
-    atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
-
-
-def atomic_write_json(path: Path, payload: Any) -> None:
-    """Write indented JSON atomically (non-JSON values via ``str``)."""
-    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    """Write one compact JSON line per row atomically."""
-    with atomic_file(path) as handle:
-        jsonlines.Writer(handle, compact=True, sort_keys=False).write_all(rows)
 
 
 def read_run_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -196,33 +92,6 @@ def read_run_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc).rsplit(" (line ", 1)[0]
             raise RunError(f"{path}:{line}: bad row: {reason}") from exc
         yield line, value
-
-
-class JsonShelf:
-    """JSON documents by hex key, one small file each: ``<directory>/<key[:2]>/<key>.json``.
-
-    Why: caches shared by concurrent workers and runs (base proposals, guard reviews) need no
-    database: every entry is written atomically, and a missing, half-read or corrupt entry is a miss
-    (recomputed and overwritten), never an error.
-    """
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
-
-    def path(self, key: str) -> Path:
-        """Where ``key``'s document lives."""
-        return self.directory / key[:2] / f"{key}.json"
-
-    def load(self, key: str) -> Any:
-        """The stored document, or None when there is none that parses."""
-        try:
-            return json.loads(self.path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-
-    def save(self, key: str, payload: Any) -> None:
-        """Store ``payload`` under ``key`` atomically (non-JSON values via ``str``)."""
-        atomic_write_text(self.path(key), json.dumps(payload, ensure_ascii=False, default=str))
 
 
 # -- run.json ---------------------------------------------------------------------------------------
@@ -633,18 +502,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUMMARY_FILE",
     "CostsFile",
-    "JsonShelf",
     "Run",
     "RunErrorInfo",
     "RunFinishedHook",
     "RunHeader",
     "RunKind",
     "RunStatus",
-    "atomic_file",
-    "atomic_write_bytes",
-    "atomic_write_json",
-    "atomic_write_jsonl",
-    "atomic_write_text",
     "create_run_dir",
     "finish_header",
     "git_revision",
@@ -659,6 +522,5 @@ __all__ = [
     "read_run",
     "read_run_jsonl",
     "register_summary",
-    "share_file",
     "utc_now",
 ]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from saag_opt import runfiles
-from saag_opt.runfiles import JsonShelf, atomic_file, atomic_write_bytes, atomic_write_json, atomic_write_text
+from saag_opt import atomic
+from saag_opt.atomic import JsonShelf, atomic_file, atomic_write_bytes, atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_an_error_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path, mon
     def broken_replace(src: str, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runfiles.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic.os, "replace", broken_replace)
     with pytest.raises(OSError, match="No space"):
         atomic_write_json(target, {"v": 2})
     with pytest.raises(OSError, match="No space"), atomic_file(target) as handle:
@@ -59,7 +59,7 @@ def test_an_error_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path, mon
 
 def test_a_temp_name_a_dead_writer_left_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     serial = iter(range(10))
-    monkeypatch.setattr(runfiles, "_TEMP_SERIAL", serial)
+    monkeypatch.setattr(atomic, "_TEMP_SERIAL", serial)
     (tmp_path / f".x.json.{os.getpid()}-0.tmp").write_text("left by a process with our pid")
     atomic_write_bytes(tmp_path / "x.json", b"{}")
     assert (tmp_path / "x.json").read_bytes() == b"{}"
@@ -69,7 +69,7 @@ def test_a_temp_name_a_dead_writer_left_is_skipped(tmp_path: Path, monkeypatch: 
 def test_fsync_is_done_before_the_rename_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(runfiles.os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: synced.append(fd) or real(fd))
     atomic_write_text(tmp_path / "v.txt", "durable", fsync=True)
     atomic_write_text(tmp_path / "w.txt", "not asked")
     assert len(synced) == 1 and (tmp_path / "v.txt").read_text() == "durable"
@@ -88,7 +88,7 @@ def test_the_shelf_format_is_unchanged(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from saag_opt.runfiles import atomic_write_json
+from saag_opt.atomic import atomic_write_json
 target = Path(sys.argv[1])
 print("writing", flush=True)
 n = 0

@@ -28,7 +28,7 @@ LAZY_FACES = ("saag_opt", "saag_opt.lm", "saag_opt.agents", "saag_opt.optimize",
               "saag_opt.evaluate", "saag_opt.score")
 LIGHT = (
     "saag_opt.choices", "saag_opt.errors", "saag_opt.model", "saag_opt.credentials", "saag_opt.events",
-    "saag_opt.memo", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry",
+    "saag_opt.memo", "saag_opt.atomic", "saag_opt.runfiles", "saag_opt.lazy", "saag_opt.lm.specs", "saag_opt.lm.retry",
     "saag_opt.agents.mechanisms.rules", "saag_opt.lm.backends", "saag_opt.lm.scripted_server", "saag_opt.testing",
     "saag_opt.artifacts",
     "saag_opt.runtime.guard", "saag_opt.compare.comparison", "saag_opt.optimize.summary",  # the guard; run readers
@@ -120,13 +120,13 @@ SPACE = PACKAGE.parent / "experiments" / "spaces" / "offline-bfcl.toml"
 
 
 @pytest.mark.parametrize(("name", "module", "attribute", "argv"), [
-    ("evaluate", "saag_opt.evaluate.run", "evaluate",
+    ("evaluate", "saag_opt.evaluate.run", "run_evaluation",
      ["evaluate", "--base", "fake", "--mechanism", "none", "--dataset", str(FIXTURES / "dataset.jsonl"), "--split", "all"]),
     ("compare", "saag_opt.compare.run", "run_compare",
      ["compare", "reviewer@v1", "reviewer@v2", "--base", "fake", "--reviewer", "fake"]),
     ("optimize", "saag_opt.optimize.run", "run_optimize", ["optimize", "--base", "fake", "--reviewer", "fake"]),
     ("tune", "saag_opt.tune.run", "run_tune", ["tune", "--space", str(SPACE)]),
-    ("score", "saag_opt.score.predictions", "score_predictions",
+    ("score", "saag_opt.score.calls", "score_predictions",
      ["score", str(FIXTURES / "predictions.jsonl"), "--dataset", str(FIXTURES / "dataset.jsonl")]),
 ])
 def test_each_root_verb_is_the_function_its_command_calls(name: str, module: str, attribute: str, argv: list[str],

@@ -5,9 +5,10 @@ other import fails, lazy and ``TYPE_CHECKING`` imports included, and a new part 
 placed here. Bottom up:
 
 * the foundation imports nothing of the package but these: ``errors``, ``choices`` (the closed
-  sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces) and ``stopping``
-  import nothing; ``paths`` and ``resuming`` (the one resume rule) import ``errors``; ``runfiles``
-  imports ``errors`` and ``memo``; ``telemetry`` (optional OpenTelemetry spans) ``errors`` and the version;
+  sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces), ``atomic`` (atomic
+  file writes) and ``stopping`` import nothing; ``paths`` and ``resuming`` (the one resume rule) import
+  ``errors``; ``runfiles`` (the run directory) imports ``atomic``, ``errors`` and ``memo``; ``telemetry``
+  (optional OpenTelemetry spans) ``errors`` and the version;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
   ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
   data, and the ``Environment`` plug point) only ``model`` and ``errors``;
@@ -36,20 +37,20 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
-FOUNDATION = frozenset({"__init__", "choices", "credentials", "errors", "events", "lazy", "memo", "paths", "resuming",
-                        "runfiles", "stopping", "telemetry"})
+FOUNDATION = frozenset({"__init__", "atomic", "choices", "credentials", "errors", "events", "lazy", "memo", "paths",
+                        "resuming", "runfiles", "stopping", "telemetry"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
 _CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
 
 ALLOWED: dict[str, frozenset[str]] = {
-    **{leaf: frozenset() for leaf in ("choices", "credentials", "errors", "events", "lazy", "memo", "stopping",
-                                      "model")},
+    **{leaf: frozenset() for leaf in ("atomic", "choices", "credentials", "errors", "events", "lazy", "memo",
+                                      "stopping", "model")},
     "__init__": frozenset({"lazy", "runfiles", "agents", "evaluate", "compare", "score", "runtime", "optimize",
                             "tune"}),
     "paths": frozenset({"errors"}),
     "resuming": frozenset({"errors"}),
-    "runfiles": frozenset({"errors", "memo"}),
+    "runfiles": frozenset({"atomic", "errors", "memo"}),
     "telemetry": frozenset({"__init__", "errors"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),

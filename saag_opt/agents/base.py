@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from saag_opt.agents.conversation import StepExample
+from saag_opt.atomic import JsonShelf
 from saag_opt.lm import ModelSpec, chat_completion, open_lm, parse_model_spec
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example, Prediction, ToolCall, canonical_json
 from saag_opt.parse import parse_output
-from saag_opt.runfiles import JsonShelf
 
 if TYPE_CHECKING:
     from saag_opt.lm import CostLedger, ModelSpec

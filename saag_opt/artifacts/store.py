@@ -43,9 +43,9 @@ from rapidfuzz import fuzz, process
 
 from saag_opt.artifacts.render import render_markdown
 from saag_opt.artifacts.version import PromptVersion, content_hash, is_safe_name, load_version_file, validate_name
+from saag_opt.atomic import atomic_write_text
 from saag_opt.errors import ArtifactError, validation_message
 from saag_opt.paths import PROMPTS_ENV, prompts_dir, shipped
-from saag_opt.runfiles import atomic_write_text
 
 ALIASES_FILE = "aliases.json"
 LOCK_FILE = ".lock"

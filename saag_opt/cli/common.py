@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 from rich.console import Console
 
+from saag_opt.atomic import atomic_write_text
 from saag_opt.choices import GroundingName, OnUnusable, ReasoningEffort, UserReminder
 from saag_opt.errors import ConfigError, option_path
-from saag_opt.runfiles import atomic_write_text, on_run_finished
+from saag_opt.runfiles import on_run_finished
 
 if TYPE_CHECKING:
     from saag_opt.agents.setup import SetupConfig

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from saag_opt.artifacts import resolve_ref
+from saag_opt.atomic import atomic_write_json
 from saag_opt.compare.comparison import (
     MAX_VERSIONS,
     CompareMode,
@@ -57,7 +58,6 @@ from saag_opt.lm.spend.ledgerfile import earlier_roles
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
-    atomic_write_json,
     create_run_dir,
     finish_header,
     guarded_run,

@@ -26,10 +26,10 @@ from typing import Any, Literal, Union
 import jsonlines
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.data.bfcl import example_from_bfcl_row
 from saag_opt.errors import DatasetError
 from saag_opt.model import Example, Expectation, Registry
-from saag_opt.runfiles import atomic_write_jsonl
 
 RowResult = tuple[int, Union[Example, DatasetError]]
 """What lenient iterators yield: the 1-based line a row starts on, and its Example or error."""

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from saag_opt import stopping
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.data import round_robin
 from saag_opt.errors import CostCapReached, ModelUnavailableError
 from saag_opt.evaluation.results import ExampleRecord, RecordWriter
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.spend.cap import SpendCap
-from saag_opt.runfiles import atomic_write_jsonl
 
 
 class _Item(Protocol):

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import Condition, open_setup
+from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.data import split_hash
 from saag_opt.data.workload import Workload
 from saag_opt.episodes import Episode, open_environment
@@ -47,8 +48,6 @@ from saag_opt.model import Example
 from saag_opt.paths import base_predictions_dir
 from saag_opt.runfiles import (
     RunHeader,
-    atomic_write_json,
-    atomic_write_jsonl,
     create_run_dir,
     finish_header,
     guarded_run,

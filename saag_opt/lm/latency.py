@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-from saag_opt.runfiles import JsonShelf, share_file
+from saag_opt.atomic import JsonShelf, share_file
 
 _OPEN: ContextVar[tuple[LatencyClock, ...]] = ContextVar("saag_latency_clocks", default=())
 

@@ -10,12 +10,13 @@ from typing import Any
 
 from saag_opt.agents.report_note import version_instructions
 from saag_opt.artifacts.store import content_hash
+from saag_opt.atomic import atomic_write_json
 from saag_opt.errors import RunError, SaagOptError, validation_message
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.candidates import from_state
 from saag_opt.optimize.rails import pick_best
 from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, QuarantineLog
-from saag_opt.runfiles import atomic_write_json, read_model
+from saag_opt.runfiles import read_model
 
 
 class ArtifactWriter:

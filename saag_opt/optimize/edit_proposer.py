@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from saag_opt.agents.report_note import EMPTY_NOTE, is_note, note_of
+from saag_opt.atomic import atomic_write_json
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.client import chat_completion
 from saag_opt.optimize import rails
@@ -49,7 +50,7 @@ from saag_opt.optimize.edits import (
     read_rules,
 )
 from saag_opt.optimize.feedback import FAILING, GOLD_LABEL, clip_text, outcome_of
-from saag_opt.runfiles import atomic_write_json, read_model
+from saag_opt.runfiles import read_model
 
 EDIT_MEMORY_FILE = "edit_memory.json"
 """``<run>/edit_memory.json``: the refused edits a resumed run still remembers."""

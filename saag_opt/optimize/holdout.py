@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.agents.setup import ReviewSetup
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.compare.run import CompareConfig, compare_prompts
 from saag_opt.errors import CostCapReached
 from saag_opt.evaluate.config import EvaluateConfig
@@ -14,7 +15,7 @@ from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.world import World
-from saag_opt.runfiles import atomic_write_jsonl, read_rows
+from saag_opt.runfiles import read_rows
 
 
 def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str,

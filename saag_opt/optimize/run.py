@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.data import split_hash
 from saag_opt.errors import CostCapReached, RunError
 from saag_opt.events import EventSink, emit
@@ -43,7 +44,6 @@ from saag_opt.optimize.world import World, build_world, load_splits
 from saag_opt.resuming import refuse_changes
 from saag_opt.runfiles import (
     RunHeader,
-    atomic_write_json,
     create_run_dir,
     finish_header,
     guarded_run,

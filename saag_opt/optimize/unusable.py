@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.errors import RunError
 from saag_opt.optimize.summary import RolloutCounts, TestComparison, UnusableByPhase
-from saag_opt.runfiles import atomic_write_json, read_model
+from saag_opt.runfiles import read_model
 
 ROLLOUTS_FILE = "rollouts.json"
 

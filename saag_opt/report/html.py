@@ -20,9 +20,9 @@ from pathlib import Path
 import jinja2
 
 from saag_opt import __version__
+from saag_opt.atomic import atomic_write_text
 from saag_opt.errors import RunError
 from saag_opt.report.pages import Part, build_part
-from saag_opt.runfiles import atomic_write_text
 
 REPORT_NAME = "report.html"
 """File name of the report inside a run directory."""

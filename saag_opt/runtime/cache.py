@@ -14,8 +14,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from saag_opt.atomic import JsonShelf
 from saag_opt.model import canonical_json
-from saag_opt.runfiles import JsonShelf
 
 
 def review_key(*parts: Any) -> str:

@@ -25,13 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.data.bfcl_environment import BfclEnvironment, result_transcript
 from saag_opt.data.jsonl import read_records
 from saag_opt.episodes import Episode
 from saag_opt.errors import DatasetError
 from saag_opt.evaluation.categories import CategoryScore
 from saag_opt.evaluation.conversation_records import JudgementRecord, judgement_record
-from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
 from saag_opt.score.predictions import Rejection, summary_path
 
 

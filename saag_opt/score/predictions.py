@@ -24,12 +24,12 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rapidfuzz import process
 
+from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.data.jsonl import read_records
 from saag_opt.errors import DatasetError
 from saag_opt.evaluation.categories import CategoryScore, RelevanceSuite, relevance_suite
 from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
-from saag_opt.runfiles import atomic_write_json, atomic_write_jsonl
 from saag_opt.saag import CascadeStats, PredictionReport, aggregate, judge_with_gold
 from saag_opt.saag.modes import GroundingMode
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import jsonlines
 
+from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.errors import ConfigError, CostCapReached
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, REPLY_TOKENS, THINKING_TOKENS
 from saag_opt.lm import is_reasoning_model, open_lm, parse_model_spec, price_call
@@ -41,8 +42,6 @@ from saag_opt.runfiles import (
     RECORDS_FILE,
     SUMMARY_FILE,
     RunHeader,
-    atomic_write_json,
-    atomic_write_jsonl,
     create_run_dir,
     finish_header,
     guarded_run,

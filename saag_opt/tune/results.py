@@ -15,11 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.errors import SaagOptError
 from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.results import EvaluationSummary
 from saag_opt.lm.spend.accounting import CostLedger
-from saag_opt.runfiles import atomic_write_jsonl, register_summary
+from saag_opt.runfiles import register_summary
 from saag_opt.tune.space import Space, canonical_params
 from saag_opt.tune.storage import WORKER_ATTR
 from saag_opt.tune.study import (

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from saag_opt.artifacts import resolve_ref
+from saag_opt.atomic import atomic_write_json
 from saag_opt.data.workload import workload
 from saag_opt.errors import ConfigError, CostCapReached, SaagOptError
 from saag_opt.evaluate.config import EvaluateConfig
@@ -37,7 +38,6 @@ from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.lm.spend.ledgerfile import earlier_roles
 from saag_opt.runfiles import (
     RunHeader,
-    atomic_write_json,
     create_run_dir,
     finish_header,
     guarded_run,

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.errors import CostCapReached
 from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.lm.spend.cap import ROUNDING_MARGIN, Hold, SpendCap
-from saag_opt.runfiles import atomic_write_json
 from saag_opt.tune.storage import StorageSpec, dead_local_worker, worker_id
 
 try:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.episodes import Environment, Episode, open_environment
 from saag_opt.errors import CostCapReached
 from saag_opt.evaluate.conversations import ConversationWork
@@ -21,7 +22,6 @@ from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSumma
 from saag_opt.evaluation.results import finished_records
 from saag_opt.events import EventSink
 from saag_opt.lm.spend.cap import SpendCap
-from saag_opt.runfiles import atomic_write_jsonl
 
 
 @dataclass(frozen=True)

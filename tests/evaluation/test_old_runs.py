@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.compare.comparison import CompareSummary
 from saag_opt.compare.run import resume_compare_config
 from saag_opt.data import load_dataset
@@ -26,7 +27,6 @@ from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run
 from saag_opt.report.html import render_report
-from saag_opt.runfiles import atomic_write_json
 from saag_opt.testing import ScriptedOpenAIServer
 from tests.evaluation.test_runner import World
 

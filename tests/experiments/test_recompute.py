@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from saag_opt.agents.base import BasePredictionCache, Proposal
+from saag_opt.atomic import JsonShelf
 from saag_opt.data.tau2_package import missing as tau2_missing
 from saag_opt.evaluation.helpharm import mcnemar_exact
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.model import Prediction, ToolCall
-from saag_opt.runfiles import JsonShelf, RunHeader
+from saag_opt.runfiles import RunHeader
 from tests.conftest import requires
 
 ROOT = Path(__file__).resolve().parents[2]

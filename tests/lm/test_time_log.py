@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from saag_opt.atomic import JsonShelf
 from saag_opt.lm.latency import TIME_LOG_DIR, CallTimes
-from saag_opt.runfiles import JsonShelf
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.atomic import atomic_write_json
 from saag_opt.data import load_dataset, write_examples
 from saag_opt.data.perturb import gold_calls
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.evaluation.paired import summarise_condition
 from saag_opt.evaluation.results import CallRecord, ExampleRecord, RecordWriter, RoundRecord
 from saag_opt.model import Example, ToolCall
-from saag_opt.runfiles import RunHeader, atomic_write_json, utc_now, write_header
+from saag_opt.runfiles import RunHeader, utc_now, write_header
 from saag_opt.saag import judge_with_gold
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

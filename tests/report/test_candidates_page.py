@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from saag_opt.artifacts import PromptStore, PromptVersion
+from saag_opt.atomic import atomic_write_json
 from saag_opt.optimize.summary import CandidateHelpHarm, CandidateMap, OptimizeSummary
 from saag_opt.report.html import render_report, write_report
-from saag_opt.runfiles import RunHeader, atomic_write_json, utc_now, write_header
+from saag_opt.runfiles import RunHeader, utc_now, write_header
 from tests.report.browser import Browser, require_chromium
 from tests.report.checks import check_page, section_ids, table_rows
 

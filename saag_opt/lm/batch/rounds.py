@@ -59,10 +59,11 @@ from dspy.clients.engines.lm15_engine import LM15Engine
 from dspy.lm15 import RouterConfig
 
 from saag_opt import stopping
+from saag_opt.atomic import atomic_write_json
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.events import EventSink, emit
 from saag_opt.lm.batch.api import BatchClient, BatchStatus, LineResult, NotCreated, UnknownBatch, request_line
-from saag_opt.runfiles import atomic_write_json, utc_now
+from saag_opt.runfiles import utc_now
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import llama_cpp
 import numpy as np
 
-from saag_opt.runfiles import atomic_write_json
+from saag_opt.atomic import atomic_write_json
 
 if TYPE_CHECKING:
     from llama_cpp.llama import Llama

@@ -35,10 +35,10 @@ from types import FrameType
 from filelock import FileLock
 from rich.console import Console
 
+from saag_opt.atomic import atomic_file
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.paths import cache_dir as default_cache_dir
 from saag_opt.paths import models_dir
-from saag_opt.runfiles import atomic_file
 
 INSTALL_HINT = "pip install 'saag-opt[local]'"
 SPEED_ENV = "SAAG_OPT_LOCAL_SPEED"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from saag_opt.atomic import atomic_write_json
 from saag_opt.lm.spend.accounting import CostLedger
 from saag_opt.lm.spend.cap import SpendCap
-from saag_opt.runfiles import COSTS_FILE, atomic_write_json, read_costs
+from saag_opt.runfiles import COSTS_FILE, read_costs
 
 
 def earlier_roles(run_dir: Path) -> dict[str, Any]:
