@@ -44,12 +44,10 @@ from saag_opt.compare.sides import (
     run_contamination,
     side_from_records,
 )
-from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError, CostCapReached, RunError
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversations import preflight_compare_episodes
-from saag_opt.evaluate.run import EvaluationResult, run_evaluation
-from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
+from saag_opt.evaluate.run import EvaluationResult, preflight_passes, run_evaluation
+from saag_opt.evaluation.estimate import Estimate
 from saag_opt.evaluation.results import RecordWriter
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
@@ -468,18 +466,7 @@ def preflight_compare(config: CompareConfig) -> Estimate:
     if mode == "runs" or settings is None:
         count = "two" if len(sides) == 2 else str(len(sides))
         return Estimate("compare", 0, assumptions=[f"{count} finished runs: no LM call"])
-    if settings.workload.conversations:
-        return preflight_compare_episodes(settings, [str(side) for side in sides])
-    examples = load_dataset(settings.dataset, split=settings.split, limit=settings.limit, skip=settings.skip)
-    setup = settings.setup
-    total = estimate_evaluation(examples, base=setup.base, reviewer=None, mechanism=setup.replace(
-        mechanism="none").mechanism, command="compare")
-    for ref in map(str, sides):
-        version = setup.replace(prompt=ref).prompt_version()
-        total.merge(estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                                        instructions=dict(version.instructions) if version is not None else {},
-                                        base_cached=True))
-    return total
+    return preflight_passes(settings, [str(side) for side in sides])
 
 
 def run_compare(config: CompareConfig, *, on_event: EventSink | None = None,

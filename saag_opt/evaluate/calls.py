@@ -9,21 +9,29 @@ around it is ``evaluate.run``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dspy
 
 from saag_opt import telemetry
-from saag_opt.agents.setup import Condition
+from saag_opt.agents.base import BasePredictionCache
+from saag_opt.agents.mechanisms.base import Mechanism
+from saag_opt.agents.setup import Condition, open_setup
 from saag_opt.errors import CostCapReached, ModelUnavailableError
+from saag_opt.evaluate.config import EvaluateConfig
+from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
 from saag_opt.evaluation.records import base_record, failed_record, mechanism_record, summarise
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
+from saag_opt.events import EventSink
+from saag_opt.lm import CostLedger
 from saag_opt.lm.batch.rounds import BATCH_WORKERS, BatchRounds
 from saag_opt.lm.latency import lm_clock
 from saag_opt.model import Example
+from saag_opt.paths import base_predictions_dir
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,31 @@ class CallWork:
             return base_row, failed.model_copy(update={"base": base_row.final, "base_saag": base_row.saag})
 
 
+class Calls:
+    """How ``run_evaluation`` runs a single-call workload: its record type, its work, its header, its estimate."""
+
+    record = ExampleRecord
+
+    def open(self, config: EvaluateConfig, run_dir: Path, ledger: CostLedger,
+             on_event: EventSink | None) -> tuple[Condition, CallWork]:
+        """The set-up opened on ``ledger`` (under ``--batch``, on the run's Batch API rounds), and its work."""
+        batch = BatchRounds(run_dir, on_event=on_event) if config.batch else None
+        condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()),
+                               batch=batch)
+        return condition, CallWork(condition, run_dir.name, config.workers or 1, batch)
+
+    def header(self, config: EvaluateConfig, items: Sequence[Example]) -> dict[str, Any]:
+        """What ``run.json`` records beyond the shared header: nothing for single calls."""
+        return {}
+
+    def estimate(self, config: EvaluateConfig, items: Sequence[Example], *, reviewer: str | None,
+                 mechanism: Mechanism, instructions: Mapping[str, str], base_cached: bool = False,
+                 command: str = "evaluate") -> Estimate:
+        """One pass's calls, tokens and dollars (``evaluation.estimate.estimate_evaluation``)."""
+        return estimate_evaluation(items, base=config.setup.base, reviewer=reviewer, mechanism=mechanism,
+                                   instructions=instructions, base_cached=base_cached, command=command)
+
+
 def error_text(exc: BaseException) -> str:
     """What an ``error`` record keeps of a failure: its type and message, cut at 1,000 characters."""
     return f"{type(exc).__name__}: {exc}"[:1000]
@@ -115,4 +148,4 @@ def tracked_tokens(tracker: Any) -> int:
     return total
 
 
-__all__ = ["CallWork", "error_text", "tracked_tokens"]
+__all__ = ["CallWork", "Calls", "error_text", "tracked_tokens"]

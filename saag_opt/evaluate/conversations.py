@@ -3,31 +3,35 @@
 Both runs of an entry share the base-prediction cache of the set-up's context, so the steps they
 have in common (up to the first one the reviewer changes) are proposed once; the environment's
 ``check`` (or tau2's evaluator, ``evaluate/tau2_play.py``) judges each transcript. A failure inside
-one run is an ``error`` record (scored invalid). ``--dry-run`` is ``preflight_multi_turn``
-(``evaluation.estimate.estimate_episodes``: tool docs and the history's growth step by step). The
+one run is an ``error`` record (scored invalid). ``--dry-run`` prices
+a pass with ``evaluation.estimate.estimate_episodes`` (tool docs and the history's growth step by step). The
 loop that runs entries is ``evaluate.loop``; the run directory around it is ``evaluate.run``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from pathlib import Path
+from typing import Any
 
+from saag_opt.agents.base import BasePredictionCache
+from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT
 from saag_opt.agents.mechanisms.base import Mechanism
 from saag_opt.agents.mechanisms.no_review import NoReview
-from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes, pass_hat_ks, simulated_user, task_sizes
+from saag_opt.agents.setup import Condition, open_setup
+from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, pass_hat_ks, simulated_user, task_sizes
 from saag_opt.data.tau2 import task_id_of
-from saag_opt.data.workload import Workload
-from saag_opt.episodes import Episode
+from saag_opt.episodes import Episode, open_environment
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.play import BASE, Play, RunParts, play_episode, run_condition
 from saag_opt.evaluate.tau2_play import tau2_play
 from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSummary, summarise_episodes
 from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_tau2
-from saag_opt.events import emit, listening_for_steps
+from saag_opt.events import EventSink, emit, listening_for_steps
 from saag_opt.lm import CostLedger
+from saag_opt.paths import base_predictions_dir
 
 
 @dataclass(frozen=True)
@@ -84,28 +88,79 @@ class ConversationWork:
             return run_condition(self.parts, episode, mechanism, condition)
 
 
-def _entries(config: EvaluateConfig) -> list[Episode]:
-    """The run's entries (tau2: each task ``trials`` times), as ``run_evaluation`` loads them."""
-    return cast(list[Episode], config.workload.load(split=config.split, limit=config.limit, skip=config.skip,
-                                                    trials=config.trials))
+class Conversations:
+    """How ``run_evaluation`` runs conversations on an environment (BFCL multi-turn): record type, work, header, estimate."""
 
+    record = EpisodeRecord
 
-def tau2_max_steps(config: EvaluateConfig) -> int:
-    """The step limit of the config's tau2 runs (``--max-steps``, else tau2's default)."""
-    return config.max_steps or DEFAULT_MAX_STEPS
+    def open(self, config: EvaluateConfig, run_dir: Path, ledger: CostLedger,
+             on_event: EventSink | None) -> tuple[Condition, ConversationWork]:
+        """The set-up opened on ``ledger``, and its work (raises for ``--batch``: a step waits on the one before)."""
+        if config.batch:
+            raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
+                              "the one before it, so a round would hold one step per entry); drop --batch")
+        condition = open_setup(config.setup, ledger, BasePredictionCache(config.cache_dir or base_predictions_dir()))
+        parts = RunParts(condition.agent, condition.reviewer, condition.mechanism, condition.ctx,
+                         condition.reviewer_lm, run_dir.name, self.max_steps(config), open_environment,
+                         self.play(config, ledger), on_event)
+        return condition, ConversationWork(parts, config.workers or 1, pass_hat_k=self.pass_hat_k)
 
+    pass_hat_k = False
+    """Whether the summary reports pass^k over each task's trials."""
 
-def play_for(config: EvaluateConfig, workload: Workload, ledger: CostLedger) -> Play:
-    """The episode loop, or tau2's orchestrator for ``tau2:<domain>``.
-
-    tau2's user simulator runs on ``user_model`` (default the base model), booked on the run's ledger
-    under role ``user``.
-    """
-    if not workload.simulated_user:
+    def play(self, config: EvaluateConfig, ledger: CostLedger) -> Play:
+        """How one entry is played: the episode loop on its environment."""
         return play_episode
-    return tau2_play(simulated_user(config.user_model or config.setup.base, ledger=ledger,
-                                    call_options=config.setup.call_options(), reminder=config.user_reminder),
-                     max_steps=tau2_max_steps(config))
+
+    def max_steps(self, config: EvaluateConfig) -> int:
+        """The step limit of one entry."""
+        return MAXIMUM_STEP_LIMIT
+
+    def header(self, config: EvaluateConfig, items: Sequence[Episode]) -> dict[str, Any]:
+        """What ``run.json`` records beyond the shared header: the environments the entries run on."""
+        return {"plugins": {"environments": sorted({e.environment for e in items})}}
+
+    def estimate(self, config: EvaluateConfig, items: Sequence[Episode], *, reviewer: str | None,
+                 mechanism: Mechanism, instructions: Mapping[str, str], base_cached: bool = False,
+                 command: str = "evaluate") -> Estimate:
+        """One pass's calls, tokens and dollars (``evaluation.estimate.estimate_episodes``: the history's growth)."""
+        return estimate_episodes(items, base=config.setup.base, reviewer=reviewer, mechanism=mechanism,
+                                 instructions=instructions, base_cached=base_cached, command=command)
+
+
+class SimulatedUser(Conversations):
+    """tau2-bench: tau2's orchestrator plays each task with a user simulator, tau2's evaluator judges it."""
+
+    pass_hat_k = True
+
+    def play(self, config: EvaluateConfig, ledger: CostLedger) -> Play:
+        """tau2's orchestrator, with the user simulator on ``user_model``.
+
+        The simulator's calls are booked on the run's ledger under role ``user``.
+        """
+        return tau2_play(simulated_user(self.user_model(config), ledger=ledger, call_options=config.setup.call_options(),
+                                        reminder=config.user_reminder), max_steps=self.max_steps(config))
+
+    def max_steps(self, config: EvaluateConfig) -> int:
+        """tau2's ``max_steps`` (``--max-steps``, else tau2's default)."""
+        return config.max_steps or DEFAULT_MAX_STEPS
+
+    @staticmethod
+    def user_model(config: EvaluateConfig) -> str:
+        """The user simulator's model spec."""
+        return config.user_model or config.setup.base
+
+    def header(self, config: EvaluateConfig, items: Sequence[Episode]) -> dict[str, Any]:
+        """The environments, and the user simulator's model beside the base and the reviewer."""
+        return super().header(config, items) | {"models": {"user": self.user_model(config)}}
+
+    def estimate(self, config: EvaluateConfig, items: Sequence[Episode], *, reviewer: str | None,
+                 mechanism: Mechanism, instructions: Mapping[str, str], base_cached: bool = False,
+                 command: str = "evaluate") -> Estimate:
+        """One pass over the tasks' trials (``evaluation.estimate.estimate_tau2``: the user simulator too)."""
+        return estimate_tau2(task_sizes(items), base=config.setup.base, reviewer=reviewer, user=self.user_model(config),
+                             mechanism=mechanism, instructions=instructions, base_cached=base_cached, command=command,
+                             max_steps=self.max_steps(config))
 
 
 def pass_hat_k_by_condition(records: Sequence[EpisodeRecord]) -> dict[str, dict[int, float]]:
@@ -123,60 +178,4 @@ def pass_hat_k_by_condition(records: Sequence[EpisodeRecord]) -> dict[str, dict[
     return {condition: pass_hat_ks(tasks) for condition, tasks in rewards.items()}
 
 
-def preflight_multi_turn(config: EvaluateConfig) -> Estimate:
-    """``--dry-run`` on a multi-turn dataset: expected calls, tokens and dollars by role; opens no model.
-
-    Raises:
-        ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
-    """
-    episodes = _entries(config)
-    if not episodes:
-        raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no entries")
-    setup = config.setup
-    version = setup.prompt_version()
-    if config.workload.simulated_user:
-        return estimate_tau2(task_sizes(episodes), base=setup.base,
-                             reviewer=setup.reviewer, user=config.user_model or setup.base, mechanism=setup.mechanism,
-                             instructions=dict(version.instructions) if version is not None else {},
-                             max_steps=tau2_max_steps(config))
-    return estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                             instructions=dict(version.instructions) if version is not None else {})
-
-
-def preflight_compare_episodes(settings: EvaluateConfig, refs: Sequence[str]) -> Estimate:
-    """``compare --dry-run`` on a multi-turn dataset: the shared base pass, then one pass per prompt version.
-
-    Raises:
-        ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
-    """
-    episodes = _entries(settings)
-    setup = settings.setup
-    if settings.workload.simulated_user:
-        return _compare_tau2(settings, refs, task_sizes(episodes))
-    total = estimate_episodes(episodes, base=setup.base, reviewer=None, mechanism=setup.replace(mechanism="none")
-                              .mechanism, command="compare")
-    for ref in refs:
-        version = setup.replace(prompt=ref).prompt_version()
-        total.merge(estimate_episodes(episodes, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                                      instructions=dict(version.instructions) if version is not None else {},
-                                      base_cached=True))
-    return total
-
-
-def _compare_tau2(settings: EvaluateConfig, refs: Sequence[str], sizes: Sequence[Tau2Sizes]) -> Estimate:
-    """``preflight_compare_episodes`` on tau2: the shared base pass, then each version's reviewed runs."""
-    setup = settings.setup
-    user = settings.user_model or setup.base
-    steps = tau2_max_steps(settings)
-    total = estimate_tau2(sizes, base=setup.base, reviewer=None, user=user,
-                          mechanism=setup.replace(mechanism="none").mechanism, command="compare", max_steps=steps)
-    for ref in refs:
-        version = setup.replace(prompt=ref).prompt_version()
-        total.merge(estimate_tau2(sizes, base=setup.base, reviewer=setup.reviewer, user=user,
-                                  mechanism=setup.mechanism, base_cached=True, max_steps=steps,
-                                  instructions=dict(version.instructions) if version is not None else {}))
-    return total
-
-
-__all__ = ["ConversationWork", "pass_hat_k_by_condition", "play_for", "preflight_compare_episodes",
-           "preflight_multi_turn", "tau2_max_steps"]
+__all__ = ["ConversationWork", "Conversations", "SimulatedUser", "pass_hat_k_by_condition"]

@@ -18,34 +18,31 @@ Progress and cost are reported through ``saag_opt.events`` (``run_started``, ``e
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from saag_opt.agents.base import BasePredictionCache
-from saag_opt.agents.setup import Condition, open_setup
+from saag_opt.agents.mechanisms.base import Mechanism
+from saag_opt.agents.setup import Condition
+from saag_opt.artifacts import PromptVersion
 from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.data import split_hash
-from saag_opt.data.workload import Workload
-from saag_opt.episodes import Episode, open_environment
+from saag_opt.data.workload import Workload, WorkloadKind
+from saag_opt.episodes import Episode
 from saag_opt.errors import ConfigError, RunError, RunFailed, SaagOptError
-from saag_opt.evaluate.calls import CallWork
+from saag_opt.evaluate.calls import Calls
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversations import ConversationWork, play_for, preflight_multi_turn, tau2_max_steps
+from saag_opt.evaluate.conversations import Conversations, SimulatedUser
 from saag_opt.evaluate.loop import Work, run_pairs
-from saag_opt.evaluate.play import RunParts
-from saag_opt.evaluation.conversation_records import EpisodeRecord
-from saag_opt.evaluation.estimate import Estimate, estimate_evaluation
+from saag_opt.evaluation.estimate import Estimate
 from saag_opt.evaluation.records import setup_facts
 from saag_opt.evaluation.results import ExampleRecord, PairedSummary, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
-from saag_opt.lm.batch.rounds import BatchRounds
 from saag_opt.lm.disk_cache import configure_lm_cache
 from saag_opt.lm.spend.ledgerfile import open_ledger, save_costs
 from saag_opt.model import Example
-from saag_opt.paths import base_predictions_dir
 from saag_opt.runfiles import (
     RunHeader,
     create_run_dir,
@@ -58,6 +55,40 @@ from saag_opt.runfiles import (
 )
 
 Item = Example | Episode
+
+
+class _Work(Work[Any, Any], Protocol):
+    """What ``run_evaluation`` asks of either kind's work beyond the loop's ``Work``: its summary, its close."""
+
+    def summarise(self, pairs: Sequence[tuple[Any, Any]], *, seed: int, stopped: str | None) -> PairedSummary:
+        """The summary of the items that finished."""
+        ...
+
+    def close(self) -> None:
+        """Release what the work holds open (the Batch API rounds)."""
+        ...
+
+
+class _Kind(Protocol):
+    """How ``run_evaluation`` runs one kind of workload (``evaluate.calls.Calls``, ``evaluate.conversations``)."""
+
+    @property
+    def record(self) -> type[ExampleRecord]:
+        """The row type of ``records.jsonl``."""
+        ...
+
+    def open(self, config: EvaluateConfig, run_dir: Path, ledger: CostLedger,
+             on_event: EventSink | None) -> tuple[Condition, _Work]: ...
+
+    def header(self, config: EvaluateConfig, items: Sequence[Any]) -> dict[str, Any]: ...
+
+    def estimate(self, config: EvaluateConfig, items: Sequence[Any], *, reviewer: str | None, mechanism: Mechanism,
+                 instructions: Mapping[str, str], base_cached: bool = False, command: str = "evaluate") -> Estimate: ...
+
+
+KINDS: Mapping[WorkloadKind, _Kind] = {WorkloadKind.CALLS: Calls(), WorkloadKind.CONVERSATIONS: Conversations(),
+                                       WorkloadKind.SIMULATED_USER: SimulatedUser()}
+"""The one place a workload's kind decides how it is run, recorded and priced."""
 
 
 @dataclass
@@ -90,23 +121,20 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         RunFailed: every item failed (``run.json`` says ``error``, the records are kept).
     """
     work_of = config.workload
-    if config.batch and work_of.conversations:
-        raise ConfigError("--batch: multi-turn datasets are not sent as Batch API jobs yet (a step waits on "
-                          "the one before it, so a round would hold one step per entry); drop --batch")
+    kind = KINDS[work_of.kind]
     items = _items(config, work_of)
     configure_lm_cache()
-    record = EpisodeRecord if work_of.conversations else ExampleRecord
     kept: list[Any] = []
     if resume is None:
         run_dir = create_run_dir(config.runs_dir, work_of.evaluate_verb)
-        header = _header(config, work_of, run_dir, items, args_passed)
+        header = _header(config, kind, run_dir, items, args_passed)
     else:
         run_dir = resume
-        header, kept = _reopen(run_dir, config, items, record, args_passed)
+        header, kept = _reopen(run_dir, config, items, kind.record, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
         own = open_ledger(config.max_cost, run_dir, parent=ledger)
-        condition, work = _open(config, work_of, run_dir, own, on_event)
+        condition, work = kind.open(config, run_dir, own, on_event)
         emit(on_event, "resumed" if resume is not None else "run_started", f"run directory {run_dir}",
              run_dir=str(run_dir), total=len(items), done=len(kept) // 2)
         try:
@@ -130,26 +158,30 @@ def preflight_evaluate(config: EvaluateConfig) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
     """
-    if config.workload.conversations:
-        return preflight_multi_turn(config)
-    examples = _items(config, config.workload)
     setup = config.setup
     version = setup.prompt_version()
-    return estimate_evaluation(examples, base=setup.base, reviewer=setup.reviewer,  # type: ignore[arg-type]
-                               mechanism=setup.mechanism,
-                               instructions=dict(version.instructions) if version is not None else {})
+    return KINDS[config.workload.kind].estimate(config, _items(config, config.workload), reviewer=setup.reviewer,
+                                                mechanism=setup.mechanism, instructions=_instructions(version))
 
 
-class _Work(Work[Any, Any], Protocol):
-    """What ``run_evaluation`` asks of either kind's work beyond the loop's ``Work``: its summary, its close."""
+def preflight_passes(config: EvaluateConfig, refs: Sequence[str]) -> Estimate:
+    """``compare --dry-run``: the shared base pass (no reviewer), then one pass per prompt version (base calls cached).
 
-    def summarise(self, pairs: Sequence[tuple[Any, Any]], *, seed: int, stopped: str | None) -> PairedSummary:
-        """The summary of the items that finished."""
-        ...
+    Raises:
+        ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
+    """
+    kind, items, setup = KINDS[config.workload.kind], _items(config, config.workload), config.setup
+    total = kind.estimate(config, items, reviewer=None, mechanism=setup.replace(mechanism="none").mechanism,
+                          instructions={}, command="compare")
+    for ref in refs:
+        total.merge(kind.estimate(config, items, reviewer=setup.reviewer, mechanism=setup.mechanism,
+                                  instructions=_instructions(setup.replace(prompt=ref).prompt_version()),
+                                  base_cached=True))
+    return total
 
-    def close(self) -> None:
-        """Release what the work holds open (the Batch API rounds)."""
-        ...
+
+def _instructions(version: PromptVersion | None) -> dict[str, str]:
+    return dict(version.instructions) if version is not None else {}
 
 
 def _items(config: EvaluateConfig, work_of: Workload) -> list[Any]:
@@ -157,22 +189,6 @@ def _items(config: EvaluateConfig, work_of: Workload) -> list[Any]:
     if not items:
         raise ConfigError(f"dataset: {config.dataset!r} (split {config.split!r}) has no {work_of.unit}")
     return items
-
-
-def _open(config: EvaluateConfig, work_of: Workload, run_dir: Path, ledger: CostLedger,
-          on_event: EventSink | None) -> tuple[Condition, _Work]:
-    """Open the set-up and the work of the run's kind (raises for systemic faults: a missing key, an unknown prompt)."""
-    cache = BasePredictionCache(config.cache_dir or base_predictions_dir())
-    workers = config.workers or 1
-    if not work_of.conversations:
-        batch = BatchRounds(run_dir, on_event=on_event) if config.batch else None
-        condition = open_setup(config.setup, ledger, cache, batch=batch)
-        return condition, CallWork(condition, run_dir.name, workers, batch)
-    condition = open_setup(config.setup, ledger, cache)
-    parts = RunParts(condition.agent, condition.reviewer, condition.mechanism, condition.ctx, condition.reviewer_lm,
-                     run_dir.name, max_steps=tau2_max_steps(config), environment=open_environment,
-                     play=play_for(config, work_of, ledger), on_event=on_event)
-    return condition, ConversationWork(parts, workers, pass_hat_k=work_of.simulated_user)
 
 
 def _ids_hash(items: Sequence[Item]) -> str:
@@ -195,21 +211,18 @@ def _prompt_sha(config: EvaluateConfig, *, quiet: bool = False) -> str | None:
     return version.sha256 if version is not None else None
 
 
-def _header(config: EvaluateConfig, work_of: Workload, run_dir: Path, items: Sequence[Item],
+def _header(config: EvaluateConfig, kind: _Kind, run_dir: Path, items: Sequence[Item],
             args_passed: dict[str, Any] | None) -> RunHeader:
-    setup = config.setup
-    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {})
-    if work_of.simulated_user:
-        models["user"] = config.user_model or setup.base
+    setup, extra = config.setup, kind.header(config, items)
+    models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {}) | extra.get("models", {})
     plugins: dict[str, Any] = {
         "mechanism": {"spec": setup.mechanism.spec, "experimental": setup.mechanism.experimental,
                       "args": {"max_repairs": setup.max_repairs, "grounding": setup.grounding}},
         "reviewer": {"class": "SaagInformedReviewer" if setup.saag_informed else "Reviewer", "prompt": setup.prompt,
-                     "sha256": _prompt_sha(config, quiet=True), "experimental": setup.saag_informed}}
-    if work_of.conversations:
-        plugins["environments"] = sorted({item.environment for item in items if isinstance(item, Episode)})
+                     "sha256": _prompt_sha(config, quiet=True), "experimental": setup.saag_informed},
+        **extra.get("plugins", {})}
     return new_header(
-        run_dir, work_of.evaluate_verb, config=config.model_dump(mode="json"), args_passed=args_passed or {},
+        run_dir, config.workload.evaluate_verb, config=config.model_dump(mode="json"), args_passed=args_passed or {},
         models=models, plugins=plugins,
         dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
                  **({"skip": config.skip} if config.skip else {}), "n": len(items), "ids_hash": _ids_hash(items),
@@ -269,4 +282,4 @@ def _check_errors(config: EvaluateConfig, summary: PairedSummary, records: Seque
                        f"--fail-on-error {config.fail_on_error:.1%}; see records.jsonl for the errors")
 
 
-__all__ = ["EvaluationResult", "preflight_evaluate", "run_evaluation"]
+__all__ = ["KINDS", "EvaluationResult", "preflight_evaluate", "preflight_passes", "run_evaluation"]

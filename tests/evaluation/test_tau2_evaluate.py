@@ -21,7 +21,7 @@ from saag_opt.cli import app
 from saag_opt.data.catalog import load_episodes
 from saag_opt.data.tau2_package import missing, tau2
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluate.conversations import preflight_compare_episodes, preflight_multi_turn
+from saag_opt.evaluate.run import preflight_evaluate, preflight_passes
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.runfiles import read_run
@@ -247,7 +247,7 @@ def test_dry_run_estimates_agent_reviewer_and_user_from_tau2s_own_prompts() -> N
 
     config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, trials=2, base="gpt-4o", reviewer="gpt-4o",
                             user_model="gpt-4o-mini", mechanism="r1")
-    estimate = preflight_multi_turn(config)
+    estimate = preflight_evaluate(config)
     assert estimate.examples == 4  # 2 tasks x 2 trials
     t = tau2()
     environment = t.registry.get_env_constructor("mock")()
@@ -258,7 +258,7 @@ def test_dry_run_estimates_agent_reviewer_and_user_from_tau2s_own_prompts() -> N
     steps = [tau2_task_steps(s) for s in task_sizes(load_episodes("tau2:mock", split="test", limit=2))]
     assert user.calls == 2 * 2 * sum(u for _, u in steps) and user.model == "gpt-4o-mini"  # base + reviewed runs
     assert user.dollars > 0 and reviewer.calls > 0 and base.dollars > 0
-    unreviewed = preflight_multi_turn(config.model_copy(update={"setup": config.setup.model_copy(
+    unreviewed = preflight_evaluate(config.model_copy(update={"setup": config.setup.model_copy(
         update={"mechanism": parse_mechanism("none"), "reviewer": None})}))
     assert "reviewer" not in unreviewed.roles and unreviewed.roles["user"].calls == user.calls // 2
 
@@ -267,10 +267,10 @@ def test_compare_dry_run_pays_the_base_runs_user_once_and_each_versions_reviewed
 
     config = EvaluateConfig(dataset="tau2:mock", split="test", limit=2, base="gpt-4o", reviewer="gpt-4o",
                             mechanism="r1")
-    estimate = preflight_compare_episodes(config, ["reviewer@v1", "reviewer@v2"])
+    estimate = preflight_passes(config, ["reviewer@v1", "reviewer@v2"])
     user_calls = sum(u for _, u in map(tau2_task_steps, task_sizes(load_episodes("tau2:mock", split="test", limit=2))))
     assert estimate.command == "compare" and estimate.roles["user"].calls == 3 * user_calls  # base pass + 2 versions
-    one = preflight_multi_turn(config)
+    one = preflight_evaluate(config)
     assert estimate.roles["reviewer"].calls == 2 * one.roles["reviewer"].calls
 
 
@@ -287,7 +287,7 @@ def test_a_gated_dry_run_says_it_assumes_every_call_reaches_the_reviewer() -> No
     def said(mechanism: str) -> list[str]:
         config = EvaluateConfig(dataset="tau2:mock", split="test", limit=1, base="gpt-4o", reviewer="gpt-4o",
                                 mechanism=mechanism)
-        return preflight_multi_turn(config).assumptions
+        return preflight_evaluate(config).assumptions
 
     gated, plain = said("gate+r5"), said("r5")
     assert any("gate+r5" in a and "upper end" in a for a in gated)
