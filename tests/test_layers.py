@@ -15,8 +15,11 @@ placed here. Bottom up:
 * ``lm``, ``data`` and ``artifacts`` sit on the foundation (``data`` and ``artifacts`` on ``model``,
   ``data`` on ``episodes`` too: it loads them);
 * ``agents`` runs models over the core; ``testing`` (the contract suites) sits beside it;
-* ``evaluation`` and ``runtime`` run agents (``runtime`` writes ``evaluation.security``'s rows for
-  the report); ``optimize`` and ``tune`` run evaluations;
+* ``evaluation`` (what every verb measures with: records, summaries, statistics, estimates) and
+  ``runtime`` (the guard and its adapters) sit on ``agents``;
+* the verbs, one package each: ``evaluate`` and ``score`` on ``evaluation``; ``compare`` runs
+  evaluations; ``security`` runs the guard on AgentDojo; ``optimize`` and ``tune`` run evaluations
+  and comparisons;
 * ``report`` renders what the verbs wrote and never runs a model; ``cli`` is the top, and nothing
   imports ``cli`` or ``testing``;
 * the root face (``saag_opt/__init__.py``: ``saag_opt.evaluate`` ...) names the verbs' functions only
