@@ -1,4 +1,4 @@
-"""GEPA over the reviewer's instructions: the student program, the feedback metric, budgets, the run."""
+"""GEPA over the reviewer's instructions: the student program, its work (calls or conversations), budgets, the run."""
 
 from __future__ import annotations
 
@@ -16,17 +16,11 @@ if TYPE_CHECKING:
         resolve_metric_calls,
     )
     from saag_opt.optimize.callbacks import ArtifactWriter, CostStopper, FatalStopper
+    from saag_opt.optimize.calls import ReviewStep, RolloutView, build_feedback, metric, view_outcome
     from saag_opt.optimize.config import OptimizeConfig
-    from saag_opt.optimize.feedback import (
-        OutcomeClass,
-        ReviewStep,
-        RolloutView,
-        build_feedback,
-        classify_outcome,
-        metric,
-        view_outcome,
-    )
+    from saag_opt.optimize.feedback import OutcomeClass, classify_outcome
     from saag_opt.optimize.program import ReviewerProgram, RolloutContext, to_dspy_examples
+    from saag_opt.optimize.rollouts import Work, work_for
     from saag_opt.optimize.run import OptimizeResult, run_optimize
     from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 else:
@@ -36,12 +30,11 @@ else:
             "resolve_metric_calls",
         ),
         "callbacks": ("ArtifactWriter", "CostStopper", "FatalStopper"),
+        "calls": ("ReviewStep", "RolloutView", "build_feedback", "metric", "view_outcome"),
         "config": ("OptimizeConfig",),
-        "feedback": (
-            "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback", "classify_outcome", "metric",
-            "view_outcome",
-        ),
+        "feedback": ("OutcomeClass", "classify_outcome"),
         "program": ("ReviewerProgram", "RolloutContext", "to_dspy_examples"),
+        "rollouts": ("Work", "work_for"),
         "run": ("OptimizeResult", "run_optimize"),
         "wiring": ("GepaSettings", "build_gepa", "compile_gepa"),
     })
@@ -60,6 +53,7 @@ __all__ = [
     "ReviewerProgram",
     "RolloutContext",
     "RolloutView",
+    "Work",
     "auto_metric_calls",
     "build_feedback",
     "build_gepa",
@@ -72,4 +66,5 @@ __all__ = [
     "run_optimize",
     "to_dspy_examples",
     "view_outcome",
+    "work_for",
 ]

@@ -16,14 +16,13 @@ pool or ``best``. ``ReviewerAcceptance``:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from saag_opt.choices import AcceptName
-from saag_opt.episodes import Episode
 from saag_opt.model import Example
 from saag_opt.optimize import rails
-from saag_opt.optimize.episode_feedback import rail_example
+from saag_opt.optimize.calls import CALLS
 
 
 class QuarantineKeeper(Protocol):
@@ -47,10 +46,13 @@ class ReviewerAcceptance:
     """A gepa ``AcceptanceCriterion`` (``should_accept`` + ``reject_reason``); see the module docstring."""
 
     def __init__(self, accept: AcceptName = "strict", keeper: QuarantineKeeper | None = None,
-                 memory: RefusalMemory | None = None) -> None:
+                 memory: RefusalMemory | None = None, *,
+                 rail_example: Callable[[Any], Example] = CALLS.rail_example) -> None:
         self.accept = accept
         self.keeper = keeper
         self.memory = memory
+        self.rail_example = rail_example
+        """How the rails read a reflected item: the run's ``rollouts.Work.rail_example``."""
         self._reasons: dict[int, str] = {}
         self._quarantined: dict[tuple[tuple[str, str], ...], str] = {}
 
@@ -81,7 +83,7 @@ class ReviewerAcceptance:
             return "already in the pool (the same text was proposed and accepted before)"
         parent_idx = (proposal.parent_program_ids or [None])[0]
         parent = _parent_text(state, parent_idx)
-        examples = _reflected_examples(proposal.eval_before)
+        examples = _reflected_examples(proposal.eval_before, self.rail_example)
         reason = rails.quarantine_reason(candidate, parent, examples)
         if reason is not None:
             self._quarantined[key] = reason
@@ -114,19 +116,18 @@ def _parent_text(state: Any, parent_idx: int | None) -> dict[str, str]:
     return dict(candidates[parent_idx])
 
 
-def _reflected_examples(evaluation: Any) -> list[Any]:
-    """The saag Examples of the minibatch the reflection read (the parent's traced evaluation).
+def _reflected_examples(evaluation: Any, rail_example: Callable[[Any], Example]) -> list[Example]:
+    """The items of the minibatch the reflection read (the parent's traced evaluation), as the rails read them.
 
-    A conversation's entry is read as one example (``episode_feedback.rail_example``: its user turns,
-    its tools, its gold calls), so the rails check a proposal against what the reflection LM read.
+    ``rail_example`` is the work's: an example as it is, a conversation's entry as one example
+    (``conversations.rail_example``: its user turns, its tools, its gold calls), so the rails check a
+    proposal against what the reflection LM read.
     """
     found = []
     for trajectory in getattr(evaluation, "trajectories", None) or ():
         wrapped: Any = trajectory.get("example") if isinstance(trajectory, dict) else None
         item = wrapped.get("item") if wrapped is not None and hasattr(wrapped, "get") else None
-        if isinstance(item, Example):
-            found.append(item)
-        elif isinstance(item, Episode):
+        if item is not None:
             found.append(rail_example(item))
     return found
 
@@ -134,7 +135,7 @@ def _reflected_examples(evaluation: Any) -> list[Any]:
 def outcome_classes(evaluation: Any) -> list[str | None]:
     """Per minibatch example, the outcome class the feedback metric gave (None = unknown or failed).
 
-    Read from the traced rollouts (``trajectories[i]["score"]`` is ``feedback.metric``'s prediction);
+    Read from the traced rollouts (``trajectories[i]["score"]`` is the work's metric's prediction);
     without traces only harm is known, from the ``no_harm`` objective.
     """
     if evaluation is None:

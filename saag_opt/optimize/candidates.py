@@ -1,6 +1,6 @@
 """Help and harm of each GEPA candidate on val, read from gepa's state: no rollout runs again.
 
-Why from the state: the metric (``feedback.metric``) gives every val example two objective scores
+Why from the state: the metric (``rollouts.Work.metric``, either kind's) gives every val example two objective scores
 besides its score (final call right): ``help`` (1 = the review fixed a wrong base call) and
 ``no_harm`` (0 = it broke a right one). gepa keeps, per candidate, their means over the val
 examples it evaluated (``prog_candidate_objective_scores``) and the mean score

@@ -13,7 +13,8 @@ from saag_opt.agents.mechanisms.registry import mechanism_names
 from saag_opt.agents.report_note import REPORT_NOTE
 from saag_opt.agents.setup import ReviewSetup, SetupConfig
 from saag_opt.choices import AcceptName, BudgetName, ProposerName
-from saag_opt.data.catalog import is_multi_turn_dataset, simulated_user_refusal
+from saag_opt.data.catalog import simulated_user_refusal
+from saag_opt.data.workload import Workload, workload
 from saag_opt.errors import ConfigError
 from saag_opt.lm import check_model, default_workers
 from saag_opt.resuming import RUN_OPTION
@@ -50,7 +51,7 @@ class OptimizeConfig(SetupConfig):
     """Reflection LM spec; None = same as the reviewer."""
     dataset: str = "shipped:bfcl"
     """Dataset spec: single-call examples (``saag_opt.data.load_dataset``) or BFCL multi-turn entries
-    (``load_episodes``; one rollout = one reviewed conversation, see ``optimize.episode_rollout``)."""
+    (``load_episodes``; one rollout = one reviewed conversation, see ``optimize.conversations``)."""
     budget: Annotated[BudgetName | None, RUN_OPTION] = None
     """GEPA auto budget; exclusive with ``max_metric_calls``; both None = ``light``."""
     max_metric_calls: Annotated[int | None, RUN_OPTION] = Field(default=None, gt=0)
@@ -123,9 +124,14 @@ class OptimizeConfig(SetupConfig):
         return self
 
     @property
+    def workload(self) -> Workload:
+        """The dataset's kind of work (single calls or conversations), asked of the catalog here only."""
+        return workload(self.dataset)
+
+    @property
     def conversations(self) -> bool:
-        """The dataset is BFCL multi-turn entries (episodes), not single-call examples."""
-        return is_multi_turn_dataset(self.dataset)
+        """The dataset is BFCL multi-turn entries (episodes), not single-call examples (``workload``)."""
+        return self.workload.conversations
 
     @property
     def components(self) -> tuple[str, ...]:

@@ -1,32 +1,19 @@
-"""The GEPA metric: a score for selection and a feedback text for reflection (docs/design.md §7).
+"""What GEPA's feedback says on every kind of work: the outcome classes, the gold label, the objectives, calls as text.
 
-Score = the final call (after review) is correct by BFCL's rules (1.0 / 0.0). ``objective_scores``
-carry the two halves of a reviewer's job as "higher is better" per-example values, so gepa's
-``frontier_type="hybrid"`` keeps prompts that help and prompts that do no harm on the frontier:
-``help`` = 1 when the review fixed a wrong base call, ``no_harm`` = 0 when it broke a right one.
-
-Feedback is read only by the reflection LM. It may quote the gold calls (that is the training
-signal, on one line labelled as gold), but nothing here is ever passed to the reviewer: the reviewer's
-inputs are built by the mechanism from the conversation, the tool docs and the tentative calls alone
-(with ``--saag-informed``, also the gold-free SAAG report of those calls, which the reflection LM then
-reads among the reviewer's inputs; tests/optimize/test_saag_informed.py checks both from the request log).
-
-Scoring calls (``pred_name is None``) happen for every rollout, so they compute only the truth
-check and the outcome class; the SAAG diagnosis and the long text are built only when GEPA asks
-for feedback on a predictor.
+A review's outcome is read the same way on single calls (``optimize.calls``) and on conversations
+(``optimize.conversations``): the paired (base, final) correctness plus whether the review objected
+gives one ``OutcomeClass``; ``help_harm_objectives`` gives gepa's two objectives from the correctness
+alone. Shared so the rails' minibatch-collapse check, the failure-first sampler and the edit proposer
+read both kinds' feedback alike. Feedback is read only by the reflection LM; what it quotes of the gold
+is on lines that say ``GOLD_LABEL``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
-import dspy
-
-from saag_opt.model import Example, ToolCall, canonical_json
-from saag_opt.saag import diagnose_with_gold
-from saag_opt.saag.truth import check_truth
+from saag_opt.model import ToolCall, canonical_json
 
 OutcomeClass = Literal["fixed", "broken", "missed error", "false alarm", "kept right", "kept wrong after review",
                        "reviewer error"]
@@ -64,33 +51,6 @@ OUTCOME_ADVICE: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ReviewStep:
-    """One review round as the metric sees it: the verdict, its feedback, and the calls it led to."""
-
-    error: bool
-    feedback: str
-    revised: tuple[ToolCall, ...] | None
-    unusable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutView:
-    """The parts of a mechanism outcome the metric needs, independent of the mechanism family."""
-
-    base_calls: tuple[ToolCall, ...]
-    steps: tuple[ReviewStep, ...]
-    final_calls: tuple[ToolCall, ...]
-    error: str | None = None
-    unusable: int = 0
-    """Reviewer replies that stayed unreadable (reviews, a selection, grades)."""
-
-    @property
-    def objected(self) -> bool:
-        """Did the reviewer reject at least once?"""
-        return any(step.error for step in self.steps)
-
-
 def classify_outcome(base_correct: bool, final_correct: bool, objected: bool, unusable: bool = False) -> OutcomeClass:
     """Name the paired outcome.
 
@@ -108,89 +68,6 @@ def classify_outcome(base_correct: bool, final_correct: bool, objected: bool, un
     return "kept wrong after review" if objected else "missed error"
 
 
-def _calls_of(value: Any) -> tuple[ToolCall, ...]:
-    """Calls from a Proposal, a model Prediction, a list of ToolCall, or None (= abstain)."""
-    if value is None:
-        return ()
-    value = getattr(value, "prediction", value)
-    calls = getattr(value, "calls", value)
-    return tuple(c if isinstance(c, ToolCall) else ToolCall.from_dict(c) for c in calls)
-
-
-def view_outcome(outcome: Any) -> RolloutView:
-    """Adapt an ``agents.mechanisms.MechanismOutcome`` to a ``RolloutView``.
-
-    Progressive/gate rounds: ``verdict`` "reject" is an objection, "approve" and "reviewer_failed"
-    are not. s/g mechanisms have no verdicts; choosing a candidate other than the base call counts as
-    the objection, and one step summarises the candidates and grades.
-    """
-    if isinstance(outcome, RolloutView):
-        return outcome
-    steps = [ReviewStep(error=getattr(r, "verdict", "") in ("reject", "saag_fail") or (
-                            getattr(r, "verdict", "") == "reviewer_failed" and getattr(r, "revised", None) is not None),
-                        feedback=str((getattr(r, "note", None) if getattr(r, "verdict", "") == "reviewer_failed"
-                                      else None) or getattr(r, "feedback", None) or getattr(r, "note", None) or ""),
-                        revised=_calls_of(r.revised) if getattr(r, "revised", None) is not None else None,
-                        unusable=getattr(r, "verdict", "") == "reviewer_failed")
-             for r in getattr(outcome, "rounds", ()) or ()]
-    base = _calls_of(getattr(outcome, "base", None))
-    final = _calls_of(getattr(outcome, "final", None))
-    candidates = getattr(outcome, "candidates", ()) or ()
-    if candidates:
-        steps.append(ReviewStep(error=final != base, feedback=_describe_candidates(outcome), revised=final))
-    return RolloutView(base_calls=base, steps=tuple(steps), final_calls=final,
-                       error=getattr(outcome, "error", None),
-                       unusable=int(getattr(outcome, "reviewer_unusable", 0) or sum(s.unusable for s in steps)))
-
-
-def _describe_candidates(outcome: Any) -> str:
-    parts = []
-    for cand in outcome.candidates:
-        grade = "" if cand.score is None else f", grade {cand.score:.2f}"
-        why = f" ({clip_text(cand.rationale, 120)})" if getattr(cand, "rationale", None) else ""
-        parts.append(f"[{cand.index}] T={cand.temperature:.2f}{grade}: {render_calls(_calls_of(cand.prediction))}{why}")
-    chosen = "no call (the no-call option)" if outcome.selected is None else f"candidate {outcome.selected}"
-    return f"selected {chosen} of: " + "; ".join(parts)
-
-
-def _example_of(gold: Any) -> Example:
-    item = gold.get("item") if hasattr(gold, "get") else None
-    if not isinstance(item, Example):
-        raise TypeError("GEPA metric: the dspy.Example must carry the saag Example under 'item'")
-    return item
-
-
-def _outcome_of(pred: Any) -> RolloutView | None:
-    outcome = pred.get("outcome") if hasattr(pred, "get") else None
-    return None if outcome is None else view_outcome(outcome)
-
-
-def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-           pred_trace: Any = None) -> dspy.Prediction:
-    """GEPA feedback metric over (dspy.Example(item=Example), dspy.Prediction(outcome=...)).
-
-    A rollout that failed (no outcome, or an outcome with ``error``) scores 0 with the error as
-    feedback, so one broken example never stops the run.
-    """
-    example = _example_of(gold)
-    view = _outcome_of(pred)
-    if view is None or view.error:
-        reason = view.error if view is not None else "the program produced no outcome"
-        return dspy.Prediction(score=0.0, feedback=f"The rollout failed: {reason}.",
-                               objective_scores={"help": 0.0, "no_harm": 1.0}, outcome_class="error")
-    base = check_truth(view.base_calls, example)
-    final = base if view.final_calls == view.base_calls else check_truth(view.final_calls, example)
-    base_ok, final_ok = base.correct, final.correct
-    cls = classify_outcome(base_ok, final_ok, view.objected, view.unusable > 0)
-    objectives = help_harm_objectives(base_ok, final_ok)
-    if pred_name is None:
-        feedback = f"Outcome: {cls}."
-    else:
-        feedback = build_feedback(example, view, cls, final_ok, errors=(base.reason, final.reason))
-    return dspy.Prediction(score=1.0 if final_ok else 0.0, feedback=feedback,
-                           objective_scores=objectives, outcome_class=cls)
-
-
 def help_harm_objectives(base_ok: bool, final_ok: bool) -> dict[str, float]:
     """GEPA's two objectives from the paired correctness alone (not the outcome class).
 
@@ -199,99 +76,6 @@ def help_harm_objectives(base_ok: bool, final_ok: bool) -> dict[str, float]:
     the score: final right = base right + fixed - broken.
     """
     return {"help": 1.0 if final_ok and not base_ok else 0.0, "no_harm": 0.0 if base_ok and not final_ok else 1.0}
-
-
-def build_feedback(example: Example, view: RolloutView, cls: OutcomeClass, final_ok: bool,
-                   errors: tuple[str, str] | None = None) -> str:
-    """The reflection text: SAAG diagnosis of the base call, each verdict, the revision, the outcome.
-
-    ``errors``: BFCL's error type of the base and the final call (``TruthResult.reason``: ``value:city``,
-    ``wrong_func_name``...), named on their lines; parameter and function names only, never a gold value.
-    """
-    base_error, final_error = errors if errors is not None else (None, None)
-    lines = [f"Outcome: {cls}. {OUTCOME_ADVICE[cls]}"]
-    lines.append(f"Base call: {render_calls(view.base_calls)}" + _error_note(base_error))
-    lines.extend(describe_saag(view.base_calls, example))
-    for i, step in enumerate(view.steps, start=1):
-        verdict = "REJECTED (error=true)" if step.error else "APPROVED (error=false)"
-        if step.unusable:
-            verdict = (f"UNUSABLE: the reply could not be read ({clip_text(step.feedback, 160)}); "
-                       f"the run's policy counted it as {'a rejection' if step.error else 'an approval'}")
-            lines.append(f"Review {i}: {verdict}.")
-            if step.revised is not None:
-                lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
-            continue
-        lines.append(f"Review {i}: {verdict}." + (f" Reviewer feedback: {clip_text(step.feedback)}" if step.feedback else ""))
-        if step.revised is not None:
-            lines.append(f"Revision {i}: {describe_revision(view.base_calls if i == 1 else _prev(view, i), step.revised)}")
-    if not view.steps:
-        lines.append("The reviewer was not consulted for this example.")
-    if view.unusable and not any(step.unusable for step in view.steps):
-        lines.append(f"{view.unusable} reviewer repl{'y' if view.unusable == 1 else 'ies'} (selection or grades) "
-                     "could not be read and fell back to the default candidate or rank.")
-    lines.append(f"Final call: {render_calls(view.final_calls)} -> {'correct' if final_ok else 'incorrect'}"
-                 f"{_error_note(final_error)}.")
-    lines.append(f"Expected (gold, {GOLD_LABEL}): {render_gold(example)}")
-    return "\n".join(lines)
-
-
-def _error_note(reason: str | None) -> str:
-    return "" if reason in (None, "ok") else f" (BFCL error type: {reason})"
-
-
-def _prev(view: RolloutView, i: int) -> tuple[ToolCall, ...]:
-    for step in reversed(view.steps[: i - 1]):
-        if step.revised is not None:
-            return step.revised
-    return view.base_calls
-
-
-def describe_saag(calls: Sequence[ToolCall], example: Example) -> list[str]:
-    """SAAG lines for the base call: stage reached and the stage diagnostics (gold-free)."""
-    report = diagnose_with_gold(list(calls), example)
-    if not getattr(report, "applicable", True):
-        return ["SAAG cascade: not applicable (the gold says no call is correct; only the truth check decides)."]
-    stage = getattr(report, "stage_reached", None)
-    head = "SAAG cascade: PASSED all three stages" if getattr(report, "passed", False) else \
-        f"SAAG cascade: failed at stage {stage} ({_STAGE_NAMES.get(stage, 'unknown')})"
-    lines = [head + "."]
-    for k, rep in enumerate(getattr(report, "calls", ()) or (), start=1):
-        detail = _call_diagnostics(rep)
-        if detail:
-            lines.append(f"  call {k}: " + "; ".join(detail))
-    for corr in getattr(report, "corrections", ()) or ():
-        lines.append(f"  SAAG correction: {clip_text(str(corr))}")
-    return lines
-
-
-_STAGE_NAMES: dict[Any, str] = {1: "registry: function name", 2: "structure: parameter names",
-                                3: "grounding: argument values", "passed": "passed"}
-
-
-def _call_diagnostics(rep: Any) -> list[str]:
-    """Per-call SAAG fields worth telling the reflection LM; absent fields are skipped."""
-    out: list[str] = []
-    fnem = getattr(rep, "fnem", None)
-    if fnem == -1:
-        out.append("FNEM=-1 (no parsable call)")
-    elif fnem == 0:
-        out.append(f"FNEM=0 (name not registered), NCS={_num(getattr(rep, 'ncs', None))}, "
-                   f"nearest registered name `{getattr(rep, 'nearest_name', None)}`")
-    for label, attr in (("missing required params", "missing_required"), ("spurious params", "spurious")):
-        vals = getattr(rep, attr, None)
-        if vals:
-            out.append(f"{label}: {', '.join(map(str, vals))}")
-    drifted = getattr(rep, "drifted", None)
-    if drifted:
-        items = drifted.items() if isinstance(drifted, Mapping) else ((d, None) for d in drifted)
-        out.append("drifted params: " + ", ".join(f"`{p}`" + (f" (did you mean `{n}`)" if n else "") for p, n in items))
-    h = getattr(rep, "h", None)
-    if isinstance(h, Mapping):
-        ungrounded = [p for p, v in h.items() if v]
-        if ungrounded:
-            vhr = _num(getattr(rep, "vhr", None))
-            out.append(f"ungrounded values (not found in the request): {', '.join(ungrounded)}; VHR={vhr}")
-    return out
 
 
 def describe_revision(before: Sequence[ToolCall], after: Sequence[ToolCall]) -> str:
@@ -309,34 +93,21 @@ def describe_revision(before: Sequence[ToolCall], after: Sequence[ToolCall]) -> 
             if p not in args:
                 changes.append(f"removed `{p}`")
             elif p not in old:
-                changes.append(f"added `{p}`={_short(args[p])}")
+                changes.append(f"added `{p}`={short_value(args[p])}")
             elif canonical_json(old[p]) != canonical_json(args[p]):
-                changes.append(f"`{p}`: {_short(old[p])} -> {_short(args[p])}")
+                changes.append(f"`{p}`: {short_value(old[p])} -> {short_value(args[p])}")
     return "the agent " + (", ".join(changes) if changes else "reordered its calls") + "."
-
-
-def render_gold(example: Example) -> str:
-    """Gold calls as text (feedback only)."""
-    if example.expect == "no_call":
-        return "no function call should be made."
-    if example.expect == "any_call":
-        return "any relevant function call is acceptable."
-    parts = []
-    for gold in example.gold or ():
-        for name, params in gold.items():
-            args = ", ".join(f"{p}={_short(list(v))}" for p, v in params.items())
-            parts.append(f"{name}({args})")
-    return "; ".join(parts) + ' (lists give acceptable values; "" = may be omitted)'
 
 
 def render_calls(calls: Sequence[ToolCall]) -> str:
     """Calls as ``name(k=v, ...)``, one line (``(no call)`` for none)."""
     if not calls:
         return "(no call)"
-    return "; ".join(f"{c.name}({', '.join(f'{k}={_short(v)}' for k, v in c.arguments.items())})" for c in calls)
+    return "; ".join(f"{c.name}({', '.join(f'{k}={short_value(v)}' for k, v in c.arguments.items())})" for c in calls)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short_value(value: Any, limit: int = 80) -> str:
+    """A value as canonical JSON on one line, cut to ``limit`` characters."""
     return clip_text(canonical_json(value), limit)
 
 
@@ -346,10 +117,5 @@ def clip_text(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _num(value: Any) -> str:
-    return "n/a" if value is None else f"{float(value):.2f}"
-
-
-__all__ = ["FAILING", "GOLD_LABEL", "OUTCOME_ADVICE", "OutcomeClass", "ReviewStep", "RolloutView", "build_feedback",
-           "classify_outcome", "clip_text", "describe_revision", "describe_saag", "help_harm_objectives", "metric",
-           "outcome_of", "render_calls", "render_gold", "view_outcome"]
+__all__ = ["FAILING", "GOLD_LABEL", "OUTCOME_ADVICE", "OutcomeClass", "classify_outcome", "clip_text",
+           "describe_revision", "help_harm_objectives", "outcome_of", "render_calls", "short_value"]

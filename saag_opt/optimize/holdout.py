@@ -10,8 +10,6 @@ from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.compare.run import CompareConfig, compare_prompts
 from saag_opt.errors import CostCapReached
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluation.conversation_records import EpisodeRecord
-from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.events import EventSink, emit
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.world import World
@@ -46,7 +44,7 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
         emit(sink, "stopped", f"test comparison skipped: {exc}")
         return {"seed": seed, "best": best, "compare_run": None, "comparison": None, "stopped": str(exc)}
     # a resumed run re-evaluates; keep one copy (a conversation's rows whole: every turn, the checker's verdict)
-    rows = read_rows(compared.run_dir / "records.jsonl", EpisodeRecord if config.conversations else ExampleRecord)
+    rows = read_rows(compared.run_dir / "records.jsonl", world.work.record)
     atomic_write_jsonl(run_dir / "records.jsonl",
                        [r.model_copy(update={"run_id": run_dir.name}).model_dump(mode="json") for r in rows])
     if compared.summary.stopped:

@@ -14,8 +14,8 @@ The student also narrows ``named_predictors()`` to the predictors its mechanism 
 (``Mechanism.components``): a component that is never called has no trace, and gepa's round-robin
 selector would waste an iteration on it.
 
-An item is a saag ``Example`` (one call) or an ``Episode`` (a BFCL multi-turn entry, played by
-``episode_rollout``). A conversation reviews every step, so its rollout names the traced reviewer
+An item is a saag ``Example`` (one call, ``optimize.calls``) or an ``Episode`` (a BFCL multi-turn
+entry, played by ``optimize.conversations``). A conversation reviews every step, so its rollout names the traced reviewer
 calls of the step its feedback is about (``trace_span``, indices into the rollout's own trace) and
 ``forward`` hands only those on to dspy's trace: the reviewer inputs the reflection LM is shown are
 that step's.
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 RunFn = Callable[[Any, Any], Any]
 """``(item, reviewer) -> outcome``: one rollout with a given reviewer module (a ``MechanismOutcome`` for
-an ``Example``, an ``episode_rollout.EpisodeRollout`` for an ``Episode``)."""
+an ``Example``, a ``conversations.EpisodeRollout`` for an ``Episode``; ``rollouts.Work.rollout``)."""
 
 
 class FailedRollout:

@@ -8,7 +8,7 @@ artifact (``reviewer@v3-gepa``...) with its parents and val score, and its help/
 broken base calls, ``candidates``) goes to ``summary.json``; the best is aliased ``best``;
 then seed and best are compared on TEST with ``compare_prompts`` (``holdout``) and the comparison
 is written to ``summary.json``. A BFCL multi-turn dataset runs the same flow on entries: a rollout
-is one reviewed conversation scored by BFCL's checker (``world`` picks the rollout and the metric).
+is one reviewed conversation scored by BFCL's checker (``rollouts.work_for`` picks the rollout and the metric).
 
 Resume (``--resume RUN_DIR``) reloads the stored config, reuses the same gepa ``log_dir`` (gepa's
 ``max_metric_calls`` is cumulative, and 0.1.4 re-evaluates the seed on val once per resume; those
@@ -220,7 +220,7 @@ def _compile(world: World, settings: GepaSettings, components: tuple[str, ...], 
     student = ReviewerProgram(world.condition.reviewer_for(world.seed.instructions), world.context, components)
     cap = world.ledger.cap
     try:
-        return compile_gepa(build_gepa(world.metric, settings), student, to_dspy_examples(train),
+        return compile_gepa(build_gepa(world.work, settings), student, to_dspy_examples(train),
                             to_dspy_examples(val))
     except CostCapReached as exc:  # the reflection LM was refused mid-iteration: gepa re-raises
         emit(sink, "stopped", str(exc), max_cost=cap.max_cost if cap is not None else None)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 from dspy.teleprompt.gepa import InstructionProposer
@@ -19,6 +19,9 @@ from saag_opt.events import EventSink
 from saag_opt.optimize.acceptance import ReviewerAcceptance
 from saag_opt.optimize.edit_proposer import EditMemory, EditProposer
 from saag_opt.optimize.sampler import FailureFirstSampler
+
+if TYPE_CHECKING:
+    from saag_opt.optimize.rollouts import Work
 
 
 @dataclass
@@ -60,17 +63,17 @@ def build_proposer(settings: GepaSettings, memory: EditMemory) -> Any:
     return InstructionProposer(additional_instructions=ADDITIONAL_INSTRUCTIONS, max_chars=settings.max_chars)
 
 
-def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
-    """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each).
+def build_gepa(work: Work, settings: GepaSettings) -> dspy.GEPA:
+    """dspy.GEPA with the project's fixed choices (docs/design.md §7 says why each), on ``work``'s metric.
 
     Minibatches come from ``FailureFirstSampler`` (known failures in every minibatch), which also
-    listens to gepa's evaluations as a callback.
+    listens to gepa's evaluations as a callback; the rails read reflected items by ``work.rail_example``.
     """
     memory = settings.memory if settings.memory is not None else EditMemory()
     sampler = FailureFirstSampler(settings.minibatch, settings.seed, per_iteration=settings.proposals)
     several = {"sampling_strategy": SameParentSampling(settings.proposals)} if settings.proposals > 1 else {}
     gepa = dspy.GEPA(
-        metric=metric,
+        metric=work.metric,
         max_metric_calls=settings.max_metric_calls,
         reflection_minibatch_size=settings.minibatch,
         candidate_selection_strategy="pareto",
@@ -83,7 +86,8 @@ def build_gepa(metric: Callable[..., Any], settings: GepaSettings) -> dspy.GEPA:
         warn_on_score_mismatch=False,
         seed=settings.seed,
         gepa_kwargs={"use_cloudpickle": True, "frontier_type": "hybrid", "cache_evaluation": True,
-                     "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine, memory),
+                     "acceptance_criterion": ReviewerAcceptance(settings.accept, settings.quarantine, memory,
+                                                                rail_example=work.rail_example),
                      "batch_sampler": sampler,
                      "stop_callbacks": list(settings.stoppers), "callbacks": [*settings.callbacks, sampler],
                      **several},

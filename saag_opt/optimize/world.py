@@ -2,29 +2,24 @@
 
 The set-up is opened by ``agents.setup.open_setup``, the builder ``evaluate`` uses, so GEPA's
 rollouts send the requests an evaluation of the same options sends (cache keys included). TEST
-is loaded only by ``holdout``. The two kinds of dataset differ only here: on single calls a
-rollout is ``Condition.run`` on one example and the metric ``feedback.metric``; on BFCL multi-turn
-entries a rollout is one reviewed conversation (``episode_rollout``) and the metric
-``episode_feedback.episode_metric``. Everything else of a run is the same.
+is loaded only by ``holdout``. The dataset's kind is resolved once (``OptimizeConfig.workload``) and
+picks the run's ``rollouts.Work`` (single calls or conversations): the rollout, the metric, how the
+rails read an item. Everything else of a run is the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from saag_opt.agents.base import BasePredictionCache
 from saag_opt.agents.setup import Condition, open_setup
 from saag_opt.artifacts import PromptStore, PromptVersion
-from saag_opt.data import load_dataset, load_episodes
 from saag_opt.errors import RunError
 from saag_opt.lm import CostLedger, SaagLM, open_lm, parse_model_spec
 from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.episode_feedback import episode_metric
-from saag_opt.optimize.episode_rollout import EpisodeRollouts
-from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.program import RolloutContext
+from saag_opt.optimize.rollouts import Work, work_for
 from saag_opt.paths import base_predictions_dir
 
 
@@ -38,10 +33,10 @@ class World:
     store: PromptStore
     """Where the seed lives and each accepted candidate is saved."""
     context: RolloutContext
-    """One rollout = ``condition.run`` (or one reviewed conversation) with a candidate's reviewer (shared, never copied)."""
+    """One rollout = ``work.rollout``'s with a candidate's reviewer (shared, never copied)."""
     ledger: CostLedger
-    metric: Callable[..., Any]
-    """GEPA's feedback metric for this kind of dataset (module docstring)."""
+    work: Work
+    """What this kind of dataset plays, scores and reads (module docstring)."""
 
     @property
     def seed(self) -> PromptVersion:
@@ -71,18 +66,14 @@ def build_world(config: OptimizeConfig, ledger: CostLedger | None = None) -> Wor
         condition = replace(condition, prompt_version=store.adopt(setup.prompt))
     reflection_lm = open_lm(parse_model_spec(config.reflection_spec), role="reflection", ledger=ledger,
                             temperature=1.0, max_tokens=config.reflection_max_tokens, **setup.call_options())
-    if config.conversations:
-        context = RolloutContext(EpisodeRollouts(condition), label=condition.mechanism.spec)
-        return World(condition, reflection_lm, store, context, ledger, episode_metric)
-    context = RolloutContext(condition.run, label=condition.mechanism.spec)
-    return World(condition, reflection_lm, store, context, ledger, metric)
+    work = work_for(config.workload)
+    context = RolloutContext(work.rollout(condition), label=condition.mechanism.spec)
+    return World(condition, reflection_lm, store, context, ledger, work)
 
 
 def load_split(config: OptimizeConfig, split: str, limit: int | None) -> list[Any]:
     """One split's examples, or entries on a multi-turn dataset (split by entry, as ``evaluate`` splits them)."""
-    if config.conversations:
-        return list(load_episodes(config.dataset, split=split, limit=limit))
-    return list(load_dataset(config.dataset, split=split, limit=limit))
+    return list(config.workload.load(split=split, limit=limit))
 
 
 def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
@@ -94,8 +85,7 @@ def load_splits(config: OptimizeConfig) -> tuple[list[Any], list[Any]]:
     train = load_split(config, "train", config.train_limit)
     val = load_split(config, "val", config.val_limit)
     if not train or not val:
-        kind = "entries" if config.conversations else "examples"
-        raise RunError(f"dataset {config.dataset!r} has {len(train)} train and {len(val)} val {kind}; "
+        raise RunError(f"dataset {config.dataset!r} has {len(train)} train and {len(val)} val {config.workload.unit}; "
                        "GEPA needs both (lower --train-limit/--val-limit or use a larger dataset)")
     return train, val
 

@@ -5,6 +5,8 @@ evaluate run's first records) that main wrote at 2be60be, with the scripted serv
 machine's paths replaced. Only the URL is pointed at a live server here; the shape is left as is.
 tests/fixtures/runs/main-c9d713e/compare is a finished two-version compare run main wrote at c9d713e
 (before compare took N versions), its paths made relative and its URL replaced.
+tests/fixtures/runs/main-aa6f730/evaluate-multiturn is a conversation run the separate multi-turn runner
+wrote at aa6f730, cut back to its first finished entry and marked interrupted, its URL replaced.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from saag_opt.data import load_dataset
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import resume_config
 from saag_opt.evaluate.run import run_evaluation
+from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run
 from saag_opt.report.html import render_report
 from saag_opt.testing import ScriptedOpenAIServer
+from tests.episodes.world import needs_bfcl
+from tests.evaluation.test_multiturn_compare import Scripted
 from tests.evaluation.test_runner import World
 
 pytestmark = pytest.mark.integration
@@ -108,3 +113,36 @@ def test_a_two_version_compare_of_main_reads_back_and_writes_the_same_bytes(tmp_
     assert resume_compare_config(TWO_VERSIONS).model_dump(mode="json") | {"mode": "prompts"} == recorded
     html = render_report([TWO_VERSIONS])
     assert f"Compare {run.header.run_id}: A = v1 vs B = v2" in html and "Every pair of versions" not in html
+
+
+MULTI_TURN = REPO / "tests" / "fixtures" / "runs" / "main-aa6f730" / "evaluate-multiturn"
+
+
+@needs_bfcl
+def test_an_interrupted_multi_turn_run_of_main_resumes_with_the_one_evaluate_run(tmp_path: Path) -> None:
+    """A conversation run the separate multi-turn runner wrote (main at aa6f730, its first entry finished)
+    continues under ``run_evaluation``: only the unfinished entries are asked, and it reads back typed."""
+    scripted = Scripted()
+    asked: list[str] = []
+
+    def world(request: dict[str, Any]) -> Any:
+        if "tools" in request:
+            asked.append(str(next(m for m in request["messages"] if m["role"] == "user")["content"]))
+        return scripted(request)
+
+    with ScriptedOpenAIServer(world) as server:
+        run_dir = tmp_path / "old-multi-turn"
+        shutil.copytree(MULTI_TURN, run_dir)
+        text = (run_dir / "run.json").read_text(encoding="utf-8").replace(RECORDED_URL, f"fake@{server.url}")
+        (run_dir / "run.json").write_text(text, encoding="utf-8")
+        recorded = json.loads(text)["config"]
+        config = resume_config(run_dir)
+        assert config.model_dump(mode="json") == recorded
+        result = run_evaluation(config, resume=run_dir)
+    first = next(iter(scripted.worlds))  # multi_turn_base_0's first user message: finished before
+    assert asked and first not in asked
+    run = read_run(run_dir)
+    assert run.header.status == "success" and run.header.verb == "evaluate-multiturn"
+    assert isinstance(run.summary, EpisodeSummary) and run.summary.n_episodes == 3
+    assert [(r.example_id, r.condition) for r in result.records] == [
+        (f"multi_turn_base_{i}", c) for i in range(3) for c in ("base", "r2")]

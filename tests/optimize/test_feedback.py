@@ -11,7 +11,8 @@ from saag_opt.agents.base import Proposal
 from saag_opt.agents.mechanisms.base import MechanismOutcome, ReviewRound
 from saag_opt.model import Prediction, ToolCall
 from saag_opt.optimize import OptimizeConfig, run_optimize
-from saag_opt.optimize.feedback import classify_outcome, metric, view_outcome
+from saag_opt.optimize.calls import metric, view_outcome
+from saag_opt.optimize.feedback import classify_outcome
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 

@@ -20,8 +20,8 @@ from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError, 
 from saag_opt.lm.retry import LMCallError
 from saag_opt.model import Example, Prediction, ToolCall
 from saag_opt.optimize.callbacks import ArtifactWriter
+from saag_opt.optimize.calls import CALLS, metric
 from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.feedback import metric
 from saag_opt.optimize.program import FailedRollout, ReviewerProgram, RolloutContext, to_dspy_examples
 from saag_opt.optimize.wiring import GepaSettings, build_gepa, compile_gepa
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer
@@ -67,7 +67,7 @@ def test_gepa_accepts_better_instruction_and_writes_artifact(tmp_path: Path) -> 
                                 metadata={"models": {"reviewer": "scripted"}}, spent=lambda: 0.0)
         settings = GepaSettings(max_metric_calls=40, log_dir=tmp_path / "gepa", reflection_lm=lm,
                                 minibatch=3, workers=2, callbacks=[writer])
-        result = compile_gepa(build_gepa(metric, settings), student,
+        result = compile_gepa(build_gepa(CALLS, settings), student,
                               to_dspy_examples(scripted.make_examples(6, "train")),
                               to_dspy_examples(scripted.make_examples(4, "val", offset=6)))
     assert writer.errors == []

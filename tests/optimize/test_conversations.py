@@ -6,6 +6,7 @@ every feedback line is pinned without a model; a real BFCL entry supplies the us
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import dspy
@@ -22,8 +23,15 @@ from saag_opt.evaluation.conversation_records import (
 )
 from saag_opt.evaluation.results import CallRecord, RoundRecord
 from saag_opt.optimize.acceptance import ReviewerAcceptance
-from saag_opt.optimize.episode_feedback import episode_metric, rail_example, render_episode_gold
-from saag_opt.optimize.episode_rollout import EpisodeRollout, focus_step, step_objected
+from saag_opt.optimize.conversations import (
+    CONVERSATIONS,
+    EpisodeRollout,
+    episode_metric,
+    focus_step,
+    rail_example,
+    render_episode_gold,
+    step_objected,
+)
 from saag_opt.optimize.feedback import GOLD_LABEL
 from tests.episodes.world import needs_bfcl
 
@@ -186,6 +194,15 @@ def test_the_rollout_hands_the_focus_steps_trace_entries_to_the_program() -> Non
     assert EpisodeRollout(rollout.base, rollout.reviewed).trace_span is None  # not traced (a scoring call)
 
 
+def test_a_rollout_checkpointed_under_its_old_module_path_still_loads() -> None:
+    """gepa's checkpoint pickles every rollout by module path; conversation runs saved before ``optimize.conversations``
+    name ``optimize.episode_rollout``, and must still resume."""
+    rollout = EpisodeRollout(_base(False), _reviewed(first=REJECTED, valid=True), spans=((0, 0, 0, 1),))
+    old = pickle.dumps(rollout, protocol=0).replace(b"saag_opt.optimize.conversations", b"saag_opt.optimize.episode_rollout")
+    assert b"saag_opt.optimize.episode_rollout\nEpisodeRollout" in old
+    assert pickle.loads(old) == rollout  # noqa: S301 - bytes built here
+
+
 def test_the_rails_read_an_entry_as_its_user_turns_tools_and_gold_calls() -> None:
     entry = _entry()
     example = rail_example(entry)
@@ -214,7 +231,7 @@ class _State:
 
 
 def test_a_proposal_copying_an_entrys_gold_value_is_quarantined_though_it_scores_better() -> None:
-    acceptance = ReviewerAcceptance("strict")
+    acceptance = ReviewerAcceptance("strict", rail_example=CONVERSATIONS.rail_example)
     copied = _Proposal("Reject a call unless its destination is backup_tests; approve the other calls otherwise.")
     assert not acceptance.should_accept(copied, _State())
     assert "copies_values" in acceptance.reject_reason(copied, _State())
