@@ -39,7 +39,8 @@ from saag_opt.agents.reviewer import Reviewer  # noqa: E402
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.lm import CostLedger, open_lm  # noqa: E402
 from saag_opt.model import Example  # noqa: E402
-from saag_opt.optimize import GepaSettings, build_gepa, compile_gepa, metric, to_dspy_examples  # noqa: E402
+from saag_opt.optimize import GepaSettings, build_gepa, compile_gepa, to_dspy_examples  # noqa: E402
+from saag_opt.optimize.calls import CALLS  # noqa: E402
 from saag_opt.optimize.program import ReviewerProgram, RolloutContext  # noqa: E402
 from saag_opt.testing.scripted_server import ScriptedOpenAIServer  # noqa: E402
 from tests.optimize import optimize_world as world  # noqa: E402
@@ -68,7 +69,7 @@ def naive_run(url: str, mechanism: str, calls: int, train: list[Example], val: l
                               ("review",))
     settings = GepaSettings(max_metric_calls=calls, log_dir=WORK / "naive-gepa", reflection_lm=reflection_lm,
                             workers=2, seed=0)
-    compile_gepa(build_gepa(metric, settings), student, to_dspy_examples(train), to_dspy_examples(val))
+    compile_gepa(build_gepa(CALLS, settings), student, to_dspy_examples(train), to_dspy_examples(val))
 
 
 def ours(url: str, dataset: str, prompts: str, mechanism: str, calls: int, runs: Path) -> subprocess.CompletedProcess:
