@@ -29,6 +29,8 @@ from saag_opt.lm import open_lm
 from saag_opt.lm.retry import ContextOverflowError
 from saag_opt.lm.scripted_server import Fault, ScriptedOpenAIServer
 from saag_opt.model import Example, Prediction, ToolCall
+from saag_opt.testing import read_request
+from saag_opt.testing.scripted_world import ReviewRequest
 from tests.agents.agent_fakes import BAD_NAME, GOOD, call, weather_example
 
 SENTINEL = "GOLDSENTINEL"
@@ -183,8 +185,11 @@ def test_saag_informed_report_follows_its_grounding(grounding: str, verdict: str
     assert f"call 0: {verdict}" in inputs["saag_report"]
 
 
-def _sent(lm: DummyLM) -> str:
-    return lm.history[-1]["messages"][-1]["content"]
+def _sent(lm: DummyLM) -> ReviewRequest:
+    """The last request the reviewer sent, decoded."""
+    request = read_request({"messages": lm.history[-1]["messages"]})
+    assert isinstance(request, ReviewRequest)
+    return request
 
 
 def test_a_conversation_step_is_reviewed_with_the_tool_docs_first_so_the_next_step_reuses_its_prompt() -> None:
@@ -205,12 +210,13 @@ def test_a_conversation_step_is_reviewed_with_the_tool_docs_first_so_the_next_st
         two = _sent(lm)
         reviewer.review_call(example, GOOD)
         single = _sent(lm)
-    assert one.index("[[ ## tool_docs ## ]]") < one.index("[[ ## conversation ## ]]")
-    assert single.index("[[ ## conversation ## ]]") < single.index("[[ ## tool_docs ## ]]")  # unchanged order
-    end_of_first_conversation = one.index("[[ ## tentative_calls ## ]]")
-    assert two.startswith(one[:end_of_first_conversation].rstrip())
-    system = lm.history[-2]["messages"][0]["content"]
-    assert "Check the calls. Reject wrong ones." in system  # the prompt version's instructions, not the docstring
+    assert list(one.fields) == list(two.fields) == ["tool_docs", "conversation", "tentative_calls"]
+    assert list(single.fields) == ["conversation", "tool_docs", "tentative_calls"]  # unchanged order
+    first = one.messages[-1]["content"]
+    end_of_first_conversation = first.index(one.conversation) + len(one.conversation)
+    assert two.messages[-1]["content"].startswith(first[:end_of_first_conversation])
+    assert two.instructions == "Check the calls. Reject wrong ones."  # the prompt version's, not the docstring
+    system = two.system  # the field list, docs first too (dspy's wording: about the wire on purpose)
     assert system.index("`tool_docs`") < system.index("`conversation`")
     assert reviewer.review.signature.instructions == "Check the calls. Reject wrong ones."  # nothing rewritten
     assert list(reviewer.review.signature.input_fields)[0] == "conversation"

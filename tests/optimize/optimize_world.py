@@ -1,7 +1,7 @@
 """Scripted world for optimize tests: tiny examples and one OpenAI-compatible handler that plays
 the base agent, the reviewer and the reflection LM.
 
-The reviewer's verdict depends on its *instruction* (the system prompt): with the seed instruction
+The reviewer's verdict depends on its *instruction*: with the seed instruction
 it approves everything; once the instruction contains ``CHECK-VALUES`` it rejects calls whose string
 values do not occur in the conversation. The reflection LM proposes an instruction with that
 keyword, so GEPA has a real improvement to find, and only through the reviewer's instruction.
@@ -16,7 +16,16 @@ from typing import Any
 from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.data import write_examples
 from saag_opt.model import Example, Registry
+from saag_opt.testing import ScriptedWorld, UnknownRequest, read_request
 from saag_opt.testing.scripted_server import Reply
+from saag_opt.testing.scripted_world import (
+    BaseRequest,
+    EditRequest,
+    GradeRequest,
+    ReflectRequest,
+    ReviewRequest,
+    SelectRequest,
+)
 
 KEYWORD = "CHECK-VALUES"
 SEED_INSTRUCTION = "Approve the tentative calls unless something is obviously broken."
@@ -48,27 +57,26 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _field(text: str, name: str) -> str:
-    match = re.search(rf"\[\[ ## {name} ## \]\]\n(.*?)(?=\n\n\[\[ ## |\Z)", text, re.S)
-    return match.group(1) if match else ""
-
-
 def _asked_city(text: str) -> str | None:
     match = re.search(r"weather in (\w+)", text)
     return match.group(1) if match else None
 
 
+def _role(request: dict) -> str | None:
+    try:
+        return read_request(request).role
+    except UnknownRequest:
+        return None
+
+
 def is_edit_request(request: dict) -> bool:
-    """The edit proposer's request: a json_schema response format named ``rule_edit``."""
-    fmt = request.get("response_format") or {}
-    return isinstance(fmt, dict) and (fmt.get("json_schema") or {}).get("name") == "rule_edit" \
-        or (isinstance(fmt, dict) and "schema" in fmt and "op" in json.dumps(fmt.get("schema")))
+    """The edit proposer's request (``ScriptedWorld``'s ``edit`` role)."""
+    return _role(request) == "edit"
 
 
 def is_reflection(request: dict) -> bool:
     """A reflection request of either proposer (dspy's rewrite or the edit proposer)."""
-    messages = request.get("messages") or []
-    return is_edit_request(request) or bool(messages) and "new_instruction" in _text(messages[0].get("content"))
+    return _role(request) in ("edit", "reflect")
 
 
 def edit_reply(text: str) -> Reply:
@@ -76,35 +84,46 @@ def edit_reply(text: str) -> Reply:
     return Reply(text=json.dumps({"op": "add", "rule": 0, "text": text}))
 
 
-def handler(request: dict) -> Reply:
-    """Route by request shape: tools -> base agent; reflection (edit or rewrite); else reviewer."""
-    messages = request.get("messages") or []
-    system = _text(messages[0].get("content")) if messages else ""
-    user = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
-    if request.get("tools"):
-        return _base(messages)
-    if is_edit_request(request):
+def review_verdict(instructions: str, conversation: str, tentative_calls: str) -> tuple[bool, str]:
+    """The scripted reviewer: with ``KEYWORD`` in its instructions it rejects a city the request does not name."""
+    error = KEYWORD in instructions and WRONG in tentative_calls and WRONG not in conversation
+    return error, f"The city {WRONG} is not in the request; use the city the user asked for." if error else ""
+
+
+class OptimizeWorld(ScriptedWorld):
+    """The base agent, the reviewer and both proposers of this world (module docstring)."""
+
+    def base(self, request: BaseRequest) -> Reply:
+        """Wrong city on even-numbered cities unless reviewer feedback says which city was asked."""
+        city = _asked_city(request.user_text) or "Paris"
+        wrong = CITIES.index(city) % 2 == 0 if city in CITIES else False
+        return Reply(tool_calls=[{"name": "get_weather",
+                                  "arguments": {"city": city if request.revising or not wrong else WRONG}}])
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        return review_verdict(request.instructions, request.conversation, request.tentative_calls)
+
+    def select(self, request: SelectRequest) -> int:
+        """Selection mechanisms (s<N>): the first candidate."""
+        return 0
+
+    def grade(self, request: GradeRequest) -> tuple[float, str]:
+        """Grading mechanisms (g<N>): every candidate looks right."""
+        return 1.0, "scripted"
+
+    def reflect(self, request: ReflectRequest) -> str:
+        return PROPOSED_INSTRUCTION
+
+    def edit(self, request: EditRequest) -> Reply:
         return edit_reply(PROPOSED_INSTRUCTION)
-    if "new_instruction" in system:
-        return Reply(text=json.dumps({"new_instruction": PROPOSED_INSTRUCTION}))
-    return _review(system, user)
 
 
-def _base(messages: list[dict]) -> Reply:
-    """Wrong city on even-numbered cities unless reviewer feedback says which city was asked."""
-    user = " ".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
-    city = _asked_city(user) or "Paris"
-    revised = any("Reviewer feedback" in _text(m.get("content")) for m in messages if m.get("role") == "system")
-    wrong = CITIES.index(city) % 2 == 0 if city in CITIES else False
-    return Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": city if revised or not wrong else WRONG}}])
+WORLD = OptimizeWorld()
 
 
-def _review(system: str, user: str) -> Reply:
-    calls = _field(user, "tentative_calls")
-    conversation = _field(user, "conversation")
-    error = KEYWORD in system and WRONG in calls and WRONG not in conversation
-    feedback = f"The city {WRONG} is not in the request; use the city the user asked for." if error else ""
-    return Reply(text=f"[[ ## error ## ]]\n{error}\n\n[[ ## feedback ## ]]\n{feedback}\n\n[[ ## completed ## ]]")
+def handler(request: dict) -> Any:
+    """The world's answer to one request (``OptimizeWorld``, without keeping a log across tests)."""
+    return WORLD.respond(read_request(request))
 
 
 def write_world(tmp_path: Any, n_train: int = 6, n_val: int = 4, n_test: int = 4) -> tuple[str, str]:

@@ -22,13 +22,13 @@ from saag_opt.events import RunEvent
 from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
 from saag_opt.optimize.edit_proposer import NOTE_PROMPT, REPORT_LABEL
 from saag_opt.runfiles import read_header
+from saag_opt.testing import read_request
 from saag_opt.testing.scripted_server import RecordedRequest, Reply, ScriptedOpenAIServer
+from saag_opt.testing.scripted_world import BaseRequest, EditRequest, Request, ReviewRequest
 from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
 
-REPORT = "[[ ## saag_report ## ]]"
-"""How dspy's chat adapter heads the report field in a reviewer request."""
 GOLD_LINE = "Expected (gold, for your analysis only"
 """The one feedback line that quotes gold to the reflection LM (docs/design.md §7: the training signal)."""
 
@@ -48,9 +48,19 @@ def _is_reflection(request: RecordedRequest) -> bool:
     return world.is_reflection(request.body or {})
 
 
+def _view(request: RecordedRequest) -> Request:
+    return read_request(request.body or {})
+
+
 def _reviewer(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    """The reviewer's requests: neither the base agent's (tools) nor the reflection LM's."""
-    return [r for r in requests if not (r.body or {}).get("tools") and not _is_reflection(r)]
+    """The reviewer's review requests (not the base agent's, not the reflection LM's)."""
+    return [r for r in requests if _view(r).role == "review"]
+
+
+def _report(request: RecordedRequest) -> str | None:
+    """The SAAG report a review request shows (None: the plain reviewer's request)."""
+    view = _view(request)
+    return view.saag_report if isinstance(view, ReviewRequest) else None
 
 
 def _optimize(tmp_path: Path, dataset: str, prompts: str, server: ScriptedOpenAIServer,
@@ -79,7 +89,7 @@ def test_every_reviewer_request_shows_the_report_only_with_the_flag(tmp_path: Pa
     gepa, test_phase = _reviewer(log[:marks[0]]), _reviewer(log[marks[0]:])
     reflection = [r for r in log[:marks[0]] if _is_reflection(r)]
     assert gepa and test_phase and reflection
-    with_report = [r for r in gepa + test_phase if REPORT in _messages(r)]
+    with_report = [r for r in gepa + test_phase if _report(r) is not None]
     assert len(with_report) == (len(gepa) + len(test_phase) if informed else 0)
     # The reflection LM reads the reviewer's inputs: the report it saw, when it saw one.
     assert any(REPORT_LABEL in _messages(r) or "saag_report" in _messages(r) for r in reflection) is informed
@@ -99,30 +109,31 @@ def test_every_reviewer_request_shows_the_report_only_with_the_flag(tmp_path: Pa
     assert best.source == "gepa" and best.saag_report == ("calibrated" if informed else None)
 
 
-def _qualifying_handler(request: dict) -> Reply:
+class QualifyingWorld(world.OptimizeWorld):
     """The world, but the base agent answers "<city>, France": the paper grounding test fails that call,
     the calibrated one passes it, so the report the reviewer sees depends on ``--grounding``."""
-    if request.get("tools"):
-        user = " ".join(world._text(m.get("content")) for m in request["messages"] if m.get("role") == "user")
-        return Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": f"{world._asked_city(user)}, France"}}])
-    return world.handler(request)
+
+    def base(self, request: BaseRequest) -> Reply:
+        city = world._asked_city(request.user_text)
+        return Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": f"{city}, France"}}])
 
 
 def test_rollouts_ask_the_reviewer_exactly_what_evaluate_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed's val scoring inside GEPA sends evaluate --saag-informed's reviewer requests, byte for byte."""
     dataset, prompts = world.write_world(tmp_path)
-    with ScriptedOpenAIServer(_qualifying_handler) as server:
+    with ScriptedOpenAIServer(QualifyingWorld()) as server:
         spec = f"fake@{server.url}"
         run_evaluation(EvaluateConfig(base=spec, reviewer=spec, prompt="reviewer@v2", prompts_dir=Path(prompts),
                                       mechanism="r1", saag_informed=True, grounding="paper", dataset=dataset,
                                       split="val", workers=1, runs_dir=tmp_path / "runs"))
-        evaluated = {_messages(r) for r in _reviewer(server.chat_requests)}
+        asked = _reviewer(server.chat_requests)
+        evaluated = {_messages(r) for r in asked}
         start = len(server.chat_requests)
         monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-optimize"))  # nothing replays from evaluate's
         _optimize(tmp_path, dataset, prompts, server, saag_informed=True, grounding="paper",
                   evaluate_test=False)
         rollouts = {_messages(r) for r in _reviewer(server.chat_requests[start:])}
-    assert evaluated and all(REPORT in m and "failed at stage 3" in m for m in evaluated)  # paper's verdict
+    assert evaluated and all("failed at stage 3" in (_report(r) or "") for r in asked)  # paper's verdict
     assert evaluated <= rollouts
 
 
@@ -144,7 +155,7 @@ def test_no_gold_only_value_reaches_the_reviewer_and_reflection_reads_it_only_as
     reviewer, reflection = _reviewer(log), [r for r in log if _is_reflection(r)]
     assert reviewer and reflection
     assert [r for r in reviewer if secret in json.dumps(r.body)] == []  # rollouts and test phase
-    assert [r for r in log if (r.body or {}).get("tools") and secret in json.dumps(r.body)] == []  # base agent
+    assert [r for r in log if _view(r).role == "base" and secret in json.dumps(r.body)] == []  # base agent
     texts = [m.get("content") or "" for r in reflection for m in (r.body or {}).get("messages", [])]
     assert any(secret in t for t in texts)  # the check can fail: the reflection prompt does carry gold ...
     outside = [line for t in texts for line in str(t).splitlines() if secret in line and GOLD_LINE not in line]
@@ -173,7 +184,7 @@ def test_resume_refuses_a_change_of_what_the_reviewer_sees(tmp_path: Path, capsy
                                            evaluate_test=False), overrides={"max_metric_calls", "saag_informed"})
         resumed = _reviewer(server.chat_requests[before:])  # most rollouts replay from the LM cache
     assert more.saag_informed and read_header(run_dir).config["saag_informed"] is True
-    assert more.metric_calls > first.metric_calls and all(REPORT in _messages(r) for r in resumed)
+    assert more.metric_calls > first.metric_calls and all(_report(r) is not None for r in resumed)
 
 
 def test_the_cli_flags_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -248,24 +259,24 @@ def test_evaluate_warns_when_a_gepa_prompt_meets_another_reviewer(tmp_path: Path
     assert printed[False][1]["reviewer_mismatch"].startswith("tuned for a reviewer that sees the SAAG report")
 
 
-def _noting(request: dict) -> object:
+class NotingWorld(world.OptimizeWorld):
     """The world, except that an edit of the report note writes the keyword into the note, and the reviewer
     acts on the keyword wherever it reads it (its instruction or the note above the report)."""
-    if world.is_edit_request(request) and request["messages"][0]["content"] == NOTE_PROMPT:
-        return world.edit_reply(world.PROPOSED_INSTRUCTION)
-    if world.is_edit_request(request):
+
+    def edit(self, request: EditRequest) -> Reply:
+        if request.system == NOTE_PROMPT:
+            return world.edit_reply(world.PROPOSED_INSTRUCTION)
         return world.edit_reply("Approve a call that answers the request with the documented function.")
-    messages = request.get("messages") or []
-    if not request.get("tools") and world.KEYWORD in json.dumps(messages[1:]):
-        user = "\n".join(world._text(m.get("content")) for m in messages if m.get("role") == "user")
-        return world._review(world.KEYWORD, user)
-    return world.handler(request)
+
+    def review(self, request: ReviewRequest) -> tuple[bool, str]:
+        read = f"{request.instructions}\n{request.saag_report or ''}"
+        return world.review_verdict(read, request.conversation, request.tentative_calls)
 
 
 def test_the_informed_reviewers_report_note_is_a_component_gepa_edits_and_the_reviewer_then_reads(
         tmp_path: Path) -> None:
     dataset, prompts = world.write_world(tmp_path)
-    with ScriptedOpenAIServer(_noting) as server:
+    with ScriptedOpenAIServer(NotingWorld()) as server:
         result, _ = _optimize(tmp_path, dataset, prompts, server, saag_informed=True, evaluate_test=False)
         log = server.chat_requests
     notes = [r for r in log if _is_reflection(r) and (r.body or {})["messages"][0]["content"] == NOTE_PROMPT]
@@ -273,7 +284,7 @@ def test_the_informed_reviewers_report_note_is_a_component_gepa_edits_and_the_re
     best = PromptStore(prompts).get("reviewer", result.best_version)
     assert best.instructions["report"] == f"- {world.PROPOSED_INSTRUCTION}"  # the note, not the instruction, won
     assert best.instructions["review"] == world.SEED_INSTRUCTION
-    shown = [r for r in _reviewer(log) if f"- {world.PROPOSED_INSTRUCTION}\\n\\ncall 0" in _messages(r)]
+    shown = [r for r in _reviewer(log) if f"- {world.PROPOSED_INSTRUCTION}\n\ncall 0" in (_report(r) or "")]
     assert shown  # the reviewer read the note above the report
 
 
