@@ -22,7 +22,9 @@ from saag_opt.optimize import OptimizeConfig, OptimizeResult, run_optimize
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.optimize.feedback import GOLD_LABEL
 from saag_opt.runfiles import read_header, read_rows
+from saag_opt.testing import read_request
 from saag_opt.testing.scripted_server import RecordedRequest, ScriptedOpenAIServer
+from saag_opt.testing.scripted_world import ReflectRequest
 from tests.episodes.world import needs_bfcl
 from tests.optimize import conversation_world as cw
 from tests.optimize.optimize_world import KEYWORD, is_reflection
@@ -61,13 +63,9 @@ def _is_reflection(request: RecordedRequest) -> bool:
 
 
 def _reflected(requests: list[RecordedRequest]) -> list[dict[str, Any]]:
-    """The examples (inputs, outputs, feedback) of every reflection request, as dspy renders them."""
-    out = []
-    for request in filter(_is_reflection, requests):
-        content = str(request.body["messages"][-1]["content"])
-        part = content.split("[[ ## examples_with_feedback ## ]]")[1].lstrip()
-        out += json.JSONDecoder().raw_decode(part)[0]
-    return out
+    """The examples (inputs, outputs, feedback) of every rewrite request, as dspy renders them."""
+    views = [read_request(r.body or {}) for r in requests]
+    return [example for view in views if isinstance(view, ReflectRequest) for example in view.examples]
 
 
 def test_optimize_on_conversations_finds_the_better_reviewer_and_compares_it_on_test_entries(
@@ -129,7 +127,7 @@ def test_gold_reaches_the_reflection_only_on_labelled_lines_and_never_the_review
         log = server.chat_requests
     reflection = [r for r in log if _is_reflection(r)]
     others = [r for r in log if not _is_reflection(r)]
-    assert reflection and any((r.body or {}).get("tools") for r in others)
+    assert reflection and any(read_request(r.body or {}).role == "base" for r in others)
     assert [r for r in others if secret in json.dumps(r.body)] == []  # reviewer and base agent, every request
     texts = [str(m.get("content") or "") for r in reflection for m in (r.body or {}).get("messages", [])]
     lines = [line for text in texts for line in text.replace("\\n", "\n").splitlines() if secret in line]
