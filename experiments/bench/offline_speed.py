@@ -48,7 +48,8 @@ from saag_opt.data.jsonl import write_examples  # noqa: E402
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.run import run_evaluation  # noqa: E402
 from saag_opt.lm import stop_embedded_servers  # noqa: E402
-from saag_opt.lm.embedded.server import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers, ensure_model_file  # noqa: E402
+from saag_opt.lm.embedded.model_file import ensure_model_file  # noqa: E402
+from saag_opt.lm.embedded.server import SPEED_ENV, SPEEDS, TRACE_ENV, embedded_servers  # noqa: E402
 
 PATHS = ("legacy", "tuned")
 ROLE_HEADS = {"You are a function-calling assistant": "base", "<instructions>": "base",

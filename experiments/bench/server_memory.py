@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from saag_opt.lm.embedded.server import LOCAL_MODELS, EmbeddedServer, ensure_model_file, free_port, server_ready  # noqa: E402
+from saag_opt.lm.embedded.model_file import LOCAL_MODELS, ensure_model_file  # noqa: E402
+from saag_opt.lm.embedded.server import EmbeddedServer, free_port, server_ready  # noqa: E402
 
 TAIL = 100
 """Tokens of the distinct request in each memory-phase prompt (the rest is the shared system text)."""

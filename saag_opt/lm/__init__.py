@@ -17,15 +17,8 @@ if TYPE_CHECKING:
         register_backend,
     )
     from saag_opt.lm.client import CallInfo, ChatChoice, ChatResult, SaagLM, chat_completion, open_lm
-    from saag_opt.lm.embedded.server import (
-        LOCAL_MODELS,
-        EmbeddedServer,
-        LocalModel,
-        embedded_servers,
-        ensure_model_file,
-        local_base_url,
-        stop_embedded_servers,
-    )
+    from saag_opt.lm.embedded.model_file import LOCAL_MODELS, LocalModel, ensure_model_file
+    from saag_opt.lm.embedded.server import EmbeddedServer, embedded_servers, local_base_url, stop_embedded_servers
     from saag_opt.lm.request_rules import check_model, efforts_of, is_reasoning_model, shape_request
     from saag_opt.lm.retry import LMCallError, RetryPolicy, is_transient, with_retries
     from saag_opt.lm.specs import ModelSpec
@@ -36,10 +29,8 @@ else:
         "backends": ("Endpoint", "ModelBackend", "backend_names", "default_workers", "get_backend", "parse_model_spec",
                      "register_backend"),
         "client": ("CallInfo", "ChatChoice", "ChatResult", "SaagLM", "chat_completion", "open_lm"),
-        "embedded.server": (
-            "LOCAL_MODELS", "EmbeddedServer", "LocalModel", "embedded_servers", "ensure_model_file", "local_base_url",
-            "stop_embedded_servers",
-        ),
+        "embedded.model_file": ("LOCAL_MODELS", "LocalModel", "ensure_model_file"),
+        "embedded.server": ("EmbeddedServer", "embedded_servers", "local_base_url", "stop_embedded_servers"),
         "request_rules": ("check_model", "efforts_of", "is_reasoning_model", "shape_request"),
         "retry": ("LMCallError", "RetryPolicy", "is_transient", "with_retries"),
         "specs": ("ModelSpec",),

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 from rapidfuzz import process
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
-from saag_opt.lm.embedded.server import get_local_model, local_base_url
+from saag_opt.lm.embedded.model_file import get_local_model
+from saag_opt.lm.embedded.server import local_base_url
 from saag_opt.lm.scripted_server import ScriptedOpenAIServer
 from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES, ModelSpec, parse_server_url
 

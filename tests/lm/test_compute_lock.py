@@ -27,7 +27,8 @@ import pytest
 
 from saag_opt.lm.embedded import server as embedded
 from saag_opt.lm.embedded.compute_lock import ComputeLock, computes, take_turns
-from saag_opt.lm.embedded.server import EmbeddedServer, LocalModel
+from saag_opt.lm.embedded.model_file import LocalModel
+from saag_opt.lm.embedded.server import EmbeddedServer
 from saag_opt.lm.embedded.shim import Receive, Scope, Send
 from tests.conftest import requires
 

@@ -18,14 +18,8 @@ import pytest
 
 from saag_opt.agents.base import BaseAgent, registry_json_schema
 from saag_opt.data import load_dataset
-from saag_opt.lm.embedded.server import (
-    REUSE_GRID_RECORD,
-    TRACE_ENV,
-    EmbeddedServer,
-    default_cache_dir,
-    ensure_model_file,
-    get_local_model,
-)
+from saag_opt.lm.embedded.model_file import ensure_model_file, get_local_model
+from saag_opt.lm.embedded.server import REUSE_GRID_RECORD, TRACE_ENV, EmbeddedServer, default_cache_dir
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,10 @@ import pytest
 
 from saag_opt.errors import ConfigError, ModelUnavailableError
 from saag_opt.lm import LOCAL_MODELS, open_lm
+from saag_opt.lm.embedded import model_file
 from saag_opt.lm.embedded import server as embedded
-from saag_opt.lm.embedded.server import EmbeddedServer, LocalModel, ensure_model_file, get_local_model
+from saag_opt.lm.embedded.model_file import LocalModel, ensure_model_file, get_local_model
+from saag_opt.lm.embedded.server import EmbeddedServer
 from saag_opt.lm.specs import DEFAULT_LOCAL_MODEL, LOCAL_MODEL_NAMES
 from saag_opt.testing import ScriptedOpenAIServer
 
@@ -67,7 +69,7 @@ def test_assembles_in_order_verifies_and_never_imports(tiny_env: Path, monkeypat
     assert not [m for m in sys.modules if m.startswith("tinyparts_part")]
     assert not list(path.parent.glob("*.tmp"))
     # Second use trusts the verified marker: parts are not even looked up.
-    monkeypatch.setattr(embedded, "find_part_files", lambda model: pytest.fail("re-assembled"))
+    monkeypatch.setattr(model_file, "find_part_files", lambda model: pytest.fail("re-assembled"))
     assert ensure_model_file("tiny") == path
 
 

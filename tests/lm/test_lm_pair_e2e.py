@@ -22,7 +22,8 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.data import load_dataset
 from saag_opt.errors import ModelUnavailableError
 from saag_opt.lm import LOCAL_MODELS, open_lm, stop_embedded_servers
-from saag_opt.lm.embedded.server import TRACE_ENV, embedded_servers, ensure_model_file, find_part_files, local_base_url
+from saag_opt.lm.embedded.model_file import ensure_model_file, find_part_files
+from saag_opt.lm.embedded.server import TRACE_ENV, embedded_servers, local_base_url
 from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.e2e
