@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from saag_opt.optimize.run import run_optimize as optimize
     from saag_opt.runfiles import read_run
     from saag_opt.runtime.guard import Guard
-    from saag_opt.score.predictions import score_predictions as score
+    from saag_opt.score.calls import score_predictions as score
     from saag_opt.tune.run import TuneConfig
     from saag_opt.tune.run import run_tune as tune
 else:
@@ -37,7 +37,7 @@ else:
         "compare.run": ("CompareConfig", ("compare", "run_compare")),
         "evaluate.config": ("EvaluateConfig",),
         "evaluate.run": (("evaluate", "run_evaluation"),),
-        "score.predictions": (("score", "score_predictions"),),
+        "score.calls": (("score", "score_predictions"),),
         "optimize.config": ("OptimizeConfig",),
         "optimize.run": (("optimize", "run_optimize"),),
         "runfiles": ("read_run",),

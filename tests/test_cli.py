@@ -17,7 +17,7 @@ import saag_opt.data
 from saag_opt import __version__
 from saag_opt.cli import app, main
 from saag_opt.errors import DatasetError
-from saag_opt.score import predictions as score_module
+from saag_opt.score import calls as score_module
 from tests.conftest import requires
 
 FIXTURES = Path(__file__).parent / "fixtures" / "predictions"
@@ -91,6 +91,18 @@ def test_main_reports_an_unknown_dataset_cleanly(capsys: pytest.CaptureFixture[s
     assert err.startswith("error: unknown dataset 'shipped:nope'") and err.count("\n") == 1
 
 
+def test_score_refuses_a_tau2_dataset_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tau2 leaves no result file to score (its evaluator judges while the conversation runs)."""
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"id": "0", "result": [[["cd(folder=\'x\')"]]]}\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["score", str(results), "--dataset", "tau2:airline"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 'tau2:airline' is a tau2 dataset") and "`saag-opt score` runs" in err
+    assert err.count("\n") == 1
+
+
 def test_main_keeps_the_traceback_of_unexpected_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("a bug, not a user mistake")
@@ -151,7 +163,7 @@ def test_version_and_help() -> None:
 
 
 def test_importing_the_cli_does_not_import_heavy_modules() -> None:
-    code = ("import sys, saag_opt.cli; heavy = [m for m in ('dspy', 'litellm', 'saag_opt.score.predictions', "
+    code = ("import sys, saag_opt.cli; heavy = [m for m in ('dspy', 'litellm', 'saag_opt.score.calls', "
             "'saag_opt.data', 'saag_opt.saag') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

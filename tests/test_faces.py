@@ -126,7 +126,7 @@ SPACE = PACKAGE.parent / "experiments" / "spaces" / "offline-bfcl.toml"
      ["compare", "reviewer@v1", "reviewer@v2", "--base", "fake", "--reviewer", "fake"]),
     ("optimize", "saag_opt.optimize.run", "run_optimize", ["optimize", "--base", "fake", "--reviewer", "fake"]),
     ("tune", "saag_opt.tune.run", "run_tune", ["tune", "--space", str(SPACE)]),
-    ("score", "saag_opt.score.predictions", "score_predictions",
+    ("score", "saag_opt.score.calls", "score_predictions",
      ["score", str(FIXTURES / "predictions.jsonl"), "--dataset", str(FIXTURES / "dataset.jsonl")]),
 ])
 def test_each_root_verb_is_the_function_its_command_calls(name: str, module: str, attribute: str, argv: list[str],

@@ -44,40 +44,24 @@ def score(
     """Score a predictions file against a dataset; exit 2 if any row was rejected."""
     json_out = output_path(json_out)
 
-    from saag_opt.data.catalog import is_multi_turn_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
-    if is_multi_turn_dataset(dataset):  # a BFCL multi-turn result file, BFCL's checkers (docs/design.md §18)
-        _score_multi_turn(predictions, dataset, json_out)
-        return
-    from saag_opt.data import load_dataset  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.data.workload import workload  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.report.score_tables import print_score_report  # noqa: PLC0415 - start-up: --help loads no report table
-    from saag_opt.score.predictions import score_predictions, write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.score.calls import ScoreResult  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.score.files import write_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
+    from saag_opt.score.run import score as scoring  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    result = score_predictions(predictions, load_dataset(dataset), grounding=grounding)
+    result = scoring(predictions, workload(dataset), grounding=grounding)  # the scorer of the dataset's kind
     console = Console()
     print_score_report(console, result)
     if json_out is not None:
-        from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
         rows_path, summary = write_score_json(result, json_out)
-        page = write_report(rows_path)
-        console.print(f"wrote {len(result.rows)} rows to {rows_path}, the summary to {summary} "
-                      f"and the report to {page}")
-    if result.rejections:
-        raise typer.Exit(EXIT_USER_ERROR)
+        wrote = f"wrote {len(result.rows)} rows to {rows_path}"
+        if isinstance(result, ScoreResult):  # the HTML report draws single-call scores (report/pages/score.py)
+            from saag_opt.report.html import write_report  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-
-def _score_multi_turn(path: Path, dataset: str, json_out: Path | None) -> None:
-    from saag_opt.data.catalog import load_episodes  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.report.episode_tables import print_episode_score  # noqa: PLC0415 - start-up: --help loads no report table
-    from saag_opt.score.conversations import score_multi_turn, write_episode_score_json  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
-    result = score_multi_turn(path, load_episodes(dataset))
-    console = Console()
-    print_episode_score(console, result)
-    if json_out is not None:
-        rows_path, summary = write_episode_score_json(result, json_out)
-        console.print(f"wrote {len(result.rows)} rows to {rows_path} and the summary to {summary}")
+            console.print(f"{wrote}, the summary to {summary} and the report to {write_report(rows_path)}")
+        else:
+            console.print(f"{wrote} and the summary to {summary}")
     if result.rejections:
         raise typer.Exit(EXIT_USER_ERROR)
 

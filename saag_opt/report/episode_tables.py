@@ -16,7 +16,6 @@ from saag_opt.report.helpharm_rows import helpharm_table
 
 if TYPE_CHECKING:
     from saag_opt.evaluation.conversation_records import ConversationCounts, EpisodeSummary
-    from saag_opt.score.conversations import EpisodeScoreResult
 
 
 def validity_table(summary: EpisodeSummary) -> Table:
@@ -99,34 +98,4 @@ def print_episode_report(console: Console, summary: EpisodeSummary, run_dir: str
         console.print(line)
 
 
-def print_episode_score(console: Console, result: EpisodeScoreResult) -> None:
-    """What ``saag-opt score`` prints for a BFCL multi-turn result file."""
-    summary = result.summary
-    table = Table(title="BFCL multi-turn result file: valid entries (BFCL's checkers)")
-    for column in ("category", "n", "valid", "valid %"):
-        table.add_column(column, justify="left" if column == "category" else "right")
-    for category, score in summary.categories.items():
-        table.add_row(category, str(score.n), str(score.correct), pct(score.accuracy))
-    table.add_section()
-    table.add_row("all", str(summary.n), str(summary.valid), pct(summary.accuracy))
-    table.add_row("multi_turn_checker alone (leaderboard)", "", "", pct(summary.leaderboard))
-    console.print(table)
-    if summary.error_types:
-        errors = Table(title="Why entries are invalid")
-        errors.add_column("error type")
-        errors.add_column("entries", justify="right")
-        for name, count in summary.error_types.items():
-            errors.add_row(name, str(count))
-        console.print(errors)
-    skipped = sum(len(r.skipped) for r in result.rows)
-    if skipped:
-        console.print(f"{skipped} step(s) or call(s) could not be decoded and were skipped, as BFCL skips them "
-                      "(see the rows' 'skipped' in --json)")
-    if summary.not_in_file:
-        console.print(f"[yellow]{summary.not_in_file} entr{'y' if summary.not_in_file == 1 else 'ies'} of the "
-                      "dataset have no row in the file[/] (not scored)")
-    for rejection in result.rejections:
-        console.print(f"[red]rejected[/] {rejection}")
-
-
-__all__ = ["conversation_table", "pass_hat_k_table", "print_episode_report", "print_episode_score", "validity_table"]
+__all__ = ["conversation_table", "pass_hat_k_table", "print_episode_report", "validity_table"]

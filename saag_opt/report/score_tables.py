@@ -2,8 +2,10 @@
 
 Only this package and ``saag_opt.cli`` import rich. Builders return renderables so the CLI (or a
 test) decides where they go; ``print_score_report`` is the one function that prints, and only to
-the Console it is given. Every dynamic string is escaped: rejection messages quote raw file
-content, which may contain rich markup such as ``[bold]``.
+the Console it is given, for either kind of score (``score.run``): single calls (funnel, metrics,
+accuracy, abstentions) or a BFCL multi-turn result file (``conversation_score_tables``). Every
+dynamic string is escaped: rejection messages quote raw file content, which may contain rich
+markup such as ``[bold]``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from saag_opt.report.format import num
+from saag_opt.report.format import num, pct
 
 if TYPE_CHECKING:
     from saag_opt.data import DatasetInfo
     from saag_opt.saag import CascadeStats
-    from saag_opt.score.predictions import Rejection, ScoreResult, ScoreSummary
+    from saag_opt.score.calls import ScoreResult, ScoreSummary
+    from saag_opt.score.conversations import EpisodeScoreResult
+    from saag_opt.score.files import Rejection
 
 __all__ = [
-    "METRIC_LABELS", "STAGE_NAMES", "abstentions_text", "accuracy_table", "datasets_table", "funnel_table",
-    "metrics_table", "print_score_report", "rejections_panel",
+    "METRIC_LABELS", "STAGE_NAMES", "abstentions_text", "accuracy_table", "conversation_score_tables",
+    "datasets_table", "funnel_table", "metrics_table", "print_score_report", "rejections_panel",
 ]
 
 STAGE_NAMES: dict[int, str] = {1: "1 registry (name)", 2: "2 structure (params)", 3: "3 grounding (values)"}
@@ -123,11 +127,56 @@ def datasets_table(infos: Iterable[DatasetInfo]) -> Table:
     return table
 
 
-def print_score_report(console: Console, result: ScoreResult) -> None:
-    """Everything ``saag-opt score`` shows: funnel, metrics, accuracy, abstentions, rejections."""
+def conversation_score_tables(result: EpisodeScoreResult) -> list[Table]:
+    """A BFCL multi-turn result file: valid entries per category (and BFCL's leaderboard number), why entries fail."""
+    summary = result.summary
+    table = Table(title="BFCL multi-turn result file: valid entries (BFCL's checkers)")
+    for column in ("category", "n", "valid", "valid %"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for category, score in summary.categories.items():
+        table.add_row(category, str(score.n), str(score.correct), pct(score.accuracy))
+    table.add_section()
+    table.add_row("all", str(summary.n), str(summary.valid), pct(summary.accuracy))
+    table.add_row("multi_turn_checker alone (leaderboard)", "", "", pct(summary.leaderboard))
+    if not summary.error_types:
+        return [table]
+    errors = Table(title="Why entries are invalid")
+    errors.add_column("error type")
+    errors.add_column("entries", justify="right")
+    for name, count in summary.error_types.items():
+        errors.add_row(name, str(count))
+    return [table, errors]
+
+
+def print_score_report(console: Console, result: ScoreResult | EpisodeScoreResult) -> None:
+    """Everything ``saag-opt score`` shows, for the kind of file scored, then its rejections.
+
+    Single calls: funnel, metrics, accuracy, abstentions. A BFCL multi-turn result file: valid
+    entries, why entries fail, steps left undecoded, entries missing from the file.
+    """
+    from saag_opt.score.calls import ScoreResult  # noqa: PLC0415 - loaded with any score result; report stays light
+
+    if not isinstance(result, ScoreResult):
+        _print_conversation_score(console, result)
+        return
     console.print(funnel_table(result.stats))
     console.print(metrics_table(result.stats))
     console.print(accuracy_table(result.summary))
     console.print(abstentions_text(result.summary))
     if result.rejections:
         console.print(rejections_panel(result.rejections))
+
+
+def _print_conversation_score(console: Console, result: EpisodeScoreResult) -> None:
+    for table in conversation_score_tables(result):
+        console.print(table)
+    summary = result.summary
+    skipped = sum(len(r.skipped) for r in result.rows)
+    if skipped:
+        console.print(f"{skipped} step(s) or call(s) could not be decoded and were skipped, as BFCL skips them "
+                      "(see the rows' 'skipped' in --json)")
+    if summary.not_in_file:
+        console.print(f"[yellow]{summary.not_in_file} entr{'y' if summary.not_in_file == 1 else 'ies'} of the "
+                      "dataset have no row in the file[/] (not scored)")
+    for rejection in result.rejections:
+        console.print(f"[red]rejected[/] {escape(str(rejection))}")

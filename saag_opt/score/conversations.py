@@ -1,4 +1,4 @@
-"""``saag-opt score`` on a BFCL multi-turn result file: every entry judged by BFCL's own checkers, offline.
+"""Conversations as score work: a BFCL multi-turn result file, every entry judged by BFCL's own checkers, offline.
 
 The file is BFCL's own result shape (what ``bfcl generate`` writes to
 ``result/<model>/BFCL_v4_multi_turn_<category>_result.json``), JSON Lines or a JSON array::
@@ -12,8 +12,8 @@ ignored. Each entry is judged by the ``bfcl`` environment's ``check``: ``multi_t
 ``multi_turn_irrelevance_checker``, with BFCL's force-terminated rule; ``valid`` is both, and the
 leaderboard number (``multi_turn_checker`` alone) is reported beside it.
 
-Bad rows are data, not crashes: each becomes a ``Rejection`` (``path:line: message``), as in
-single-call ``score``. Pure but for reading the file and running BFCL's backends; no LM.
+Bad rows are data, not crashes: each becomes a ``Rejection`` (``path:line: message``, ``score.files``),
+as in single-call ``score``. Pure but for reading the file and running BFCL's backends; no LM.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.data.bfcl_environment import BfclEnvironment, result_transcript
-from saag_opt.data.jsonl import read_records
 from saag_opt.episodes import Episode
 from saag_opt.errors import DatasetError
 from saag_opt.evaluation.categories import CategoryScore
 from saag_opt.evaluation.conversation_records import JudgementRecord, judgement_record
-from saag_opt.score.predictions import Rejection, summary_path
+from saag_opt.score.files import Rejection, judge_rows
 
 
 class ResultRow(BaseModel):
@@ -94,6 +92,10 @@ class EpisodeScoreResult:
     rejections: tuple[Rejection, ...]
     summary: EpisodeScoreSummary
 
+    def json_rows(self) -> list[dict[str, Any]]:
+        """The ``--json`` rows: one ``EpisodeScoreRow`` per scored entry."""
+        return [row.model_dump(mode="json") for row in self.rows]
+
 
 def score_multi_turn(path: str | Path, episodes: Sequence[Episode]) -> EpisodeScoreResult:
     """Judge every entry of the BFCL result file ``path`` against ``episodes`` with BFCL's checkers.
@@ -101,21 +103,12 @@ def score_multi_turn(path: str | Path, episodes: Sequence[Episode]) -> EpisodeSc
     Raises:
         DatasetError: the file does not exist or cannot be read at all.
     """
-    where = str(path)
-    if not Path(path).is_file():
-        raise DatasetError("result file not found", path=where)
     by_id = {e.id: e for e in episodes}
-    rows: list[EpisodeScoreRow] = []
-    rejections: list[Rejection] = []
     first: dict[str, int] = {}
     environment = BfclEnvironment()
     try:
-        for line, value in read_records(path):
-            outcome = _score_line(value, by_id, first, line, environment)
-            if isinstance(outcome, str):
-                rejections.append(Rejection(where, line, outcome))
-            else:
-                rows.append(outcome)
+        rows, rejections = judge_rows(path, "result file not found",
+                                      lambda value, line: _score_line(value, by_id, first, line, environment))
     finally:
         environment.close()
     return EpisodeScoreResult(tuple(rows), tuple(rejections), _summary(rows, len(rejections), len(by_id) - len(first)))
@@ -165,22 +158,4 @@ def _summary(rows: Sequence[EpisodeScoreRow], rejected: int, missing: int) -> Ep
                                not_in_file=missing)
 
 
-def write_episode_score_json(result: EpisodeScoreResult, out: str | Path) -> tuple[Path, Path]:
-    """One JSON row per scored entry to ``out``, the summary beside it (``score.summary_path``), atomically.
-
-    Raises:
-        DatasetError: the output cannot be written.
-    """
-    out = Path(out)
-    summary = summary_path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_jsonl(out, [row.model_dump(mode="json") for row in result.rows])
-        atomic_write_json(summary, result.summary.model_dump(mode="json"))
-    except OSError as exc:
-        raise DatasetError(f"cannot write output: {exc.strerror or exc}", path=str(exc.filename or out)) from exc
-    return out, summary
-
-
-__all__ = ["EpisodeScoreResult", "EpisodeScoreRow", "EpisodeScoreSummary", "ResultRow", "score_multi_turn",
-           "write_episode_score_json"]
+__all__ = ["EpisodeScoreResult", "EpisodeScoreRow", "EpisodeScoreSummary", "ResultRow", "score_multi_turn"]

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from saag_opt.cli import app
 from saag_opt.data.bfcl_environment import bfcl_call_string, gold_calls
 from saag_opt.episodes import Episode
-from saag_opt.score.conversations import score_multi_turn, write_episode_score_json
+from saag_opt.score.conversations import score_multi_turn
+from saag_opt.score.files import write_score_json
 from tests.episodes.world import episodes, needs_bfcl
 
 pytestmark = [pytest.mark.integration, needs_bfcl]
@@ -55,7 +56,7 @@ def test_gold_results_in_each_shape_are_valid_and_a_wrong_one_fails_where_it_goe
     summary = result.summary
     assert (summary.n, summary.valid, summary.categories["multi_turn_base"].correct) == (5, 3, 3)
     assert summary.error_types["multi_turn:force_terminated"] == 1
-    rows, side = write_episode_score_json(result, tmp_path / "scores.jsonl")
+    rows, side = write_score_json(result, tmp_path / "scores.jsonl")
     assert len(rows.read_text().splitlines()) == 5 and json.loads(side.read_text())["valid"] == 3
 
 

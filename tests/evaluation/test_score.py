@@ -9,15 +9,10 @@ import pytest
 
 from saag_opt.data import load_dataset
 from saag_opt.errors import DatasetError
+from saag_opt.evaluation.categories import CategoryScore, relevance_suite
 from saag_opt.model import Example
-from saag_opt.score.predictions import (
-    CategoryScore,
-    ScoreResult,
-    relevance_suite,
-    score_predictions,
-    summary_path,
-    write_score_json,
-)
+from saag_opt.score.calls import ScoreResult, score_predictions
+from saag_opt.score.files import summary_path, write_score_json
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "predictions"
 DATASET = FIXTURES / "dataset.jsonl"

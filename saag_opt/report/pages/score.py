@@ -11,7 +11,8 @@ from saag_opt.report.pages.base import Part, new_part, read_jsonl
 from saag_opt.report.pages.browser import saag_brief, stage_of
 from saag_opt.report.pages.sections import accuracy_section, funnel_section, merge_categories
 from saag_opt.runfiles import read_model
-from saag_opt.score.predictions import ScoreSummary, summary_path
+from saag_opt.score.calls import ScoreSummary
+from saag_opt.score.files import summary_path
 
 
 def score_files(path: Path) -> tuple[Path, Path] | None:

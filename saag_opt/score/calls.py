@@ -1,4 +1,4 @@
-"""Score a predictions file offline: SAAG cascade diagnostics and BFCL ground truth per prediction.
+"""Single calls as score work: a predictions file judged by the SAAG cascade and BFCL ground truth per prediction.
 
 A predictions file is JSONL, one prediction per line (or a JSON array of the same objects)::
 
@@ -8,8 +8,8 @@ A predictions file is JSONL, one prediction per line (or a JSON array of the sam
 ``example_id`` defaults to ``id``; several predictions may name one example (e.g. two models).
 ``calls: []`` or a plain-answer ``text`` is an abstention. ``arguments`` may be a JSON string.
 
-Bad rows are data, not crashes: each becomes a ``Rejection`` (``path:line: message``) and the rest
-of the file is still scored. The caller decides what rejections mean (the CLI exits 2).
+Bad rows are data, not crashes: each becomes a ``Rejection`` (``path:line: message``, ``score.files``)
+and the rest of the file is still scored. The caller decides what rejections mean (the CLI exits 2).
 """
 
 from __future__ import annotations
@@ -24,18 +24,17 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rapidfuzz import process
 
-from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
-from saag_opt.data.jsonl import read_records
 from saag_opt.errors import DatasetError
 from saag_opt.evaluation.categories import CategoryScore, RelevanceSuite, relevance_suite
 from saag_opt.model import Example, Prediction
 from saag_opt.parse import parse_calls_field, parse_output
 from saag_opt.saag import CascadeStats, PredictionReport, aggregate, judge_with_gold
 from saag_opt.saag.modes import GroundingMode
+from saag_opt.score.files import Rejection, judge_rows
 
 __all__ = [
-    "AbstentionCounts", "PredictionRow", "Rejection", "ScoreResult", "ScoreRow", "ScoreSummary", "ScoredPrediction",
-    "score_predictions", "summary_path", "write_score_json",
+    "AbstentionCounts", "PredictionRow", "ScoreResult", "ScoreRow", "ScoreSummary", "ScoredPrediction",
+    "score_predictions",
 ]
 
 class PredictionRow(BaseModel):
@@ -78,18 +77,6 @@ class ScoreRow(BaseModel):
     """The SAAG stage-3 mode that decided ``cascade.passed``: ``paper`` (default) or ``calibrated``."""
     cascade: dict[str, Any]
     """The SAAG PredictionReport (per-call CascadeReports inside)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A predictions row that could not be scored."""
-
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +144,10 @@ class ScoreResult:
     summary: ScoreSummary
     stats: CascadeStats
 
+    def json_rows(self) -> list[dict[str, Any]]:
+        """The ``--json`` rows: one ``ScoreRow`` per accepted prediction."""
+        return [row.to_row().model_dump(mode="json") for row in self.rows]
+
 
 def score_predictions(path: str | Path, examples: Sequence[Example], *,
                       grounding: GroundingMode = "paper") -> ScoreResult:
@@ -167,19 +158,10 @@ def score_predictions(path: str | Path, examples: Sequence[Example], *,
     Raises:
         DatasetError: the predictions file does not exist or cannot be read at all.
     """
-    where = str(path)
-    if not Path(path).is_file():
-        raise DatasetError("predictions file not found", path=where)
     by_id = {example.id: example for example in examples}
-    rows: list[ScoredPrediction] = []
-    rejections: list[Rejection] = []
     first_line: dict[str, int] = {}
-    for line, value in read_records(path):
-        outcome = _score_line(value, by_id, first_line, line, grounding)
-        if isinstance(outcome, str):
-            rejections.append(Rejection(where, line, outcome))
-        else:
-            rows.append(outcome)
+    rows, rejections = judge_rows(path, "predictions file not found",
+                                  lambda value, line: _score_line(value, by_id, first_line, line, grounding))
     return _result(rows, rejections)
 
 
@@ -294,37 +276,3 @@ def _abstentions(rows: Iterable[ScoredPrediction]) -> AbstentionCounts:
         counts["called_when_no_call_expected"] += status == "ok" and no_call
         counts["unparsable"] += status == "unparsable"
     return AbstentionCounts(**{name: counts[name] for name in AbstentionCounts.model_fields})
-
-
-# ------------------------------------------------------------------------------------ writing
-
-
-def summary_path(out: str | Path) -> Path:
-    """The summary beside ``out``: ``scores.jsonl`` -> ``scores.summary.json``; ``run.out`` -> ``run.out.summary.json``."""
-    out = Path(out)
-    if out.suffix in (".jsonl", ".json"):
-        return out.with_suffix(".summary.json")
-    return out.with_name(out.name + ".summary.json")
-
-
-def write_score_json(result: ScoreResult, out: str | Path) -> tuple[Path, Path]:
-    """Write one JSON row per accepted prediction to ``out`` and the summary beside it, atomically.
-
-    Returns:
-        The rows path and the summary path.
-
-    Raises:
-        DatasetError: the output directory cannot be created or written.
-    """
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DatasetError(f"cannot create the output directory: {exc.strerror or exc}", path=str(out)) from exc
-    summary = summary_path(out)
-    try:
-        atomic_write_jsonl(out, [row.to_row().model_dump(mode="json") for row in result.rows])
-        atomic_write_json(summary, result.summary.model_dump(mode="json"))
-    except OSError as exc:
-        raise DatasetError(f"cannot write output: {exc.strerror or exc}", path=str(exc.filename or out)) from exc
-    return out, summary
