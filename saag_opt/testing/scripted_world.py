@@ -35,7 +35,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from saag_opt.lm.scripted_server import Fault, Reply
 
@@ -399,8 +399,6 @@ class ScriptedWorld:
     recognised request; override it to answer before the role matters (a fault for one example).
     Every recognised request is kept in ``seen`` (thread-safe).
     """
-
-    ROLES: ClassVar[tuple[Role, ...]] = ROLES
 
     def __init__(self, **hooks: Hook) -> None:
         unknown = sorted(set(hooks) - set(ROLES))
