@@ -24,7 +24,8 @@ from tests.conftest import requires
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 HEAVY = ("dspy", "optuna", "litellm")
-LAZY_FACES = ("saag_opt", "saag_opt.lm", "saag_opt.agents", "saag_opt.optimize", "saag_opt.evaluation",
+LAZY_FACES = ("saag_opt", "saag_opt.lm", "saag_opt.agents", "saag_opt.agents.mechanisms", "saag_opt.optimize",
+              "saag_opt.evaluation",
               "saag_opt.evaluate", "saag_opt.score")
 LIGHT = (
     "saag_opt.choices", "saag_opt.errors", "saag_opt.model", "saag_opt.credentials", "saag_opt.events",
