@@ -14,7 +14,7 @@ from saag_opt.lm.scripted_server import (
     ScriptedOpenAIServer,
     echo_handler,
 )
-from saag_opt.testing.scripted_world import ScriptedWorld, UnknownRequest, dspy_reply, read_request
+from saag_opt.testing.scripted_world import ScriptedWorld, UnknownRequest, dspy_reply, read_request, tentative_calls
 
 __all__ = ["Fault", "RecordedRequest", "Reply", "ScriptedOpenAIServer", "ScriptedWorld", "UnknownRequest",
-           "dspy_reply", "echo_handler", "read_request"]
+           "dspy_reply", "echo_handler", "read_request", "tentative_calls"]

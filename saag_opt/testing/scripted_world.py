@@ -366,6 +366,18 @@ def read_request(body: Mapping[str, Any]) -> Request:
     raise UnknownRequest(_describe(body, messages))
 
 
+def tentative_calls(body: Mapping[str, Any]) -> str:
+    """The calls a review request puts before the reviewer, as it shows them (a handler's one-line check).
+
+    Raises:
+        UnknownRequest: ``body`` is not a review request.
+    """
+    request = read_request(body)
+    if not isinstance(request, ReviewRequest):
+        raise UnknownRequest(f"a {request.role} request carries no tentative calls")
+    return request.tentative_calls
+
+
 def _describe(body: Mapping[str, Any], messages: list[dict[str, Any]]) -> str:
     users = [m for m in messages if m.get("role") == "user"]
     sections = sorted(_sections(_text(users[-1].get("content")))) if users else []
@@ -515,4 +527,4 @@ def dspy_reply(outputs: Mapping[str, Any], *, as_json: bool = False, **reply: An
 
 __all__ = ["ROLES", "BaseRequest", "EditRequest", "GradeRequest", "PredictorRequest", "ReflectRequest", "Request",
            "ReviewRequest", "Role", "ScriptedWorld", "SelectRequest", "UnknownRequest", "UserRequest", "dspy_reply", "encode",
-           "predictor_reply", "read_request"]
+           "predictor_reply", "read_request", "tentative_calls"]

@@ -11,7 +11,6 @@ conversation, ``evaluate_simulation`` scores it (DB hash + communicate).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
 from saag_opt.lm import open_lm
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.conftest import requires
 from tests.runtime.world import verdict
 
@@ -69,7 +68,7 @@ class World:
         return Reply(text="###STOP###" if DONE in said else "Hi, I want to exchange two items of my order.")
 
     def review(self, request: dict[str, Any]) -> Reply:
-        tentative = json.dumps(request["messages"]).split("tentative_calls")[-1]
+        tentative = tentative_calls(request)
         wrong = WRONG_CARD in tentative
         self.reviews.append(wrong)
         return verdict(wrong, "The user's card on file is credit_card_9513926." if wrong else "")

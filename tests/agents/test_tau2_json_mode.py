@@ -21,7 +21,7 @@ from saag_opt.artifacts import resolve_ref
 from saag_opt.data.tau2 import load_tau2
 from saag_opt.data.tau2_package import missing
 from saag_opt.lm import open_lm
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.conftest import requires
 from tests.runtime.world import verdict
 
@@ -46,7 +46,7 @@ class World:
             said = " ".join(str(m.get("content") or "") for m in messages[1:])
             return Reply(text="###STOP###" if DONE in said else "Please create a task 'Important Meeting' for user_1.")
         if (request.get("response_format") or {}).get("type") != "json_schema":
-            wrong = WRONG in json.dumps(messages).split("tentative_calls")[-1]
+            wrong = WRONG in tentative_calls(request)
             return verdict(wrong, f"The user asked for the title '{RIGHT}'." if wrong else "")
         self.agent_requests.append(request)
         if any(str(m["content"]).startswith("Tool result (") for m in messages):

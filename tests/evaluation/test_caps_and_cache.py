@@ -17,7 +17,7 @@ from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_run
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.evaluation.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,7 @@ class World:
             asks = self.seen[example.id]
         if i in self.garbled or (i in self.garbled_once and asks <= 2):  # ChatAdapter + its JSON fallback
             return Reply(text="Looks fine to me!")
-        tentative = text.split("tentative_calls")[-1]
+        tentative = tentative_calls(request)
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
         return chat({"error": str(looks_wrong), "feedback": "Please fix the call."})
 

@@ -30,7 +30,7 @@ from saag_opt.lm import open_lm
 from saag_opt.lm.spend.cap import SpendCap
 from saag_opt.model import ToolCall
 from saag_opt.runfiles import read_run
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.episodes.world import episodes, needs_bfcl
 from tests.evaluation.conversation_parts import EntriesRun, run_entries
 from tests.runtime.world import verdict
@@ -94,8 +94,8 @@ class World:
 
     def review(self, request: dict[str, Any]) -> Reply:
         self.reviews += 1
-        tentative = json.dumps(request["messages"]).split("tentative_calls")[-1]
-        hit = self.reject is not None and json.dumps(json.dumps(dict(self.reject.arguments)))[1:-1] in tentative
+        tentative = tentative_calls(request)
+        hit = self.reject is not None and json.dumps(dict(self.reject.arguments)) in tentative
         return verdict(hit, "The user asked for the directory 'temp'." if hit else "")
 
 

@@ -14,7 +14,7 @@ from saag_opt.data import load_dataset
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.run import EvaluationResult, run_evaluation
 from saag_opt.model import Example
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.evaluation.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ class World:
         example = self.examples[i]
         if "tools" in request:
             return right(example) if "Reviewer feedback" in text or i % 3 else wrong(example)
-        tentative = text.split("tentative_calls")[-1]
+        tentative = tentative_calls(request)
         looks_wrong = ("cannot help" in tentative) if example.expect != "no_call" else ("no function call" not in tentative)
         return chat({"error": str(looks_wrong), "feedback": "Please fix the call."})
 

@@ -25,7 +25,7 @@ from saag_opt.evaluate.run import preflight_evaluate, preflight_passes
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, tau2_task_steps
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.runfiles import read_run
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.conftest import requires
 from tests.runtime.world import verdict
 
@@ -45,7 +45,7 @@ def world(request: dict[str, Any]) -> Reply:
         said = " ".join(str(m.get("content") or "") for m in messages[1:])
         return Reply(text="###STOP###" if DONE in said else "Please create a task 'Important Meeting' for user_1.")
     if "tools" not in request:  # the reviewer
-        wrong = WRONG in json.dumps(request["messages"]).split("tentative_calls")[-1]
+        wrong = WRONG in tentative_calls(request)
         return verdict(wrong, f"The user asked for the title '{RIGHT}'." if wrong else "")
     if any(str(m["content"]).startswith("Tool result (") for m in messages):
         return Reply(text=DONE)

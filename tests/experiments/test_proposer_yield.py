@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import jsonlines
@@ -21,7 +20,7 @@ def _handler(request: dict) -> Reply:
     """Edits add a real rule; a rewrite asks for instructions, as the 1.5B's did."""
     if world.is_edit_request(request):
         return world.edit_reply("Reject a call that covers only part of a request for several things.")
-    return Reply(text=json.dumps({"new_instruction": "Please provide the instructions for the reviewer."}))
+    return world.rewrite_reply(request, "Please provide the instructions for the reviewer.")
 
 
 def test_the_bench_counts_usable_proposals_per_proposer_and_prints_the_ratio_last(

@@ -15,7 +15,6 @@ either way) and _12 (fixable).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +22,10 @@ from saag_opt.artifacts.store import PromptStore, PromptVersion
 from saag_opt.data.bfcl_environment import gold_calls
 from saag_opt.data.catalog import load_episodes
 from saag_opt.model import ToolCall
+from saag_opt.testing import UnknownRequest, read_request
 from saag_opt.testing.scripted_server import Reply
-from tests.optimize.optimize_world import KEYWORD, PROPOSED_INSTRUCTION, SEED_INSTRUCTION, is_edit_request
-from tests.runtime.world import verdict
+from saag_opt.testing.scripted_world import ReviewRequest, encode
+from tests.optimize.optimize_world import KEYWORD, PROPOSED_INSTRUCTION, SEED_INSTRUCTION
 
 DATASET = "bfcl:multi_turn_base"
 WRONG = "Atlantis"
@@ -63,22 +63,23 @@ class ConversationWorld:
             for episode in load_episodes(DATASET):
                 self.gold[str(episode.turns[0].messages[0]["content"])] = gold_calls(episode)
 
-    def __call__(self, request: dict[str, Any]) -> Reply:
+    def __call__(self, request: dict[str, Any]) -> Any:
         messages = request.get("messages") or []
-        system = _text(messages[0].get("content")) if messages else ""
-        if request.get("tools"):
+        if request.get("tools"):  # the base agent (it sends the environment's tools)
             return self._agent(messages)
-        if is_edit_request(request):
+        seen = read_request(request)
+        if seen.role == "edit":
             self.reflections += 1
-            return Reply(text=json.dumps({"op": "add", "rule": 0, "text": self.proposal}))
-        if "new_instruction" in system:
+            return encode(seen, {"op": "add", "rule": 0, "text": self.proposal})
+        if seen.role == "reflect":
             self.reflections += 1
-            return Reply(text=json.dumps({"new_instruction": self.proposal}))
+            return encode(seen, self.proposal)
+        if not isinstance(seen, ReviewRequest):
+            raise UnknownRequest(f"the conversation world plays no {seen.role}")
         self.reviews += 1
-        tentative = json.dumps(messages).split("tentative_calls")[-1]
-        error = KEYWORD in system and WRONG in tentative
-        return verdict(error, f"The value {WRONG} appears nowhere in the conversation; use the name the user gave."
-                       if error else "")
+        error = KEYWORD in seen.instructions and WRONG in seen.tentative_calls
+        return encode(seen, (error, f"The value {WRONG} appears nowhere in the conversation; use the name the user "
+                                    "gave." if error else ""))
 
     def _agent(self, messages: list[dict[str, Any]]) -> Reply:
         first = next(m for m in messages if m.get("role") == "user")

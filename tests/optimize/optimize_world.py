@@ -25,6 +25,7 @@ from saag_opt.testing.scripted_world import (
     ReflectRequest,
     ReviewRequest,
     SelectRequest,
+    encode,
 )
 
 KEYWORD = "CHECK-VALUES"
@@ -77,6 +78,16 @@ def is_edit_request(request: dict) -> bool:
 def is_reflection(request: dict) -> bool:
     """A reflection request of either proposer (dspy's rewrite or the edit proposer)."""
     return _role(request) in ("edit", "reflect")
+
+
+def is_rewrite(request: dict) -> bool:
+    """dspy's rewrite proposer's request (``ScriptedWorld``'s ``reflect`` role)."""
+    return _role(request) == "reflect"
+
+
+def rewrite_reply(request: dict, instruction: str) -> Any:
+    """dspy's rewrite proposer's answer proposing ``instruction``, in the format that request asked for."""
+    return encode(read_request(request), instruction)
 
 
 def edit_reply(text: str) -> Reply:

@@ -3,7 +3,6 @@ built in, and the test phase finds both (the seed is not a file in the store roo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from saag_opt.artifacts.store import PromptStore, load_version_file
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.paths import shipped
-from saag_opt.testing.scripted_server import Reply, ScriptedOpenAIServer
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
@@ -25,10 +24,9 @@ def _extends_the_seed(request: dict) -> object:
     """
     if world.is_edit_request(request):  # the edit proposer adds the keyword as one rule of v2
         return world.edit_reply(world.PROPOSED_INSTRUCTION)
-    messages = request.get("messages") or []
-    if messages and "new_instruction" in str(messages[0].get("content")):
+    if world.is_rewrite(request):
         v2 = load_version_file(shipped("prompts") / "reviewer" / "v2.json").instructions["review"]
-        return Reply(text=json.dumps({"new_instruction": f"{v2}\n{world.PROPOSED_INSTRUCTION}"}))
+        return world.rewrite_reply(request, f"{v2}\n{world.PROPOSED_INSTRUCTION}")
     return world.handler(request)
 
 

@@ -14,7 +14,7 @@ from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
 from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.edits import rule_changes
 from saag_opt.report.optimize_tables import print_optimize_report
-from saag_opt.testing.scripted_server import Fault, Reply, ScriptedOpenAIServer
+from saag_opt.testing.scripted_server import Fault, ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 pytestmark = pytest.mark.integration
@@ -138,9 +138,8 @@ def _neutral_reflection(request: dict) -> object:
     """The world, except that reflection proposes an instruction that changes no verdict (a tie)."""
     if world.is_edit_request(request):
         return world.edit_reply(NEUTRAL_INSTRUCTION)
-    messages = request.get("messages") or []
-    if messages and "new_instruction" in str(messages[0].get("content")):
-        return Reply(text=json.dumps({"new_instruction": NEUTRAL_INSTRUCTION}))
+    if world.is_rewrite(request):
+        return world.rewrite_reply(request, NEUTRAL_INSTRUCTION)
     return world.handler(request)
 
 

@@ -17,7 +17,7 @@ from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.optimize.acceptance import ReviewerAcceptance, outcome_classes
 from saag_opt.optimize.callbacks import ArtifactWriter
 from saag_opt.report.html import render_report
-from saag_opt.testing.scripted_server import Reply, ScriptedOpenAIServer
+from saag_opt.testing.scripted_server import ScriptedOpenAIServer
 from tests.optimize import optimize_world as world
 
 GOOD = "You review tentative calls. Reject a call whose values do not come from the request; approve the others."
@@ -139,9 +139,8 @@ DEGENERATE = {  # name -> (the reflection LM's text, the rule that must quaranti
 
 def _degenerate_reflection(text: str) -> Any:
     def handler(request: dict) -> object:
-        messages = request.get("messages") or []
-        if messages and "new_instruction" in str(messages[0].get("content")):
-            return Reply(text=json.dumps({"new_instruction": text}))
+        if world.is_rewrite(request):
+            return world.rewrite_reply(request, text)
         return world.handler(request)
     return handler
 

@@ -20,7 +20,7 @@ from saag_opt.evaluate.run import run_evaluation
 from saag_opt.model import Example, Registry
 from saag_opt.runtime import Guard
 from saag_opt.runtime.inputs import read_tools
-from saag_opt.testing import Reply, ScriptedOpenAIServer
+from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.runtime.world import TOOLS, openai_call, verdict
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ def _kind(request: dict[str, Any]) -> str:
 def _reply(request: dict[str, Any]) -> Reply:
     city, kind = _city(request), _kind(request)
     if kind == "review":
-        tentative = json.dumps(request["messages"]).split("tentative_calls")[-1]
+        tentative = tentative_calls(request)
         return verdict("London" in tentative, f"The user asked about {city}.")
     if kind == "base":
         return Reply(tool_calls=[PROPOSED[city]])
