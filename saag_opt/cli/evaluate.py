@@ -149,7 +149,7 @@ def _print_report(console: Console, result: Any) -> None:
     from saag_opt.evaluation.conversation_records import EpisodeSummary  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
     if isinstance(result.summary, EpisodeSummary):
-        from saag_opt.report.episode_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
+        from saag_opt.report.evaluate_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
 
         print_episode_report(console, result.summary, str(result.run_dir))
         return

@@ -1,7 +1,10 @@
-"""Terminal tables for ``saag-opt evaluate``.
+"""Terminal tables for ``saag-opt evaluate``, a run of single calls or of conversations.
 
-Accuracy base vs reviewed, help/harm, latency, cost, plus the live progress bar driven by the
-runner's events. Rich lives here and in the CLI only.
+``print_evaluate_report`` prints either, by the summary the run wrote. Single calls: accuracy base
+vs reviewed, help/harm, latency and cost. Conversations (``print_episode_report``): validity base vs
+reviewed (BFCL's checkers or tau2's evaluator), help/harm per entry and over abstention turns,
+tau2's pass^k, and what the review did inside the conversations. Plus the live progress bar driven
+by the runner's events. Rich lives here and in the CLI only.
 """
 
 from __future__ import annotations
@@ -18,8 +21,18 @@ from saag_opt.report.helpharm_rows import helpharm_table
 from saag_opt.report.live import start_bar, stop_bar
 
 if TYPE_CHECKING:
+    from saag_opt.evaluation.conversation_records import ConversationCounts, EpisodeSummary
     from saag_opt.evaluation.results import EvaluationSummary
     from saag_opt.events import RunEvent
+
+CONVERSATION_COUNTS: tuple[tuple[str, str], ...] = (
+    ("turns run", "turns"), ("steps", "steps"), ("calls proposed", "proposed_calls"),
+    ("calls executed", "executed_calls"), ("steps withheld (calls never run)", "withheld_steps"),
+    ("calls withheld", "withheld_calls"), ("steps revised", "revised_steps"),
+    ("steps the reviewer saw", "reviewed_steps"), ("cut off at the step limit", "cut_off"),
+    ("steps repeating a call of their turn", "repeated_steps"),
+    ("abstention turns", "abstain_turns"), ("left without a call", "abstained"))
+"""The rows of "Inside the conversations" (label, ``ConversationCounts`` field), here and on the HTML page."""
 
 
 def accuracy_table(summary: EvaluationSummary) -> Table:
@@ -47,8 +60,6 @@ def accuracy_table(summary: EvaluationSummary) -> Table:
     return table
 
 
-
-
 def overhead_table(summary: EvaluationSummary) -> Table:
     """Latency overhead, reviewer calls per item and cost per role."""
     table = Table(title="Latency and cost")
@@ -74,8 +85,14 @@ def overhead_table(summary: EvaluationSummary) -> Table:
     return table
 
 
-def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir: str | None = None) -> None:
-    """Everything ``saag-opt evaluate`` prints after a run."""
+def print_evaluate_report(console: Console, summary: EvaluationSummary | EpisodeSummary,
+                          run_dir: str | None = None) -> None:
+    """Everything ``saag-opt evaluate`` prints after a run, of single calls or (``print_episode_report``) conversations."""
+    from saag_opt.evaluation.conversation_records import EpisodeSummary  # noqa: PLC0415 - loaded with the summary
+
+    if isinstance(summary, EpisodeSummary):
+        print_episode_report(console, summary, run_dir)
+        return
     if summary.experimental:
         console.print("[yellow]experimental:[/] this configuration uses a SAAG gate or the SAAG-informed "
                       "reviewer; treat its numbers as exploratory.")
@@ -83,16 +100,95 @@ def print_evaluate_report(console: Console, summary: EvaluationSummary, run_dir:
     console.print(helpharm_table("Help / harm (paired, examples without errors)", {"value": summary.help_harm},
                                  unusable=[summary.reviewed.reviewer_unusable]))
     console.print(overhead_table(summary))
-    if summary.errors:
-        console.print(f"[red]{summary.errors} example(s) failed[/] (recorded with an error; see records.jsonl)")
+    _failed(console, summary.errors, "example(s)")
     unusable = summary.reviewed.reviewer_unusable
     if unusable:
         counted = "rejections" if summary.on_unusable == "reject" else "approvals"
         console.print(f"[yellow]{unusable} reviewer repl{'y' if unusable == 1 else 'ies'} could not be read[/] "
                       f"(even when asked twice) and counted as {counted} (--on-unusable): the help and harm above "
                       "are not what a working reviewer would do")
-    for line in run_footer("evaluate", run_dir, stopped=summary.stopped,
-                           covered=f"the tables cover the {summary.n_examples} finished example(s)"):
+    _footer(console, run_dir, summary.stopped, f"{summary.n_examples} finished example(s)")
+
+
+def validity_table(summary: EpisodeSummary) -> Table:
+    """Valid entries per category, base vs reviewed, and BFCL's leaderboard number (multi_turn_checker alone)."""
+    table = Table(title=f"Valid conversations: base vs {summary.mechanism} ({summary.judged_by})")
+    for column in ("category", "n", "base", summary.mechanism, "change"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for category, base in summary.base.categories.items():
+        final = summary.reviewed.categories.get(category)
+        table.add_row(category, str(base.n), pct(base.accuracy), pct(final.accuracy if final else None),
+                      delta(base.accuracy, final.accuracy if final else None))
+    table.add_section()
+    table.add_row("all", str(summary.base.n), pct(summary.base.accuracy), pct(summary.reviewed.accuracy),
+                  delta(summary.base.accuracy, summary.reviewed.accuracy))
+    if summary.is_tau2:  # BFCL's leaderboard number means nothing for tau2
+        return table
+    board = summary.leaderboard
+    table.add_row("multi_turn_checker alone", "", pct(board.get("base")), pct(board.get(summary.mechanism)),
+                  delta(board.get("base"), board.get(summary.mechanism)))
+    return table
+
+
+def conversation_table(summary: EpisodeSummary) -> Table:
+    """Steps, calls and abstention turns, base vs reviewed."""
+    base, final = summary.conversation["base"], summary.conversation[summary.mechanism]
+    table = Table(title="Inside the conversations")
+    for column in ("measure", "base", summary.mechanism):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for label, pick in CONVERSATION_COUNTS:
+        table.add_row(label, _count(base, pick), _count(final, pick))
+    table.add_row("abstention rate", pct(base.abstention_rate), pct(final.abstention_rate))
+    return table
+
+
+def _count(counts: ConversationCounts, pick: str) -> str:
+    value = getattr(counts, pick)
+    return "-" if value is None else str(value)
+
+
+def pass_hat_k_table(summary: EpisodeSummary) -> Table:
+    """tau2 datasets: pass^1..k per condition (every trial of a task succeeds), as tau2 computes it."""
+    ks = sorted({k for by_k in summary.pass_hat_k.values() for k in by_k})
+    table = Table(title="pass^k per condition (tau2: all k trials of a task succeed, averaged over tasks)")
+    table.add_column("condition")
+    for k in ks:
+        table.add_column(f"pass^{k}", justify="right")
+    for condition, by_k in summary.pass_hat_k.items():
+        table.add_row(condition, *(pct(by_k.get(k)) for k in ks))
+    return table
+
+
+def print_episode_report(console: Console, summary: EpisodeSummary, run_dir: str | None = None) -> None:
+    """Everything ``saag-opt evaluate`` prints after a run of conversations."""
+    if summary.experimental:
+        console.print("[yellow]experimental:[/] this mechanism is experimental; treat its numbers as exploratory.")
+    console.print(validity_table(summary))
+    columns = {"per entry": summary.help_harm}
+    if summary.abstention_help_harm is not None:
+        columns["abstention turns"] = summary.abstention_help_harm
+    console.print(helpharm_table("Help / harm (paired, entries without errors)", columns,
+                                 unusable=[summary.reviewed.reviewer_unusable] * len(columns)))
+    if summary.pass_hat_k:
+        console.print(pass_hat_k_table(summary))
+    console.print(conversation_table(summary))
+    _failed(console, summary.errors, _entries(summary.errors))
+    _footer(console, run_dir, summary.stopped, f"{summary.n_episodes} finished {_entries(summary.n_episodes)}")
+
+
+def _entries(n: int) -> str:
+    return "entry" if n == 1 else "entries"
+
+
+def _failed(console: Console, errors: int, items: str) -> None:
+    """The items that failed with an error (kept in records.jsonl, scored wrong), when any did."""
+    if errors:
+        console.print(f"[red]{errors} {items} failed[/] (recorded with an error; see records.jsonl)")
+
+
+def _footer(console: Console, run_dir: str | None, stopped: str | None, finished: str) -> None:
+    """Where the run is, and why the tables cover only part of it when it stopped early."""
+    for line in run_footer("evaluate", run_dir, stopped=stopped, covered=f"the tables cover the {finished}"):
         console.print(line)
 
 
@@ -141,3 +237,7 @@ def _sum_roles(snapshot: dict[str, Any]) -> dict[str, Any]:
         for key in total:
             total[key] += account.get(key) or 0
     return total
+
+
+__all__ = ["CONVERSATION_COUNTS", "EvaluateProgress", "accuracy_table", "conversation_table", "overhead_table",
+           "pass_hat_k_table", "print_episode_report", "print_evaluate_report", "validity_table"]

@@ -22,7 +22,7 @@ from saag_opt.evaluation.conversation_records import (
 )
 from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Prediction, ToolCall
-from saag_opt.report.episode_tables import conversation_table
+from saag_opt.report.evaluate_tables import conversation_table
 from saag_opt.runfiles import read_rows
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
 from saag_opt.testing.toy_environment import toy_episode

@@ -10,18 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSummary
+from saag_opt.report.evaluate_tables import CONVERSATION_COUNTS
 from saag_opt.report.format import pct
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, table, times
 from saag_opt.report.pages.conversations import conversation_section, load_user_turns
 from saag_opt.report.pages.sections import accuracy_section, cost_section, help_harm_section, merge_categories
 from saag_opt.runfiles import Run, read_costs
-
-_COUNTS = (("turns run", "turns"), ("steps", "steps"), ("calls proposed", "proposed_calls"),
-           ("calls executed", "executed_calls"), ("steps withheld (calls never run)", "withheld_steps"),
-           ("calls withheld", "withheld_calls"), ("steps revised", "revised_steps"),
-           ("steps the reviewer saw", "reviewed_steps"), ("cut off at the step limit", "cut_off"),
-           ("steps repeating a call of their turn", "repeated_steps"),
-           ("abstention turns", "abstain_turns"), ("left without a call", "abstained"))
 
 
 def episode_part(run: Run, index: int) -> Part:
@@ -46,7 +40,7 @@ def episode_part(run: Run, index: int) -> Part:
     append(part, _pass_hat_k_section(summary, part))
     base, final = summary.conversation.get("base"), summary.conversation.get(mechanism)
     if base is not None and final is not None:
-        rows = [[label, getattr(base, key), getattr(final, key)] for label, key in _COUNTS]
+        rows = [[label, getattr(base, key), getattr(final, key)] for label, key in CONVERSATION_COUNTS]
         append(part, {"id": f"{part.anchor}-conversations", "title": "Inside the conversations",
                       "intro": "What the review did step by step; a withheld call was never executed.",
                       "tables": [table("Conversation counts", ["measure", "base", mechanism], rows)]})
