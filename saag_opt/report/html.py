@@ -60,7 +60,7 @@ def render_report(paths: Sequence[str | os.PathLike[str]]) -> str:
 
 
 def write_html(html: str, out: str | os.PathLike[str]) -> Path:
-    """Write ``html`` to ``out`` atomically, like every other run file (``runfiles.atomic_write_text``).
+    """Write ``html`` to ``out`` atomically, like every other run file (``atomic.atomic_write_text``).
 
     Raises:
         RunError: the file cannot be written.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from saag_opt.data.workload import WorkloadKind, workload
-from saag_opt.evaluate.config import EvaluateConfig, resume_config
+from saag_opt.evaluate.config import resume_config
 from saag_opt.evaluate.run import KINDS, run_evaluation
 from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.runfiles import read_run
