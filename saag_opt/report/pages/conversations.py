@@ -209,12 +209,12 @@ def conversation_section(records: Sequence[EpisodeRecord], conditions: Sequence[
 
 
 def load_user_turns(spec: str | None, ids: Iterable[str]) -> tuple[dict[str, list[list[list[str]]]], str | None]:
-    """Per entry id, per turn, the user messages from the run's dataset, or ({}, why not)."""
-    from saag_opt.data.catalog import is_multi_turn_dataset, load_episodes  # noqa: PLC0415 - loads BFCL's data
+    """Per entry id, per turn, the user messages from the run's dataset of conversations, or ({}, why not)."""
+    from saag_opt.data.catalog import load_episodes  # noqa: PLC0415 - loads BFCL's data
 
     wanted = set(ids)
-    if not spec or not is_multi_turn_dataset(spec):
-        return {}, None if spec else "the run does not name its dataset, so the user turns are not shown"
+    if not spec:
+        return {}, "the run does not name its dataset, so the user turns are not shown"
     try:
         episodes = load_episodes(spec)
     except (SaagOptError, OSError, ImportError) as exc:

@@ -1,9 +1,14 @@
-"""Evaluate and compare runs."""
+"""Evaluate and compare runs.
+
+An evaluate run of conversations is its own verb (``evaluate-multiturn``, ``conversation_runs``); a
+compare run is one verb for either kind, so ``compare_part`` asks its dataset's workload, once,
+whether its records are conversations.
+"""
 
 from __future__ import annotations
 
 from saag_opt.compare.comparison import CompareSummary
-from saag_opt.data.catalog import is_multi_turn_dataset
+from saag_opt.data.workload import workload
 from saag_opt.evaluation.conversation_records import EpisodeRecord
 from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord
 from saag_opt.report.pages.base import Part, append, header_meta, new_part, num, sec, times
@@ -74,7 +79,7 @@ def compare_part(run: Run, index: int) -> Part:
         spec = header.dataset.get("spec") or ((header.plugins.get("sources") or {}).get("a") or {}).get("dataset")
         columns = [("base", "base"), *((s.condition, label) for s, label in zip(sides, labels))]
         pair = (sides[0].condition, sides[-1].condition)
-        if spec and is_multi_turn_dataset(spec):  # conversations: the records hold every turn (§18)
+        if spec and workload(spec).conversations:  # the records hold every turn (§18)
             episodes = read_rows(run.path / RECORDS_FILE, EpisodeRecord)
             user, why = load_user_turns(spec, {r.example_id for r in episodes})
             part.notes += [why] if why else []
