@@ -29,6 +29,17 @@ def test_record_and_snapshot_per_role() -> None:
     assert json.loads(json.dumps(ledger.to_dict()))["roles"]["total"]["calls"] == 3
 
 
+def test_a_resumed_ledger_restored_from_costs_json_reports_the_same_totals() -> None:
+    """The total is summed from the rounded roles, so restoring ``costs.json`` gives back the same numbers."""
+    ledger = CostLedger()
+    for role in ("base", "reviewer", "user"):  # each rounds down to 0.000 s; their sum would round up
+        ledger.record(role, seconds=0.0004, dollars=0.000000004)
+    restored = CostLedger()
+    restored.restore(json.loads(json.dumps(ledger.to_dict()))["roles"])
+    assert restored.to_dict() == ledger.to_dict()
+    assert ledger.snapshot()["total"]["seconds"] == 0.0
+
+
 def test_ledger_is_thread_safe() -> None:
     ledger = CostLedger()
 

@@ -152,10 +152,10 @@ class CostLedger:
         """``{role: account-as-dict}``, plus ``"total"``; safe to JSON-dump."""
         with self._lock:
             roles = {r: RoleAccount(**{**asdict(a), "models": list(a.models)}) for r, a in self._accounts.items()}
-        total = RoleAccount()
-        for acct in roles.values():
-            total.add(acct)
         out = {role: _rounded(asdict(acct)) for role, acct in sorted(roles.items())}
+        total = RoleAccount()
+        for values in out.values():  # the rounded roles: a resumed run, restored from them, has the same total
+            total.add(RoleAccount(**{**values, "models": list(values["models"])}))
         out["total"] = _rounded(asdict(total))
         return out
 
