@@ -19,7 +19,7 @@ EventKind = Literal[
     "resumed",           # --resume (evaluate, compare, optimize); data: run_dir (evaluate: total, done)
     "example_finished",  # data: done, total, example_id, base_correct, final_correct, error, costs
     "stage",             # compare: an evaluate pass begins; data: stage (base | a | b), label; tune: stage test
-    "estimate",          # optimize: the up-front cost estimate (CostEstimate.to_dict)
+    "estimate",          # optimize: the up-front cost estimate of GEPA (Estimate.to_dict)
     "warning",
     "candidate",         # optimize: a GEPA candidate became a prompt version
     "stopped",           # --max-cost stopped a run or its test phase (the message says where and why)

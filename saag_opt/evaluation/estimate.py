@@ -1,23 +1,31 @@
 """Pre-flight estimates (``--dry-run``): LM calls, tokens and dollars per role before anything runs.
 
+One model for every verb: ``Estimate`` (rows per role, the assumptions stated, ``merge`` for a
+second pass, ``parts`` for a breakdown such as security's suites and attacks), rendered by
+``report.estimate_tables``. evaluate and compare build it here (``estimate_evaluation``,
+``estimate_episodes``, ``estimate_tau2``), tune adds those up (``tune.preflight``), optimize adds
+GEPA's rollouts and reflection (``optimize.budget.estimate_run``), security its AgentDojo runs
+(``security.run.preflight_security``).
+
 An estimate, not a bound (the bound is ``--max-cost``): every base call is assumed uncached, a
 reviewer is assumed to reject half of what it sees (``REJECT_RATE``), prompts are measured from
 the examples' rendered text (about 4 characters per token) and replies are assumed short
 (``REPLY_TOKENS``; reasoning models add ``THINKING_TOKENS``). Prices are the models' own
-(``lm.accounting.model_price``; local and compatible servers are free).
+(``lm.accounting.model_price``; local and compatible servers are free; an OpenAI model without a
+known price is ``None``, printed ``unknown``, never $0). Import-light (``optimize.summary``, a run
+reader, stores an ``Estimate``): the agents' prompts and renderers load inside the builders.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
 
-from saag_opt.agents.base import BASE_SYSTEM_PROMPT, CONVERSATION_SYSTEM_PROMPT
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+
 from saag_opt.agents.conversation import Conversation
-from saag_opt.agents.reviewer import render_conversation, render_tool_docs
-from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS, Tau2Sizes
 from saag_opt.episodes import Episode
 from saag_opt.lm import is_reasoning_model, parse_model_spec
 from saag_opt.lm.spend.accounting import price_call
@@ -25,6 +33,7 @@ from saag_opt.model import Example
 
 if TYPE_CHECKING:
     from saag_opt.agents.mechanisms.base import Mechanism
+    from saag_opt.agents.tau2 import Tau2Sizes
 
 REJECT_RATE = 0.5
 """Assumed share of reviews that reject (each rejection costs one base revision)."""
@@ -38,6 +47,11 @@ THINKING_TOKENS = 1500
 CHARS_PER_TOKEN = 4
 
 
+def _sum(a: float | None, b: float | None) -> float | None:
+    """Dollars added up; None (an unknown price) wins."""
+    return None if a is None or b is None else a + b
+
+
 @dataclass
 class RoleEstimate:
     """Expected calls, tokens and dollars of one role."""
@@ -45,7 +59,8 @@ class RoleEstimate:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    dollars: float = 0.0
+    dollars: float | None = 0.0
+    """None: the model has no known price (printed ``unknown``: an unpriced call is not a free one)."""
     model: str | None = None
 
     def add(self, other: RoleEstimate) -> None:
@@ -53,28 +68,63 @@ class RoleEstimate:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
-        self.dollars += other.dollars
+        self.dollars = _sum(self.dollars, other.dollars)
         self.model = self.model or other.model
+
+    def scaled(self, factor: float) -> RoleEstimate:
+        """``factor`` times the calls, tokens (rounded) and dollars: a share of passes (tune's mean configuration)."""
+        return RoleEstimate(round(self.calls * factor), round(self.prompt_tokens * factor),
+                            round(self.completion_tokens * factor),
+                            None if self.dollars is None else self.dollars * factor, self.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly, dollars rounded to 1/100 cent."""
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "dollars": None if self.dollars is None else round(self.dollars, 4), "model": self.model}
 
 
 @dataclass
 class Estimate:
-    """What a command is expected to spend, by role; ``to_dict`` is what ``--dry-run`` prints."""
+    """What a command is expected to spend, by role; every verb's ``--dry-run`` returns one.
+
+    ``examples`` counts what the command runs (``unit``: examples, entries as examples, security's
+    runs). ``parts``: a breakdown by what is run (security: one per suite and attack), each an
+    ``Estimate`` of its own; ``roles`` and ``examples`` hold their sum (``add_part``).
+    """
 
     command: str
     examples: int
     roles: dict[str, RoleEstimate] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
+    parts: dict[str, Estimate] = field(default_factory=dict)
+    unit: str = "examples"
 
     def add(self, role: str, part: RoleEstimate) -> None:
         """Add ``part`` to ``role``'s running estimate."""
         self.roles.setdefault(role, RoleEstimate()).add(part)
 
+    def assume(self, *said: str) -> None:
+        """State assumptions, each once."""
+        self.assumptions += [a for a in said if a not in self.assumptions]
+
     def merge(self, other: Estimate) -> None:
-        """Add every role of ``other`` (another pass of the same command)."""
+        """Add every role (and part) of ``other``: another pass of the same command (``examples`` unchanged)."""
         for role, part in other.roles.items():
             self.add(role, part)
-        self.assumptions += [a for a in other.assumptions if a not in self.assumptions]
+        for label, sub in other.parts.items():
+            if label in self.parts:
+                self.parts[label].merge(sub)
+                self.parts[label].examples += sub.examples
+            else:
+                self.parts[label] = _copy(sub)
+        self.assume(*other.assumptions)
+
+    def add_part(self, label: str, part: Estimate) -> None:
+        """Add ``part`` as the breakdown row ``label`` (merged into one already there), and to the totals."""
+        self.merge(Estimate(self.command, 0, parts={label: part}))
+        for role, row in part.roles.items():
+            self.add(role, row)
+        self.examples += part.examples
 
     @property
     def total(self) -> RoleEstimate:
@@ -85,14 +135,72 @@ class Estimate:
         out.model = None
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly: per role and total, dollars rounded to 1/100 cent."""
-        def row(part: RoleEstimate) -> dict[str, Any]:
-            return asdict(part) | {"dollars": round(part.dollars, 4)}
+    def headline(self) -> str:
+        """One line: the calls and dollars in all, and what they assume (optimize's ``estimate`` event)."""
+        total = self.total
+        dollars = "unknown dollars" if total.dollars is None else f"${total.dollars:.2f}"
+        return f"about {total.calls} LM calls and {dollars} (an estimate; {'; '.join(self.assumptions)})"
 
-        return {"command": self.command, "examples": self.examples,
-                "roles": {r: row(p) for r, p in sorted(self.roles.items())} | {"total": row(self.total)},
-                "assumptions": self.assumptions}
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: per role and total, dollars rounded to 1/100 cent (what the table renders)."""
+        out = {"command": self.command, "examples": self.examples, "unit": self.unit,
+               "roles": {r: p.to_dict() for r, p in sorted(self.roles.items())} | {"total": self.total.to_dict()},
+               "assumptions": list(self.assumptions)}
+        if self.parts:
+            out["parts"] = {label: part.to_dict() for label, part in self.parts.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        """Read ``to_dict``'s output back, or an older optimize run's ``summary.json`` estimate.
+
+        Older optimize runs stored GEPA's estimate as its own record (``rollouts``, ``reviewer_calls``,
+        ``base_calls``, ``reflection_calls``, ``lm_calls``, ``tokens``, ``dollars``, one ``assumptions``
+        string, and per role calls, tokens and dollars without the model): read as the roles it
+        names, its rollouts and its sentence as assumptions.
+        """
+        if "command" not in data:
+            return _old_gepa_estimate(data)
+        roles = {role: RoleEstimate(**{k: v for k, v in row.items() if k in RoleEstimate.__dataclass_fields__})
+                 for role, row in (data.get("roles") or {}).items() if role != "total"}
+        return cls(str(data["command"]), int(data.get("examples") or 0), roles, list(data.get("assumptions") or []),
+                   {label: cls.from_dict(part) for label, part in (data.get("parts") or {}).items()},
+                   str(data.get("unit") or "examples"))
+
+
+def _copy(estimate: Estimate) -> Estimate:
+    out = Estimate(estimate.command, estimate.examples, unit=estimate.unit)
+    out.merge(estimate)
+    return out
+
+
+def _old_gepa_estimate(data: Mapping[str, Any]) -> Estimate:
+    """``Estimate.from_dict`` of the record older optimize runs stored (see there)."""
+    rows = data.get("roles") or {}
+    fields = RoleEstimate.__dataclass_fields__
+    roles = {role: RoleEstimate(**{k: v for k, v in row.items() if k in fields}) for role, row in rows.items()}
+    said = [f"{data['rollouts']} rollouts on train/val"] if "rollouts" in data else []
+    if not roles:  # before the per-role split: the calls by role, the tokens and dollars in all
+        roles = {role: RoleEstimate(calls=int(data.get(f"{role}_calls") or 0))
+                 for role in ("reviewer", "base", "reflection")}
+        said.append(f"recorded without a per-role split: {data.get('tokens', 0)} tokens, "
+                    f"${float(data.get('dollars') or 0.0):.4f} in all")
+    if data.get("assumptions"):
+        said.append(str(data["assumptions"]))
+    return Estimate("optimize", 0, roles, said)
+
+
+def _read_estimate(value: Any) -> Estimate:
+    if isinstance(value, Estimate):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"an estimate is a mapping, got {type(value).__name__}")
+    return Estimate.from_dict(value)
+
+
+StoredEstimate = Annotated[Estimate, PlainValidator(_read_estimate), PlainSerializer(Estimate.to_dict),
+                           WithJsonSchema({"type": "object"})]
+"""An ``Estimate`` as a pydantic field: written as ``to_dict``, read by ``Estimate.from_dict`` (older shapes too)."""
 
 
 def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
@@ -103,7 +211,7 @@ def role_estimate(model: str, role: str, calls: float, prompt_tokens: float,
     out = REPLY_TOKENS.get(role, 100) if completion_tokens is None else completion_tokens
     out += THINKING_TOKENS if is_reasoning_model(spec) and role != "reflection" else 0
     p_in, p_out = int(n * prompt_tokens), int(n * out)
-    return RoleEstimate(n, p_in, p_out, price_call(spec, p_in, p_out) or 0.0, spec.label)
+    return RoleEstimate(n, p_in, p_out, price_call(spec, p_in, p_out), spec.label)
 
 
 def review_assumptions(mechanism: Mechanism) -> list[str]:
@@ -120,6 +228,11 @@ def prompt_tokens(examples: Sequence[Example], extra_chars: int = 0, *, sample_s
 
     Measured on the first ``sample_size`` examples (rendering every one would cost more than it tells).
     """
+    from saag_opt.agents.reviewer import (  # noqa: PLC0415 - loads dspy; the module stays import-light
+        render_conversation,
+        render_tool_docs,
+    )
+
     sample = list(examples)[:sample_size]
     if not sample:
         return 0.0
@@ -135,6 +248,8 @@ def estimate_evaluation(examples: Sequence[Example], *, base: str, reviewer: str
     ``base_cached``: the round-0 base calls are already paid (compare's per-version passes after
     its shared base pass).
     """
+    from saag_opt.agents.base import BASE_SYSTEM_PROMPT  # noqa: PLC0415 - loads dspy; the module stays import-light
+
     texts = instructions.values() if isinstance(instructions, Mapping) else instructions
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     base_calls = revisions + (0.0 if base_cached else 1.0)  # round 0 (and s/g's first candidate) is one call
@@ -176,7 +291,7 @@ def _episode_steps(episode: Episode) -> list[tuple[int, int]]:
     The conversation is the episode's own user turns, with ``STEP_CHARS`` added per calling step
     before it; the tool docs are those at the step's turn (``miss_func`` functions from their turn).
     """
-    from saag_opt.agents.reviewer import (  # noqa: PLC0415 - loads dspy; --dry-run's import stays light
+    from saag_opt.agents.reviewer import (  # noqa: PLC0415 - loads dspy; the module stays import-light
         render_conversation,
         render_tool_docs,
     )
@@ -206,6 +321,8 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     reviews nothing (``none``: its run is the base run's, from the cache). ``base_cached``: the
     base run's steps are already paid (compare's per-version passes after its shared base pass).
     """
+    from saag_opt.agents.base import CONVERSATION_SYSTEM_PROMPT  # noqa: PLC0415 - loads dspy; the module stays light
+
     texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     n = len(episodes)
@@ -228,20 +345,28 @@ def estimate_episodes(episodes: Sequence[Episode], *, base: str, reviewer: str |
     return est
 
 
-def tau2_task_steps(sizes: Tau2Sizes, max_steps: int = DEFAULT_MAX_STEPS) -> tuple[int, int]:
+def tau2_task_steps(sizes: Tau2Sizes, max_steps: int | None = None) -> tuple[int, int]:
     """Assumed (agent steps, user calls) of one tau2 task, from its gold actions.
 
     A calling step and a message step per gold action, plus a greeting and a closing message; a
     user call opens the conversation and answers each message. Agent steps are capped at the run's
-    ``max_steps``.
+    ``max_steps`` (None: ``agents.tau2.DEFAULT_MAX_STEPS``).
     """
-    steps = min(2 * sizes.gold_actions + 2, max_steps)
+    steps = min(2 * sizes.gold_actions + 2, _max_steps(max_steps))
     return steps, sizes.gold_actions + 2
+
+
+def _max_steps(max_steps: int | None) -> int:
+    if max_steps is not None:
+        return max_steps
+    from saag_opt.agents.tau2 import DEFAULT_MAX_STEPS  # noqa: PLC0415 - loads dspy; the module stays import-light
+
+    return DEFAULT_MAX_STEPS
 
 
 def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None, user: str, mechanism: Mechanism,
                   instructions: Mapping[str, str] | Iterable[str] = (), base_cached: bool = False,
-                  command: str = "evaluate", max_steps: int = DEFAULT_MAX_STEPS) -> Estimate:
+                  command: str = "evaluate", max_steps: int | None = None) -> Estimate:
     """A tau2 evaluate: the base and the reviewed run of every task (trial), with tau2's user simulator.
 
     Every agent step sends tau2's system prompt (instructions + policy), the tools' schemas and the
@@ -249,7 +374,9 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
     conversation (``STEP_CHARS`` per step, half the run's on average). Steps per task are an assumption
     from the task's gold actions (``tau2_task_steps``); both runs' calls are counted uncached, unless
     ``base_cached``: the base run (agent and user) is already paid (compare's per-version passes).
+    ``max_steps``: the run's cap on agent steps per task (None: ``agents.tau2.DEFAULT_MAX_STEPS``).
     """
+    max_steps = _max_steps(max_steps)
     texts = list(instructions.values() if isinstance(instructions, Mapping) else instructions)
     reviews, revisions = mechanism.calls_per_example(REJECT_RATE)
     n = len(sizes)
@@ -276,5 +403,6 @@ def estimate_tau2(sizes: Sequence[Tau2Sizes], *, base: str, reviewer: str | None
     return est
 
 
-__all__ = ["Estimate", "RoleEstimate", "episode_step_sizes", "estimate_episodes", "estimate_evaluation", "estimate_tau2",
-           "prompt_tokens", "review_assumptions", "role_estimate", "tau2_task_steps"]
+__all__ = ["Estimate", "RoleEstimate", "StoredEstimate", "episode_step_sizes", "estimate_episodes",
+           "estimate_evaluation", "estimate_tau2", "prompt_tokens", "review_assumptions", "role_estimate",
+           "tau2_task_steps"]

@@ -8,10 +8,8 @@ from saag_opt.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from saag_opt.optimize.budget import (
-        CostEstimate,
-        Price,
         auto_metric_calls,
-        estimate_cost,
+        estimate_gepa,
         estimate_run,
         resolve_metric_calls,
     )
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 else:
     __getattr__, __dir__ = lazy_exports(__name__, {
         "budget": (
-            "CostEstimate", "Price", "auto_metric_calls", "estimate_cost", "estimate_run",
+            "auto_metric_calls", "estimate_gepa", "estimate_run",
             "resolve_metric_calls",
         ),
         "callbacks": ("ArtifactWriter", "CostStopper", "FatalStopper"),
@@ -41,14 +39,12 @@ else:
 
 __all__ = [
     "ArtifactWriter",
-    "CostEstimate",
     "CostStopper",
     "FatalStopper",
     "GepaSettings",
     "OptimizeConfig",
     "OptimizeResult",
     "OutcomeClass",
-    "Price",
     "ReviewStep",
     "ReviewerProgram",
     "RolloutContext",
@@ -59,7 +55,7 @@ __all__ = [
     "build_gepa",
     "classify_outcome",
     "compile_gepa",
-    "estimate_cost",
+    "estimate_gepa",
     "estimate_run",
     "metric",
     "resolve_metric_calls",

@@ -1,22 +1,31 @@
-"""GEPA budgets and the up-front cost estimate (the --max-cost stopper is ``callbacks.CostStopper``).
+"""GEPA budgets and the up-front cost estimate of its phase (the --max-cost stopper is ``callbacks.CostStopper``).
 
 A GEPA *metric call* is one program rollout. Our rollouts never re-pay the base agent's first
 answer (it is cached), so a rollout costs the reviewer's calls plus the base agent's revisions
 after a rejection. Reflection calls are outside ``max_metric_calls`` entirely; dspy.GEPA cannot cap
 them (``max_reflection_cost`` is refused), so ``--max-cost`` is our own ``SpendCap``, which every
 LM call of every role (reflection and the test phase included) reserves under before it is sent.
+
+The estimate is every verb's ``evaluation.estimate.Estimate``: GEPA's reviewer, base and reflection
+calls as its roles, the rollout budget and the per-rollout rates as its assumptions.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
-from saag_opt.lm import is_reasoning_model, parse_model_spec, price_call
+from saag_opt.evaluation.estimate import (
+    CHARS_PER_TOKEN,
+    REPLY_TOKENS,
+    Estimate,
+    episode_step_sizes,
+    prompt_tokens,
+    role_estimate,
+)
 from saag_opt.optimize.edits import EDIT_REPLY_TOKENS
 
 if TYPE_CHECKING:
@@ -64,73 +73,32 @@ def resolve_metric_calls(budget: BudgetName | None, max_metric_calls: int | None
     return calls
 
 
-@dataclass(frozen=True, slots=True)
-class Price:
-    """USD per 1M tokens (0 for local or unknown models)."""
-
-    input: float = 0.0
-    output: float = 0.0
-
-    def dollars(self, tokens_in: float, tokens_out: float) -> float:
-        """Cost of a token count."""
-        return (tokens_in * self.input + tokens_out * self.output) / 1e6
-
-
-@dataclass(frozen=True, slots=True)
-class CostEstimate:
-    """What a run is expected to spend, printed before it starts (an estimate, not a bound)."""
-
-    rollouts: int
-    reviewer_calls: int
-    base_calls: int
-    reflection_calls: int
-    lm_calls: int
-    tokens: int
-    dollars: float
-    assumptions: str
-    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per role (reviewer, base, reflection): calls, prompt and completion tokens, dollars."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy."""
-        return asdict(self)
-
-
-def estimate_cost(*, rollouts: int, reviews_per_rollout: float, revisions_per_rollout: float,
+def estimate_gepa(*, rollouts: int, reviews_per_rollout: float, revisions_per_rollout: float,
                   review_tokens: tuple[float, float], base_tokens: tuple[float, float],
-                  reflection_tokens: tuple[float, float], minibatch: int, reviewer_price: Price,
-                  base_price: Price, reflection_price: Price, base_note: str = "base first answers cached"
-                  ) -> CostEstimate:
+                  reflection_tokens: tuple[float, float], minibatch: int, reviewer: str, base: str, reflection: str,
+                  examples: int = 0, base_note: str = "base first answers cached") -> Estimate:
     """Rollouts x reviewer/base calls x tokens x price, plus one reflection call per iteration.
 
     An iteration spends about ``2 * minibatch`` rollouts (parent and child on the same minibatch),
     so reflection calls are ``rollouts / (2 * minibatch)``, doubled for a possible ``max_chars``
-    compression call (a rewrite) or a second request (an edit). ``base_note``: what the base-agent count
-    assumes (the assumptions line).
+    compression call (a rewrite) or a second request (an edit). Token sizes are (prompt, reply) per
+    call; a reasoning reviewer or base model adds ``THINKING_TOKENS`` a reply (``role_estimate``).
+    ``examples``: the train and val examples the rollouts draw on. ``base_note``: what the
+    base-agent count assumes (said in the assumptions).
     """
-    reviewer_calls = math.ceil(rollouts * reviews_per_rollout)
-    base_calls = math.ceil(rollouts * revisions_per_rollout)
-    reflection_calls = 2 * math.ceil(rollouts / max(1, 2 * minibatch))
-    roles = {role: {"calls": calls, "prompt_tokens": int(calls * size[0]), "completion_tokens": int(calls * size[1]),
-                    "dollars": round(price.dollars(calls * size[0], calls * size[1]), 4)}
-             for role, calls, size, price in (("reviewer", reviewer_calls, review_tokens, reviewer_price),
-                                              ("base", base_calls, base_tokens, base_price),
-                                              ("reflection", reflection_calls, reflection_tokens, reflection_price))}
-    dollars = (reviewer_price.dollars(reviewer_calls * review_tokens[0], reviewer_calls * review_tokens[1])
-               + base_price.dollars(base_calls * base_tokens[0], base_calls * base_tokens[1])
-               + reflection_price.dollars(reflection_calls * reflection_tokens[0],
-                                          reflection_calls * reflection_tokens[1]))
-    tokens = int(reviewer_calls * sum(review_tokens) + base_calls * sum(base_tokens)
-                 + reflection_calls * sum(reflection_tokens))
-    note = (f"{reviews_per_rollout:.2f} reviews and {revisions_per_rollout:.2f} base revisions per rollout; "
-            f"{base_note}; reflection calls not capped by max_metric_calls")
-    return CostEstimate(rollouts=rollouts, reviewer_calls=reviewer_calls, base_calls=base_calls,
-                        reflection_calls=reflection_calls, lm_calls=reviewer_calls + base_calls + reflection_calls,
-                        tokens=tokens, dollars=round(dollars, 4), assumptions=note, roles=roles)
+    est = Estimate("optimize", examples, assumptions=[
+        f"{rollouts} rollouts on train/val; {reviews_per_rollout:.2f} reviews and {revisions_per_rollout:.2f} base "
+        f"revisions per rollout; {base_note}; reflection calls not capped by max_metric_calls"])
+    for role, model, calls, (prompt, reply) in (
+            ("reviewer", reviewer, math.ceil(rollouts * reviews_per_rollout), review_tokens),
+            ("base", base, math.ceil(rollouts * revisions_per_rollout), base_tokens),
+            ("reflection", reflection, 2 * math.ceil(rollouts / max(1, 2 * minibatch)), reflection_tokens)):
+        est.add(role, role_estimate(model, role, calls, prompt, reply))
+    return est
 
 
 def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], examples: Sequence[Any],
-                 rollouts: int) -> CostEstimate:
+                 rollouts: int) -> Estimate:
     """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices.
 
     On a multi-turn dataset a rollout is one reviewed conversation: a review per step (the steps
@@ -139,13 +107,6 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
     and the reflection reads a conversation's feedback per minibatch entry. Needs no open model:
     ``--dry-run`` calls it too.
     """
-    from saag_opt.evaluation.estimate import (  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
-        CHARS_PER_TOKEN,
-        THINKING_TOKENS,
-        episode_step_sizes,
-        prompt_tokens,
-    )
-
     reviews, revisions = config.setup.mechanism.calls_per_example()
     if config.conversations:
         steps, chars = episode_step_sizes(examples, sample_size=20)
@@ -158,22 +119,16 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
         base_note = "base first answers cached"
     instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
 
-    def price(text: str) -> Price:
-        model = parse_model_spec(text)
-        per_in, per_out = price_call(model, 1_000_000, 0), price_call(model, 0, 1_000_000)
-        return Price(per_in or 0.0, per_out or 0.0)
-
-    think = THINKING_TOKENS if is_reasoning_model(parse_model_spec(config.reviewer_spec)) else 0
     reflect_in = config.minibatch * (prompt + feedback + 400) + instr + 600
     # a rewrite may fill max_chars (and its compression retry); an edit is one rule of JSON (and one retry)
     reflect_out = (config.max_chars / CHARS_PER_TOKEN + 2000 if config.proposer == "rewrite"
                    else float(EDIT_REPLY_TOKENS))
-    return estimate_cost(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
-                         review_tokens=(prompt + instr + 250, 120 + think), base_tokens=(prompt + 200, 60),
-                         reflection_tokens=(reflect_in, reflect_out), minibatch=config.minibatch,
-                         reviewer_price=price(config.reviewer_spec), base_price=price(config.setup.base),
-                         reflection_price=price(config.reflection_spec), base_note=base_note)
+    return estimate_gepa(rollouts=rollouts, reviews_per_rollout=reviews, revisions_per_rollout=revisions,
+                         review_tokens=(prompt + instr + 250, REPLY_TOKENS["reviewer"]),
+                         base_tokens=(prompt + 200, REPLY_TOKENS["base"]), reflection_tokens=(reflect_in, reflect_out),
+                         minibatch=config.minibatch, reviewer=config.reviewer_spec, base=config.setup.base,
+                         reflection=config.reflection_spec, examples=len(examples), base_note=base_note)
 
 
-__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "CostEstimate", "Price", "auto_metric_calls",
-           "estimate_cost", "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]
+__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "auto_metric_calls", "estimate_gepa", "estimate_run",
+           "minimum_metric_calls", "resolve_metric_calls"]

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from saag_opt.artifacts import PromptStore
-from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
-from saag_opt.lm import parse_model_spec
+from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_evaluation
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.world import load_split, load_splits
@@ -24,13 +23,7 @@ def preflight_optimize(config: OptimizeConfig) -> Estimate:
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
                                  n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
-    gepa = estimate_run(config, seed.instructions, train + val, calls)
-    models = {"reviewer": config.reviewer_spec, "base": setup.base, "reflection": config.reflection_spec}
-    total = Estimate("optimize", len(train) + len(val), assumptions=[
-        f"{calls} rollouts on train/val; {gepa.assumptions}"])
-    for role, numbers in gepa.roles.items():
-        total.add(role, RoleEstimate(numbers["calls"], numbers["prompt_tokens"], numbers["completion_tokens"],
-                                     numbers["dollars"], parse_model_spec(models[role]).label))
+    total = estimate_run(config, seed.instructions, train + val, calls)  # GEPA's rollouts and reflection
     if config.evaluate_test:
         test = load_split(config, "test", config.test_limit)
         estimate = estimate_episodes if config.conversations else estimate_evaluation

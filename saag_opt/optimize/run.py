@@ -151,8 +151,7 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
                                  n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
     estimate = estimate_run(config, world.seed.instructions, train + val, calls)
-    emit(sink, "estimate", f"about {estimate.lm_calls} LM calls and ${estimate.dollars:.2f} for {calls} rollouts "
-         f"(an estimate; {estimate.assumptions})", **estimate.to_dict())
+    emit(sink, "estimate", estimate.headline(), **estimate.to_dict())
     writer = ArtifactWriter(world.store, seed_version=world.seed, map_path=run_dir / "artifacts.json",
                             metadata=_artifact_metadata(config, header.dataset["split_hash"]),
                             spent=world.ledger.total_dollars, sink=sink, cap=cap)

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from saag_opt.compare.comparison import CompareSummary
+from saag_opt.evaluation.estimate import StoredEstimate
 from saag_opt.evaluation.results import ExampleRecord
-from saag_opt.optimize.budget import CostEstimate
 from saag_opt.runfiles import register_summary
 
 
@@ -127,8 +127,8 @@ class OptimizeSummary(BaseModel):
     """Rollouts used (cumulative over resumes)."""
     stopped_by: str | None
     """``max_metric_calls``, ``max_cost`` or ``stop_file``."""
-    estimate: CostEstimate
-    """The up-front estimate of the GEPA phase."""
+    estimate: StoredEstimate
+    """The up-front estimate of the GEPA phase (older runs' own shape reads too)."""
     costs: dict[str, Any]
     """The run's ledger (``costs.json``): per role, GEPA and the TEST phase, summed over resumes."""
     test: TestComparison | None = None

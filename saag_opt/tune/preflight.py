@@ -13,13 +13,12 @@ The estimate models are evaluate's (``evaluation.estimate``), added up the way a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from saag_opt.data.workload import workload
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluation.estimate import Estimate, RoleEstimate, estimate_episodes, estimate_evaluation
+from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_evaluation
 from saag_opt.tune.run import DEFAULT_TPE_TRIALS, TuneConfig, check_inputs
 from saag_opt.tune.space import Range, Space, load_space
 
@@ -108,14 +107,9 @@ def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -
                         instructions=dict(version.instructions) if version is not None else {},
                         base_cached=True, command="tune")
         for role, part in one.roles.items():
-            out.add(role, _scaled(part, times / len(configs)))
-        out.assumptions += [a for a in one.assumptions if a not in out.assumptions]
+            out.add(role, part.scaled(times / len(configs)))
+        out.assume(*one.assumptions)
     return out
-
-
-def _scaled(part: RoleEstimate, factor: float) -> RoleEstimate:
-    return replace(part, calls=round(part.calls * factor), prompt_tokens=round(part.prompt_tokens * factor),
-                   completion_tokens=round(part.completion_tokens * factor), dollars=part.dollars * factor)
 
 
 __all__ = ["FRONT_GUESS", "preflight_tune"]

@@ -27,7 +27,7 @@ def test_each_verb_reads_back_as_its_own_models(eval_runs: dict[str, Path], opti
     test = optimize.summary.test
     assert test is not None and isinstance(test.comparison, CompareSummary)
     assert read_run(test.compare_run).summary == test.comparison  # the compare run inside holds the same numbers
-    assert optimize.summary.estimate.rollouts > 0 and optimize.summary.reviewer_unusable is not None
+    assert optimize.summary.estimate.roles["reviewer"].calls > 0 and optimize.summary.reviewer_unusable is not None
 
 
 def test_comparing_an_optimize_runs_test_conditions_names_the_prompts_behind_them(optimize_run: Path,
