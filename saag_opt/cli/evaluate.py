@@ -1,12 +1,12 @@
 """``saag-opt evaluate``: base agent with and without a reviewer mechanism.
 
-Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``evaluation.evaluate.evaluate`` (``saag_opt.evaluate``)
--> ``report.evaluate_tables``, or ``report.episode_tables`` for a multi-turn dataset's run.
+Thin: flags -> ``EvaluateConfig`` (``common.config_values``) -> ``evaluate.run.run_evaluation`` (``saag_opt.evaluate``)
+-> ``report.evaluate_tables``, whichever kind of dataset the run was on.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -120,7 +120,7 @@ def evaluate(
 
     from saag_opt.evaluate.config import EvaluateConfig, resume_config  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
     from saag_opt.evaluate.run import preflight_evaluate, run_evaluation  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-    from saag_opt.report.evaluate_tables import EvaluateProgress  # noqa: PLC0415 - start-up: --help loads no report table
+    from saag_opt.report.evaluate_tables import EvaluateProgress, print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
     from saag_opt.report.live import with_lines  # noqa: PLC0415 - start-up: --help loads no report table
 
     file = ConfigFile.read(config_file, EvaluateConfig.option_fields(), "evaluate")
@@ -139,23 +139,9 @@ def evaluate(
     with EvaluateProgress(Console(stderr=True)) as progress:
         result = run_evaluation(config, on_event=with_lines(progress, progress.progress.console),
                                 args_passed=passed, resume=resume)
-    _print_report(Console(), result)
+    print_evaluate_report(Console(), result.summary, str(result.run_dir))
     if json_out is not None:
         write_output(json_out, result.summary.model_dump_json(indent=2) + "\n")
-
-
-def _print_report(console: Console, result: Any) -> None:
-    """The tables of a single-call run (``report.evaluate_tables``) or of a multi-turn one (``report.episode_tables``)."""
-    from saag_opt.evaluation.conversation_records import EpisodeSummary  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
-
-    if isinstance(result.summary, EpisodeSummary):
-        from saag_opt.report.evaluate_tables import print_episode_report  # noqa: PLC0415 - start-up: --help loads no report table
-
-        print_episode_report(console, result.summary, str(result.run_dir))
-        return
-    from saag_opt.report.evaluate_tables import print_evaluate_report  # noqa: PLC0415 - start-up: --help loads no report table
-
-    print_evaluate_report(console, result.summary, str(result.run_dir))
 
 
 __all__ = ["evaluate"]

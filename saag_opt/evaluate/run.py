@@ -35,9 +35,10 @@ from saag_opt.evaluate.calls import Calls
 from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.conversations import Conversations, SimulatedUser
 from saag_opt.evaluate.loop import Work, run_pairs
+from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.estimate import Estimate
 from saag_opt.evaluation.records import setup_facts
-from saag_opt.evaluation.results import ExampleRecord, PairedSummary, finished_records
+from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord, PairedSummary, finished_records
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
 from saag_opt.lm.disk_cache import configure_lm_cache
@@ -60,7 +61,8 @@ Item = Example | Episode
 class _Work(Work[Any, Any], Protocol):
     """What ``run_evaluation`` asks of either kind's work beyond the loop's ``Work``: its summary, its close."""
 
-    def summarise(self, pairs: Sequence[tuple[Any, Any]], *, seed: int, stopped: str | None) -> PairedSummary:
+    def summarise(self, pairs: Sequence[tuple[Any, Any]], *, seed: int,
+                  stopped: str | None) -> EvaluationSummary | EpisodeSummary:
         """The summary of the items that finished."""
         ...
 
@@ -96,8 +98,8 @@ class EvaluationResult:
     """What ``run_evaluation`` returns: the run directory, its summary and its records (item order, base first)."""
 
     run_dir: Path
-    summary: PairedSummary
-    """An ``EvaluationSummary`` on single calls, an ``EpisodeSummary`` on conversations."""
+    summary: EvaluationSummary | EpisodeSummary
+    """An ``EvaluationSummary`` on single calls, an ``EpisodeSummary`` on conversations (their core: ``PairedSummary``)."""
     records: list[ExampleRecord] = field(default_factory=list)
 
 
