@@ -20,7 +20,7 @@ from saag_opt.evaluation.results import read_run
 from saag_opt.lm.retry import with_retries
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat, right
+from tests.evaluate.scripted_replies import chat, right
 from tests.optimize import optimize_world as opt_world
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from saag_opt.artifacts import PromptStore, PromptVersion  # noqa: E402
 from saag_opt.data import load_dataset  # noqa: E402
 from saag_opt.testing import ScriptedOpenAIServer  # noqa: E402
-from tests.evaluation.test_compare import MARKER  # noqa: E402
-from tests.evaluation.test_compare_n import V3_MARKER, ThreeWorld  # noqa: E402
+from tests.compare.test_compare import MARKER  # noqa: E402
+from tests.compare.test_compare_n import V3_MARKER, ThreeWorld  # noqa: E402
 
 
 def _store(root: Path) -> Path:

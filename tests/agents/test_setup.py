@@ -22,7 +22,7 @@ from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.world import build_world
 from saag_opt.resuming import refuse_changes, run_options
 from saag_opt.testing import ScriptedOpenAIServer
-from tests.evaluation.test_runner import World
+from tests.evaluate.test_runner import World
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""``saag+s<N>`` control flow with in-process doubles (the HTTP path: tests/evaluation/test_verified_selection.py)."""
+"""``saag+s<N>`` control flow with in-process doubles (the HTTP path: tests/evaluate/test_verified_selection.py)."""
 
 from __future__ import annotations
 

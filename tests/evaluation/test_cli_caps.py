@@ -12,7 +12,7 @@ from saag_opt.cli import main
 from saag_opt.data import load_dataset, round_robin
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.testing import ScriptedOpenAIServer
-from tests.evaluation.test_caps_and_cache import World
+from tests.evaluate.test_caps_and_cache import World
 from tests.optimize import optimize_world as world
 
 REPO = Path(__file__).resolve().parents[2]

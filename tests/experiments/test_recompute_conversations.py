@@ -26,8 +26,8 @@ from saag_opt.runfiles import read_model
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.conftest import requires
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_flips import per_entry_handler
-from tests.evaluation.test_tau2_evaluate import world as tau2_world
+from tests.evaluate.test_multiturn_flips import per_entry_handler
+from tests.evaluate.test_tau2_evaluate import world as tau2_world
 from tests.experiments.test_recompute import recompute
 
 pytestmark = pytest.mark.integration

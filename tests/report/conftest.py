@@ -22,10 +22,10 @@ from saag_opt.optimize import OptimizeConfig, run_optimize
 from saag_opt.report.html import write_report
 from saag_opt.runfiles import on_run_finished
 from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
-from tests.evaluation.test_compare_n import ThreeWorld, add_v3
-from tests.evaluation.test_multiturn_flips import REPO, WRONG, _gold
-from tests.evaluation.test_multiturn_flips import World as EpisodeWorld
+from tests.compare.test_compare import DATASET, LIMIT, MARKER, SPLIT, World
+from tests.compare.test_compare_n import ThreeWorld, add_v3
+from tests.evaluate.test_multiturn_flips import REPO, WRONG, _gold
+from tests.evaluate.test_multiturn_flips import World as EpisodeWorld
 from tests.optimize import optimize_world
 from tests.report import runs
 
@@ -102,7 +102,7 @@ def multiturn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     The agent replays each entry's gold calls, except at entry 0's first step, where it makes
     ``mkdir(dir_name='tmp')``; the reviewer rejects that call, the agent revises it, and the entry
-    flips from invalid to valid under BFCL's checker (``tests/evaluation/test_multiturn_flips.py``).
+    flips from invalid to valid under BFCL's checker (``tests/evaluate/test_multiturn_flips.py``).
     """
     root = tmp_path_factory.mktemp("multiturn-run")
     dataset = "bfcl:multi_turn_base"

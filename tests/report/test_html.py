@@ -24,7 +24,7 @@ from saag_opt.report.score_tables import METRIC_LABELS
 from saag_opt.runfiles import _FINISH_HOOKS, RunHeader, finish_header, on_run_finished, write_header
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.tune.results import TrialRow
-from tests.evaluation.test_compare import DATASET, MARKER, SPLIT, World
+from tests.compare.test_compare import DATASET, MARKER, SPLIT, World
 from tests.optimize import optimize_world
 from tests.report.checks import check_page, section_ids, table_rows
 from tests.report.runs import prompt_files

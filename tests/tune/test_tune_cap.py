@@ -24,7 +24,7 @@ from saag_opt.errors import CostCapReached
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.tune import TuneConfig, run_tune, spend
 from saag_opt.tune.spend import SPEND_FILE, SharedSpendCap
-from tests.evaluation.test_caps_and_cache import PRICE
+from tests.evaluate.test_caps_and_cache import PRICE
 from tests.tune.test_tune_runner import World, _space
 
 pytestmark = pytest.mark.integration

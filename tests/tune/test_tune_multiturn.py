@@ -16,8 +16,8 @@ from saag_opt.runfiles import read_header
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.tune import TuneConfig, run_tune
 from saag_opt.tune.preflight import preflight_tune
+from tests.compare.test_multiturn_compare import MARKER, Scripted
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_compare import MARKER, Scripted
 from tests.report import runs
 
 pytestmark = [pytest.mark.integration, needs_bfcl]

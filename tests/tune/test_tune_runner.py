@@ -20,7 +20,7 @@ from saag_opt.testing import Reply, ScriptedOpenAIServer, ScriptedWorld, read_re
 from saag_opt.testing.scripted_world import BaseRequest, ReviewRequest
 from saag_opt.tune import TuneConfig, run_tune
 from saag_opt.tune.storage import open_storage, parse_storage
-from tests.evaluation.scripted_replies import right, wrong
+from tests.evaluate.scripted_replies import right, wrong
 from tests.tune.kill_workers import (
     assert_each_configuration_completed_once,
     run_and_kill_one,

@@ -20,7 +20,7 @@ from saag_opt.evaluation.results import read_run
 from saag_opt.model import Example
 from saag_opt.testing import Fault, Reply, ScriptedOpenAIServer, ScriptedWorld, read_request
 from saag_opt.testing.scripted_world import BaseRequest, Request, ReviewRequest
-from tests.evaluation.scripted_replies import right, wrong
+from tests.evaluate.scripted_replies import right, wrong
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from saag_opt.optimize import OptimizeConfig
 from saag_opt.runfiles import read_header
 from saag_opt.testing import ScriptedOpenAIServer, read_request
 from saag_opt.testing.scripted_world import ReviewRequest
-from tests.evaluation.test_runner import World
+from tests.evaluate.test_runner import World
 
 REPO = Path(__file__).resolve().parents[2]
 

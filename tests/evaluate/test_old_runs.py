@@ -31,9 +31,9 @@ from saag_opt.optimize import OptimizeConfig
 from saag_opt.optimize.run import open_run
 from saag_opt.report.html import render_report
 from saag_opt.testing import ScriptedOpenAIServer
+from tests.compare.test_multiturn_compare import Scripted
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_compare import Scripted
-from tests.evaluation.test_runner import World
+from tests.evaluate.test_runner import World
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from saag_opt.runfiles import read_rows
 from saag_opt.testing.episode_agents import DONE, ScriptedStepAgent, calls
 from saag_opt.testing.toy_environment import toy_episode
 from tests.agents.agent_fakes import FakeReviewer
-from tests.evaluation.conversation_parts import run_entries
+from tests.evaluate.conversation_parts import run_entries
 
 WRITE = ToolCall("write_note", {"title": "plan", "text": "buy milk"})
 BREAD = ToolCall("write_note", {"title": "plan", "text": "buy bread"})

@@ -22,7 +22,7 @@ from saag_opt.report.pages import build_part
 from saag_opt.runfiles import read_rows, read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_flips import WRONG, World, _gold
+from tests.evaluate.test_multiturn_flips import WRONG, World, _gold
 from tests.report import runs
 from tests.runtime.world import verdict
 

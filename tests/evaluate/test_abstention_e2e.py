@@ -23,7 +23,7 @@ from saag_opt.saag import check_calls
 from saag_opt.saag.modes import INTERVENTION_GROUNDING
 from saag_opt.testing import Reply, ScriptedOpenAIServer, ScriptedWorld
 from saag_opt.testing.scripted_world import BaseRequest, GradeRequest, Request, ReviewRequest, SelectRequest
-from tests.evaluation.scripted_replies import right
+from tests.evaluate.scripted_replies import right
 
 pytestmark = pytest.mark.integration
 

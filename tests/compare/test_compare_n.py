@@ -29,7 +29,7 @@ from saag_opt.report.html import render_report
 from saag_opt.runfiles import read_run
 from saag_opt.testing import ScriptedOpenAIServer
 from saag_opt.testing.scripted_world import BaseRequest, ReviewRequest
-from tests.evaluation.test_compare import DATASET, LIMIT, MARKER, SPLIT, World, _requests
+from tests.compare.test_compare import DATASET, LIMIT, MARKER, SPLIT, World, _requests
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,7 @@ from saag_opt.model import ToolCall
 from saag_opt.runfiles import read_run
 from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
 from tests.episodes.world import episodes, needs_bfcl
-from tests.evaluation.conversation_parts import EntriesRun, run_entries
+from tests.evaluate.conversation_parts import EntriesRun, run_entries
 from tests.runtime.world import verdict
 
 pytestmark = [pytest.mark.integration, needs_bfcl]

@@ -18,7 +18,7 @@ from saag_opt.evaluation.results import read_run
 from saag_opt.lm.spend.accounting import ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
-from tests.evaluation.scripted_replies import chat, right, wrong
+from tests.evaluate.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
 

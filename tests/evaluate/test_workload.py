@@ -13,8 +13,8 @@ from saag_opt.evaluate.run import KINDS, run_evaluation
 from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.runfiles import read_run
 from saag_opt.testing import ScriptedOpenAIServer
+from tests.compare.test_multiturn_compare import MARKER, Scripted, _settings
 from tests.episodes.world import needs_bfcl
-from tests.evaluation.test_multiturn_compare import MARKER, Scripted, _settings
 from tests.report import runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -15,7 +15,7 @@ from saag_opt.evaluate.config import EvaluateConfig
 from saag_opt.evaluate.run import EvaluationResult, run_evaluation
 from saag_opt.model import Example
 from saag_opt.testing import Reply, ScriptedOpenAIServer, tentative_calls
-from tests.evaluation.scripted_replies import chat, right, wrong
+from tests.evaluate.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from saag_opt.report.html import render_report
 from saag_opt.saag import check_calls
 from saag_opt.saag.modes import INTERVENTION_GROUNDING
 from saag_opt.testing import Reply, ScriptedOpenAIServer
-from tests.evaluation.scripted_replies import chat, right, wrong
+from tests.evaluate.scripted_replies import chat, right, wrong
 
 pytestmark = pytest.mark.integration
 

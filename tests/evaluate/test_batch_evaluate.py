@@ -29,7 +29,7 @@ from saag_opt.lm.batch.rounds import BATCHES_FILE
 from saag_opt.lm.spend.accounting import BATCH_PRICE_FACTOR, ModelPrice
 from saag_opt.model import Example
 from saag_opt.testing import ScriptedOpenAIServer
-from tests.evaluation.test_runner import World
+from tests.evaluate.test_runner import World
 
 pytestmark = pytest.mark.integration
 

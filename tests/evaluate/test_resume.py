@@ -24,7 +24,7 @@ from saag_opt.evaluate.run import run_evaluation
 from saag_opt.evaluation.results import read_records, read_run
 from saag_opt.model import Example
 from saag_opt.testing import ScriptedOpenAIServer
-from tests.evaluation.test_runner import World
+from tests.evaluate.test_runner import World
 
 pytestmark = pytest.mark.integration
 
