@@ -133,7 +133,7 @@ def test_optimize_takes_gepas_options_from_the_file(tmp_path: Path, monkeypatch:
 def test_security_runs_the_files_suites_and_records_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _toml(tmp_path, 'suites = ["banking"]\nattacks = ["important_instructions"]\nlimit = 3\nbenign = false\n'
                              'guard = false\n')
-    seen = _spy(monkeypatch, "saag_opt.security.run", "plan")
+    seen = _spy(monkeypatch, "saag_opt.security.run", "preflight_security")
     _stopped(["security", "--config", str(config), "--user-tasks", "1", "--runs-dir", str(tmp_path / "runs")])
     (built,) = seen
     assert (built.suites, built.attacks, built.limit, built.benign, built.guard) == (

@@ -346,7 +346,7 @@ class ConfigFile:
 
 
 def print_dry_run(estimate: Any) -> None:
-    """``--dry-run``: the estimate's table on stdout (an ``evaluation.estimate.Estimate``)."""
+    """``--dry-run`` of every verb: its ``evaluation.estimate.Estimate`` as the one estimate table, on stdout."""
     from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
 
     print_estimate(Console(), estimate.to_dict())

@@ -30,6 +30,7 @@ from saag_opt.cli.common import (
     StoreOpt,
     explicit_params,
     passed_values,
+    print_dry_run,
     validated,
 )
 from saag_opt.errors import ConfigError
@@ -101,8 +102,7 @@ def security(
         from saag_opt.security.run import (  # noqa: PLC0415 - optional: the agentdojo extra (and heavy: CLI start-up)
             CASCADE_ONLY,
             SecurityConfig,
-            plan,
-            plan_assumptions,
+            preflight_security,
             priced,
             resume_config,
             run_security,
@@ -111,7 +111,6 @@ def security(
         raise ConfigError(str(exc)) from None
     from saag_opt.report.security_tables import (  # noqa: PLC0415 - start-up: --help loads no report table
         SecurityProgress,
-        print_security_plan,
         print_security_report,
     )
 
@@ -132,12 +131,11 @@ def security(
         config = validated(resume_config, resume, passed)
     else:
         config = file.validated(SecurityConfig, **{k: v for k, v in values.items() if v is not None})
-    rows = plan(config)
+    estimate = preflight_security(config)
     if dry_run:
-        print_security_plan(Console(), rows, config.agent, plan_assumptions(config),
-                            reviewer=f"{config.reviewer} ({config.mechanism})" if config.reviewed else None)
+        print_dry_run(estimate)
         return
-    with SecurityProgress(Console(stderr=True), sum(r.runs for r in rows), config.max_cost,
+    with SecurityProgress(Console(stderr=True), estimate.examples, config.max_cost,
                           priced=priced(config)) as progress:
         result = run_security(config, resume=resume, args_passed=passed, on_run=progress, on_start=progress.start)
     print_security_report(Console(), result.summary, str(result.run_dir),

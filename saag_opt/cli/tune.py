@@ -33,6 +33,7 @@ from saag_opt.cli.common import (
     log_to_mlflow,
     output_path,
     passed_values,
+    print_dry_run,
     write_output,
 )
 from saag_opt.errors import ConfigError
@@ -117,11 +118,10 @@ def tune(
 
 
 def _dry_run(config: Any) -> None:
-    """``--dry-run``: the estimate table; no run directory, no model."""
-    from saag_opt.report.estimate_tables import print_estimate  # noqa: PLC0415 - start-up: --help loads no report table
+    """``--dry-run``: every verb's estimate table; no run directory, no model."""
     from saag_opt.tune.preflight import preflight_tune  # noqa: PLC0415 - heavy: CLI start-up (tests/test_cli.py)
 
-    print_estimate(Console(), preflight_tune(config).to_dict())
+    print_dry_run(preflight_tune(config))
 
 
 def _run(config: Any, passed: dict[str, Any], json_out: Path | None) -> None:

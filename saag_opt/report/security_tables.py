@@ -2,7 +2,8 @@
 
 Per suite and attack: utility and attack success rate (ASR) without and with the guard, each with
 its 95% Wilson interval, the guard's false alarms and the injected calls it stopped; then the
-published defences' numbers (``evaluation.security.PUBLISHED``) and ``--dry-run``'s plan.
+published defences' numbers (``evaluation.security.PUBLISHED``). ``--dry-run`` prints every verb's
+estimate table (``report.estimate_tables``).
 """
 
 from __future__ import annotations
@@ -137,45 +138,6 @@ def print_security_report(console: Console, summary: SecuritySummary, run_dir: s
         console.print(line)
 
 
-def print_security_plan(console: Console, rows: Sequence[Any], agent: str, assumptions: Sequence[str] = (), *,
-                        reviewer: str | None = None) -> None:
-    """``--dry-run``: the runs per suite and attack, the agent turns and reviews, their tokens and dollars.
-
-    ``reviewer``: the guarded arm's reviewer (``spec (mechanism)``), whose reviews get their own columns.
-    """
-    title = f"security --dry-run: agent {agent}" + (f", reviewer {reviewer}" if reviewer else "") + " (nothing is run)"
-    table = Table(title=title)
-    priced = any(row.agent_turns for row in rows)
-    reviewed = reviewer is not None
-    columns = ["suite", "attack", "runs", "agent turns (ground truth + answer)"]
-    columns += ["prompt tokens", "reply tokens", "$"] if priced else []
-    columns += ["reviews (guarded arm)", "review prompt tokens", "review reply tokens", "review $"] if reviewed else []
-    columns += ["total $"] if priced and reviewed else []
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("suite", "attack") else "right")
-    for row in [*rows, None]:
-        if row is None:
-            table.add_section()
-        cells = rows if row is None else [row]
-        line = ["all", ""] if row is None else [row.suite, row.attack]
-        line += [str(sum(c.runs for c in cells)), str(sum(c.agent_turns for c in cells))]
-        line += [f"{sum(c.prompt_tokens for c in cells):,}", f"{sum(c.completion_tokens for c in cells):,}",
-                 _dollars([c.dollars for c in cells])] if priced else []
-        line += [str(sum(c.reviews for c in cells)), f"{sum(c.review_prompt_tokens for c in cells):,}",
-                 f"{sum(c.review_completion_tokens for c in cells):,}",
-                 _dollars([c.review_dollars for c in cells])] if reviewed else []
-        line += [_dollars([d for c in cells for d in (c.dollars, c.review_dollars)])] if priced and reviewed else []
-        table.add_row(*line)
-    console.print(table)
-    for assumption in assumptions if priced or reviewed else ():
-        print_line(console, f"assumes {assumption}")
-
-
-def _dollars(parts: Sequence[float | None]) -> str:
-    """The sum at four decimals, ``unknown`` when a part has no price."""
-    return "unknown" if None in parts else f"{sum(d for d in parts if d is not None):.4f}"
-
-
 class SecurityProgress:
     """The runs and the spend (of the cap): a live bar on a terminal, else log lines.
 
@@ -222,5 +184,5 @@ class SecurityProgress:
         self.group = group
 
 
-__all__ = ["ARM_DEFENCES", "SecurityProgress", "ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS", "print_security_plan",
+__all__ = ["ARM_DEFENCES", "SecurityProgress", "ATTACK_COLUMNS", "BENIGN_COLUMNS", "PUBLISHED_COLUMNS",
            "print_security_report", "published_rows", "published_sources", "rate_text", "run_rows", "security_rows"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import jsonlines
 
 from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
 from saag_opt.errors import ConfigError, CostCapReached
-from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, REPLY_TOKENS, THINKING_TOKENS
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, REPLY_TOKENS, THINKING_TOKENS, Estimate, RoleEstimate
 from saag_opt.lm import is_reasoning_model, open_lm, parse_model_spec, price_call
 from saag_opt.lm.spend.ledgerfile import open_ledger, save_costs
 from saag_opt.resuming import refuse_changes
@@ -81,40 +81,6 @@ class SecurityResult:
     stopped_by: CostCapReached | None = None
 
 
-@dataclass(frozen=True)
-class PlanRow:
-    """What ``--dry-run`` prints for one suite and attack: the runs, the agent turns, their tokens and price."""
-
-    suite: str
-    attack: str
-    runs: int
-    agent_turns: int
-    """Scripted: 0 LM calls; a model: one turn per ground-truth call plus the answer, per run (a model may take more)."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    dollars: float | None = 0.0
-    """At the agent model's price (None: unknown)."""
-    reviews: int = 0
-    """A reviewer mechanism: one review per ground-truth tool call of the user task, guarded arm only."""
-    review_prompt_tokens: int = 0
-    review_completion_tokens: int = 0
-    review_dollars: float | None = 0.0
-    """At the reviewer model's price (None: unknown); ``guard`` calls no LM."""
-
-    def __add__(self, other: PlanRow) -> PlanRow:
-        """Two parts of one row (the search attacker's trials and its held-out runs), summed."""
-        def total(a: float | None, b: float | None) -> float | None:
-            return None if a is None or b is None else a + b
-
-        return replace(self, runs=self.runs + other.runs, agent_turns=self.agent_turns + other.agent_turns,
-                       prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-                       completion_tokens=self.completion_tokens + other.completion_tokens,
-                       dollars=total(self.dollars, other.dollars), reviews=self.reviews + other.reviews,
-                       review_prompt_tokens=self.review_prompt_tokens + other.review_prompt_tokens,
-                       review_completion_tokens=self.review_completion_tokens + other.review_completion_tokens,
-                       review_dollars=total(self.review_dollars, other.review_dollars))
-
-
 REPLY_ESTIMATE = 60
 """Tokens of one agent reply: a tool call, or a short final answer (estimate)."""
 SYSTEM_TOKENS = 150
@@ -129,7 +95,7 @@ REVIEW_FRAME_TOKENS = 250
 
 
 def plan_assumptions(config: SecurityConfig) -> tuple[str, ...]:
-    """What ``plan(config)`` assumes, as ``--dry-run`` prints it (the reviewer's part for a reviewer mechanism)."""
+    """What ``preflight_security(config)`` assumes (the reviewer's part for a reviewer mechanism)."""
     if not config.reviewed:
         return PLAN_ASSUMPTIONS
     agent = PLAN_ASSUMPTIONS if config.agent != SCRIPTED else (
@@ -153,12 +119,19 @@ def _review_reply(reviewer: str | None) -> int:
     return REPLY_TOKENS["reviewer"] + (THINKING_TOKENS if spec is not None and is_reasoning_model(spec) else 0)
 
 
-def plan(config: SecurityConfig) -> list[PlanRow]:
-    """The runs ``config`` asks for, per suite and attack, priced for a model agent and reviewer (no LM is called)."""
-    rows = []
+def preflight_security(config: SecurityConfig) -> Estimate:
+    """``--dry-run``: the runs ``config`` asks for, one part per suite and attack, priced by role (no LM is called).
+
+    Roles as the run's ledger books them (``costs.json``): ``base`` (a model agent's turns: its
+    ground-truth calls and the answer, per run) and ``reviewer`` (one review per ground-truth call,
+    guarded arm only); the scripted agent and ``Guard()`` call no LM, so their parts count runs
+    only. ``examples`` counts runs.
+    """
     arms = len(config.arms)
     spec = parse_model_spec(config.agent) if config.agent != SCRIPTED else None
     review = _Reviewing.of(config)
+    out = Estimate(VERB, 0, assumptions=list(plan_assumptions(config)) if spec is not None or review is not None
+                   else [], unit="runs")
     for name in config.suites:
         suite = get_suite(BENCHMARK_VERSION, name)
         env = suite.load_and_inject_default_environment({})
@@ -167,23 +140,23 @@ def plan(config: SecurityConfig) -> list[PlanRow]:
         first = docs + review.instructions + REVIEW_FRAME_TOKENS + SYSTEM_TOKENS if review is not None else 0
         one, injections = _Pass.over(name, users, env, docs, first), len(suite.injection_tasks)
         if config.benign:
-            rows.append(one.row("none", 1, arms, spec, review))
+            out.add_part(f"{name} / none", one.part(1, arms, spec, review))
         for attack in config.attacks:
+            label = f"{name} / {attack}"
             if attack != SEARCH:
-                rows.append(one.row(attack, injections, arms, spec, review))
+                out.add_part(label, one.part(injections, arms, spec, review))
                 continue
             seen, held = split_user_tasks([u.ID for u in users])  # the search's trials: one arm, its tasks only
-            held_row = _Pass.over(name, [u for u in users if u.ID in held], env, docs, first).row(
-                attack, injections, arms, spec, review)
-            trials = _Pass.over(name, [u for u in users if u.ID in seen], env, docs, first).row(
-                attack, injections * config.search_budget, 1, spec, review)
-            rows.append(held_row + trials)
-    return rows
+            out.add_part(label, _Pass.over(name, [u for u in users if u.ID in held], env, docs, first).part(
+                injections, arms, spec, review))
+            out.add_part(label, _Pass.over(name, [u for u in users if u.ID in seen], env, docs, first).part(
+                injections * config.search_budget, 1, spec, review))
+    return out
 
 
 @dataclass(frozen=True)
 class _Reviewing:
-    """What ``plan`` prices a review at: the reviewer's model, its instructions' tokens, its reply's."""
+    """What ``preflight_security`` prices a review at: the reviewer's model, its instructions' tokens, its reply's."""
 
     spec: Any
     instructions: int
@@ -221,19 +194,20 @@ class _Pass:
                    sum(t - 1 for t in per_run),
                    sum((t - 1) * first_review + STEP_TOKENS * (t - 1) * (t - 2) // 2 for t in per_run))
 
-    def row(self, attack: str, repeats: int, arms: int, spec: Any, review: _Reviewing | None) -> PlanRow:
+    def part(self, repeats: int, arms: int, spec: Any, review: _Reviewing | None) -> Estimate:
+        """``repeats`` passes on each of ``arms`` arms: the agent's turns on every arm, the reviews on the guarded one."""
         times = repeats * arms
-        row = PlanRow(self.suite, attack, self.users * times, 0)
+        out = Estimate(VERB, self.users * times, unit="runs")
         if spec is not None:
             tokens_in, tokens_out = self.prompt_tokens * times, self.turns * times * REPLY_ESTIMATE
-            row = replace(row, agent_turns=self.turns * times, prompt_tokens=tokens_in, completion_tokens=tokens_out,
-                          dollars=price_call(spec, tokens_in, tokens_out))
-        if review is None:
-            return row
-        reviews, tokens_in = self.calls * repeats, self.review_tokens * repeats  # the guarded arm only
-        tokens_out = reviews * review.reply
-        return replace(row, reviews=reviews, review_prompt_tokens=tokens_in, review_completion_tokens=tokens_out,
-                       review_dollars=price_call(review.spec, tokens_in, tokens_out))
+            out.add("base", RoleEstimate(self.turns * times, tokens_in, tokens_out,
+                                         price_call(spec, tokens_in, tokens_out), spec.label))
+        if review is not None:
+            reviews, tokens_in = self.calls * repeats, self.review_tokens * repeats  # the guarded arm only
+            tokens_out = reviews * review.reply
+            out.add("reviewer", RoleEstimate(reviews, tokens_in, tokens_out,
+                                             price_call(review.spec, tokens_in, tokens_out), review.spec.label))
+        return out
 
 
 def resume_config(run_dir: Path, passed: dict[str, Any]) -> SecurityConfig:
@@ -398,5 +372,5 @@ def _first(name: str, limit: int | None) -> list[str] | None:
     return list(get_suite(BENCHMARK_VERSION, name).user_tasks)[:limit]
 
 
-__all__ = ["CASCADE_ONLY", "GUARD_LABEL", "PLAN_ASSUMPTIONS", "SCRIPTED", "PlanRow", "SecurityConfig", "SecurityResult",
-           "guard_label", "plan", "plan_assumptions", "priced", "resume_config", "run_security"]
+__all__ = ["CASCADE_ONLY", "GUARD_LABEL", "PLAN_ASSUMPTIONS", "SCRIPTED", "SecurityConfig", "SecurityResult",
+           "guard_label", "plan_assumptions", "preflight_security", "priced", "resume_config", "run_security"]

@@ -155,18 +155,19 @@ def test_a_reviewer_mechanism_without_a_reviewer_is_one_line(tmp_path: Path,
 
 def test_the_dry_run_prices_the_reviewers_calls(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from saag_opt.security.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import SecurityConfig, preflight_security  # noqa: PLC0415 - optional: the agentdojo extra
 
     monkeypatch.setenv("COLUMNS", "250")  # the table unwrapped
     argv = [*BANKING_1, "--mechanism", "guard+r1", "--reviewer", "gpt-4o-mini", "--runs-dir", str(tmp_path)]
     assert _cli([*argv, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    rows = plan(SecurityConfig(suites=["banking"], attacks=["important_instructions"], limit=1, mechanism="guard+r1",
-                               reviewer="gpt-4o-mini"))
-    assert [r.reviews for r in rows] == [2, 18]  # user_task_0's two calls, guarded arm: alone, then x 9 injections
-    assert all(r.review_prompt_tokens > 1000 * r.reviews and r.review_dollars for r in rows)
-    assert "review $" in out and f"{sum(r.review_dollars or 0 for r in rows):.4f}" in out
-    assert f"{sum(r.review_prompt_tokens for r in rows):,}" in out
+    estimate = preflight_security(SecurityConfig(suites=["banking"], attacks=["important_instructions"], limit=1,
+                                                 mechanism="guard+r1", reviewer="gpt-4o-mini"))
+    reviews = [p.roles["reviewer"] for p in estimate.parts.values()]
+    assert [r.calls for r in reviews] == [2, 18]  # user_task_0's two calls, guarded arm: alone, then x 9 injections
+    assert all(r.prompt_tokens > 1000 * r.calls and r.dollars for r in reviews)
+    assert "base" not in estimate.roles  # the scripted agent calls no LM
+    assert f"{estimate.roles['reviewer'].dollars:.4f}" in out and str(estimate.roles["reviewer"].prompt_tokens) in out
     assert "assumes one review per ground-truth tool call" in out and not list(tmp_path.iterdir())
     assert _cli([*argv[:-4], "--mechanism", "gate+guard+r1", *argv[-4:], "--dry-run"]) == 0
     assert "every call reaches the reviewer" in capsys.readouterr().out  # the gate's plan is the upper end
@@ -178,7 +179,7 @@ def _spent(run_dir: Path) -> dict[str, Any]:
 
 def test_the_cap_stops_the_run_when_the_reviewers_spend_reaches_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.evaluation.test_caps_and_cache import PRICE  # noqa: PLC0415
+    from tests.evaluate.test_caps_and_cache import PRICE  # noqa: PLC0415
 
     monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     cap = 0.05

@@ -122,7 +122,7 @@ def test_resume_keeps_the_recorded_suites(tmp_path: Path, capsys: pytest.Capture
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli([*BANKING_2, "--runs-dir", str(tmp_path), "--dry-run", "--agent", "gpt-4o"]) == 0
     out = capsys.readouterr().out
-    assert "nothing is run" in out and "40" in out and not list(tmp_path.iterdir())
+    assert "Pre-flight estimate: security (40 runs; nothing was run)" in out and not list(tmp_path.iterdir())
 
 
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -236,16 +236,18 @@ def test_a_model_agents_dry_run_is_priced(tmp_path: Path, capsys: pytest.Capture
     assert _cli([*BANKING_2, "--runs-dir", str(tmp_path), "--dry-run", "--agent", "gpt-4o-mini"]) == 0
     out = capsys.readouterr().out
     assert "prompt tokens" in out and "assumes" in out and "--max-cost" in out
-    from saag_opt.security.run import SecurityConfig, plan  # noqa: PLC0415 - optional: the agentdojo extra
+    from saag_opt.security.run import SecurityConfig, preflight_security  # noqa: PLC0415 - optional: the agentdojo extra
 
-    rows = plan(SecurityConfig(suites=["banking"], attacks=["important_instructions"], agent="gpt-4o-mini", limit=2))
-    assert all(r.prompt_tokens > 1000 * r.runs and r.dollars and r.dollars > 0 for r in rows)
-    assert f"{sum(r.dollars for r in rows):.4f}" in out
+    estimate = preflight_security(SecurityConfig(suites=["banking"], attacks=["important_instructions"],
+                                                 agent="gpt-4o-mini", limit=2))
+    parts = estimate.parts.values()
+    assert all(p.roles["base"].prompt_tokens > 1000 * p.examples and (p.roles["base"].dollars or 0) > 0 for p in parts)
+    assert f"{estimate.total.dollars:.4f}" in out and "banking / important_instructions" in out
 
 
 def test_the_cap_stops_a_model_agents_run_cleanly_within_it_and_a_resume_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.evaluation.test_caps_and_cache import PRICE  # noqa: PLC0415
+    from tests.evaluate.test_caps_and_cache import PRICE  # noqa: PLC0415
 
     monkeypatch.setattr("saag_opt.lm.spend.accounting.model_price", lambda spec: PRICE)
     cap = 0.1
