@@ -1,6 +1,7 @@
 """``tune --dry-run``: the calls, tokens and dollars a tune run is expected to spend, by role.
 
-The estimate models are evaluate's (``evaluation.estimate``), added up the way a tune run spends:
+A pass is priced as evaluate prices it (``evaluate.run.KINDS``: single calls, conversations, tau2's
+simulated user), and the passes are added up the way a tune run spends:
 
 * the base agent's round-0 answers once, on the trial split (every trial shares them through the
   base-prediction cache; ``--processes N`` asks them once before the workers start);
@@ -18,7 +19,8 @@ from typing import Any
 from saag_opt.data.workload import workload
 from saag_opt.errors import ConfigError
 from saag_opt.evaluate.config import EvaluateConfig
-from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_evaluation
+from saag_opt.evaluate.run import KINDS
+from saag_opt.evaluation.estimate import Estimate
 from saag_opt.tune.run import DEFAULT_TPE_TRIALS, TuneConfig, check_inputs
 from saag_opt.tune.space import Range, Space, load_space
 
@@ -86,15 +88,10 @@ def _items(config: EvaluateConfig, split: str | None, limit: int | None) -> list
     return list(workload(config.dataset).load(split=split, limit=limit))
 
 
-def _estimate(dataset: str, items: list[Any], **options: Any) -> Estimate:
-    """The estimate of one pass: evaluate's per example, or per conversation (``estimate_episodes``)."""
-    return (estimate_episodes if workload(dataset).conversations else estimate_evaluation)(items, **options)
-
-
 def _base_pass(config: EvaluateConfig, examples: list[Any]) -> Estimate:
     setup = config.setup
-    return _estimate(config.dataset, examples, base=setup.base, reviewer=None,
-                     mechanism=setup.replace(mechanism="none").mechanism, command="tune")
+    return KINDS[config.workload.kind].estimate(config, examples, reviewer=None, instructions={}, command="tune",
+                                                mechanism=setup.replace(mechanism="none").mechanism)
 
 
 def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -> Estimate:
@@ -103,9 +100,9 @@ def _mean_pass(configs: list[EvaluateConfig], examples: list[Any], times: int) -
     for config in configs:
         setup = config.setup
         version = setup.prompt_version()
-        one = _estimate(config.dataset, examples, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                        instructions=dict(version.instructions) if version is not None else {},
-                        base_cached=True, command="tune")
+        one = KINDS[config.workload.kind].estimate(
+            config, examples, reviewer=setup.reviewer, mechanism=setup.mechanism, base_cached=True, command="tune",
+            instructions=dict(version.instructions) if version is not None else {})
         for role, part in one.roles.items():
             out.add(role, part.scaled(times / len(configs)))
         out.assume(*one.assumptions)

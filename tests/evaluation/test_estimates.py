@@ -79,6 +79,25 @@ def test_every_verbs_dry_run_returns_an_estimate_and_prints_it_through_the_one_t
     assert "--max-cost USD caps the real spend" in out
 
 
+def test_tune_prices_a_pass_as_evaluate_does_the_simulated_user_included(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """On tau2 a trial is evaluate's pass: its base pass and one reviewed pass cost what one evaluate costs."""
+    from saag_opt.evaluate.config import EvaluateConfig  # noqa: PLC0415
+    from saag_opt.evaluate.run import preflight_evaluate  # noqa: PLC0415
+    from saag_opt.tune import TuneConfig  # noqa: PLC0415
+    from saag_opt.tune.preflight import preflight_tune  # noqa: PLC0415
+
+    monkeypatch.setenv("SAAG_OPT_PROMPTS", str(REPO / "prompts"))
+    fixed = {"base": "gpt-4o", "reviewer": "gpt-5-mini", "dataset": "tau2:airline", "split": "train", "limit": 3}
+    space = tmp_path / "space.toml"
+    space.write_text("[fixed]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in fixed.items())
+                     + '[search]\nmechanism = ["r1"]\n', encoding="utf-8")
+    tune = preflight_tune(TuneConfig(space=space, sampler="grid", no_test=True))
+    evaluate = preflight_evaluate(EvaluateConfig(**fixed, mechanism="r1"))
+    assert {r: p.calls for r, p in tune.roles.items()} == {r: p.calls for r, p in evaluate.roles.items()}
+    assert tune.roles["user"].calls > 0 and tune.total.dollars == pytest.approx(evaluate.total.dollars, abs=1e-4)
+
+
 def test_an_unknown_price_reads_unknown_in_the_total_and_the_table() -> None:
     estimate = Estimate("evaluate", 2)
     estimate.add("base", RoleEstimate(2, 100, 10, 0.25, "gpt-4o"))
