@@ -38,8 +38,7 @@ from saag_opt.artifacts.version import PromptVersion
 from saag_opt.compare.comparison import CompareSummary, SideSummary
 from saag_opt.credentials import MASK, is_secret_param, redacted_url
 from saag_opt.errors import ConfigError, ModelUnavailableError, RunError
-from saag_opt.evaluation.conversation_records import EpisodeSummary
-from saag_opt.evaluation.results import EvaluationSummary
+from saag_opt.evaluation.results import PairedSummary
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.runfiles import SUMMARY_FILE, Run, read_costs, read_header, read_run
 from saag_opt.tune.results import TuneSummary
@@ -367,9 +366,9 @@ def run_metrics(run: Run) -> dict[str, float]:
     """Accuracy, help, harm, cost and latency of the run, named as tune names them; undefined ones left out."""
     summary = run.summary
     out: dict[str, float | None] = {}
-    if isinstance(summary, (EvaluationSummary, EpisodeSummary)):
+    if isinstance(summary, PairedSummary):  # an evaluate run of either kind
         out |= _paired(summary)
-        out["n_examples"] = summary.n_examples if isinstance(summary, EvaluationSummary) else summary.n_episodes
+        out["n_examples"] = summary.n_items
         out["errors"] = summary.errors
     elif isinstance(summary, CompareSummary):
         out |= _compare(summary)
@@ -395,7 +394,7 @@ def run_metrics(run: Run) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and math.isfinite(v)}
 
 
-def _paired(summary: EvaluationSummary | EpisodeSummary) -> dict[str, float | None]:
+def _paired(summary: PairedSummary) -> dict[str, float | None]:
     hh, latency = summary.help_harm, summary.latency
     return {"accuracy": summary.reviewed.accuracy, "base_accuracy": summary.base.accuracy, "help": hh.helpfulness,
             "harm": hh.harmfulness, "help_harm_ratio": hh.ratio, "net_change": hh.net_change, "mcnemar_p": hh.p_value,
