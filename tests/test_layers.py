@@ -7,7 +7,8 @@ placed here. Bottom up:
 * the foundation imports nothing of the package but these: ``errors``, ``choices`` (the closed
   sets), ``credentials``, ``memo``, ``events``, ``lazy`` (the lazy package faces), ``atomic`` (atomic
   file writes) and ``stopping`` import nothing; ``paths`` and ``resuming`` (the one resume rule) import
-  ``errors``; ``runfiles`` (the run directory) imports ``atomic``, ``errors`` and ``memo``; ``telemetry``
+  ``errors``; ``provenance`` (package versions, the git revision) imports ``memo``; ``runfiles`` (the run
+  directory) imports ``atomic``, ``errors``, ``memo`` and ``provenance``; ``telemetry``
   (optional OpenTelemetry spans) ``errors`` and the version;
 * ``model`` (the data model) imports nothing; ``parse`` only ``model``; the ``saag`` core only
   ``model`` and ``choices`` (test_purity checks it at run time too); ``episodes`` (conversations as
@@ -41,7 +42,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "saag_opt"
 
 FOUNDATION = frozenset({"__init__", "atomic", "choices", "credentials", "errors", "events", "lazy", "memo", "paths",
-                        "resuming", "runfiles", "stopping", "telemetry"})
+                        "provenance", "resuming", "runfiles", "stopping", "telemetry"})
 """What every layer from ``lm`` up may import (``__init__`` is the root package: ``__version__``)."""
 _CORE = frozenset({"model", "parse", "saag", "episodes"})
 _RESOURCES = _CORE | {"lm", "data", "artifacts"}
@@ -53,7 +54,8 @@ ALLOWED: dict[str, frozenset[str]] = {
                             "tune"}),
     "paths": frozenset({"errors"}),
     "resuming": frozenset({"errors"}),
-    "runfiles": frozenset({"atomic", "errors", "memo"}),
+    "provenance": frozenset({"memo"}),
+    "runfiles": frozenset({"atomic", "errors", "memo", "provenance"}),
     "telemetry": frozenset({"__init__", "errors"}),
     "parse": frozenset({"model"}),
     "saag": frozenset({"model", "choices"}),
