@@ -96,9 +96,12 @@ REVIEW_FRAME_TOKENS = 250
 
 def plan_assumptions(config: SecurityConfig) -> tuple[str, ...]:
     """What ``preflight_security(config)`` assumes (the reviewer's part for a reviewer mechanism)."""
+    turns = PLAN_ASSUMPTIONS
+    if config.agent != SCRIPTED and _agent_reply(parse_model_spec(config.agent)) != REPLY_ESTIMATE:
+        turns = (f"{turns[0]}, and {THINKING_TOKENS} more of a reasoning model's thinking", *turns[1:])
     if not config.reviewed:
-        return PLAN_ASSUMPTIONS
-    agent = PLAN_ASSUMPTIONS if config.agent != SCRIPTED else (
+        return turns
+    agent = turns if config.agent != SCRIPTED else (
         PLAN_ASSUMPTIONS[1], "the reviews of a ground-truth run: more calls mean more reviews, so --max-cost USD "
                              "caps the real spend")
     said: tuple[str, ...] = (f"one review per ground-truth tool call of the user task, on the guarded arm only; its prompt: the "
@@ -111,6 +114,11 @@ def plan_assumptions(config: SecurityConfig) -> tuple[str, ...]:
         said += (f"{config.mechanism}: every call reaches the reviewer (none vouched for by the SAAG gate), "
                  "so this is the upper end",)
     return agent + said
+
+
+def _agent_reply(spec: Any) -> int:
+    """Completion tokens of one agent turn (a reasoning model thinks first, as ``evaluation.estimate`` counts it)."""
+    return REPLY_ESTIMATE + (THINKING_TOKENS if is_reasoning_model(spec) else 0)
 
 
 def _review_reply(reviewer: str | None) -> int:
@@ -199,7 +207,7 @@ class _Pass:
         times = repeats * arms
         out = Estimate(VERB, self.users * times, unit="runs")
         if spec is not None:
-            tokens_in, tokens_out = self.prompt_tokens * times, self.turns * times * REPLY_ESTIMATE
+            tokens_in, tokens_out = self.prompt_tokens * times, self.turns * times * _agent_reply(spec)
             out.add("base", RoleEstimate(self.turns * times, tokens_in, tokens_out,
                                          price_call(spec, tokens_in, tokens_out), spec.label))
         if review is not None:

@@ -245,6 +245,20 @@ def test_a_model_agents_dry_run_is_priced(tmp_path: Path, capsys: pytest.Capture
     assert f"{estimate.total.dollars:.4f}" in out and "banking / important_instructions" in out
 
 
+def test_a_reasoning_agents_turns_are_priced_with_its_thinking() -> None:
+    """As every verb's estimate counts it: a reasoning model (gpt-5*, o*) thinks before each turn's reply."""
+    from saag_opt.evaluation.estimate import THINKING_TOKENS  # noqa: PLC0415
+    from saag_opt.security.run import SecurityConfig, plan_assumptions, preflight_security  # noqa: PLC0415 - the extra
+
+    configs = [SecurityConfig(suites=["banking"], attacks=["important_instructions"], agent=agent, limit=2)
+               for agent in ("gpt-4o-mini", "gpt-5-mini")]
+    plain, reasoning = (preflight_security(c).roles["base"] for c in configs)
+    assert reasoning.calls == plain.calls and reasoning.prompt_tokens == plain.prompt_tokens
+    assert reasoning.completion_tokens == plain.completion_tokens + plain.calls * THINKING_TOKENS
+    assert f"{THINKING_TOKENS} more of a reasoning model's thinking" in plan_assumptions(configs[1])[0]
+    assert "thinking" not in plan_assumptions(configs[0])[0]
+
+
 def test_the_cap_stops_a_model_agents_run_cleanly_within_it_and_a_resume_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.evaluate.test_caps_and_cache import PRICE  # noqa: PLC0415
