@@ -47,7 +47,13 @@ def test_an_optimize_summary_written_before_the_model_reads_and_writes_the_same_
     assert summary.test is not None and summary.test.comparison is not None
     assert summary.test.comparison.paired.n == written["test"]["comparison"]["paired"]["n"]
     again = summary.to_dict()
+    estimate, was = again.pop("estimate"), written.pop("estimate")
     assert _without_added(again, written) == written  # fields added since then only take their defaults
+    # the estimate is written in the one Estimate shape now, with the numbers it had
+    assert {role: {k: v for k, v in values.items() if k != "model"} for role, values in estimate["roles"].items()
+            if role != "total"} == was["roles"]
+    assert (estimate["roles"]["total"]["calls"], estimate["roles"]["total"]["dollars"]) == (was["lm_calls"], was["dollars"])
+    assert f"{was['rollouts']} rollouts on train/val" in estimate["assumptions"]
     assert (again["saag_informed"], again["grounding"], again["reviewer_unusable"]) == (False, None, None)
     assert again["test"]["comparison"]["a"]["latency"]["untimed_replays"] == 0
 
