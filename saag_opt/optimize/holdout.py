@@ -16,6 +16,13 @@ from saag_opt.optimize.world import World
 from saag_opt.runfiles import read_rows
 
 
+def holdout_settings(config: OptimizeConfig, prompt: str) -> EvaluateConfig:
+    """How the test phase's compare evaluates: the run's set-up with ``prompt``, on the TEST split."""
+    setup = ReviewSetup.model_validate(dict(config.setup) | {"prompt": prompt})  # plain: compare runs "none" too
+    return EvaluateConfig(setup=setup, dataset=config.dataset, split="test", limit=config.test_limit,
+                          workers=config.workers, seed=config.seed)
+
+
 def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str,
                   sink: EventSink | None) -> dict[str, Any]:
     """Seed (A) vs best (B) on TEST with ``compare_prompts`` (base paid once, outputs cached).
@@ -33,9 +40,7 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
     seed = world.seed.version
     emit(sink, "evaluating", f"comparing {world.seed.program}@{seed} and @{best} on test", seed=seed, best=best)
     ref = {v: str(world.store.path_of(world.seed.program, v)) for v in (seed, best)}  # own file or built-in seed
-    setup = ReviewSetup.model_validate(dict(config.setup) | {"prompt": ref[seed]})  # plain: compare runs "none" too
-    evaluation = EvaluateConfig(setup=setup, dataset=config.dataset, split="test", limit=config.test_limit,
-                                workers=config.workers, seed=config.seed)
+    evaluation = holdout_settings(config, ref[seed])
     try:
         compared = compare_prompts(CompareConfig(versions=[ref[seed], ref[best]], evaluation=evaluation,
                                                  runs_dir=run_dir / "test", seed=config.seed), [ref[seed], ref[best]],
@@ -53,4 +58,4 @@ def evaluate_test(config: OptimizeConfig, world: World, run_dir: Path, best: str
             "comparison": compared.summary.model_dump(mode="json"), "stopped": compared.summary.stopped}
 
 
-__all__ = ["evaluate_test"]
+__all__ = ["evaluate_test", "holdout_settings"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from saag_opt.artifacts import PromptStore
-from saag_opt.evaluation.estimate import Estimate, estimate_episodes, estimate_evaluation
+from saag_opt.evaluate.run import preflight_passes
+from saag_opt.evaluation.estimate import Estimate
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.config import OptimizeConfig
-from saag_opt.optimize.world import load_split, load_splits
+from saag_opt.optimize.holdout import holdout_settings
+from saag_opt.optimize.world import load_splits
 
 
 def preflight_optimize(config: OptimizeConfig) -> Estimate:
@@ -24,13 +26,10 @@ def preflight_optimize(config: OptimizeConfig) -> Estimate:
                                  n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
     total = estimate_run(config, seed.instructions, train + val, calls)  # GEPA's rollouts and reflection
-    if config.evaluate_test:
-        test = load_split(config, "test", config.test_limit)
-        estimate = estimate_episodes if config.conversations else estimate_evaluation
-        for cached in (False, True):  # seed, then best (its base calls are the seed pass's)
-            total.merge(estimate(test, base=setup.base, reviewer=setup.reviewer, mechanism=setup.mechanism,
-                                 instructions=seed.instructions, base_cached=cached))
-        total.examples += len(test)
+    if config.evaluate_test:  # the seed-vs-best compare, priced as compare prices it (best's words: the seed's)
+        test = preflight_passes(holdout_settings(config, setup.prompt), [setup.prompt, setup.prompt])
+        total.merge(test)
+        total.examples += test.examples
     return total
 
 
