@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from saag_opt.choices import BudgetName, values
 from saag_opt.errors import ConfigError
@@ -22,8 +22,6 @@ from saag_opt.evaluation.estimate import (
     CHARS_PER_TOKEN,
     REPLY_TOKENS,
     Estimate,
-    episode_step_sizes,
-    prompt_tokens,
     role_estimate,
 )
 from saag_opt.optimize.edits import EDIT_REPLY_TOKENS
@@ -97,26 +95,29 @@ def estimate_gepa(*, rollouts: int, reviews_per_rollout: float, revisions_per_ro
     return est
 
 
+class RolloutSize(NamedTuple):
+    """What one rollout of a kind of work asks, on average (``rollouts.Work.rollout_size``)."""
+
+    reviews: float
+    """Reviewer calls."""
+    revisions: float
+    """Base-agent calls (revisions; on a conversation every step's proposal too)."""
+    prompt: float
+    """Tokens of one reviewed prompt (the item, without the instructions)."""
+    feedback: float
+    """Tokens of the feedback one reflected item adds."""
+    base_note: str
+    """How the base agent's calls are counted, for the estimate's assumptions."""
+
+
 def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], examples: Sequence[Any],
-                 rollouts: int) -> Estimate:
+                 rollouts: int, size: RolloutSize) -> Estimate:
     """Up-front estimate of the GEPA phase from the examples' prompt sizes and the models' prices.
 
-    On a multi-turn dataset a rollout is one reviewed conversation: a review per step (the steps
-    and each step's prompt measured from the entries, ``evaluation.estimate.episode_step_sizes``),
-    every step's proposal counted uncached (the run leaves the cached base run at its first change),
-    and the reflection reads a conversation's feedback per minibatch entry. Needs no open model:
-    ``--dry-run`` calls it too.
+    ``size``: what one rollout asks, from the run's kind of work (``rollouts.Work.rollout_size``: on a
+    multi-turn dataset a rollout is one reviewed conversation). Needs no open model: ``--dry-run`` calls it too.
     """
-    reviews, revisions = config.setup.mechanism.calls_per_example()
-    if config.conversations:
-        steps, chars = episode_step_sizes(examples, sample_size=20)
-        prompt = chars / CHARS_PER_TOKEN
-        reviews, revisions = steps * reviews, steps * (1.0 + revisions)
-        feedback = steps * FEEDBACK_CHARS_PER_STEP / CHARS_PER_TOKEN
-        base_note = f"one reviewed conversation of {steps:.1f} steps per rollout, every proposal counted uncached"
-    else:
-        prompt, feedback = prompt_tokens(examples, sample_size=20), 0.0
-        base_note = "base first answers cached"
+    reviews, revisions, prompt, feedback, base_note = size
     instr = sum(len(t) for t in seed_instructions.values()) / CHARS_PER_TOKEN
 
     reflect_in = config.minibatch * (prompt + feedback + 400) + instr + 600
@@ -130,5 +131,5 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
                          reflection=config.reflection_spec, examples=len(examples), base_note=base_note)
 
 
-__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "auto_metric_calls", "estimate_gepa", "estimate_run",
-           "minimum_metric_calls", "resolve_metric_calls"]
+__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "RolloutSize", "auto_metric_calls", "estimate_gepa",
+           "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from saag_opt.evaluation.estimate import prompt_tokens
 from saag_opt.evaluation.results import ExampleRecord
 from saag_opt.model import Example, ToolCall
+from saag_opt.optimize.budget import RolloutSize
 from saag_opt.optimize.feedback import (
     GOLD_LABEL,
     OUTCOME_ADVICE,
@@ -288,6 +290,10 @@ class SingleCalls:
     def rail_example(self, item: Example) -> Example:
         """The example itself: the rails read what the reflection LM read."""
         return item
+
+    def rollout_size(self, items: Sequence[Example], reviews: float, revisions: float) -> RolloutSize:
+        """One reviewed call per rollout, the base agent's first answer cached."""
+        return RolloutSize(reviews, revisions, prompt_tokens(items, sample_size=20), 0.0, "base first answers cached")
 
 
 CALLS = SingleCalls()

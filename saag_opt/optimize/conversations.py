@@ -60,8 +60,10 @@ from saag_opt.data.bfcl_environment import gold_calls
 from saag_opt.episodes import Environment, Episode, open_environment
 from saag_opt.evaluate.play import BASE, RunParts, play_episode, run_condition
 from saag_opt.evaluation.conversation_records import EpisodeRecord, JudgementRecord, StepRecord, TurnRecord
+from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, episode_step_sizes
 from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Example, GoldCall, ToolCall
+from saag_opt.optimize.budget import FEEDBACK_CHARS_PER_STEP, RolloutSize
 from saag_opt.optimize.feedback import (
     GOLD_LABEL,
     OUTCOME_ADVICE,
@@ -477,6 +479,18 @@ class Conversations:
     def rail_example(self, item: Episode) -> Example:
         """``rail_example``: the entry read as one example."""
         return rail_example(item)
+
+    def rollout_size(self, items: Sequence[Episode], reviews: float, revisions: float) -> RolloutSize:
+        """One reviewed conversation per rollout: a review per step, every step's proposal counted uncached.
+
+        The run leaves the cached base run at its first change; a reflected entry carries a
+        conversation's feedback. The steps and each step's prompt are measured from the entries
+        (``estimate.episode_step_sizes``).
+        """
+        steps, chars = episode_step_sizes(items, sample_size=20)
+        return RolloutSize(steps * reviews, steps * (1.0 + revisions), chars / CHARS_PER_TOKEN,
+                           steps * FEEDBACK_CHARS_PER_STEP / CHARS_PER_TOKEN,
+                           f"one reviewed conversation of {steps:.1f} steps per rollout, every proposal counted uncached")
 
 
 CONVERSATIONS = Conversations()

@@ -8,6 +8,7 @@ from saag_opt.evaluation.estimate import Estimate
 from saag_opt.optimize.budget import estimate_run, resolve_metric_calls
 from saag_opt.optimize.config import OptimizeConfig
 from saag_opt.optimize.holdout import holdout_settings
+from saag_opt.optimize.rollouts import work_for
 from saag_opt.optimize.world import load_splits
 
 
@@ -25,7 +26,8 @@ def preflight_optimize(config: OptimizeConfig) -> Estimate:
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
                                  n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
-    total = estimate_run(config, seed.instructions, train + val, calls)  # GEPA's rollouts and reflection
+    size = work_for(config.workload).rollout_size(train + val, *setup.mechanism.calls_per_example())
+    total = estimate_run(config, seed.instructions, train + val, calls, size)  # GEPA's rollouts and reflection
     if config.evaluate_test:  # the seed-vs-best compare, priced as compare prices it (best's words: the seed's)
         test = preflight_passes(holdout_settings(config, setup.prompt), [setup.prompt, setup.prompt])
         total.merge(test)

@@ -1,10 +1,11 @@
 """What GEPA needs from a kind of work, and the one place a workload's kind picks it.
 
 GEPA's loop (the student, the budget, acceptance, the sampler, artifacts, resume) is the same on
-every dataset; a kind of work differs in four things only, and ``Work`` names them: how one item is
+every dataset; a kind of work differs in five things only, and ``Work`` names them: how one item is
 played under a candidate reviewer (``rollout``), how a rollout is scored and explained to the
 reflection LM (``metric``, dspy's GEPA metric), how the rails read a reflected item
-(``rail_example``), and which rows the seed-vs-best compare writes (``record``). The sampler needs
+(``rail_example``), which rows the seed-vs-best compare writes (``record``), and what one rollout
+asks, for the estimate (``rollout_size``). The sampler needs
 only an item's ``id``, which every kind has.
 
 The kinds live in modules named by the work they run: ``optimize.calls`` (an ``Example``, one
@@ -15,6 +16,7 @@ place that chooses between them, from ``data.workload.Workload.kind`` (asked of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from saag_opt.data.workload import Workload, WorkloadKind
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from saag_opt.evaluation.conversation_records import EpisodeRecord
     from saag_opt.evaluation.results import ExampleRecord
     from saag_opt.model import Example
+    from saag_opt.optimize.budget import RolloutSize
     from saag_opt.optimize.program import RunFn
 
 
@@ -54,6 +57,10 @@ class Work(Protocol):
 
     def rail_example(self, item: Any) -> Example:
         """A reflected item as the rails read it (``rails.quarantine_reason``'s examples)."""
+        ...
+
+    def rollout_size(self, items: Sequence[Any], reviews: float, revisions: float) -> RolloutSize:
+        """What one rollout asks on average, given the mechanism's reviews and revisions per reviewed call."""
         ...
 
 

@@ -150,7 +150,8 @@ def _run(config: OptimizeConfig, run_dir: Path, header: RunHeader, sink: EventSi
     calls = resolve_metric_calls(config.budget_name, config.max_metric_calls,
                                  n_components=len(config.components), n_val=len(val),
                                  minibatch=config.minibatch)
-    estimate = estimate_run(config, world.seed.instructions, train + val, calls)
+    size = world.work.rollout_size(train + val, *config.setup.mechanism.calls_per_example())
+    estimate = estimate_run(config, world.seed.instructions, train + val, calls, size)
     emit(sink, "estimate", estimate.headline(), **estimate.to_dict())
     writer = ArtifactWriter(world.store, seed_version=world.seed, map_path=run_dir / "artifacts.json",
                             metadata=_artifact_metadata(config, header.dataset["split_hash"]),

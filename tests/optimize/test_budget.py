@@ -84,6 +84,7 @@ def test_spend_cap_rejects_non_positive_cap() -> None:
 
 def test_an_edit_proposer_is_estimated_at_one_rule_of_json_a_reply() -> None:
     from saag_opt.optimize.budget import estimate_run  # noqa: PLC0415
+    from saag_opt.optimize.calls import CALLS  # noqa: PLC0415
     from saag_opt.optimize.config import OptimizeConfig  # noqa: PLC0415
     from saag_opt.optimize.edits import EDIT_REPLY_TOKENS  # noqa: PLC0415
     from tests.optimize.optimize_world import make_examples  # noqa: PLC0415
@@ -92,6 +93,7 @@ def test_an_edit_proposer_is_estimated_at_one_rule_of_json_a_reply() -> None:
     per_call = {}
     for proposer in ("add", "rewrite"):
         config = OptimizeConfig(base="local", reviewer="local", proposer=proposer, max_metric_calls=12)
-        numbers = estimate_run(config, {"review": "Review the calls."}, examples, 12).roles["reflection"]
+        size = CALLS.rollout_size(examples, *config.setup.mechanism.calls_per_example())
+        numbers = estimate_run(config, {"review": "Review the calls."}, examples, 12, size).roles["reflection"]
         per_call[proposer] = numbers.completion_tokens / numbers.calls
     assert per_call["add"] == EDIT_REPLY_TOKENS and per_call["rewrite"] > 10 * EDIT_REPLY_TOKENS
