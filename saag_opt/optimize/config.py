@@ -129,11 +129,6 @@ class OptimizeConfig(SetupConfig):
         return workload(self.dataset)
 
     @property
-    def conversations(self) -> bool:
-        """The dataset is BFCL multi-turn entries (episodes), not single-call examples (``workload``)."""
-        return self.workload.conversations
-
-    @property
     def components(self) -> tuple[str, ...]:
         """What GEPA evolves: the reviewer predictors the mechanism calls, and the report note with ``--saag-informed``.
 

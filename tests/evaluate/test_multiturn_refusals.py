@@ -31,4 +31,5 @@ def test_optimize_refuses_a_simulated_user_and_says_what_works_instead(tmp_path:
 @pytest.mark.parametrize("dataset", ["bfcl:multi_turn_base", "bfcl:multi_turn_miss_param", "bfcl:multi_turn"])
 def test_optimize_takes_every_bfcl_multi_turn_dataset(dataset: str) -> None:
     config = OptimizeConfig(dataset=dataset, base="gpt-4o", reviewer="gpt-4o-mini")
-    assert config.conversations and not OptimizeConfig(base="gpt-4o", reviewer="gpt-4o-mini").conversations
+    assert config.workload.conversations
+    assert not OptimizeConfig(base="gpt-4o", reviewer="gpt-4o-mini").workload.conversations
