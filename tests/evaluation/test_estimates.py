@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from saag_opt.cli import main
+from saag_opt.data.tau2_package import missing as tau2_missing
 from saag_opt.evaluation.estimate import Estimate, RoleEstimate
 from saag_opt.optimize.summary import OptimizeSummary
 from saag_opt.report import estimate_tables
@@ -79,6 +80,7 @@ def test_every_verbs_dry_run_returns_an_estimate_and_prints_it_through_the_one_t
     assert "--max-cost USD caps the real spend" in out
 
 
+@requires(tau2_missing())  # tau2's tasks are what a simulated user's pass is priced from
 def test_tune_prices_a_pass_as_evaluate_does_the_simulated_user_included(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """On tau2 a trial is evaluate's pass: its base pass and one reviewed pass cost what one evaluate costs."""
