@@ -9,8 +9,8 @@ around it is ``evaluate.run``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,11 +97,10 @@ class CallWork:
             message = error_text(exc)
             return failed_record(run_id, example, "base", message), failed_record(run_id, example, spec, message)
         try:
-            lm_scope = dspy.context(lm=condition.reviewer_lm) if condition.reviewer_lm is not None else nullcontext()
-            with lm_scope, dspy.track_usage() as tracker, lm_clock() as clock:
+            with measured(condition.reviewer_lm) as usage:
                 outcome = condition.run(example)
-            return base_row, mechanism_record(run_id, example, outcome, tracked_tokens(tracker),
-                                              base_clock.untimed + clock.untimed)
+            return base_row, mechanism_record(run_id, example, outcome, usage.tokens,
+                                              base_clock.untimed + usage.untimed)
         except (CostCapReached, ModelUnavailableError):
             raise
         except Exception as exc:
@@ -139,13 +138,30 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:1000]
 
 
-def tracked_tokens(tracker: Any) -> int:
-    """Tokens a ``dspy.track_usage`` block billed (total, else prompt + completion)."""
-    total = 0
-    for usage in tracker.get_total_tokens().values():
-        total += int(usage.get("total_tokens") or 0) or int(usage.get("prompt_tokens") or 0) + int(
-            usage.get("completion_tokens") or 0)
-    return total
+@dataclass
+class Usage:
+    """What a ``measured`` block billed and replayed (filled when the block ends)."""
+
+    tokens: int = 0
+    """Tokens billed (total, else prompt + completion)."""
+    untimed: int = 0
+    """LM replies replayed from the cache whose original time is unknown (``lm.latency``)."""
 
 
-__all__ = ["CallWork", "Calls", "error_text", "tracked_tokens"]
+@contextmanager
+def measured(reviewer_lm: Any) -> Iterator[Usage]:
+    """The mechanism's run of one item, single call or conversation: the reviewer's LM in scope, its usage counted.
+
+    ``reviewer_lm``: the LM the reviewer's dspy calls run under (``dspy.context``), None if it needs none.
+    """
+    usage = Usage()
+    scope = dspy.context(lm=reviewer_lm) if reviewer_lm is not None else nullcontext()
+    with scope, dspy.track_usage() as tracker, lm_clock() as clock:
+        yield usage
+    for tokens in tracker.get_total_tokens().values():
+        usage.tokens += int(tokens.get("total_tokens") or 0) or int(tokens.get("prompt_tokens") or 0) + int(
+            tokens.get("completion_tokens") or 0)
+    usage.untimed = clock.untimed
+
+
+__all__ = ["CallWork", "Calls", "Usage", "error_text", "measured"]

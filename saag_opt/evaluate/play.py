@@ -9,11 +9,8 @@ it is an ``error`` record (scored invalid), systemic faults raise.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
-
-import dspy
 
 from saag_opt.agents.base import BaseAgent
 from saag_opt.agents.episode import EpisodeOutcome, run_episode
@@ -21,10 +18,9 @@ from saag_opt.agents.mechanisms.base import Mechanism, MechanismContext
 from saag_opt.agents.reviewer import Reviewer
 from saag_opt.episodes import Environment, Episode, Judgement
 from saag_opt.errors import ConfigError, CostCapReached, ModelUnavailableError
-from saag_opt.evaluate.calls import error_text, tracked_tokens
+from saag_opt.evaluate.calls import error_text, measured
 from saag_opt.evaluation.conversation_records import EpisodeRecord, episode_record, failed_episode_record
 from saag_opt.events import EventSink
-from saag_opt.lm.latency import lm_clock
 
 BASE = "base"
 """The condition name of the base agent alone (every step through ``none``)."""
@@ -72,11 +68,10 @@ def run_condition(parts: RunParts, episode: Episode, mechanism: Mechanism, condi
         ConfigError: the entry cannot be played at all (an unknown environment).
     """
     try:
-        scope = dspy.context(lm=parts.reviewer_lm) if parts.reviewer_lm is not None else nullcontext()
-        with scope, dspy.track_usage() as tracker, lm_clock() as clock:
+        with measured(parts.reviewer_lm) as usage:
             outcome, judgement = parts.play(parts, episode, mechanism)
-        return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=tracked_tokens(tracker),
-                              untimed=clock.untimed)
+        return episode_record(parts.run_id, episode, condition, outcome, judgement, tokens=usage.tokens,
+                              untimed=usage.untimed)
     except (CostCapReached, ModelUnavailableError, ConfigError):
         raise
     except Exception as exc:
