@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from saag_opt.agents.mechanisms.base import Mechanism
 from saag_opt.agents.setup import Condition
 from saag_opt.artifacts import PromptVersion
-from saag_opt.atomic import atomic_write_json, atomic_write_jsonl
+from saag_opt.atomic import atomic_write_json
 from saag_opt.data import split_hash
 from saag_opt.data.workload import Workload, WorkloadKind
 from saag_opt.episodes import Episode
@@ -38,7 +38,7 @@ from saag_opt.evaluate.loop import Work, run_pairs
 from saag_opt.evaluation.conversation_records import EpisodeSummary
 from saag_opt.evaluation.estimate import Estimate
 from saag_opt.evaluation.records import setup_facts
-from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord, PairedSummary, finished_records
+from saag_opt.evaluation.results import EvaluationSummary, ExampleRecord, PairedSummary, keep_finished
 from saag_opt.events import EventSink, emit
 from saag_opt.lm import CostLedger
 from saag_opt.lm.disk_cache import configure_lm_cache
@@ -129,10 +129,10 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
     kept: list[Any] = []
     if resume is None:
         run_dir = create_run_dir(config.runs_dir, work_of.evaluate_verb)
-        header = _header(config, kind, run_dir, items, args_passed)
+        header = _header(config, work_of, kind, run_dir, items, args_passed)
     else:
         run_dir = resume
-        header, kept = _reopen(run_dir, config, items, kind.record, args_passed)
+        header, kept = _reopen(run_dir, config, work_of, items, kind.record, args_passed)
     write_header(run_dir, header)
     with guarded_run(run_dir, header):
         own = open_ledger(config.max_cost, run_dir, parent=ledger)
@@ -148,7 +148,7 @@ def run_evaluation(config: EvaluateConfig, *, on_event: EventSink | None = None,
         summary = work.summarise(run.pairs, seed=config.seed, stopped=run.stopped)
         summary = summary.model_copy(update=setup_facts(condition, {i.split for i in items if i.split}, own))
         atomic_write_json(run_dir / "summary.json", summary.model_dump(mode="json"))
-        _check_errors(config, summary, run.records, run_dir)
+        _check_errors(config, work_of, summary, run.records, run_dir)
     finish_header(run_dir, header, run.capped)
     emit(on_event, "run_finished", f"done: {run_dir}", run_dir=str(run_dir))
     return EvaluationResult(run_dir, summary, run.records)
@@ -160,10 +160,9 @@ def preflight_evaluate(config: EvaluateConfig) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as ``run_evaluation`` would, before any work.
     """
-    setup = config.setup
-    version = setup.prompt_version()
-    return KINDS[config.workload.kind].estimate(config, _items(config, config.workload), reviewer=setup.reviewer,
-                                                mechanism=setup.mechanism, instructions=_instructions(version))
+    setup, work_of = config.setup, config.workload
+    return KINDS[work_of.kind].estimate(config, _items(config, work_of), reviewer=setup.reviewer,
+                                        mechanism=setup.mechanism, instructions=_instructions(setup.prompt_version()))
 
 
 def preflight_passes(config: EvaluateConfig, refs: Sequence[str]) -> Estimate:
@@ -172,7 +171,8 @@ def preflight_passes(config: EvaluateConfig, refs: Sequence[str]) -> Estimate:
     Raises:
         ConfigError, DatasetError, ArtifactError: as the compare would, before any work.
     """
-    kind, items, setup = KINDS[config.workload.kind], _items(config, config.workload), config.setup
+    setup, work_of = config.setup, config.workload
+    kind, items = KINDS[work_of.kind], _items(config, work_of)
     total = kind.estimate(config, items, reviewer=None, mechanism=setup.replace(mechanism="none").mechanism,
                           instructions={}, command="compare")
     for ref in refs:
@@ -213,7 +213,7 @@ def _prompt_sha(config: EvaluateConfig, *, quiet: bool = False) -> str | None:
     return version.sha256 if version is not None else None
 
 
-def _header(config: EvaluateConfig, kind: _Kind, run_dir: Path, items: Sequence[Item],
+def _header(config: EvaluateConfig, work_of: Workload, kind: _Kind, run_dir: Path, items: Sequence[Item],
             args_passed: dict[str, Any] | None) -> RunHeader:
     setup, extra = config.setup, kind.header(config, items)
     models = {"base": setup.base} | ({"reviewer": setup.reviewer} if setup.reviewer else {}) | extra.get("models", {})
@@ -224,51 +224,47 @@ def _header(config: EvaluateConfig, kind: _Kind, run_dir: Path, items: Sequence[
                      "sha256": _prompt_sha(config, quiet=True), "experimental": setup.saag_informed},
         **extra.get("plugins", {})}
     return new_header(
-        run_dir, config.workload.evaluate_verb, config=config.model_dump(mode="json"), args_passed=args_passed or {},
+        run_dir, work_of.evaluate_verb, config=config.model_dump(mode="json"), args_passed=args_passed or {},
         models=models, plugins=plugins,
         dataset={"spec": config.dataset, "split": config.split, "limit": config.limit,
                  **({"skip": config.skip} if config.skip else {}), "n": len(items), "ids_hash": _ids_hash(items),
                  "split_hash": split_hash(items)})
 
 
-def _reopen(run_dir: Path, config: EvaluateConfig, items: Sequence[Item], record: type[ExampleRecord],
-            args_passed: dict[str, Any] | None) -> tuple[RunHeader, list[ExampleRecord]]:
-    """``run.json`` of a resumed run set back to ``started``, and the finished items' records.
-
-    ``records.jsonl`` is rewritten (atomically) with those records only, so an item cut in half
-    (or a line torn by a crash) is redone and every item appears exactly once.
+def _reopen(run_dir: Path, config: EvaluateConfig, work_of: Workload, items: Sequence[Item],
+            record: type[ExampleRecord], args_passed: dict[str, Any] | None) -> tuple[RunHeader, list[ExampleRecord]]:
+    """``run.json`` of a resumed run set back to ``started``, and the finished items' records (``keep_finished``).
 
     Raises:
         RunError: not an evaluate run, or its items are not the recorded ones any more.
     """
     header = read_header(run_dir)
-    if header.verb != config.workload.evaluate_verb:
+    if header.verb != work_of.evaluate_verb:
         raise RunError(f"--resume {run_dir}: it is a {header.verb!r} run, not an evaluate run of {config.dataset!r}")
     ids = _ids_hash(items)
     if header.dataset.get("ids_hash") not in (None, ids):
         raise RunError(f"--resume {run_dir}: dataset {config.dataset!r} no longer gives the run's "
-                       f"{config.workload.unit} (ids hash {ids} != {header.dataset.get('ids_hash')}); start a new run")
+                       f"{work_of.unit} (ids hash {ids} != {header.dataset.get('ids_hash')}); start a new run")
     recorded = (header.plugins.get("reviewer") or {}).get("sha256")
     if recorded and (now := _prompt_sha(config)) != recorded:  # e.g. an alias (reviewer@best) that moved
         raise RunError(f"--resume {run_dir}: prompt {config.setup.prompt!r} now resolves to other instructions "
                        f"(sha256 {str(now)[:12]}; the run used {recorded[:12]}); start a new run")
-    kept = finished_records(run_dir / "records.jsonl", config.setup.mechanism.spec, (i.id for i in items), record)
-    atomic_write_jsonl(run_dir / "records.jsonl", [r.model_dump(mode="json") for r in kept])
+    kept = keep_finished(run_dir / "records.jsonl", config.setup.mechanism.spec, (i.id for i in items), record)
     resumes = resumed(header, args_passed, finished_before=len(kept) // 2)
     header = header.model_copy(update={"status": "started", "finished": None, "error": None,
                                        "config": config.model_dump(mode="json"), "resumes": resumes})
     return header, kept
 
 
-def _check_errors(config: EvaluateConfig, summary: PairedSummary, records: Sequence[ExampleRecord],
-                  run_dir: Path) -> None:
+def _check_errors(config: EvaluateConfig, work_of: Workload, summary: PairedSummary,
+                  records: Sequence[ExampleRecord], run_dir: Path) -> None:
     """Fail a run whose every item failed (no result to report), or whose error share passes ``fail_on_error``.
 
     Raises:
         RunFailed: every item has an error (the first one is quoted).
         RunError: more than ``fail_on_error`` of the items have one.
     """
-    n, unit = summary.n_items, config.workload.unit
+    n, unit = summary.n_items, work_of.unit
     if n == 0:
         return
     if summary.errors == n:

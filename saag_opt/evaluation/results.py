@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import jsonlines
 from pydantic import BaseModel, Field
 
+from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.evaluation.categories import CategoryScore, RelevanceSuite
 from saag_opt.evaluation.helpharm import HelpHarm
 from saag_opt.runfiles import read_rows, read_run, register_summary
@@ -287,7 +288,18 @@ def finished_records(path: Path, condition: str, ids: Iterable[str], record: typ
     return [record for (example_id, _), record in rows.items() if example_id in done]
 
 
+def keep_finished(path: Path, condition: str, ids: Iterable[str], record: type[R]) -> list[R]:
+    """What a resumed run keeps (``finished_records``), with ``path`` rewritten (atomically) to hold those rows alone.
+
+    Why the rewrite: an item cut in half, a failed one or a torn last line would otherwise pair with
+    its rerun; every item then appears exactly once.
+    """
+    kept = finished_records(path, condition, ids, record)
+    atomic_write_jsonl(path, [row.model_dump(mode="json") for row in kept])
+    return kept
+
+
 register_summary("evaluate", EvaluationSummary, records=ExampleRecord)
 
 __all__ = ["CallRecord", "CandidateRecord", "ConditionSummary", "EvaluationSummary", "ExampleRecord", "LatencySummary",
-           "PairedSummary", "RecordWriter", "RoundRecord", "finished_records", "read_records", "read_run"]
+           "PairedSummary", "RecordWriter", "RoundRecord", "finished_records", "keep_finished", "read_records", "read_run"]

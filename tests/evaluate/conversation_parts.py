@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from saag_opt.agents.episode import MAXIMUM_STEP_LIMIT
-from saag_opt.atomic import atomic_write_jsonl
 from saag_opt.episodes import Environment, Episode, open_environment
 from saag_opt.errors import CostCapReached
 from saag_opt.evaluate.conversations import ConversationWork
 from saag_opt.evaluate.loop import run_pairs
 from saag_opt.evaluate.play import RunParts, play_episode
 from saag_opt.evaluation.conversation_records import EpisodeRecord, EpisodeSummary
-from saag_opt.evaluation.results import finished_records
+from saag_opt.evaluation.results import keep_finished
 from saag_opt.events import EventSink
 from saag_opt.lm.spend.cap import SpendCap
 
@@ -44,7 +43,6 @@ def run_entries(episodes: Sequence[Episode], *, agent: Any, reviewer: Any, mecha
     work = ConversationWork(parts, workers)
     kept: list[EpisodeRecord] = []
     if records_path is not None and records_path.is_file():  # what a resumed run keeps (``run._reopen``)
-        kept = finished_records(records_path, mechanism.spec, (e.id for e in episodes), EpisodeRecord)
-        atomic_write_jsonl(records_path, [r.model_dump(mode="json") for r in kept])
+        kept = keep_finished(records_path, mechanism.spec, (e.id for e in episodes), EpisodeRecord)
     run = run_pairs(work, episodes, kept=kept, records_path=records_path, cap=cap, on_event=on_event)
     return EntriesRun(run.records, work.summarise(run.pairs, seed=seed, stopped=run.stopped), run.capped)
