@@ -33,10 +33,6 @@ AUTO_CANDIDATES: dict[BudgetName, int] = {"light": 6, "medium": 12, "heavy": 18}
 """dspy.GEPA's ``AUTO_RUN_SETTINGS`` (number of candidates each preset aims for)."""
 
 
-FEEDBACK_CHARS_PER_STEP = 250
-"""Assumed characters of a conversation's feedback per step (proposal, verdict, result: ``episode_feedback``)."""
-
-
 def auto_metric_calls(budget: BudgetName, *, n_components: int, n_val: int) -> int:
     """dspy.GEPA's ``auto_budget`` formula, evaluated here so the estimate can be printed first."""
     import dspy  # noqa: PLC0415 - heavy: dspy; optimize.summary, a run reader, imports this
@@ -131,5 +127,5 @@ def estimate_run(config: OptimizeConfig, seed_instructions: Mapping[str, str], e
                          reflection=config.reflection_spec, examples=len(examples), base_note=base_note)
 
 
-__all__ = ["AUTO_CANDIDATES", "FEEDBACK_CHARS_PER_STEP", "RolloutSize", "auto_metric_calls", "estimate_gepa",
+__all__ = ["AUTO_CANDIDATES", "RolloutSize", "auto_metric_calls", "estimate_gepa",
            "estimate_run", "minimum_metric_calls", "resolve_metric_calls"]

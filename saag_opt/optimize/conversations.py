@@ -63,7 +63,7 @@ from saag_opt.evaluation.conversation_records import EpisodeRecord, JudgementRec
 from saag_opt.evaluation.estimate import CHARS_PER_TOKEN, episode_step_sizes
 from saag_opt.evaluation.results import CallRecord
 from saag_opt.model import Example, GoldCall, ToolCall
-from saag_opt.optimize.budget import FEEDBACK_CHARS_PER_STEP, RolloutSize
+from saag_opt.optimize.budget import RolloutSize
 from saag_opt.optimize.feedback import (
     GOLD_LABEL,
     OUTCOME_ADVICE,
@@ -247,6 +247,9 @@ class EpisodeRollouts:
                 record = self._base.setdefault(episode.id, record)
         return record
 
+
+FEEDBACK_CHARS_PER_STEP = 250
+"""Assumed characters of a conversation's feedback per step (proposal, verdict, result), for the estimate."""
 
 EPISODE_ADVICE: dict[str, str] = {
     "fixed": "Good: without the review the conversation fails BFCL's checker; with it, it passes. The review caught "
