@@ -45,7 +45,7 @@ RECORDS_FILE = "records.jsonl"
 SUMMARY_FILE = "summary.json"
 """What a run concluded, written when it ends (the verb's registered model)."""
 COSTS_FILE = "costs.json"
-"""The run's LM ledger (``lm.ledgerfile`` writes it), kept current while the run goes."""
+"""The run's LM ledger (``lm.spend.ledgerfile`` writes it), kept current while the run goes."""
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -245,7 +245,7 @@ def open_setup(setup: ReviewSetup, ledger: CostLedger, cache: BasePredictionCach
     ``cache``: the base-prediction cache round-0 proposals come from (shared by every mechanism and
     prompt version run on the same examples). The base LM opens first, so a missing key fails
     before a prompt is looked up. ``batch``: every role's calls go through these Batch API rounds
-    (``lm.batching``); what is asked, and so every reply, stays the same.
+    (``lm.batch.rounds``); what is asked, and so every reply, stays the same.
 
     Raises:
         ModelUnavailableError: a model cannot be used (missing key, extra or server).

@@ -1,7 +1,7 @@
 """N reviewed sides compared on the same examples, and the ``summary.json`` models of a compare run.
 
 Pure: no LM, no I/O. ``compare_sides`` computes every number ``saag-opt compare`` reports from the
-sides' records (``Side``, defined here; ``evaluation.sides`` reads them from finished runs):
+sides' records (``Side``, defined here; ``compare.sides`` reads them from finished runs):
 per-category accuracy (base and each version), help/harm of each version against its own base
 rows, and for every pair of versions the paired table (``HelpHarm`` over (A correct, B correct):
 "fixed" = only B right, "broken" = only A right) with McNemar's exact p, its Holm-adjusted p over

@@ -13,7 +13,7 @@ Two modes, chosen per argument by ``parse_side``:
   by example id; no LM is called.
 
 Both modes compute the same numbers from records (``comparison.compare_sides``, pure: every pair,
-Holm-adjusted); finished runs are read as sides by ``evaluation.sides``. This module keeps the
+Holm-adjusted); finished runs are read as sides by ``compare.sides``. This module keeps the
 configuration, the run directory (start, resume, finish) and the two modes.
 """
 

@@ -63,7 +63,7 @@ class EvaluateConfig(SetupConfig):
     stops cleanly with the finished examples kept (``summary.stopped``)."""
     batch: Annotated[bool, RUN_OPTION] = False
     """Send each round of independent LM calls as one OpenAI Batch API job (half price, slower;
-    ``lm.batching``). Every example is then in flight at once (up to ``BATCH_WORKERS``), since each only
+    ``lm.batch.rounds``). Every example is then in flight at once (up to ``BATCH_WORKERS``), since each only
     waits on its batch; the replies are the same as without it."""
 
     @field_validator("user_model")

@@ -11,7 +11,7 @@ An estimate, not a bound (the bound is ``--max-cost``): every base call is assum
 reviewer is assumed to reject half of what it sees (``REJECT_RATE``), prompts are measured from
 the examples' rendered text (about 4 characters per token) and replies are assumed short
 (``REPLY_TOKENS``; reasoning models add ``THINKING_TOKENS``). Prices are the models' own
-(``lm.accounting.model_price``; local and compatible servers are free; an OpenAI model without a
+(``lm.spend.accounting.model_price``; local and compatible servers are free; an OpenAI model without a
 known price is ``None``, printed ``unknown``, never $0). Import-light (``optimize.summary``, a run
 reader, stores an ``Estimate``): the agents' prompts and renderers load inside the builders.
 """

@@ -272,7 +272,7 @@ class FatalStopper:
 class CostStopper:
     """gepa stop callback: end the run at the next iteration boundary once the spend cap refused a call.
 
-    The cap itself is enforced per LM call (``lm.spendcap.SpendCap``: nothing is sent that could
+    The cap itself is enforced per LM call (``lm.spend.cap.SpendCap``: nothing is sent that could
     pass ``--max-cost``); this only stops GEPA from starting iterations whose calls would all be
     refused, and reports the stop once.
     """

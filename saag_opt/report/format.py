@@ -110,7 +110,7 @@ def contamination_warning(prompt: str | None, splits: list[str]) -> str:
 COMMAND_OF_VERB = {"evaluate-multiturn": "evaluate"}
 """Run kinds (run.json's ``verb``) that another command writes: a multi-turn evaluate is ``saag-opt evaluate``.
 
-The key is ``evaluation.episodes.VERB``, spelled out because importing it would load the evaluation models
+The key is ``evaluation.conversation_records.VERB``, spelled out because importing it would load the evaluation models
 (~90 modules) wherever a resume hint is printed; tests/report/test_progress_lines.py pins the two together."""
 
 

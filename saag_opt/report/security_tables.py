@@ -2,7 +2,7 @@
 
 Per suite and attack: utility and attack success rate (ASR) without and with the guard, each with
 its 95% Wilson interval, the guard's false alarms and the injected calls it stopped; then the
-published defences' numbers (``evaluation.security.PUBLISHED``). ``--dry-run`` prints every verb's
+published defences' numbers (``security.records.PUBLISHED``). ``--dry-run`` prints every verb's
 estimate table (``report.estimate_tables``).
 """
 

@@ -5,7 +5,7 @@ the report and terminal tables read them back (``runfiles.read_run``). One row p
 pipeline arm (``none``: AgentDojo's standard pipeline; ``guard``: the same with the runtime guard)
 on one user task, without an attack or under one attack with one injection task, as AgentDojo
 scored it (``utility``; ``security`` True = the attacker's goal was met), with its trace
-(``evaluation.security_trace``: the conversation, the guard's decision per call, the answer).
+(``security.trace_records``: the conversation, the guard's decision per call, the answer).
 
 The summary gives per suite and attack (and over all of them): utility without attack, utility
 under attack and attack success rate (ASR), each arm with a 95% Wilson score interval (a rate near
@@ -70,7 +70,7 @@ class SecurityRecord(BaseModel):
     seconds: float = 0.0
     trace: Trace | None = None
     """What the agent said and did, the guard's decision on each call, the final answer
-    (``evaluation.security_trace``); None in runs written before records kept one."""
+    (``security.trace_records``); None in runs written before records kept one."""
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:

@@ -2,7 +2,7 @@
 
 ``run_security(config)`` writes ``runs/<ts>-security/`` (docs/design.md §21): ``run.json`` (the
 config, the agent, the suites and attacks, provenance), ``records.jsonl`` (one
-``evaluation.security.SecurityRecord`` per arm and task or pair, appended as each finishes),
+``security.records.SecurityRecord`` per arm and task or pair, appended as each finishes),
 ``costs.json`` for a model agent or reviewer, and at the end ``summary.json`` (``SecuritySummary``: utility
 without attack, utility under attack and ASR per suite and attack, each arm with its interval).
 ``--resume`` continues the same directory: runs already recorded are not run again; only

@@ -4,7 +4,7 @@ The pipeline hands it what it already holds: ``GuardElement.on_decision`` each r
 calls and the ``Decision``), and ``guarded_pipeline``'s taps the finished conversation twice, before
 ``StripBlocked`` (every call, blocked ones with their feedback) and after it (what
 ``run_task_with_pipeline`` scores). ``trace(injections)`` turns the last attempt into an
-``evaluation.security_trace.Trace``: each call with the guard's action, reason and finding, whether
+``security.trace_records.Trace``: each call with the guard's action, reason and finding, whether
 AgentDojo scored it, each tool result with the attack's injected text located in it.
 
 A decision is matched to its assistant message by call id (``GuardElement`` gives every reviewed

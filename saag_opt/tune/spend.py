@@ -2,7 +2,7 @@
 
 Why shared state: a study's LM calls come from several processes (``--processes N`` local workers,
 the coordinator's warm-up, drain and test re-evaluation, and workers on other machines joining it
-through ``--storage``), and ``lm.spendcap.SpendCap`` only holds inside one. ``SharedSpendCap``
+through ``--storage``), and ``lm.spend.cap.SpendCap`` only holds inside one. ``SharedSpendCap``
 keeps its rule (every attempt reserves its worst case before it is sent and settles after, so
 ``settled + held <= max_cost`` at every instant) in one state every process reads and rewrites under
 an exclusive lock: where the study lives (``spend_store``):

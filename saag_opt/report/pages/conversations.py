@@ -3,7 +3,7 @@
 One row per entry (a real table: id, category, outcome between a reference and a target condition,
 the target's failing check); each row's details are compact JSON that the page's script draws:
 every condition's run turn by turn, side by side or one at a time, with the checker's verdict and
-the turn where it failed. Generic over the episode record model (``evaluation.episodes``): it reads
+the turn where it failed. Generic over the episode record model (``evaluation.conversation_records``): it reads
 records as plain dicts (``model_dump``), so a record model that adds fields (a user simulator's
 turns, a reward breakdown) renders without a change here:
 
